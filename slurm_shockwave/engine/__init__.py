@@ -1,0 +1,1 @@
+"""One round of scheduling: observe -> admit -> plan -> place -> diff -> apply -> report."""

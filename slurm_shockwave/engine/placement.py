@@ -1,0 +1,104 @@
+"""Placement: turn a policy's priority order into GPU slots.
+
+Rules: a job of up to K GPUs (K = GPUs per node) sits on one node; a larger job takes
+whole nodes. Running jobs keep their GPUs when they stay selected, so a round does not
+migrate work needlessly. Selection is greedy by count in the plan's order; a selected
+job that fragmentation leaves without room is skipped and later jobs backfill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.job import Job, JobId
+from slurm_shockwave.model.plan import Plan
+
+
+@dataclass
+class Placement:
+    slots: dict[JobId, tuple[str, ...]] = field(default_factory=dict)
+    fragmented: set[JobId] = field(default_factory=set)
+
+
+class _FreeSlots:
+    def __init__(self, view: ClusterView) -> None:
+        self.per_node = view.gpus_per_node
+        self.free: dict[str, list[str]] = {n.name: list(n.slots()) for n in view.nodes}
+        self.size = {n.name: n.gpus for n in view.nodes}
+        self.total = sum(self.size.values())
+
+    def take_exact(self, slots: tuple[str, ...]) -> bool:
+        by_node: dict[str, list[str]] = {}
+        for s in slots:
+            by_node.setdefault(s.rsplit(":", 1)[0], []).append(s)
+        for node, wanted in by_node.items():
+            have = self.free.get(node)
+            if have is None or any(s not in have for s in wanted):
+                return False
+        for node, wanted in by_node.items():
+            self.free[node] = [s for s in self.free[node] if s not in wanted]
+        self.total -= len(slots)
+        return True
+
+    def take(self, gpus: int) -> tuple[str, ...] | None:
+        if gpus <= self.per_node:
+            fits = [n for n, s in self.free.items() if len(s) >= gpus]
+            if not fits:
+                return None
+            node = min(fits, key=lambda n: (len(self.free[n]), n))  # best fit
+            got, self.free[node] = self.free[node][:gpus], self.free[node][gpus:]
+            self.total -= gpus
+            return tuple(got)
+        whole = [n for n, s in self.free.items() if len(s) == self.size[n]]
+        taken: list[str] = []
+        nodes: list[str] = []
+        for n in sorted(whole):
+            if len(taken) >= gpus:
+                break
+            taken += self.free[n]
+            nodes.append(n)
+        if len(taken) < gpus:
+            return None
+        for n in nodes:
+            self.total -= len(self.free[n])
+            self.free[n] = []
+        return tuple(taken[:gpus])
+
+
+def place(view: ClusterView, plan: Plan) -> Placement:
+    jobs = view.by_id()
+    order: list[Job] = [jobs[j] for j in plan.order if j in jobs]
+    capacity = view.total_gpus
+    selected: list[Job] = []
+    used = 0
+    for job in order:
+        if used + job.gpus <= capacity:
+            selected.append(job)
+            used += job.gpus
+    free = _FreeSlots(view)
+    out = Placement()
+    # Selected running jobs keep their GPUs.
+    for job in selected:
+        if job.is_running and job.gpu_slots and free.take_exact(job.gpu_slots):
+            out.slots[job.job_id] = job.gpu_slots
+    # Then the others, largest first (hardest to fit).
+    for job in sorted(selected, key=lambda j: -j.gpus):
+        if job.job_id in out.slots:
+            continue
+        got = free.take(job.gpus)
+        if got is None:
+            out.fragmented.add(job.job_id)
+        else:
+            out.slots[job.job_id] = got
+    # Backfill what fragmentation left, in plan order.
+    if out.fragmented:
+        for job in order:
+            if free.total == 0:
+                break
+            if job.job_id in out.slots or job.job_id in out.fragmented or job.gpus > free.total:
+                continue
+            got = free.take(job.gpus)
+            if got is not None:
+                out.slots[job.job_id] = got
+    return out

@@ -1,0 +1,1 @@
+"""Evaluation metrics exactly as the Shockwave paper defines them (NOTES.md §5)."""

@@ -1,0 +1,1 @@
+"""Typed domain objects shared by every driver: jobs, cluster view, plans, errors."""

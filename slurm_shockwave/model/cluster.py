@@ -1,0 +1,46 @@
+"""The cluster as one round sees it: nodes, active jobs and the time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slurm_shockwave.model.job import Job, JobId
+
+
+@dataclass(frozen=True, slots=True)
+class GpuNode:
+    name: str
+    gpus: int
+
+    def slots(self) -> tuple[str, ...]:
+        return tuple(f"{self.name}:{i}" for i in range(self.gpus))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """A read-only snapshot handed to admission, policies and placement."""
+
+    now_s: float
+    round_index: int
+    round_s: float
+    nodes: tuple[GpuNode, ...]
+    jobs: tuple[Job, ...]
+    num_jobs_total: int = 0
+    """Jobs known for the whole run (the trace length in simulation, 0 if unknown)."""
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    @property
+    def gpus_per_node(self) -> int:
+        return max((n.gpus for n in self.nodes), default=0)
+
+    def job(self, job_id: JobId) -> Job:
+        for j in self.jobs:
+            if j.job_id == job_id:
+                return j
+        raise KeyError(job_id)
+
+    def by_id(self) -> dict[JobId, Job]:
+        return {j.job_id: j for j in self.jobs}

@@ -1,0 +1,82 @@
+"""Jobs as the policies see them: an immutable spec plus observed progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from slurm_shockwave.model.lifecycle import Phase
+
+JobId = int
+
+
+class AdaptationMode(str, Enum):
+    """How a job changes its batch size while it trains (trace column 8, hint `mode`)."""
+
+    STATIC = "static"
+    ACCORDION = "accordion"
+    GNS = "gns"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What the user asked for; never changes after submission."""
+
+    job_id: JobId
+    model: str
+    init_bs: int
+    gpus: int
+    mode: AdaptationMode
+    arrival_s: float
+    num_epochs: int
+    priority_weight: float = 1.0
+    user: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """What has been observed of a job so far.
+
+    ``epoch_s`` is the wall time of one epoch at the current batch size on the job's GPUs
+    (from the throughput table in simulation, from reported progress on Slurm).
+    """
+
+    epochs_done: float = 0.0
+    bs: int = 0
+    epoch_s: float = 0.0
+    run_s: float = 0.0
+    attained_gpu_s: float = 0.0
+    rounds_run: int = 0
+    last_run_round: int = -1
+    bs_history: tuple[tuple[int, int], ...] = ()
+    """(batch size, epochs completed at it), run-length encoded, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    spec: JobSpec
+    progress: JobProgress
+    phase: Phase = Phase.PENDING
+    gpu_slots: tuple[str, ...] = field(default=())
+    """The GPUs the job holds now (empty unless running)."""
+
+    @property
+    def job_id(self) -> JobId:
+        return self.spec.job_id
+
+    @property
+    def gpus(self) -> int:
+        return self.spec.gpus
+
+    @property
+    def remaining_epochs(self) -> float:
+        return max(0.0, self.spec.num_epochs - self.progress.epochs_done)
+
+    @property
+    def remaining_s_now(self) -> float:
+        """Remaining runtime at the current rate: what Gavel-era policies assume."""
+        return self.remaining_epochs * self.progress.epoch_s
+
+    @property
+    def is_running(self) -> bool:
+        return self.phase == Phase.RUNNING

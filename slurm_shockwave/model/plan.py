@@ -1,0 +1,89 @@
+"""What a policy decides, what placement makes of it, and the actions that follow."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from slurm_shockwave.model.job import JobId
+
+
+class ReasonCode(str, Enum):
+    SCHEDULED = "scheduled"
+    KEPT_RUNNING = "kept_running"
+    WAITING_CAPACITY = "waiting_capacity"
+    WAITING_FRAGMENTATION = "waiting_fragmentation"
+    PREEMPTED_PRIORITY = "preempted_priority"
+    PREEMPTED_FAIRNESS = "preempted_fairness"
+    BACKFILLED = "backfilled"
+    REJECTED_TOO_LARGE = "rejected_too_large"
+    BAD_HINT = "bad_hint"
+    SOLVER_TIMEOUT_FALLBACK = "solver_timeout_fallback"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    code: ReasonCode
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.code.value}({self.detail})" if self.detail else self.code.value
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A policy's decision for one round.
+
+    ``order`` lists the jobs the policy wants to run, most important first; placement
+    starts them greedily in that order while GPUs fit, so a plan never has to know
+    about node boundaries. Jobs left out of ``order`` must not run this round.
+    """
+
+    order: tuple[JobId, ...]
+    reasons: Mapping[JobId, Reason] = field(default_factory=dict)
+
+
+Memory = Mapping[str, Any]
+"""A policy's cross-round state: plain, serialisable values that the engine stores."""
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    plan: Plan
+    memory: Memory
+
+
+class ActionKind(str, Enum):
+    START = "start"
+    KEEP = "keep"
+    PREEMPT = "preempt"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    kind: ActionKind
+    job_id: JobId
+    gpu_slots: tuple[str, ...] = ()
+
+
+class Outcome(str, Enum):
+    APPLIED = "applied"
+    REJECTED = "rejected"
+    DEFERRED = "deferred"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    action: Action
+    outcome: Outcome
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    results: tuple[ActionResult, ...]
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(1 for r in self.results if r.outcome == outcome)

@@ -1,0 +1,69 @@
+"""Isolated job throughputs (steps/s for the whole job on its GPUs).
+
+Two inputs are understood: Gavel's JSON format (``--throughputs FILE``, as shipped with the
+Shockwave artefact) and the compact table bundled in ``slurm_shockwave/data``. Parsing
+takes already-loaded JSON so this module does no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from slurm_shockwave.model.errors import InputError
+
+_GAVEL_KEY = re.compile(r"^\('(?P<model>.+?) \(batch size (?P<bs>\d+)\)', (?P<gpus>\d+)\)$")
+
+
+@dataclass(frozen=True)
+class ThroughputTable:
+    rates: Mapping[tuple[str, int, int], float]
+    source: str = "<table>"
+
+    def has(self, model: str, bs: int, gpus: int) -> bool:
+        return (model, bs, gpus) in self.rates
+
+    def steps_per_s(self, model: str, bs: int, gpus: int) -> float:
+        try:
+            return self.rates[(model, bs, gpus)]
+        except KeyError:
+            raise InputError(f"no entry for {model} batch size {bs} on {gpus} GPU(s)",
+                             source=self.source, field="throughput") from None
+
+    def models(self) -> set[str]:
+        return {m for m, _, _ in self.rates}
+
+
+def from_gavel(data: Mapping[str, Any], *, source: str, worker_type: str = "v100") -> ThroughputTable:
+    """Read Gavel's ``{worker: {"('<Model> (batch size B)', w)": {"null": thr}}}`` format."""
+    if not isinstance(data, Mapping) or worker_type not in data:
+        raise InputError(f"no worker type {worker_type!r} at the top level", source=source,
+                         field="worker_type")
+    rates: dict[tuple[str, int, int], float] = {}
+    for key, entry in data[worker_type].items():
+        m = _GAVEL_KEY.match(key)
+        if m is None:
+            continue  # single-batch-size workloads such as A3C carry no batch size
+        thr = entry.get("null") if isinstance(entry, Mapping) else None
+        if not isinstance(thr, (int, float)) or isinstance(thr, bool) or thr < 0:
+            raise InputError(f"isolated throughput must be a number >= 0, got {thr!r}",
+                             source=source, field=f"{worker_type}.{key}.null")
+        if thr == 0:
+            continue  # Gavel marks combinations that do not run (out of memory) with 0
+        rates[(m["model"], int(m["bs"]), int(m["gpus"]))] = float(thr)
+    if not rates:
+        raise InputError("no '(<model> (batch size B)', gpus)' entries found", source=source,
+                         field=worker_type)
+    return ThroughputTable(rates, source)
+
+
+def from_compact(data: Mapping[str, Mapping[str, Mapping[str, float]]], *,
+                 source: str) -> ThroughputTable:
+    """Read the bundled ``model -> batch size -> gpus -> steps/s`` table."""
+    rates = {(model, int(bs), int(gpus)): float(thr)
+             for model, by_bs in data.items()
+             for bs, by_gpus in by_bs.items()
+             for gpus, thr in by_gpus.items()}
+    return ThroughputTable(rates, source)

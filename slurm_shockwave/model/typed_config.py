@@ -1,0 +1,72 @@
+"""Build frozen config dataclasses from plain mappings, naming the field path on error."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from slurm_shockwave.model.errors import InputError
+
+T = TypeVar("T")
+
+
+def _coerce(value: Any, hint: Any, path: str, source: str) -> Any:
+    origin = typing.get_origin(hint)
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if hint is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if hint is bool and isinstance(value, bool):
+        return value
+    if hint is str and isinstance(value, str):
+        return value
+    if origin is tuple and isinstance(value, (list, tuple)):
+        (inner, *_rest) = typing.get_args(hint)
+        return tuple(_coerce(v, inner, f"{path}[{i}]", source) for i, v in enumerate(value))
+    if origin in (typing.Union, types.UnionType):
+        for arm in typing.get_args(hint):
+            if arm is type(None) and value is None:
+                return None
+            try:
+                return _coerce(value, arm, path, source)
+            except InputError:
+                continue
+    name = getattr(hint, "__name__", str(hint))
+    raise InputError(f"expected {name}, got {value!r}", source=source, field=path)
+
+
+def build_config(cls: type[T], data: Mapping[str, Any] | None, *, path: str = "",
+                 source: str = "") -> T:
+    """Validate ``data`` against the dataclass ``cls``; unknown keys are errors."""
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        raise InputError(f"unknown setting (known: {', '.join(sorted(fields)) or 'none'})",
+                         source=source, field=where)
+    kwargs = {name: _coerce(value, hints[name], f"{path}.{name}" if path else name, source)
+              for name, value in data.items()}
+    config = cls(**kwargs)
+    check = getattr(config, "validate", None)
+    if callable(check):
+        problem = check()
+        if problem:
+            field_name, message = problem
+            raise InputError(message, source=source,
+                             field=f"{path}.{field_name}" if path else field_name)
+    return config
+
+
+def describe_fields(cls: type) -> list[tuple[str, str, Any]]:
+    """(name, type, default) of every config field, for ``shockwave policies``."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else None
+        out.append((f.name, getattr(hints[f.name], "__name__", str(hints[f.name])), default))
+    return out

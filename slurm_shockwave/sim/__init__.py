@@ -1,0 +1,1 @@
+"""The trace-driven simulator: trace formats, adaptation emulation, simulated world, loop."""

@@ -1,0 +1,72 @@
+"""Reading the simulator's inputs from files: throughput tables and workloads."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.throughputs import ThroughputTable, from_compact, from_gavel
+from slurm_shockwave.sim.trace import TraceJob, read_trace
+from slurm_shockwave.workloads.profile import JobProfile, build_profile
+
+BUNDLED_TABLES = ("tacc", "wisr")
+DEMO_TRACE = "demo"
+
+
+def bundled_table(name: str = "tacc") -> ThroughputTable:
+    data = json.loads(resources.files("slurm_shockwave.data").joinpath(
+        "v100_throughputs.json").read_text(encoding="utf-8"))
+    if name not in data["tables"]:
+        raise InputError(f"no bundled table {name!r} (known: {', '.join(BUNDLED_TABLES)})",
+                         field="throughputs")
+    return from_compact(data["tables"][name], source=f"builtin:{name}")
+
+
+def load_throughputs(spec: str | Path | None) -> ThroughputTable:
+    """A path to a Gavel-format JSON file, or ``builtin:tacc`` / ``builtin:wisr``."""
+    if spec is None:
+        return bundled_table("tacc")
+    text = str(spec)
+    if text.startswith("builtin:"):
+        return bundled_table(text.split(":", 1)[1])
+    try:
+        data = json.loads(Path(text).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror})", source=text,
+                         field="throughputs") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON ({exc.msg})", source=text, line=exc.lineno,
+                         field="throughputs") from None
+    return from_gavel(data, source=text)
+
+
+def demo_trace_path() -> Path:
+    return Path(str(resources.files("slurm_shockwave.data").joinpath("demo.jsonl")))
+
+
+def load_trace(spec: str | Path | None) -> list[TraceJob]:
+    if spec is None or str(spec) == DEMO_TRACE:
+        return read_trace(demo_trace_path())
+    return read_trace(spec)
+
+
+@dataclass(frozen=True)
+class Workload:
+    jobs: tuple[TraceJob, ...]
+    profiles: dict[int, JobProfile]
+    source: str
+
+
+def build_workload(jobs: list[TraceJob], table: ThroughputTable, *, source: str) -> Workload:
+    """Profiles for every job; a missing throughput entry names the job and its line."""
+    profiles = {}
+    for job in jobs:
+        try:
+            profiles[job.spec.job_id] = build_profile(job.spec, table)
+        except InputError as exc:
+            raise InputError(f"job {job.spec.job_id}: {exc.problem} in {table.source}",
+                             source=source, line=job.line or None, field="throughput") from None
+    return Workload(tuple(jobs), profiles, source)

@@ -1,0 +1,77 @@
+"""The simulation loop: run_round against a SimulatedCluster until every job is done."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from slurm_shockwave.engine.round import run_round
+from slurm_shockwave.metrics.summary import Finished, Summary, rho, summarize
+from slurm_shockwave.model.cluster import GpuNode
+from slurm_shockwave.model.plan import Memory
+from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.sim.inputs import Workload
+from slurm_shockwave.sim.world import JobOutcome, SimulatedCluster
+
+ProgressFn = Callable[[int, int], None]
+"""Called after each round with (jobs finished, jobs in the trace)."""
+
+
+def make_nodes(gpus: int, gpus_per_node: int | None = None) -> list[GpuNode]:
+    """``gpus_per_node`` None: one pool where any free GPUs serve a job (the paper's model)."""
+    if gpus < 1:
+        raise ValueError("gpus must be >= 1")
+    if gpus_per_node is None:
+        return [GpuNode("pool", gpus)]
+    if gpus_per_node < 1 or gpus % gpus_per_node:
+        raise ValueError(f"gpus ({gpus}) must be a multiple of gpus_per_node ({gpus_per_node})")
+    return [GpuNode(f"node{i:03d}", gpus_per_node) for i in range(gpus // gpus_per_node)]
+
+
+@dataclass
+class SimResult:
+    policy: str
+    gpus: int
+    summary: Summary
+    outcomes: list[JobOutcome]
+    rounds: int
+    wall_s: float
+    timeline: list[tuple[float, int]] = field(default_factory=list)
+    rhos: dict[int, float] = field(default_factory=dict)
+
+
+def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
+             gpus_per_node: int | None = None, round_s: float = 120.0, restore_s: float = 20.0,
+             deadline_factor: float | None = None, max_rounds: int = 1_000_000,
+             on_round: ProgressFn | None = None) -> SimResult:
+    started = time.perf_counter()
+    nodes = make_nodes(gpus, gpus_per_node)
+    too_big = [j.spec for j in workload.jobs if j.spec.gpus > gpus
+               or (gpus_per_node is not None and j.spec.gpus > gpus_per_node
+                   and gpus // gpus_per_node < -(-j.spec.gpus // gpus_per_node))]
+    if too_big:
+        s = too_big[0]
+        raise ValueError(f"job {s.job_id} needs {s.gpus} GPUs; the cluster cannot place it")
+    world = SimulatedCluster(workload, nodes, round_s=round_s, restore_s=restore_s,
+                             deadline_factor=deadline_factor)
+    memory: Memory = {}
+    total = len(workload.jobs)
+    rounds = 0
+    while not world.done:
+        if rounds >= max_rounds:
+            raise RuntimeError(f"{policy.name}: not done after {max_rounds} rounds")
+        report = run_round(world, policy, memory, world)
+        memory = report.memory
+        world.advance()
+        rounds += 1
+        if on_round is not None:
+            on_round(len(world.finished), total)
+    finished = [Finished(o.job_id, o.arrival_s, o.finish_s, o.exclusive_s)
+                for o in world.finished]
+    summary = summarize(finished, num_gpus=gpus, busy_gpu_s=world.busy_gpu_s, num_jobs=total)
+    return SimResult(policy=policy.name, gpus=gpus, summary=summary,
+                     outcomes=sorted(world.finished, key=lambda o: o.job_id),
+                     rounds=world.round_index, wall_s=time.perf_counter() - started,
+                     timeline=world.timeline,
+                     rhos={f.job_id: rho(f, total, gpus) for f in finished})

@@ -1,0 +1,1 @@
+"""Numerical optimisation: closed-form fractional allocations now, the MILP later."""

@@ -1,0 +1,1 @@
+"""The ML workloads: model catalogue, batch-size adaptation patterns, per-epoch profiles."""

@@ -1,0 +1,73 @@
+"""Per-epoch job profiles: epochs, batch size per epoch, and their durations.
+
+The profile is the simulator's ground truth for a job and the denominator of the
+finish-time-fairness metric (exclusive runtime). Durations come from the throughput
+table: ``(samples_per_epoch / bs) / steps_per_s(model, bs, gpus)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from slurm_shockwave.model.job import AdaptationMode, JobSpec
+from slurm_shockwave.model.throughputs import ThroughputTable
+from slurm_shockwave.workloads.adaptation import bs_schedule
+from slurm_shockwave.workloads.catalog import model_info
+
+
+def epochs_from_steps(total_steps: int, samples_per_epoch: int, init_bs: int) -> int:
+    """E = ceil(total_steps / ceil(samples / bs0)), as the artefact counts epochs."""
+    steps_per_epoch = math.ceil(samples_per_epoch / init_bs)
+    return max(1, math.ceil(total_steps / steps_per_epoch))
+
+
+@dataclass(frozen=True, slots=True)
+class JobProfile:
+    bs_by_epoch: tuple[int, ...]
+    epoch_s_by_bs: dict[int, float]
+
+    @property
+    def num_epochs(self) -> int:
+        return len(self.bs_by_epoch)
+
+    def epoch_s(self, epoch: int) -> float:
+        return self.epoch_s_by_bs[self.bs_by_epoch[min(epoch, self.num_epochs - 1)]]
+
+    @property
+    def exclusive_s(self) -> float:
+        """Runtime alone on its GPUs: the metric's T_excl."""
+        return sum(self.epoch_s_by_bs[b] for b in self.bs_by_epoch)
+
+    def segments(self) -> list[tuple[int, int]]:
+        """Run-length encoded (batch size, epochs), as the reference profiles store them."""
+        out: list[tuple[int, int]] = []
+        for b in self.bs_by_epoch:
+            if out and out[-1][0] == b:
+                out[-1] = (b, out[-1][1] + 1)
+            else:
+                out.append((b, 1))
+        return out
+
+
+def epoch_seconds(model: str, bs: int, gpus: int, table: ThroughputTable) -> float:
+    return (model_info(model).samples_per_epoch / bs) / table.steps_per_s(model, bs, gpus)
+
+
+def build_profile(spec: JobSpec, table: ThroughputTable) -> JobProfile:
+    """Batch size and duration of every epoch of ``spec``.
+
+    A batch size the table lacks is never switched to (the job stays at the batch size
+    it had), as the artefact's simulator rejects such a change.
+    """
+    wanted = bs_schedule(AdaptationMode(spec.mode), spec.model, spec.init_bs, spec.gpus,
+                         spec.num_epochs)
+    durations = {spec.init_bs: epoch_seconds(spec.model, spec.init_bs, spec.gpus, table)}
+    schedule: list[int] = []
+    current = spec.init_bs
+    for b in wanted:
+        if b not in durations and table.has(spec.model, b, spec.gpus):
+            durations[b] = epoch_seconds(spec.model, b, spec.gpus, table)
+        current = b if b in durations else current
+        schedule.append(current)
+    return JobProfile(tuple(schedule), durations)
