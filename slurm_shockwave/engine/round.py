@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from slurm_shockwave.engine.admission import admit
 from slurm_shockwave.engine.diff import diff
@@ -57,7 +58,7 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
     return out
 
 
-def run_round(source: ClusterSource, policy: Policy, memory: Memory,
+def run_round(source: ClusterSource, policy: Policy[Any], memory: Memory,
               actuator: Actuator) -> RoundReport:
     view = source.observe()
     view, rejected = admit(view)

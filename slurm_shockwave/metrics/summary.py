@@ -46,14 +46,17 @@ class Summary:
     unfair_fraction_110: float
     """Share of jobs with rho > 1.1 (the threshold of the paper's plotting code), 0..1."""
     utilization: float
+    """GPU-seconds held by running jobs over G x makespan."""
+    useful_utilization: float
+    """The same without checkpoint-restore time: what preemption costs shows here."""
 
 
 def summarize(done: Sequence[Finished], *, num_gpus: int, busy_gpu_s: float,
-              num_jobs: int | None = None) -> Summary:
+              num_jobs: int | None = None, restore_gpu_s: float = 0.0) -> Summary:
     """``num_jobs`` is the trace's N in the contention factor (defaults to len(done))."""
     n = len(done)
     if n == 0:
-        return Summary(0, num_gpus, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        return Summary(0, num_gpus, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     total = num_jobs if num_jobs is not None else n
     makespan = max(j.finish_s for j in done)
     rhos = sorted(rho(j, total, num_gpus) for j in done)
@@ -66,4 +69,6 @@ def summarize(done: Sequence[Finished], *, num_gpus: int, busy_gpu_s: float,
         unfair_fraction=sum(r > 1.05 for r in rhos) / n,
         unfair_fraction_110=sum(r > 1.1 for r in rhos) / n,
         utilization=busy_gpu_s / (num_gpus * makespan) if makespan > 0 else 0.0,
+        useful_utilization=((busy_gpu_s - restore_gpu_s) / (num_gpus * makespan)
+                            if makespan > 0 else 0.0),
     )

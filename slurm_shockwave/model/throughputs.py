@@ -36,7 +36,8 @@ class ThroughputTable:
         return {m for m, _, _ in self.rates}
 
 
-def from_gavel(data: Mapping[str, Any], *, source: str, worker_type: str = "v100") -> ThroughputTable:
+def from_gavel(data: Mapping[str, Any], *, source: str,
+               worker_type: str = "v100") -> ThroughputTable:
     """Read Gavel's ``{worker: {"('<Model> (batch size B)', w)": {"null": thr}}}`` format."""
     if not isinstance(data, Mapping) or worker_type not in data:
         raise InputError(f"no worker type {worker_type!r} at the top level", source=source,
@@ -65,5 +66,5 @@ def from_compact(data: Mapping[str, Mapping[str, Mapping[str, float]]], *,
     rates = {(model, int(bs), int(gpus)): float(thr)
              for model, by_bs in data.items()
              for bs, by_gpus in by_bs.items()
-             for gpus, thr in by_gpus.items()}
+             for gpus, thr in by_gpus.items() if thr > 0}
     return ThroughputTable(rates, source)

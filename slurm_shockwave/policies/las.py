@@ -9,6 +9,7 @@ inside a queue, which avoids the thrashing of continuous LAS). A job waiting lon
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.job import Job
@@ -24,7 +25,7 @@ class LasConfig:
 
     def validate(self) -> tuple[str, str] | None:
         t = self.queue_thresholds_gpu_s
-        if any(b <= a for a, b in zip(t, t[1:], strict=False)) or any(v <= 0 for v in t):
+        if any(b <= a for a, b in pairwise(t)) or any(v <= 0 for v in t):
             return "queue_thresholds_gpu_s", "must be positive and increasing"
         if self.starvation_factor < 0:
             return "starvation_factor", "must be >= 0"

@@ -27,7 +27,8 @@ class Themis(Policy[NoConfig]):
             return realise(view, {}, memory)
         m, g = len(jobs), view.total_gpus
         iso = [min(1.0, g / (m * j.gpus)) for j in jobs]
-        fair = [j.progress.run_s / s + j.remaining_s_now / s for j, s in zip(jobs, iso, strict=True)]
+        fair = [(j.progress.run_s + j.remaining_s_now) / s
+                for j, s in zip(jobs, iso, strict=True)]
         x, _ = min_max_ratio([j.gpus for j in jobs],
                              [view.now_s - j.spec.arrival_s for j in jobs],
                              [j.remaining_s_now for j in jobs], fair, g)

@@ -69,7 +69,8 @@ def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
             on_round(len(world.finished), total)
     finished = [Finished(o.job_id, o.arrival_s, o.finish_s, o.exclusive_s)
                 for o in world.finished]
-    summary = summarize(finished, num_gpus=gpus, busy_gpu_s=world.busy_gpu_s, num_jobs=total)
+    summary = summarize(finished, num_gpus=gpus, busy_gpu_s=world.busy_gpu_s, num_jobs=total,
+                        restore_gpu_s=world.restore_gpu_s)
     return SimResult(policy=policy.name, gpus=gpus, summary=summary,
                      outcomes=sorted(world.finished, key=lambda o: o.job_id),
                      rounds=world.round_index, wall_s=time.perf_counter() - started,

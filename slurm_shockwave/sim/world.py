@@ -85,13 +85,15 @@ class SimulatedCluster:
         self.deadline_factor = deadline_factor
         self.clock = SimClock(0.0)
         self.round_index = 0
+        by_arrival = sorted(workload.jobs, key=lambda t: (t.spec.arrival_s, t.spec.job_id))
         self._all = [_SimJob(tj.spec, workload.profiles[tj.spec.job_id], tj.spec.init_bs)
-                     for tj in sorted(workload.jobs, key=lambda t: (t.spec.arrival_s, t.spec.job_id))]
+                     for tj in by_arrival]
         self._arrivals = [j.spec.arrival_s for j in self._all]
         self._next = 0  # index of the first job not yet arrived
         self._active: dict[JobId, _SimJob] = {}
         self.finished: list[JobOutcome] = []
         self.busy_gpu_s = 0.0
+        self.restore_gpu_s = 0.0
         self.timeline: list[tuple[float, int]] = []  # (round start, GPUs busy)
 
     # -- ClusterSource ----------------------------------------------------------------------
@@ -175,6 +177,7 @@ class SimulatedCluster:
             job.last_run_round = self.round_index
             job.started_this_round = False
             self.busy_gpu_s += used * job.spec.gpus
+            self.restore_gpu_s += min(penalty, used) * job.spec.gpus
             over = (self.deadline_factor is not None
                     and job.run_s > self.deadline_factor * job.profile.exclusive_s)
             if need_s <= self.round_s or over:

@@ -6,8 +6,6 @@ Shockwave artefact, which the tests check against every job of the reference tra
 
 from __future__ import annotations
 
-import math
-
 from slurm_shockwave.model.job import AdaptationMode
 from slurm_shockwave.workloads.catalog import model_info
 
@@ -64,9 +62,9 @@ def _accordion_critical(model: str, init_bs: int, epoch: int) -> bool:
 def accordion_schedule(model: str, init_bs: int, num_epochs: int) -> list[int]:
     """Small batch in critical regimes and in the first 30% of epochs, the maximum elsewhere."""
     big = model_info(model).max_bs
-    # math.ceil of the float product, as the artefact computes it (0.3*1040 -> 313)
-    warmup = math.ceil(0.3 * num_epochs)
-    return [init_bs if (e < warmup or _accordion_critical(model, init_bs, e)) else big
+    # epoch <= 0.3 E, in floating point, as the artefact compares (E=1040 keeps 313 epochs)
+    warmup = 0.3 * num_epochs
+    return [init_bs if (e <= warmup or _accordion_critical(model, init_bs, e)) else big
             for e in range(num_epochs)]
 
 

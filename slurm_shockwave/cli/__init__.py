@@ -1,0 +1,1 @@
+"""The ``shockwave`` command: parse arguments, call one function, render the result."""

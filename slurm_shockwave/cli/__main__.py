@@ -1,0 +1,3 @@
+from slurm_shockwave.cli.main import cli
+
+cli()

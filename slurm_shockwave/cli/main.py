@@ -1,0 +1,22 @@
+"""Entry point of the ``shockwave`` command."""
+
+from __future__ import annotations
+
+import click
+
+from slurm_shockwave import __version__
+from slurm_shockwave.cli.policies import policies
+from slurm_shockwave.cli.simulate import compare, simulate
+from slurm_shockwave.cli.trace import trace
+
+
+@click.group()
+@click.version_option(__version__, prog_name="shockwave")
+def cli() -> None:
+    """slurm-shockwave: fair, efficient GPU scheduling for adaptive ML jobs on Slurm."""
+
+
+cli.add_command(simulate)
+cli.add_command(compare)
+cli.add_command(trace)
+cli.add_command(policies)

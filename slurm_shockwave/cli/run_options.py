@@ -1,0 +1,91 @@
+"""Options shared by ``simulate`` and ``compare``, and the one function both call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from slurm_shockwave.config import Settings, load_settings
+from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.sim.inputs import (
+    DEMO_TRACE,
+    Workload,
+    build_workload,
+    load_throughputs,
+    load_trace,
+)
+from slurm_shockwave.sim.run import SimResult, simulate
+
+DEMO_GPUS = 16
+
+
+def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed((
+        click.argument("trace", required=False, default=DEMO_TRACE),
+        click.option("--gpus", type=int, default=None,
+                     help=f"GPUs in the cluster (default {DEMO_GPUS} for the demo trace)."),
+        click.option("--gpus-per-node", type=int, default=None,
+                     help="Make placement real: nodes of K GPUs (default: one pool)."),
+        click.option("--throughputs", default=None,
+                     help="Gavel-format JSON, or builtin:tacc / builtin:wisr (default tacc)."),
+        click.option("--config", "config_path", default=None, help="YAML settings file."),
+        click.option("--seed", type=int, default=0, show_default=True,
+                     help="Seeds every random choice of the run."),
+        click.option("--round-s", type=float, default=None, help="Round length (default 120)."),
+        click.option("--cutoff", type=float, default=None,
+                     help="Force-complete jobs past this x exclusive runtime (paper: 1.5)."),
+        click.option("--progress/--no-progress", default=None,
+                     help="Progress bar (default: when stderr is a terminal)."),
+    )):
+        fn = opt(fn)
+    return fn
+
+
+@dataclass
+class RunInputs:
+    trace: str
+    gpus: int
+    gpus_per_node: int | None
+    workload: Workload
+    settings: Settings
+    round_s: float
+    cutoff: float | None
+    progress: bool
+
+
+def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs: str | None,
+            config_path: str | None, round_s: float | None, cutoff: float | None,
+            progress: bool | None) -> RunInputs:
+    if gpus is None:
+        if trace != DEMO_TRACE:
+            raise click.UsageError("--gpus is required with a trace file")
+        gpus = DEMO_GPUS
+    settings = load_settings(config_path)
+    jobs = load_trace(trace)
+    workload = build_workload(jobs, load_throughputs(throughputs), source=trace)
+    show = progress if progress is not None else Console(stderr=True).is_terminal
+    return RunInputs(trace, gpus, gpus_per_node, workload, settings,
+                     round_s if round_s is not None else settings.simulator.round_s,
+                     cutoff if cutoff is not None else settings.simulator.deadline_factor, show)
+
+
+def run_policy(inputs: RunInputs, name: str) -> SimResult:
+    policy = make_policy(name, inputs.settings.policies.get(name),
+                         source=inputs.settings.source)
+    kwargs: dict[str, Any] = dict(gpus=inputs.gpus, gpus_per_node=inputs.gpus_per_node,
+                                  round_s=inputs.round_s,
+                                  restore_s=inputs.settings.simulator.restore_s,
+                                  deadline_factor=inputs.cutoff)
+    if not inputs.progress:
+        return simulate(inputs.workload, policy, **kwargs)
+    with Progress(TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("jobs done"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(name, total=len(inputs.workload.jobs))
+        return simulate(inputs.workload, policy,
+                        on_round=lambda done, _total: bar.update(task, completed=done), **kwargs)

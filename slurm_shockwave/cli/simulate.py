@@ -1,0 +1,77 @@
+"""``shockwave simulate`` and ``shockwave compare``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from slurm_shockwave.cli.errors import one_line_errors
+from slurm_shockwave.cli.run_options import prepare, run_options, run_policy
+from slurm_shockwave.policies.registry import POLICIES
+from slurm_shockwave.report.results import summary_record, write_per_job_csv
+from slurm_shockwave.report.tables import compare_table, console, summary_table
+
+
+@click.command()
+@run_options
+@click.option("--policy", default="gavel", show_default=True,
+              help=f"One of: {', '.join(POLICIES)}.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+              help="Write per-job results (JCT, rho, ...) to this CSV file.")
+@one_line_errors
+def simulate(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs: str | None,
+             config_path: str | None, seed: int, round_s: float | None, cutoff: float | None,
+             progress: bool | None, policy: str, as_json: bool, csv_path: str | None) -> None:
+    """Simulate TRACE (default: the bundled demo trace) under one policy."""
+    inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
+                     progress)
+    result = run_policy(inputs, policy)
+    if csv_path:
+        write_per_job_csv(result, Path(csv_path))
+    if as_json:
+        click.echo(json.dumps(summary_record(result, trace=trace)))
+    else:
+        console().print(summary_table(result, f"{trace} on {inputs.gpus} GPUs"))
+
+
+@click.command()
+@run_options
+@click.option("--policies", "names", default="gavel,themis,allox,gandiva_fair,ossp",
+              show_default=True, help="Comma-separated; ratios are against the first.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Write results.json, per-job CSVs and PNG plots here.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per policy.")
+@one_line_errors
+def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs: str | None,
+            config_path: str | None, seed: int, round_s: float | None, cutoff: float | None,
+            progress: bool | None, names: str, out: str | None, as_json: bool) -> None:
+    """Run several policies on one TRACE and compare them side by side."""
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in POLICIES]
+    if not wanted or unknown:
+        raise click.BadParameter(f"unknown policy {unknown[0] if unknown else '(none)'} "
+                                 f"(known: {', '.join(POLICIES)})", param_hint="--policies")
+    inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
+                     progress)
+    results = [run_policy(inputs, n) for n in wanted]
+    records = [summary_record(r, trace=trace) for r in results]
+    if as_json:
+        for rec in records:
+            click.echo(json.dumps(rec))
+    else:
+        console().print(compare_table(results, f"{trace} on {inputs.gpus} GPUs"))
+    if out:
+        from slurm_shockwave.report.plots import write_plots  # matplotlib only when asked
+
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "results.json").write_text(json.dumps(records, indent=1) + "\n")
+        for r in results:
+            write_per_job_csv(r, folder / f"jobs_{r.policy}.csv")
+        paths = write_plots(results, folder, f"{Path(trace).name[:40]}, {inputs.gpus} GPUs")
+        if not as_json:
+            click.echo(f"wrote {folder / 'results.json'}, per-job CSVs and "
+                       f"{', '.join(p.name for p in paths)}")

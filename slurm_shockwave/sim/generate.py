@@ -1,0 +1,90 @@
+"""Synthetic traces shaped like the paper's generator (NOTES.md §3.5).
+
+Poisson arrivals with mean gap ``mean_gap_s``; a nominal duration from ``num_durations``
+evenly spaced values between ``min_h`` and ``max_h`` hours, picked by bucket (72% from the
+shortest fifth, 20% from the next 30%, 5% from the next 40%, 3% from the longest tenth);
+a (model, batch size) template uniformly; GPUs from ``gpu_mix`` over 1/2/4/8 for models
+that train on several GPUs; an adaptation mode from ``mode_mix`` (accordion jobs under
+1000 s become static, as in the artefact); total steps = duration x isolated throughput.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from slurm_shockwave.model.job import AdaptationMode, JobSpec
+from slurm_shockwave.model.throughputs import ThroughputTable
+from slurm_shockwave.sim.trace import TraceJob
+from slurm_shockwave.workloads.catalog import MODELS
+from slurm_shockwave.workloads.profile import epochs_from_steps
+
+_BUCKETS = ((0.0, 0.2, 0.72), (0.2, 0.5, 0.20), (0.5, 0.9, 0.05), (0.9, 1.0, 0.03))
+GPU_CHOICES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class TraceShape:
+    num_jobs: int = 120
+    mean_gap_s: float = 40.0
+    min_h: float = 0.2
+    max_h: float = 5.0
+    num_durations: int = 100
+    mode_mix: tuple[float, float, float] = (0.0, 0.5, 0.5)
+    """Probabilities of static, accordion, gns."""
+    gpu_mix: tuple[float, float, float, float] = (0.6, 0.3, 0.09, 0.01)
+    """Probabilities of 1, 2, 4, 8 GPUs."""
+
+    def validate(self) -> tuple[str, str] | None:
+        if self.num_jobs < 1:
+            return "num_jobs", "must be >= 1"
+        if self.mean_gap_s < 0:
+            return "mean_gap_s", "must be >= 0"
+        if not 0 < self.min_h <= self.max_h:
+            return "min_h", "need 0 < min_h <= max_h"
+        if self.num_durations < 1:
+            return "num_durations", "must be >= 1"
+        for name, mix in (("mode_mix", self.mode_mix), ("gpu_mix", self.gpu_mix)):
+            if any(p < 0 for p in mix) or not math.isclose(sum(mix), 1.0, abs_tol=1e-6):
+                return name, "probabilities must be >= 0 and sum to 1"
+        return None
+
+
+def _duration_s(rng: random.Random, shape: TraceShape) -> float:
+    n = shape.num_durations
+    values = [shape.min_h + (shape.max_h - shape.min_h) * i / max(1, n - 1) for i in range(n)]
+    lo, hi, _ = rng.choices(_BUCKETS, weights=[b[2] for b in _BUCKETS])[0]
+    first = min(n - 1, int(lo * n))
+    last = max(first, min(n - 1, math.ceil(hi * n) - 1))
+    return values[rng.randint(first, last)] * 3600.0
+
+
+def generate(shape: TraceShape, table: ThroughputTable, seed: int = 0) -> list[TraceJob]:
+    problem = shape.validate()
+    if problem:
+        raise ValueError(f"{problem[0]}: {problem[1]}")
+    rng = random.Random(seed)
+    templates = [(m.name, bs) for m in MODELS.values() for bs in m.batch_sizes
+                 if table.has(m.name, bs, 1)]
+    if not templates:
+        raise ValueError(f"{table.source}: no catalogue model has a 1-GPU throughput")
+    modes = list(AdaptationMode)
+    jobs: list[TraceJob] = []
+    arrival = 0.0
+    for index in range(shape.num_jobs):
+        if index:
+            arrival += -math.log(1.0 - rng.random()) * shape.mean_gap_s
+        model, bs = rng.choice(templates)
+        gpus = rng.choices(GPU_CHOICES, weights=shape.gpu_mix)[0] if MODELS[model].multi_gpu else 1
+        if not table.has(model, bs, gpus):
+            gpus = 1
+        mode = rng.choices(modes, weights=shape.mode_mix)[0]
+        duration = _duration_s(rng, shape)
+        if mode == AdaptationMode.ACCORDION and duration < 1000:
+            mode = AdaptationMode.STATIC
+        steps = max(1, int(duration * table.steps_per_s(model, bs, gpus)))
+        epochs = epochs_from_steps(steps, MODELS[model].samples_per_epoch, bs)
+        spec = JobSpec(index, model, bs, gpus, mode, float(round(arrival)), epochs)
+        jobs.append(TraceJob(spec, steps, duration))
+    return jobs

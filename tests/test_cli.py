@@ -1,0 +1,117 @@
+"""The ``shockwave`` command as a user runs it: a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import reference_file
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", *args],
+                          capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_simulate_demo_json() -> None:
+    out = json.loads(run("simulate", "--policy", "las", "--json").stdout)
+    for key in ("policy", "jobs", "gpus", "makespan_s", "avg_jct_s", "worst_rho",
+                "unfair_fraction", "utilization", "rounds", "wall_s"):
+        assert key in out
+    assert out["policy"] == "las" and out["jobs"] == 64 and out["gpus"] == 16
+    assert 0 <= out["unfair_fraction"] <= 1 and out["makespan_s"] > 0
+
+
+def test_simulate_table_and_csv(tmp_path: Path) -> None:
+    csv = tmp_path / "jobs.csv"
+    proc = run("simulate", "--policy", "gavel", "--gpus-per-node", "4", "--csv", str(csv))
+    assert "makespan" in proc.stdout and "worst rho" in proc.stdout
+    lines = csv.read_text().splitlines()
+    assert lines[0].startswith("job_id,gpus,arrival_s") and len(lines) == 65
+
+
+def test_compare_writes_table_and_plots(tmp_path: Path) -> None:
+    proc = run("compare", "--policies", "gavel,fifo,srtf", "--out", str(tmp_path))
+    assert "gavel" in proc.stdout and "srtf" in proc.stdout
+    for name in ("jct_cdf.png", "rho_cdf.png", "gpus_busy.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    records = json.loads((tmp_path / "results.json").read_text())
+    assert [r["policy"] for r in records] == ["gavel", "fifo", "srtf"]
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["simulate", "--policy", "nope"], "policy: unknown policy 'nope'"),
+    (["simulate", "missing.trace", "--gpus", "4"], "missing.trace: trace: cannot read"),
+    (["simulate", "--throughputs", "builtin:a100"], "no bundled table 'a100'"),
+])
+def test_bad_input_is_one_line_exit_2(args: list[str], expected: str) -> None:
+    proc = run(*args, check=False)
+    assert proc.returncode == 2
+    assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+
+
+def test_malformed_trace_line_names_file_line_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"model": "LM", "batch_size": 10, "epochs": 3}\n'
+                   '{"model": "GPT", "batch_size": 10, "epochs": 3}\n')
+    proc = run("simulate", str(bad), "--gpus", "4", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (f"error: {bad}:2: model: unknown model 'GPT' (known: LM, "
+                                   "Recommendation, ResNet-18, ResNet-50, Transformer)")
+
+
+def test_broken_config_names_the_field(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("policies:\n  allox: {alpha: 7}\n")
+    proc = run("simulate", "--policy", "allox", "--config", str(cfg), check=False)
+    assert proc.returncode == 2 and f"{cfg}: allox.alpha: must be in (0, 1]" in proc.stderr
+    cfg.write_text("simulator: {round_s: -1}\n")
+    proc = run("simulate", "--config", str(cfg), check=False)
+    assert proc.returncode == 2 and "simulator.round_s: must be > 0" in proc.stderr
+
+
+def test_config_changes_the_run(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("simulator: {round_s: 300}\n")
+    short = json.loads(run("simulate", "--json").stdout)
+    long = json.loads(run("simulate", "--json", "--config", str(cfg)).stdout)
+    assert long["rounds"] < short["rounds"]
+
+
+def test_trace_generate_and_show(tmp_path: Path) -> None:
+    path = tmp_path / "t.trace"
+    run("trace", "generate", "--jobs", "10", "--seed", "4", "--format", "gavel", "--out",
+        str(path))
+    assert len(path.read_text().splitlines()) == 10
+    assert len(path.read_text().splitlines()[0].split("\t")) == 12
+    shown = run("trace", "show", str(path)).stdout
+    assert "10 jobs" in shown and "lower bound on makespan" in shown
+    again = tmp_path / "u.trace"
+    run("trace", "generate", "--jobs", "10", "--seed", "4", "--format", "gavel", "--out",
+        str(again))
+    assert again.read_text() == path.read_text()
+
+
+def test_policies_lists_every_policy_and_fields() -> None:
+    out = run("policies").stdout
+    for name in ("fifo", "srtf", "las", "gavel", "themis", "allox", "ossp", "mst",
+                 "gandiva_fair"):
+        assert name in out
+    assert "alpha" in out and "queue_thresholds_gpu_s" in out
+
+
+@pytest.mark.reference
+def test_simulate_reference_trace_with_gavel_throughputs() -> None:
+    trace = reference_file("traces/120_*.trace")
+    table = reference_file("throughputs/tacc_throughputs.json")
+    out = json.loads(run("simulate", str(trace), "--gpus", "32", "--policy", "gavel",
+                         "--throughputs", str(table), "--json").stdout)
+    assert out["jobs"] == 120 and out["makespan_s"] >= 20_518

@@ -1,0 +1,91 @@
+"""Each baseline's own rule, on small hand-checkable views."""
+
+import pytest
+
+from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.policies.registry import POLICIES, make_policy
+from tests.builders import a_job, a_view
+
+
+def order(name: str, *jobs, gpus: int = 4, now_s: float = 0.0, memory=None, **config):
+    view = a_view(*jobs, gpus=gpus, now_s=now_s)
+    return make_policy(name, config or None).plan(view, memory or {}).plan.order
+
+
+def test_registry_names() -> None:
+    assert list(POLICIES) == ["fifo", "srtf", "las", "gavel", "themis", "allox", "ossp", "mst",
+                              "gandiva_fair"]
+    with pytest.raises(InputError, match="unknown policy 'nope'"):
+        make_policy("nope")
+
+
+def test_bad_policy_config_names_the_field() -> None:
+    with pytest.raises(InputError) as err:
+        make_policy("allox", {"alpha": 2.0})
+    assert err.value.field == "allox.alpha"
+    with pytest.raises(InputError) as err:
+        make_policy("las", {"thresholds": [1]})
+    assert err.value.field == "las.thresholds"
+
+
+def test_fifo_never_preempts() -> None:
+    late_runner = a_job(2, arrival_s=50, running=True)
+    assert order("fifo", a_job(1, arrival_s=0), late_runner) == (2, 1)
+
+
+def test_srtf_prefers_least_remaining_work() -> None:
+    long = a_job(1, epochs=10, epoch_s=100, running=True)
+    short = a_job(2, epochs=10, epochs_done=9, epoch_s=100, arrival_s=5)
+    assert order("srtf", long, short) == (2, 1)
+
+
+def test_las_queues_by_attained_service_then_arrival() -> None:
+    veteran = a_job(1, arrival_s=0, run_s=4000)          # 4000 GPU-s: second queue
+    newcomer = a_job(2, arrival_s=100)
+    older_new = a_job(3, arrival_s=50, run_s=100)
+    assert order("las", veteran, newcomer, older_new) == (3, 2, 1)
+    assert order("las", veteran, newcomer, queue_thresholds_gpu_s=[5000.0]) == (1, 2)
+
+
+def test_gavel_shares_equally_and_rotates_by_deficit() -> None:
+    jobs = [a_job(i, gpus=1) for i in range(8)]
+    view = a_view(*jobs, gpus=4)
+    planned = make_policy("gavel").plan(view, {})
+    assert planned.memory["credit_s"] == {i: pytest.approx(60.0) for i in range(8)}
+    # after jobs 0-3 ran a round, they are behind the others
+    ran = [a_job(i, gpus=1, run_s=120.0 if i < 4 else 0.0) for i in range(8)]
+    again = make_policy("gavel").plan(a_view(*ran, gpus=4), planned.memory).plan.order
+    assert set(again[:4]) == {4, 5, 6, 7}
+
+
+def test_gandiva_fair_ignores_gpu_count() -> None:
+    jobs = [a_job(0, gpus=4), a_job(1, gpus=1)]
+    planned = make_policy("gandiva_fair").plan(a_view(*jobs, gpus=4), {})
+    assert planned.memory["credit_s"] == {0: pytest.approx(120.0), 1: pytest.approx(120.0)}
+
+
+def test_ossp_favours_the_longest_job() -> None:
+    jobs = [a_job(0, epochs=100), a_job(1, epochs=1), a_job(2, epochs=1)]
+    assert order("ossp", *jobs, gpus=1)[0] == 0
+
+
+def test_mst_prefers_more_steps_per_gpu() -> None:
+    slow = a_job(0, epoch_s=1000.0)
+    fast = a_job(1, epoch_s=10.0)
+    assert order("mst", slow, fast, gpus=1)[0] == 1
+
+
+def test_themis_helps_the_job_furthest_behind() -> None:
+    waited = a_job(0, arrival_s=0.0, epochs=10, epoch_s=100)
+    fresh = a_job(1, arrival_s=900.0, epochs=10, epoch_s=100)
+    assert order("themis", waited, fresh, gpus=1, now_s=1000.0)[0] == 0
+
+
+def test_allox_is_non_preemptive_and_bounded_to_the_oldest() -> None:
+    runner = a_job(0, gpus=2, running=True, epochs=1000)
+    waiting = [a_job(i, arrival_s=i, epochs=100 - i) for i in range(1, 11)]
+    plan_order = order("allox", runner, *waiting, gpus=4)
+    assert plan_order[0] == 0
+    # 2 free GPUs and 10 waiting: candidates are the oldest max(0.2*10, 2) = 2
+    assert set(plan_order[1:]) == {1, 2}
+    assert plan_order[1:] == (2, 1)  # shortest processing time first
