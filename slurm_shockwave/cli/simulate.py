@@ -39,7 +39,7 @@ def simulate(trace: str, gpus: int | None, gpus_per_node: int | None, throughput
 
 @click.command()
 @run_options
-@click.option("--policies", "names", default="gavel,themis,allox,gandiva_fair,ossp",
+@click.option("--policies", "names", default="shockwave,gavel,themis,allox,gandiva_fair,ossp",
               show_default=True, help="Comma-separated; ratios are against the first.")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Write results.json, per-job CSVs and PNG plots here.")

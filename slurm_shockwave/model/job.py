@@ -50,6 +50,8 @@ class JobProgress:
     last_run_round: int = -1
     bs_history: tuple[tuple[int, int], ...] = ()
     """(batch size, epochs completed at it), run-length encoded, in order."""
+    epoch_s_by_bs: tuple[tuple[int, float], ...] = ()
+    """Known epoch duration at each batch size the job may use (throughput table)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from slurm_shockwave.sim.inputs import Workload
 from slurm_shockwave.workloads.profile import JobProfile
 
 
-@dataclass
+@dataclass(eq=False)
 class _SimJob:
     spec: JobSpec
     profile: JobProfile
@@ -47,13 +47,18 @@ class _SimJob:
     finish_s: float | None = None
     cut_off: bool = False
     history: list[list[int]] = field(default_factory=list)
+    known_epoch_s: tuple[tuple[int, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        self.known_epoch_s = tuple(sorted(self.profile.epoch_s_by_bs.items()))
 
     def view(self) -> Job:
         progress = JobProgress(
             epochs_done=self.epochs_done, bs=self.bs, epoch_s=self.profile.epoch_s_by_bs[self.bs],
             run_s=self.run_s, attained_gpu_s=self.attained_gpu_s, rounds_run=self.rounds_run,
             last_run_round=self.last_run_round,
-            bs_history=tuple((b, n) for b, n in self.history))
+            bs_history=tuple((b, n) for b, n in self.history),
+            epoch_s_by_bs=self.known_epoch_s)
         return Job(self.spec, progress, self.phase, self.slots)
 
     def set_phase(self, dst: Phase) -> None:

@@ -63,11 +63,15 @@ def build_profile(spec: JobSpec, table: ThroughputTable) -> JobProfile:
     wanted = bs_schedule(AdaptationMode(spec.mode), spec.model, spec.init_bs, spec.gpus,
                          spec.num_epochs)
     durations = {spec.init_bs: epoch_seconds(spec.model, spec.init_bs, spec.gpus, table)}
+    # Every batch size the table knows for this model and GPU count: what a predictor may
+    # assume about regimes the job has not reached (or never will).
+    info = model_info(spec.model)
+    for b in {*info.batch_sizes, info.max_bs}:
+        if table.has(spec.model, b, spec.gpus):
+            durations.setdefault(b, epoch_seconds(spec.model, b, spec.gpus, table))
     schedule: list[int] = []
     current = spec.init_bs
     for b in wanted:
-        if b not in durations and table.has(spec.model, b, spec.gpus):
-            durations[b] = epoch_seconds(spec.model, b, spec.gpus, table)
         current = b if b in durations else current
         schedule.append(current)
     return JobProfile(tuple(schedule), durations)

@@ -1,0 +1,46 @@
+"""How Shockwave degrades when its remaining-time predictions are wrong.
+
+Each job's predicted remaining time is multiplied by a seeded factor in [1-e, 1+e]
+(fixed per job) for e from 0 to 100%. Prints one JSON object with makespan, worst rho
+and unfair fraction per error level, next to Gavel on the same trace.
+
+    python benchmarks/noise.py --size 120 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from benchmarks.reference_runs import machine, reference_workload
+from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.report.results import summary_record
+from slurm_shockwave.sim.run import simulate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", default="120")
+    ap.add_argument("--errors", default="0,0.2,0.4,0.6,0.8,1.0")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
+    args = ap.parse_args()
+    workload, gpus = reference_workload(args.size)
+    rows = []
+    for error in (float(e) for e in args.errors.split(",")):
+        print(f"noise {error:.0%} ...", file=sys.stderr, flush=True)
+        r = simulate(workload, make_policy("shockwave", {"prediction_noise": error,
+                                                         "seed": args.seed}), gpus=gpus)
+        rec = summary_record(r)
+        rows.append({"error": error, **{k: rec[k] for k in (
+            "makespan_s", "avg_jct_s", "worst_rho", "unfair_fraction", "wall_s")}})
+    gavel = summary_record(simulate(workload, make_policy("gavel"), gpus=gpus))
+    print(json.dumps({"size": args.size, "gpus": gpus, "noise": rows,
+                      "gavel": {k: gavel[k] for k in ("makespan_s", "worst_rho",
+                                                       "unfair_fraction")},
+                      "machine": machine()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The Shockwave policy: plan a window of rounds with the market program, run its first.
+
+Per round (NOTES.md §2): predict each job's remaining time; when the job set changed,
+re-estimate fair finish times; re-solve the window program on arrival, completion and
+every ``reopt_rounds`` rounds, otherwise follow the cached window; when the fairness
+constraints cannot all hold, drop them and weight each job's log progress by
+``rho^lambda`` so the furthest-behind jobs move first; pack the rounds per job into a
+schedule; run the current round's jobs and backfill idle GPUs with the longest
+predicted remaining work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.job import Job, JobId
+from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
+from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.policies.shockwave import fairness
+from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
+from slurm_shockwave.policies.shockwave.estimates import Estimate, estimate
+from slurm_shockwave.policies.shockwave.schedule import pack, window_order
+from slurm_shockwave.solver.plan_window import WindowSolution, solve_window
+from slurm_shockwave.solver.window import WindowInputs
+
+_MAX_PRIORITY = 1e4  # keeps relaxed weights within the solver's numerical range
+_FALLBACKS = ("rounded_lp", "greedy")
+
+
+class Shockwave(Policy[ShockwaveConfig]):
+    name = "shockwave"
+    summary = "Shockwave: Nash-welfare market over a window of future rounds, fairness-bounded"
+    Config = ShockwaveConfig
+
+    def plan(self, view: ClusterView, memory: Memory) -> Planned:
+        cfg = self.config
+        jobs = sorted(view.jobs, key=lambda j: j.job_id)
+        if not jobs:
+            return Planned(Plan(()), {**memory, "plan": None, "jobset": []})
+        est = {j.job_id: estimate(j, noise=cfg.prediction_noise, seed=cfg.seed) for j in jobs}
+        ids = [j.job_id for j in jobs]
+        share = min(1.0, view.total_gpus / len(jobs))
+        fair_states: dict[JobId, Any] = {int(k): v for k, v in memory.get("fair", {}).items()}
+        changed = ids != memory.get("jobset")
+        if changed:
+            fair_states = fairness.update_all(fair_states, {
+                j.job_id: j.spec.arrival_s + (est[j.job_id].done_work_s
+                                              + est[j.job_id].remaining_s) / share
+                for j in jobs}, view.round_index)
+        fair = {jid: fairness.target(fair_states[jid], view.round_index, cfg.momentum)
+                for jid in ids}
+        cached = memory.get("plan")
+        age = view.round_index - cached["start"] if cached else None
+        if changed or cached is None or age is None or age >= min(cfg.reopt_rounds,
+                                                                  cfg.window_rounds):
+            cached = self._solve(view, jobs, est, fair, share)
+            age = 0
+        scheduled = [jid for jid in cached["rounds"][age] if jid in est]
+        new_memory = {"fair": fair_states, "jobset": ids, "plan": cached,
+                      "solves": memory.get("solves", 0) + (age == 0)}
+        return Planned(self._order(view, jobs, est, scheduled, cached), new_memory)
+
+    def _solve(self, view: ClusterView, jobs: list[Job], est: Mapping[JobId, Estimate],
+               fair: Mapping[JobId, float], share: float) -> dict[str, Any]:
+        cfg = self.config
+        t, tau = cfg.window_rounds, view.round_s
+        remaining = np.array([est[j.job_id].remaining_s for j in jobs])
+        t_end = view.now_s + tau * t
+        cap = np.array([share * (cfg.rho_max * fair[j.job_id] - t_end) for j in jobs])
+        projected = np.array([(view.now_s + est[j.job_id].remaining_s / share) / fair[j.job_id]
+                              for j in jobs])
+        inputs = WindowInputs(
+            gpus=np.array([j.gpus for j in jobs], dtype=float),
+            epochs_total=np.array([j.spec.num_epochs for j in jobs], dtype=float),
+            epochs_done=np.array([min(j.progress.epochs_done, j.spec.num_epochs) for j in jobs]),
+            epoch_s=np.array([est[j.job_id].epoch_s for j in jobs]),
+            remaining_s=remaining, cap_s=np.maximum(cap, 0.0), weight=np.ones(len(jobs)),
+            capacity=view.total_gpus, rounds=t, round_s=tau, k=cfg.k)
+        # A job whose fair finish time falls inside the window must finish within it
+        # (cap 0); the paper's form makes the whole program infeasible instead.
+        reachable = remaining - tau * t <= np.maximum(cap, 0.0)
+        short = remaining < tau
+        weight = np.where(projected > cfg.rho_max,
+                          np.power(projected, np.where(short, 100.0, cfg.lam)), 1.0)
+        weight = np.minimum(weight, _MAX_PRIORITY)
+        # Relax in two steps: first only the caps no schedule can meet (those jobs are
+        # weighted by rho^lambda instead), then, if the rest still cannot all hold, all.
+        priority = np.where(reachable, 1.0, weight)
+        inputs = WindowInputs(**{**inputs.__dict__, "cap_s": np.where(reachable, inputs.cap_s,
+                                                                      np.inf),
+                                 "weight": priority})
+        solution = self._run(inputs)
+        relaxed = not bool(reachable.all())
+        if solution.status == "infeasible":
+            relaxed, priority = True, weight
+            inputs = WindowInputs(**{**inputs.__dict__, "cap_s": np.full(len(jobs), np.inf),
+                                     "weight": priority})
+            solution = self._run(inputs)
+        rescue = max(cfg.rescue_rho, 1.0) ** cfg.lam if cfg.rescue_rho > cfg.rho_max else 1.0
+        order = window_order(solution.rounds, remaining, priority, rescue, tau,
+                             [j.is_running for j in jobs], ids_of=[j.job_id for j in jobs])
+        ids = [jobs[i].job_id for i in order]
+        rounds = {jobs[i].job_id: int(solution.rounds[i]) for i in range(len(jobs))}
+        return {
+            "start": view.round_index,
+            "rounds": pack(rounds, {j.job_id: j.gpus for j in jobs}, ids, view.total_gpus, t),
+            "per_job": rounds,
+            "rho": {jobs[i].job_id: round(float(projected[i]), 3) for i in range(len(jobs))},
+            "relaxed": relaxed,
+            "solve": {"status": solution.status, "gap": solution.gap, "wall_s": solution.wall_s,
+                      "backend": solution.backend, "message": solution.message},
+        }
+
+    def _run(self, inputs: WindowInputs) -> WindowSolution:
+        cfg = self.config
+        return solve_window(inputs, backend=cfg.solver, time_limit_s=cfg.time_limit_s,
+                            rel_gap=cfg.rel_gap, threads=cfg.threads)
+
+    def _order(self, view: ClusterView, jobs: list[Job], est: Mapping[JobId, Estimate],
+               scheduled: list[JobId], cached: Mapping[str, Any]) -> Plan:
+        chosen = set(scheduled)
+        backfill = sorted((j for j in jobs if j.job_id not in chosen),
+                          key=lambda j: (-est[j.job_id].remaining_s, j.job_id))
+        status = cached["solve"]["status"]
+        reasons: dict[JobId, Reason] = {}
+        for jid in scheduled:
+            detail = (f"rounds={cached['per_job'].get(jid, 0)}/{self.config.window_rounds} "
+                      f"rho~{cached['rho'].get(jid, 0.0):.2f}")
+            if status in _FALLBACKS:
+                reasons[jid] = Reason(ReasonCode.SOLVER_TIMEOUT_FALLBACK,
+                                      f"{detail} solver={status}")
+            else:
+                reasons[jid] = Reason(ReasonCode.SCHEDULED, detail)
+        for j in backfill:
+            if j.is_running and cached.get("relaxed"):
+                reasons[j.job_id] = Reason(ReasonCode.PREEMPTED_FAIRNESS,
+                                           f"rho~{cached['rho'].get(j.job_id, 0.0):.2f}")
+            else:
+                reasons[j.job_id] = Reason(ReasonCode.BACKFILLED,
+                                           f"remaining~{est[j.job_id].remaining_s:.0f}s")
+        return Plan(tuple(scheduled) + tuple(j.job_id for j in backfill), reasons)

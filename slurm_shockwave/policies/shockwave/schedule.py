@@ -1,0 +1,63 @@
+"""Turning rounds-per-job into a window schedule, and a round into a placement order.
+
+Jobs that run in every round of the window are placed first (they have no freedom;
+placed late they would find some round full and lose the window). The rest are packed
+in priority order, each into the earliest run of consecutive rounds
+with room for its gang (consecutive rounds mean one checkpoint-restore instead of
+several); a job that finds no such run takes the roomiest rounds. What the packing
+cannot fit is dropped and the GPUs it leaves go to backfill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from slurm_shockwave.model.job import JobId
+
+
+def pack(rounds: Mapping[JobId, int], gpus: Mapping[JobId, int], order: Sequence[JobId],
+         capacity: int, window: int) -> list[list[JobId]]:
+    free = [capacity] * window
+    plan: list[list[JobId]] = [[] for _ in range(window)]
+    everywhere = [j for j in order if rounds.get(j, 0) >= window]
+    for jid in everywhere + [j for j in order if rounds.get(j, 0) < window]:
+        need, width = min(rounds.get(jid, 0), window), gpus[jid]
+        if need <= 0 or width > capacity:
+            continue
+        start = next((s for s in range(window - need + 1)
+                      if all(free[t] >= width for t in range(s, s + need))), None)
+        if start is not None:
+            chosen = list(range(start, start + need))
+        else:
+            roomy = [t for t in range(window) if free[t] >= width]
+            chosen = sorted(sorted(roomy, key=lambda t: (-free[t], t))[:need])
+        for t in chosen:
+            free[t] -= width
+            plan[t].append(jid)
+    return plan
+
+
+def window_order(rounds: np.ndarray, remaining_s: np.ndarray, priority: np.ndarray,
+                 rescue: float, round_s: float, running: Sequence[bool],
+                 ids_of: Sequence[JobId]) -> list[int]:
+    """Who goes first inside the window; only its first round runs before the next re-plan.
+
+    1. Jobs the plan finishes inside the window, shortest first: they leave soonest and
+       hand their GPUs back to the market.
+    2. Jobs far behind their fair finish time (relaxation priority above ``rescue``),
+       most behind first: the paper's re-ranking, kept for the jobs that need it.
+    3. The rest as the market decided: most rounds granted first (a job granted most of
+       the window cannot wait without losing them as the window slides).
+    Running jobs win ties, to save a checkpoint-restore.
+    """
+    finishes = rounds * round_s >= remaining_s
+    behind = np.where(priority > rescue, priority, 0.0)
+
+    def key(i: int) -> tuple[float, ...]:
+        first = float(remaining_s[i]) if finishes[i] else -float(behind[i])
+        return (not finishes[i], first, -float(rounds[i]), float(remaining_s[i]),
+                not running[i], float(ids_of[i]))
+
+    return sorted(range(len(ids_of)), key=key)

@@ -1,0 +1,1 @@
+"""Predicting a job's future: batch-size regimes and remaining runtime (Shockwave §4)."""

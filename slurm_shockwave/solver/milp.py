@@ -1,0 +1,81 @@
+"""A solver-neutral sparse MILP and the result every backend reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class Milp:
+    """maximise c @ x + offset  s.t.  row_lo <= A x <= row_hi,  col_lo <= x <= col_hi."""
+
+    c: np.ndarray
+    a: sp.csc_matrix
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+    col_lo: np.ndarray
+    col_hi: np.ndarray
+    integer: np.ndarray
+    offset: float = 0.0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        rows, cols = self.a.shape
+        return int(rows), int(cols)
+
+    def relaxed(self) -> Milp:
+        return replace(self, integer=np.zeros_like(self.integer))
+
+    def objective(self, x: np.ndarray) -> float:
+        return float(self.c @ x) + self.offset
+
+    def is_feasible(self, x: np.ndarray, tol: float = 1e-6) -> bool:
+        ax = self.a @ x
+        return bool(np.all(ax >= self.row_lo - tol) and np.all(ax <= self.row_hi + tol)
+                    and np.all(x >= self.col_lo - tol) and np.all(x <= self.col_hi + tol)
+                    and np.all(np.abs(x[self.integer] - np.round(x[self.integer])) <= tol))
+
+
+class Status(str, Enum):
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"          # stopped (time limit) with an incumbent
+    NO_SOLUTION = "no_solution"    # stopped without an incumbent
+    INFEASIBLE = "infeasible"
+    LICENCE_LIMIT = "licence_limit"
+    ERROR = "error"
+
+    @property
+    def has_solution(self) -> bool:
+        return self in (Status.OPTIMAL, Status.FEASIBLE)
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    time_limit_s: float = 15.0
+    threads: int = 0
+    """0 lets the backend decide."""
+    rel_gap: float = 1e-3
+    warm_start: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    status: Status
+    x: np.ndarray | None
+    objective: float
+    bound: float
+    """A valid upper bound on the optimum (maximisation); +inf when unknown."""
+    wall_s: float
+    backend: str
+    message: str = ""
+
+    @property
+    def gap(self) -> float:
+        """|bound - objective| / |objective|, as Gurobi defines the MIP gap."""
+        if not self.status.has_solution or not np.isfinite(self.bound):
+            return float("inf")
+        return abs(self.bound - self.objective) / max(abs(self.objective), 1e-12)

@@ -1,0 +1,97 @@
+"""Solving the window program within a time limit, with fallbacks that never fail.
+
+Strategy: the LP relaxation (fast, a valid bound) -> rounding (a feasible integer point)
+-> the MILP warm-started from it, for what is left of the time limit. If the MILP has no
+incumbent or fails, the rounded LP point is used; if even the LP fails, a greedy plan.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurm_shockwave.solver.backends import solve
+from slurm_shockwave.solver.milp import SolveOptions, Status
+from slurm_shockwave.solver.window import WindowInputs, build, evaluate, round_down_up, to_point
+
+
+@dataclass(frozen=True)
+class WindowSolution:
+    rounds: np.ndarray
+    status: str
+    """optimal | within_gap (rounded LP, gap <= rel_gap) | feasible (MILP time limit) |
+    rounded_lp (MILP found nothing better in time) | greedy (LP failed) | infeasible"""
+    objective: float
+    bound: float
+    backend: str
+    wall_s: float
+    message: str = ""
+    build_s: float = 0.0
+
+    @property
+    def gap(self) -> float:
+        if not np.isfinite(self.bound) or not np.isfinite(self.objective):
+            return float("inf")
+        return abs(self.bound - self.objective) / max(abs(self.objective), 1e-12)
+
+
+def greedy_rounds(inp: WindowInputs) -> np.ndarray:
+    """Most remaining work first, whole windows, until the GPUs are used."""
+    rounds = np.zeros(inp.n, dtype=int)
+    left = inp.capacity * inp.rounds
+    for i in np.argsort(-inp.remaining_s * inp.weight, kind="stable"):
+        need = int(np.ceil(min(inp.rounds, inp.remaining_s[i] / inp.round_s)))
+        take = min(need, left // int(inp.gpus[i]))
+        rounds[i] = max(take, 0)
+        left -= rounds[i] * int(inp.gpus[i])
+    return rounds
+
+
+def solve_window(inp: WindowInputs, *, backend: str = "highs", time_limit_s: float = 15.0,
+                 rel_gap: float = 1e-3, threads: int = 0) -> WindowSolution:
+    started = time.perf_counter()
+    model = build(inp)
+    build_s = time.perf_counter() - started
+    lp = solve(model.milp.relaxed(), SolveOptions(time_limit_s=time_limit_s, threads=threads),
+               backend)
+    if lp.status == Status.INFEASIBLE:
+        return WindowSolution(np.zeros(inp.n, dtype=int), "infeasible", float("nan"),
+                              float("inf"), lp.backend, time.perf_counter() - started,
+                              lp.message, build_s)
+    if not lp.status.has_solution or lp.x is None:
+        rounds = greedy_rounds(inp)
+        obj, _ = evaluate(inp, rounds)
+        return WindowSolution(rounds, "greedy", obj, float("inf"), lp.backend,
+                              time.perf_counter() - started, f"LP failed: {lp.message}", build_s)
+    bound = lp.objective
+    rounds = round_down_up(inp, lp.x[: inp.n])
+    obj, ok = evaluate(inp, rounds)
+    gap = abs(bound - obj) / max(abs(obj), 1e-12) if ok else np.inf
+    best = (rounds, obj if ok else -np.inf, "within_gap" if gap <= rel_gap else "rounded_lp")
+    left = time_limit_s - (time.perf_counter() - started)
+    backend_used, message = lp.backend, lp.message
+    if gap > rel_gap and left > 0.05:
+        mip = solve(model.milp, SolveOptions(time_limit_s=left, threads=threads, rel_gap=rel_gap,
+                                             warm_start=to_point(inp, rounds) if ok else None),
+                    backend)
+        backend_used, message = mip.backend, mip.message
+        if mip.status == Status.INFEASIBLE:
+            return WindowSolution(np.zeros(inp.n, dtype=int), "infeasible", float("nan"),
+                                  float("inf"), mip.backend, time.perf_counter() - started,
+                                  mip.message, build_s)
+        if np.isfinite(mip.bound):
+            bound = min(bound, mip.bound)
+        if mip.status.has_solution and mip.x is not None:
+            cand = model.rounds_of(mip.x)
+            cobj, cok = evaluate(inp, cand)
+            if cok and cobj >= best[1]:
+                best = (cand, cobj, mip.status.value)
+    rounds, obj, status = best
+    if not np.isfinite(obj):  # nothing feasible: the caller relaxes fairness
+        return WindowSolution(rounds, "infeasible", float("nan"), bound, backend_used,
+                              time.perf_counter() - started, "rounding broke a fairness cap",
+                              build_s)
+    return WindowSolution(rounds, status, obj, bound, backend_used,
+                          time.perf_counter() - started, message, build_s)

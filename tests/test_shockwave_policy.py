@@ -1,0 +1,131 @@
+"""The Shockwave planner on small hand-checkable clusters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from slurm_shockwave.engine.round import run_round
+from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.job import AdaptationMode
+from slurm_shockwave.model.plan import ReasonCode
+from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.policies.shockwave import fairness
+from slurm_shockwave.policies.shockwave.schedule import pack
+from slurm_shockwave.prediction.dirichlet import regime_support, remaining_s
+from slurm_shockwave.sim.run import make_nodes, simulate
+from slurm_shockwave.sim.world import SimulatedCluster
+from tests.builders import a_spec, a_workload
+
+
+def test_dirichlet_matches_the_paper_worked_example() -> None:
+    # job 0 of the 120-job trace: LM bs10 GNS, 23 epochs; profile regimes 10/20/40 with
+    # epoch times 62.9/43.8/31.9 s. The paper's support is the profile's; at p = 0 it
+    # predicts 1016 s (true 1225 s).
+    durations = {10: 62.874732, 20: 43.843826, 40: 31.86233}
+    assert remaining_s(23, 0, {}, (10, 20, 40), durations, current_bs=10) == pytest.approx(
+        1016, abs=1)
+    # ten epochs done at bs 10, the eleventh in progress still at bs 10 (paper: 495 s)
+    later = remaining_s(23, 10, {10: 10}, (10, 20, 40), durations, current_bs=10)
+    assert later == pytest.approx(495, abs=2)
+    # 20 done (11 at bs 10, 9 at bs 20), the 21st at bs 20 (paper: 93 s)
+    assert remaining_s(23, 20, {10: 11, 20: 9}, (10, 20, 40), durations,
+                       current_bs=20) == pytest.approx(93, abs=2)
+
+
+def test_regime_support_from_the_mode() -> None:
+    assert regime_support(AdaptationMode.GNS, "LM", 10) == (10, 20, 40, 80)
+    assert regime_support(AdaptationMode.ACCORDION, "ResNet-18", 32) == (32, 256)
+    assert regime_support(AdaptationMode.STATIC, "LM", 10) == (10,)
+
+
+def test_fair_target_is_time_weighted_with_momentum() -> None:
+    state = fairness.record(None, 0, 100.0)
+    state = fairness.record(state, 4, 200.0)   # 100 stood 4 rounds
+    # at round 5: average (100*4 + 200*1) / 5 = 120; 0.9*120 + 0.1*200 = 128
+    assert fairness.target(state, 5, 0.9) == pytest.approx(128.0)
+
+
+def test_pack_keeps_gangs_capacity_and_runs_full_window_jobs_first() -> None:
+    plan = pack({1: 2, 2: 3, 3: 4}, {1: 2, 2: 2, 3: 4}, [1, 2, 3], capacity=4, window=4)
+    for jobs in plan:
+        assert sum({1: 2, 2: 2, 3: 4}[j] for j in jobs) <= 4
+    assert [sum(j in r for r in plan) for j in (1, 2, 3)] == [0, 0, 4] or 3 in plan[0]
+    assert all(3 in r for r in plan)  # the job that needs every round got every round
+
+
+def _run(jobs, gpus, config=None, rounds=400):
+    workload = a_workload(*jobs)
+    world = SimulatedCluster(workload, make_nodes(gpus))
+    policy = make_policy("shockwave", config)
+    memory: dict = {}
+    reports = []
+    while not world.done and len(reports) < rounds:
+        report = run_round(world, policy, memory, world)
+        memory = dict(report.memory)
+        reports.append(report)
+        world.advance()
+    return world, reports, memory
+
+
+def test_never_exceeds_capacity_and_every_job_finishes() -> None:
+    jobs = [a_spec(i, gpus=g, epochs=e, arrival_s=a)
+            for i, (g, e, a) in enumerate([(1, 30, 0), (2, 10, 0), (4, 20, 100), (1, 5, 300),
+                                           (2, 40, 400), (1, 8, 800)])]
+    world, reports, memory = _run(jobs, 4)
+    assert world.done and len(world.finished) == len(jobs)
+    for r in reports:
+        assert r.gpus_busy <= 4
+    json.dumps(memory)  # memory is serialisable as the engine stores it
+
+
+def test_long_job_is_started_early_for_makespan() -> None:
+    # one long job and many short ones on 2 GPUs: the planner must not leave the long
+    # job for last (the makespan term), unlike a pure shortest-first policy
+    jobs = [a_spec(0, epochs=120)] + [a_spec(i, epochs=4, arrival_s=0) for i in range(1, 9)]
+    sw = simulate(a_workload(*jobs), make_policy("shockwave"), gpus=2)
+    srtf = simulate(a_workload(*jobs), make_policy("srtf"), gpus=2)
+    assert sw.summary.makespan_s < srtf.summary.makespan_s
+
+
+def test_deterministic() -> None:
+    jobs = [a_spec(i, gpus=1 + i % 2, epochs=5 + 3 * i, arrival_s=60 * i) for i in range(8)]
+    a = simulate(a_workload(*jobs), make_policy("shockwave"), gpus=4)
+    b = simulate(a_workload(*jobs), make_policy("shockwave"), gpus=4)
+    assert [(o.job_id, o.finish_s) for o in a.outcomes] == [(o.job_id, o.finish_s)
+                                                            for o in b.outcomes]
+
+
+def test_honours_fairness_when_feasible() -> None:
+    # two equal jobs on one GPU: the fair finish of each is twice its runtime; the plan
+    # must not run one to completion while the other waits past that
+    jobs = [a_spec(0, epochs=8), a_spec(1, epochs=8)]
+    sw = simulate(a_workload(*jobs), make_policy("shockwave", {"rho_max": 1.0}), gpus=1)
+    assert sw.summary.worst_rho <= 1.1
+
+
+def test_relaxes_and_says_so_when_fairness_cannot_hold() -> None:
+    # far more work than GPUs: fair finish times are out of reach for some jobs
+    jobs = [a_spec(i, epochs=40, arrival_s=0) for i in range(12)]
+    _, reports, memory = _run(jobs, 2, rounds=3)
+    assert memory["plan"]["relaxed"] is True
+    codes = {r.code for rep in reports for r in rep.reasons.values()}
+    assert ReasonCode.SCHEDULED in codes or ReasonCode.SOLVER_TIMEOUT_FALLBACK in codes
+
+
+def test_config_errors_name_the_field() -> None:
+    with pytest.raises(InputError) as err:
+        make_policy("shockwave", {"solver": "cplex"})
+    assert err.value.field == "shockwave.solver"
+    with pytest.raises(InputError) as err:
+        make_policy("shockwave", {"window_rounds": 0})
+    assert err.value.field == "shockwave.window_rounds"
+
+
+def test_prediction_noise_is_seeded() -> None:
+    jobs = [a_spec(i, epochs=5 + i, arrival_s=30 * i) for i in range(6)]
+    cfg = {"prediction_noise": 0.5, "seed": 3}
+    a = simulate(a_workload(*jobs), make_policy("shockwave", cfg), gpus=2)
+    b = simulate(a_workload(*jobs), make_policy("shockwave", cfg), gpus=2)
+    assert a.summary == b.summary
