@@ -81,9 +81,9 @@ def main() -> None:
     sol = solve_window(inp, backend=args.backend, time_limit_s=args.time_limit_s,
                        rel_gap=args.rel_gap)
     ids = list(range(inp.n))
-    order = sorted(ids, key=lambda i: -int(sol.rounds[i]))
+    order = sorted(ids, key=lambda i: (-int(inp.gpus[i]), -int(sol.rounds[i])))  # widest first
     schedule = pack({i: int(sol.rounds[i]) for i in ids}, {i: int(inp.gpus[i]) for i in ids},
-                    order, inp.capacity, inp.rounds)
+                    order, inp.capacity, inp.rounds, contiguous=False)
     placed = np.zeros(inp.n, dtype=int)
     for round_jobs in schedule:
         for i in round_jobs:

@@ -129,3 +129,30 @@ def test_prediction_noise_is_seeded() -> None:
     a = simulate(a_workload(*jobs), make_policy("shockwave", cfg), gpus=2)
     b = simulate(a_workload(*jobs), make_policy("shockwave", cfg), gpus=2)
     assert a.summary == b.summary
+
+
+def test_window_order_finishers_then_rescued_then_market() -> None:
+    import numpy as np
+
+    from slurm_shockwave.policies.shockwave.schedule import window_order
+
+    rounds = np.array([20, 2, 5, 3])
+    remaining = np.array([9000.0, 200.0, 5000.0, 4000.0])  # job 1 finishes in 2 rounds
+    priority = np.array([1.0, 1.0, 1.0, 50.0])             # job 3 is far behind
+    order = window_order(rounds, remaining, priority, rescue=10.0, round_s=120.0,
+                         running=[True, False, False, False], ids_of=[0, 1, 2, 3])
+    assert order == [1, 3, 0, 2]
+    # with the rescue threshold above job 3's priority, the market's rounds decide
+    order = window_order(rounds, remaining, priority, rescue=100.0, round_s=120.0,
+                         running=[True, False, False, False], ids_of=[0, 1, 2, 3])
+    assert order == [1, 0, 2, 3]
+
+
+def test_pack_without_contiguity_loses_nothing_when_capacity_allows() -> None:
+    rounds = {0: 2, 1: 1, 2: 1, 3: 1}   # 11 of 12 GPU-rounds
+    gpus = {0: 2, 1: 2, 2: 4, 3: 1}
+    order = sorted(rounds, key=lambda j: (-gpus[j], -rounds[j]))
+    plan = pack(rounds, gpus, order, capacity=4, window=3, contiguous=False)
+    assert [sum(j in r for r in plan) for j in range(4)] == [2, 1, 1, 1]
+    for r in plan:
+        assert sum(gpus[j] for j in r) <= 4

@@ -18,7 +18,9 @@ from slurm_shockwave.model.job import JobId
 
 
 def pack(rounds: Mapping[JobId, int], gpus: Mapping[JobId, int], order: Sequence[JobId],
-         capacity: int, window: int) -> list[list[JobId]]:
+         capacity: int, window: int, *, contiguous: bool = True) -> list[list[JobId]]:
+    """``contiguous=False`` gives every job its roomiest rounds, which loses the fewest
+    rounds to packing (widest jobs first) but restarts jobs more often."""
     free = [capacity] * window
     plan: list[list[JobId]] = [[] for _ in range(window)]
     everywhere = [j for j in order if rounds.get(j, 0) >= window]
@@ -27,7 +29,8 @@ def pack(rounds: Mapping[JobId, int], gpus: Mapping[JobId, int], order: Sequence
         if need <= 0 or width > capacity:
             continue
         start = next((s for s in range(window - need + 1)
-                      if all(free[t] >= width for t in range(s, s + need))), None)
+                      if all(free[t] >= width for t in range(s, s + need))), None) \
+            if contiguous else None
         if start is not None:
             chosen = list(range(start, start + need))
         else:
