@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Start a local multi-node GPU Slurm cluster on this machine: the project's test bed and
+# the demo's default cluster. Real slurmctld and one `slurmd -N` per node, fake GPUs as
+# character devices, non-default ports so it can run beside another cluster.
+#
+#   sudo docker-slurm/start.sh [--nodes 4] [--gpus-per-node 8] [--state-dir DIR]
+#                              [--ctld-port 16817] [--node-port-base 16900]
+#                              [--cred-expire 10] [--timeout 90]
+# Prints `export SLURM_CONF=...` on its last line. docker-slurm/stop.sh ends exactly the
+# daemons this script started.
+set -euo pipefail
+
+NODES=4
+GPUS=8
+STATE=/tmp/shockwave-slurm
+CTLD_PORT=16817
+NODE_PORT_BASE=16900
+CRED_EXPIRE=10
+TIMEOUT=90
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+
+die() { echo "start.sh: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodes) NODES="$2"; shift 2 ;;
+    --gpus-per-node) GPUS="$2"; shift 2 ;;
+    --state-dir) STATE="$2"; shift 2 ;;
+    --ctld-port) CTLD_PORT="$2"; shift 2 ;;
+    --node-port-base) NODE_PORT_BASE="$2"; shift 2 ;;
+    --cred-expire) CRED_EXPIRE="$2"; shift 2 ;;
+    --timeout) TIMEOUT="$2"; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+[ "$(id -u)" = 0 ] || die "must run as root (it makes device files and runs slurmd)"
+for bin in slurmctld slurmd sinfo munged; do
+  command -v "$bin" >/dev/null || die "$bin not found: apt-get install slurmctld slurmd slurm-client munge"
+done
+[[ "$NODES" =~ ^[1-9][0-9]*$ ]] || die "--nodes must be a positive integer"
+[[ "$GPUS" =~ ^[1-9][0-9]*$ ]] || die "--gpus-per-node must be a positive integer"
+if [ -f "$STATE/run/slurmctld.pid" ] && kill -0 "$(cat "$STATE/run/slurmctld.pid")" 2>/dev/null; then
+  die "a cluster from $STATE is already running (docker-slurm/stop.sh --state-dir $STATE)"
+fi
+
+mkdir -p "$STATE"/{etc,run,log,ctld,dev,spool}
+STATE="$(cd "$STATE" && pwd)"
+CONF="$STATE/etc/slurm.conf"
+HOST="$(hostname -s)"
+LAST=$((NODES))
+NODELIST="sw-node[1-$LAST]"
+[ "$NODES" = 1 ] && NODELIST="sw-node1"
+
+# Fake GPUs: character devices (like /dev/null) that gres.conf lists, so Slurm sets
+# CUDA_VISIBLE_DEVICES for jobs. All nodes share one machine and so one set of files.
+for ((g = 0; g < GPUS; g++)); do
+  [ -e "$STATE/dev/nvidia$g" ] || mknod "$STATE/dev/nvidia$g" c 1 3
+done
+for ((n = 1; n <= NODES; n++)); do mkdir -p "$STATE/spool/sw-node$n"; done
+
+# munge: reuse a running munged, else start one and remember that we did.
+if ! pgrep -x munged >/dev/null; then
+  [ -s /etc/munge/munge.key ] || { mkdir -p /etc/munge; dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null; }
+  chown -R munge:munge /etc/munge 2>/dev/null || true
+  chmod 400 /etc/munge/munge.key
+  mkdir -p /run/munge /var/log/munge /var/lib/munge
+  chown munge:munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null || true
+  if id munge >/dev/null 2>&1; then
+    su -s /bin/sh munge -c "munged --pid-file=/run/munge/munged.pid" || munged --force
+  else
+    munged --force
+  fi
+  echo started > "$STATE/run/munged.started"
+fi
+
+{
+  echo "# Written by docker-slurm/start.sh: a local test cluster. Edit start.sh, not this."
+  echo "ClusterName=shockwave-test"
+  echo "SlurmctldHost=$HOST(127.0.0.1)"
+  echo "SlurmctldPort=$CTLD_PORT"
+  echo "SlurmUser=root"
+  echo "AuthType=auth/munge"
+  echo "CredType=cred/munge"
+  echo "AuthInfo=cred_expire=$CRED_EXPIRE"
+  echo "StateSaveLocation=$STATE/ctld"
+  echo "SlurmdSpoolDir=$STATE/spool/%n"
+  echo "SlurmctldPidFile=$STATE/run/slurmctld.pid"
+  echo "SlurmdPidFile=$STATE/run/slurmd-%n.pid"
+  echo "SlurmctldLogFile=$STATE/log/slurmctld.log"
+  echo "SlurmdLogFile=$STATE/log/slurmd-%n.log"
+  echo "ProctrackType=proctrack/linuxproc"
+  echo "TaskPlugin=task/none"
+  echo "SwitchType=switch/none"
+  echo "MpiDefault=none"
+  echo "SchedulerType=sched/backfill"
+  echo "SchedulerParameters=sched_interval=2,bf_interval=5"
+  echo "SelectType=select/cons_tres"
+  echo "SelectTypeParameters=CR_Core"
+  echo "GresTypes=gpu"
+  echo "PriorityType=priority/basic"
+  echo "JobRequeue=1"
+  echo "KillWait=10"
+  echo "MinJobAge=300"
+  echo "ReturnToService=2"
+  echo "SlurmdParameters=config_overrides"
+  echo "TreeWidth=65533"
+  echo "JobSubmitPlugins=lua"
+  echo "Prolog=$REPO/plugin_scripts/prolog.sh"
+  echo "Epilog=$REPO/plugin_scripts/epilog.sh"
+  for ((n = 1; n <= NODES; n++)); do
+    echo "NodeName=sw-node$n NodeHostname=sw-node$n NodeAddr=127.0.0.1 Port=$((NODE_PORT_BASE + n)) CPUs=16 RealMemory=64000 Gres=gpu:$GPUS State=UNKNOWN"
+  done
+  echo "PartitionName=shockwave Nodes=$NODELIST Default=YES MaxTime=INFINITE State=UP"
+  echo "PartitionName=other Nodes=$NODELIST MaxTime=INFINITE State=UP"
+} > "$CONF"
+echo "NodeName=$NODELIST Name=gpu File=$STATE/dev/nvidia[0-$((GPUS - 1))]" > "$STATE/etc/gres.conf"
+echo "CgroupPlugin=disabled" > "$STATE/etc/cgroup.conf"
+cp "$REPO/plugin_scripts/job_submit.lua" "$STATE/etc/job_submit.lua"
+
+export SLURM_CONF="$CONF"
+slurmctld -f "$CONF"
+for ((n = 1; n <= NODES; n++)); do
+  slurmd -f "$CONF" -N "sw-node$n"
+done
+
+deadline=$((SECONDS + TIMEOUT))
+while :; do
+  states="$(sinfo -h -N -o '%t' 2>/dev/null | sort -u | tr '\n' ' ')"
+  [ "$states" = "idle " ] && break
+  if [ $SECONDS -ge $deadline ]; then
+    echo "start.sh: nodes not idle after ${TIMEOUT}s (states: ${states:-none}); logs in $STATE/log" >&2
+    exit 1
+  fi
+  sleep 1
+done
+echo "cluster up: $NODES nodes x $GPUS GPUs, partitions shockwave (default) and other; state in $STATE" >&2
+echo "export SLURM_CONF=$CONF"

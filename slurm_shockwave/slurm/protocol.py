@@ -1,0 +1,64 @@
+"""What the planner needs from Slurm, independent of how it is reached (CLI or pyslurm)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    job_id: int
+    name: str
+    user: str
+    partition: str
+    state: str
+    """Base state, upper case: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ..."""
+    state_flags: tuple[str, ...] = ()
+    reason: str = ""
+    priority: int = 0
+    held: bool = False
+    comment: str = ""
+    admin_comment: str = ""
+    gpus: int = 0
+    """GPUs requested for the whole job."""
+    node_count: int = 0
+    nodes: str = ""
+    gres_detail: tuple[str, ...] = ()
+    restart_count: int = 0
+    submit_time: int = 0
+    start_time: int = 0
+    eligible_time: int = 0
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    state: tuple[str, ...]
+    """Base state first, then flags, upper case: ("IDLE", "DRAIN")."""
+    gpus: int
+    gpus_used: int
+    partitions: tuple[str, ...] = field(default=())
+
+    @property
+    def usable(self) -> bool:
+        bad = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING",
+               "MAINTENANCE", "FUTURE", "REBOOT_REQUESTED", "POWERED_DOWN"}
+        return not bad.intersection(self.state)
+
+
+class SlurmError(RuntimeError):
+    """Slurm refused or failed: carries Slurm's own message."""
+
+
+class SlurmBackend(Protocol):
+    def list_jobs(self) -> list[SlurmJob]: ...
+    def list_nodes(self) -> list[SlurmNode]: ...
+    def set_priority(self, job_id: int, priority: int) -> None: ...
+    def hold(self, job_id: int) -> None: ...
+    def release(self, job_id: int) -> None: ...
+    def signal(self, job_id: int, signal: str) -> None: ...
+    def requeue(self, job_id: int, *, hold: bool = False) -> None: ...
+    def update_gpus(self, job_id: int, gpus: int) -> None: ...
+    def submit(self, script: str, args: Sequence[str] = ()) -> int: ...
