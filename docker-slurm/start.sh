@@ -115,7 +115,13 @@ fi
   echo "PartitionName=other Nodes=$NODELIST MaxTime=INFINITE State=UP"
 } > "$CONF"
 echo "NodeName=$NODELIST Name=gpu File=$STATE/dev/nvidia[0-$((GPUS - 1))]" > "$STATE/etc/gres.conf"
-echo "CgroupPlugin=disabled" > "$STATE/etc/cgroup.conf"
+# 24.x needs cgroup.conf to say there are no cgroups here; 22.05 knows no "disabled".
+SLURM_MAJOR="$(slurmd -V | sed -E 's/^slurm[^0-9]*([0-9]+)\..*/\1/')"
+if [ "${SLURM_MAJOR:-0}" -ge 23 ]; then
+  echo "CgroupPlugin=disabled" > "$STATE/etc/cgroup.conf"
+else
+  rm -f "$STATE/etc/cgroup.conf"
+fi
 cp "$REPO/plugin_scripts/job_submit.lua" "$STATE/etc/job_submit.lua"
 
 export SLURM_CONF="$CONF"

@@ -1,0 +1,162 @@
+"""The Slurm backend against the real local cluster (docker-slurm/start.sh).
+
+Skipped with the reason when no cluster answers; CI sets SHOCKWAVE_REQUIRE_SLURM=1 so a
+missing cluster fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob
+
+pytestmark = pytest.mark.slurm
+
+HINT = "model=resnet18 bs=32 epochs=9 mode=gns"
+WORKER = """#!/bin/sh
+echo "start restart=${SLURM_RESTART_COUNT:-0} gpus=${CUDA_VISIBLE_DEVICES:-none}"
+trap 'echo ckpt-saved' USR1
+while true; do sleep 1; done
+"""
+
+
+@pytest.fixture(scope="module")
+def backend() -> CliBackend:
+    b = CliBackend()
+    try:
+        nodes = b.list_nodes()
+    except SlurmError as exc:
+        if os.environ.get("SHOCKWAVE_REQUIRE_SLURM"):
+            pytest.fail(f"no Slurm cluster: {exc}")
+        pytest.skip(f"no Slurm cluster (start docker-slurm/start.sh): {exc}")
+    assert nodes, "the cluster has no nodes"
+    return b
+
+
+@pytest.fixture
+def jobs(backend: CliBackend, tmp_path: Path) -> Iterator[Callable[..., int]]:
+    """Submit jobs that are cancelled when the test ends."""
+    script = tmp_path / "worker.sh"
+    script.write_text(WORKER)
+    script.chmod(0o755)
+    mine: list[int] = []
+
+    def submit(*args: str) -> int:
+        job_id = backend.submit(str(script), ["-o", str(tmp_path / "%j.out"),
+                                              "--open-mode=append", *args])
+        mine.append(job_id)
+        return job_id
+
+    yield submit
+    for job_id in mine:
+        try:
+            backend.cancel(job_id)
+        except SlurmError:
+            pass
+
+
+def job(backend: CliBackend, job_id: int) -> SlurmJob:
+    return next(j for j in backend.list_jobs() if j.job_id == job_id)
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"condition not met within {timeout_s} s")
+
+
+def test_nodes_and_gpus(backend: CliBackend) -> None:
+    nodes = backend.list_nodes()
+    assert len(nodes) >= 2 and all(n.gpus >= 1 for n in nodes)
+    assert all("shockwave" in n.partitions for n in nodes)
+
+
+def test_managed_jobs_are_held_at_submit_with_the_normalised_hint(backend, jobs) -> None:
+    jid = jobs("--gres=gpu:1", f"--comment={HINT}")
+    j = job(backend, jid)
+    assert j.state == "PENDING" and j.held and j.priority == 0
+    assert j.admin_comment == ("shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=gns "
+                               "signal=USR1 grace=60")
+
+
+def test_bad_hint_is_rejected_by_sbatch_naming_the_field(backend, jobs) -> None:
+    with pytest.raises(SlurmError, match="field 'bs': expected a positive integer"):
+        jobs("--gres=gpu:1", "--comment=model=resnet18 bs=abc epochs=9")
+
+
+def test_other_partitions_are_untouched(backend, jobs) -> None:
+    jid = jobs("-p", "other", "--gres=gpu:1")
+    wait_for(lambda: job(backend, jid).state == "RUNNING", 30)
+    j = job(backend, jid)
+    assert not j.held and j.admin_comment == ""
+
+
+def test_a_held_job_rejects_a_priority_until_released(backend, jobs) -> None:
+    # keep the cluster busy so the released job cannot start under us
+    blocker = jobs("-p", "other", "-N", str(len(backend.list_nodes())), "--gres=gpu:8")
+    jid = jobs("--gres=gpu:1", f"--comment={HINT}")
+    with pytest.raises(SlurmError, match="held"):
+        backend.set_priority(jid, 500)
+    backend.release(jid)
+    backend.set_priority(jid, 500)
+    j = job(backend, jid)
+    assert not j.held and j.priority == 500  # pinned
+    assert blocker
+
+
+def test_release_respects_priority_order(backend, jobs) -> None:
+    n = str(len(backend.list_nodes()))
+    blocker = jobs("-p", "other", "-N", n, "--gres=gpu:8")
+    wait_for(lambda: job(backend, blocker).state == "RUNNING", 30)
+    whole = ("-N", n, "--gres=gpu:8", f"--comment={HINT}")
+    a, b, c = jobs(*whole), jobs(*whole), jobs(*whole)
+    for jid, prio in ((a, 100), (b, 300), (c, 200)):
+        backend.release(jid)
+        backend.set_priority(jid, prio)
+    backend.cancel(blocker)
+    wait_for(lambda: any(job(backend, x).state == "RUNNING" for x in (a, b, c)), 60)
+    assert [job(backend, x).state for x in (a, b, c)] == ["PENDING", "RUNNING", "PENDING"]
+
+
+def test_signal_then_requeue_restarts_with_restart_count(backend, jobs, tmp_path) -> None:
+    jid = jobs("--gres=gpu:2", f"--comment={HINT}")
+    backend.release(jid)
+    wait_for(lambda: job(backend, jid).state == "RUNNING", 30)
+    out = tmp_path / f"{jid}.out"
+    wait_for(lambda: out.exists() and "start restart=0" in out.read_text(), 20)
+    assert "gpus=none" not in out.read_text()  # fake GPUs are visible as devices
+    backend.signal(jid, "USR1")
+    wait_for(lambda: "ckpt-saved" in out.read_text(), 20)
+    backend.requeue(jid)
+    j = job(backend, jid)
+    assert j.state in ("PENDING", "COMPLETING", "REQUEUED") and j.restart_count == 1
+    # the requeued job waits cred_expire + 1 s before it may start again
+    wait_for(lambda: "start restart=1" in out.read_text(), 60)
+
+
+def test_gres_of_a_pending_job_can_change(backend, jobs) -> None:
+    jid = jobs("--gres=gpu:1", f"--comment={HINT}")
+    backend.update_gpus(jid, 4)
+    assert job(backend, jid).gpus == 4
+
+
+def test_a_controller_that_is_down_is_one_line(tmp_path: Path) -> None:
+    conf = tmp_path / "slurm.conf"
+    source = Path(os.environ.get("SLURM_CONF", "/tmp/shockwave-slurm/etc/slurm.conf"))
+    if not source.exists():
+        pytest.skip("no slurm.conf to copy")
+    text = re.sub(r"(?m)^SlurmctldPort=.*$", "SlurmctldPort=1", source.read_text())
+    conf.write_text(text)  # a port nothing listens on: the controller is "down"
+    with pytest.raises(SlurmError) as err:
+        CliBackend(slurm_conf=str(conf), timeout_s=60).list_jobs()
+    assert "\n" not in str(err.value) and str(err.value).startswith("squeue --json: ")
