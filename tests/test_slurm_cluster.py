@@ -6,6 +6,7 @@ missing cluster fails instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -56,10 +57,8 @@ def jobs(backend: CliBackend, tmp_path: Path) -> Iterator[Callable[..., int]]:
 
     yield submit
     for job_id in mine:
-        try:
+        with contextlib.suppress(SlurmError):
             backend.cancel(job_id)
-        except SlurmError:
-            pass
 
 
 def job(backend: CliBackend, job_id: int) -> SlurmJob:
