@@ -106,7 +106,7 @@ def test_a_held_job_rejects_a_priority_until_released(backend, jobs) -> None:
     jid = jobs("--gres=gpu:1", f"--comment={HINT}")
     with pytest.raises(SlurmError, match="held"):
         backend.set_priority(jid, 500)
-    backend.release(jid)
+    backend.release([jid])
     backend.set_priority(jid, 500)
     j = job(backend, jid)
     assert not j.held and j.priority == 500  # pinned
@@ -120,7 +120,7 @@ def test_release_respects_priority_order(backend, jobs) -> None:
     whole = ("-N", n, "--gres=gpu:8", f"--comment={HINT}")
     a, b, c = jobs(*whole), jobs(*whole), jobs(*whole)
     for jid, prio in ((a, 100), (b, 300), (c, 200)):
-        backend.release(jid)
+        backend.release([jid])
         backend.set_priority(jid, prio)
     backend.cancel(blocker)
     wait_for(lambda: any(job(backend, x).state == "RUNNING" for x in (a, b, c)), 60)
@@ -129,14 +129,14 @@ def test_release_respects_priority_order(backend, jobs) -> None:
 
 def test_signal_then_requeue_restarts_with_restart_count(backend, jobs, tmp_path) -> None:
     jid = jobs("--gres=gpu:2", f"--comment={HINT}")
-    backend.release(jid)
+    backend.release([jid])
     wait_for(lambda: job(backend, jid).state == "RUNNING", 30)
     out = tmp_path / f"{jid}.out"
     wait_for(lambda: out.exists() and "start restart=0" in out.read_text(), 20)
     assert "gpus=none" not in out.read_text()  # fake GPUs are visible as devices
     backend.signal(jid, "USR1")
     wait_for(lambda: "ckpt-saved" in out.read_text(), 20)
-    backend.requeue(jid)
+    backend.requeue([jid])
     j = job(backend, jid)
     assert j.state in ("PENDING", "COMPLETING", "REQUEUED") and j.restart_count == 1
     # the requeued job waits cred_expire + 1 s before it may start again
@@ -159,3 +159,57 @@ def test_a_controller_that_is_down_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SlurmError) as err:
         CliBackend(slurm_conf=str(conf), timeout_s=60).list_jobs()
     assert "\n" not in str(err.value) and str(err.value).startswith("squeue --json: ")
+
+
+def test_world_reholds_a_job_its_owner_released(backend, jobs) -> None:
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    jid = jobs("--gres=gpu:1", f"--comment={HINT}")
+    blocker = jobs("-p", "other", "-N", str(len(backend.list_nodes())), "--gres=gpu:8")
+    backend.release([jid])  # the owner, without the planner's approval
+    assert not job(backend, jid).held
+    world = SlurmCluster(backend, WallClock())
+    world.observe()
+    world.apply([])
+    assert job(backend, jid).held
+    assert blocker
+
+
+def test_run_round_starts_the_planned_jobs_in_slurm(backend, jobs) -> None:
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.engine.round import run_round
+    from slurm_shockwave.policies.registry import make_policy
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    a = jobs("--gres=gpu:2", f"--comment={HINT}")
+    b = jobs("--gres=gpu:1", f"--comment={HINT}")
+    world = SlurmCluster(backend, WallClock())
+    report = run_round(world, make_policy("fifo"), {}, world)
+    starts = {x.job_id for x in report.actions if x.kind.value == "start"}
+    assert {a, b} <= starts
+    wait_for(lambda: all(job(backend, x).state == "RUNNING" for x in (a, b)), 30)
+
+
+def test_world_preempts_with_signal_then_requeue_hold(backend, jobs, tmp_path) -> None:
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.model.plan import Action, ActionKind, Outcome
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    jid = jobs("--gres=gpu:1", "--comment=model=lm bs=10 epochs=3 grace=2")
+    backend.release([jid])
+    wait_for(lambda: job(backend, jid).state == "RUNNING", 30)
+    out = tmp_path / f"{jid}.out"
+    wait_for(lambda: out.exists() and "start restart=0" in out.read_text(), 20)
+    world = SlurmCluster(backend, WallClock())
+    world.observe()
+    first = world.apply([Action(ActionKind.PREEMPT, jid)])
+    assert first.results[0].outcome == Outcome.DEFERRED
+    wait_for(lambda: "ckpt-saved" in out.read_text(), 20)
+    time.sleep(2.1)
+    world.observe()
+    second = world.apply([Action(ActionKind.PREEMPT, jid)])
+    assert second.results[0].outcome == Outcome.APPLIED, second.results[0].message
+    assert job(backend, jid).restart_count == 1
+    # the job passes through COMPLETING while its processes end
+    wait_for(lambda: job(backend, jid).state == "PENDING" and job(backend, jid).held, 30)

@@ -1,0 +1,118 @@
+"""Actuation logic against the in-memory fake (the real daemons: test_slurm_cluster.py)."""
+
+from __future__ import annotations
+
+from slurm_shockwave.model.lifecycle import Phase
+from slurm_shockwave.model.plan import Action, ActionKind, Outcome
+from slurm_shockwave.slurm.fake import FakeSlurm
+from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
+from slurm_shockwave.slurm.world import SlurmCluster
+
+HINT = "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=gns signal=USR1 grace=30"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def now(self) -> float:
+        return self.t
+
+
+def cluster(*jobs: SlurmJob) -> tuple[SlurmCluster, FakeSlurm, Clock]:
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave", "other")),
+                      SlurmNode("n2", ("IDLE", "DRAIN"), 4, 0, ("shockwave",))])
+    for j in jobs:
+        fake.add(j)
+    clock = Clock()
+    return SlurmCluster(fake, clock), fake, clock
+
+
+def held(jid: int, gpus: int = 1, partition: str = "shockwave") -> SlurmJob:
+    return SlurmJob(jid, f"j{jid}", "alice", partition, "PENDING", held=True, gpus=gpus,
+                    admin_comment=HINT if partition == "shockwave" else "", submit_time=900)
+
+
+def running(jid: int, gpus: int = 1) -> SlurmJob:
+    return SlurmJob(jid, f"j{jid}", "alice", "shockwave", "RUNNING", gpus=gpus,
+                    admin_comment=HINT, nodes="n1", submit_time=900)
+
+
+def test_observe_reads_managed_jobs_hints_and_usable_nodes() -> None:
+    world, _, _ = cluster(held(1), running(2, 2), held(3, partition="other"),
+                          SlurmJob(4, "bad", "bob", "shockwave", "PENDING", held=True,
+                                   comment="model=gpt bs=1 epochs=1"))
+    view = world.observe()
+    assert [n.name for n in view.nodes] == ["n1"]  # n2 is drained
+    jobs = {j.job_id: j for j in view.jobs}
+    assert set(jobs) == {1, 2}
+    assert jobs[1].phase == Phase.HELD and jobs[2].phase == Phase.RUNNING
+    assert jobs[2].spec.model == "ResNet-18" and jobs[2].spec.num_epochs == 9
+    assert jobs[2].gpus == 2 and len(jobs[2].gpu_slots) == 2
+    assert "model" in world.bad_hints[4]
+
+
+def test_start_releases_then_pins_priority_in_plan_order() -> None:
+    world, fake, _ = cluster(held(1), held(2), held(3))
+    world.observe()
+    result = world.apply([Action(ActionKind.START, 2), Action(ActionKind.START, 1)])
+    assert result.count(Outcome.APPLIED) == 2
+    assert fake.jobs[2].priority > fake.jobs[1].priority > 0
+    assert fake.jobs[3].held  # not in the plan: stays held
+    fake.tick()
+    assert fake.jobs[2].state == "RUNNING" and fake.jobs[1].state == "RUNNING"
+
+
+def test_a_job_released_by_its_owner_is_held_again() -> None:
+    world, fake, _ = cluster(held(1))
+    fake.release([1])  # the owner, behind the planner's back
+    world.observe()
+    world.apply([])
+    assert fake.jobs[1].held
+
+
+def test_preemption_signals_waits_for_grace_then_requeue_holds() -> None:
+    world, fake, clock = cluster(running(1))
+    world.observe()
+    first = world.apply([Action(ActionKind.PREEMPT, 1)])
+    assert fake.signals == [(1, "USR1")]
+    assert first.results[0].outcome == Outcome.DEFERRED
+    assert fake.jobs[1].state == "RUNNING"
+    view = world.observe()
+    assert view.jobs[0].phase == Phase.CHECKPOINTING
+    clock.t += 31  # past the hint's 30 s grace
+    world.observe()
+    second = world.apply([Action(ActionKind.PREEMPT, 1)])
+    assert second.results[0].outcome == Outcome.APPLIED
+    assert fake.signals == [(1, "USR1")]  # signalled once
+    job = fake.jobs[1]
+    assert job.state == "PENDING" and job.held and job.restart_count == 1
+    assert job.eligible_time == fake.now + fake.cred_expire_s + 1
+
+
+def test_an_acknowledged_checkpoint_requeues_at_once() -> None:
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(running(1))
+    world = SlurmCluster(fake, Clock(), acked=lambda jid: jid == 1)
+    world.observe()
+    assert world.apply([Action(ActionKind.PREEMPT, 1)]).results[0].outcome == Outcome.APPLIED
+    assert fake.jobs[1].state == "PENDING"
+
+
+def test_other_partitions_are_never_touched() -> None:
+    world, fake, _ = cluster(held(5, partition="other"),
+                             SlurmJob(6, "x", "bob", "other", "PENDING"))
+    before = dict(fake.jobs)
+    world.observe()
+    world.apply([Action(ActionKind.START, 5)])
+    assert fake.jobs == before
+
+
+def test_one_bad_job_does_not_block_a_batch() -> None:
+    world, fake, _ = cluster(held(1), held(2))
+    world.observe()
+    del fake.jobs[1]  # vanished between observe and apply
+    result = world.apply([Action(ActionKind.START, 1), Action(ActionKind.START, 2)])
+    outcomes = {r.action.job_id: r.outcome for r in result.results}
+    assert outcomes == {1: Outcome.REJECTED, 2: Outcome.APPLIED}
+    assert "Invalid job id" in next(r.message for r in result.results if r.action.job_id == 1)
