@@ -172,7 +172,7 @@ def test_world_reholds_a_job_its_owner_released(backend, jobs) -> None:
     world = SlurmCluster(backend, WallClock())
     world.observe()
     world.apply([])
-    assert job(backend, jid).held
+    assert job(backend, jid).held and job(backend, jid).reason == "JobHeldAdmin"
     assert blocker
 
 

@@ -71,6 +71,15 @@ def test_a_job_released_by_its_owner_is_held_again() -> None:
     assert fake.jobs[1].held
 
 
+def test_submit_time_user_holds_become_admin_holds() -> None:
+    from dataclasses import replace
+
+    world, fake, _ = cluster(replace(held(1), reason="JobHeldUser"), held(2))
+    world.observe()
+    world.apply([])
+    assert fake.jobs[1].reason == "JobHeldAdmin"
+
+
 def test_preemption_signals_waits_for_grace_then_requeue_holds() -> None:
     world, fake, clock = cluster(running(1))
     world.observe()

@@ -10,7 +10,8 @@ encoded once, here, as the order of operations:
   acknowledgement or its grace time, possibly rounds later: the action is deferred
   meanwhile) requeue-hold; the requeued job waits cred_expire + 1 s before it may run;
 - a managed job pending without the planner's approval (released by its owner) is held
-  again, and so is every managed pending job the plan does not start.
+  again, and so is every managed pending job the plan does not start; user holds become
+  admin holds so owners cannot release them behind the planner's back.
 """
 
 from __future__ import annotations
@@ -158,10 +159,13 @@ class SlurmCluster:
         results += [ActionResult(a, Outcome.APPLIED) for a in actions
                     if a.kind == ActionKind.KEEP]
 
-        # 3. everything else pending in the managed partition waits, held
+        # 3. everything else pending in the managed partition waits, held by the admin:
+        # job_submit.lua's hold is a user hold (JobHeldUser) that the owner may release;
+        # root's `scontrol hold` turns it into JobHeldAdmin, which users cannot release
         rehold = [j.job_id for j in self._jobs.values()
-                  if j.state == "PENDING" and not j.held and j.job_id not in approved
-                  and j.job_id in self._hints]
+                  if j.state == "PENDING" and j.job_id not in approved
+                  and j.job_id in self._hints
+                  and (not j.held or j.reason == "JobHeldUser")]
         self.rehold_failures = {jid: err for jid, err in _each(rehold, self.backend.hold).items()
                                 if err}
         return ApplyResult(tuple(results))

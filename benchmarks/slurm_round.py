@@ -1,0 +1,94 @@
+"""One live round against the real local cluster with many jobs in the queue.
+
+Submits ``--jobs`` hinted jobs to the managed partition (held at submit by
+job_submit.lua), lets a first round start a share of them, then times the next round:
+``observe_s`` (squeue/sinfo and building the view) and ``apply_s`` for a plan that starts
+some held jobs, preempts some running ones (the signal part; their requeue-hold comes
+when the grace time ends) and re-holds the rest. Prints one JSON object. Needs
+docker-slurm/start.sh (SLURM_CONF set); cancels its jobs at the end.
+
+    python -m benchmarks.slurm_round --jobs 2000 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchmarks.reference_runs import machine
+from slurm_shockwave.clock import WallClock
+from slurm_shockwave.model.plan import Action, ActionKind
+from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.world import SlurmCluster
+
+
+def submit_many(n: int, script: str) -> None:
+    """sbatch n times through one shell, fast enough for thousands of jobs."""
+    lines = "\n".join(
+        f"sbatch --parsable -o /dev/null --gres=gpu:1 "
+        f"--comment='model=resnet18 bs=32 epochs={10 + i % 50} mode=gns grace=600' {script}"
+        for i in range(n))
+    subprocess.run(["sh"], input=lines, text=True, check=True, capture_output=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--start", type=int, default=16, help="jobs the plan starts")
+    ap.add_argument("--preempt", type=int, default=8, help="running jobs it preempts")
+    ap.add_argument("--owner-released", type=int, default=200,
+                    help="held jobs released by their owners before the round (re-held)")
+    ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
+    args = ap.parse_args()
+    if not os.environ.get("SLURM_CONF"):
+        raise SystemExit("SLURM_CONF is not set: eval \"$(docker-slurm/start.sh)\" first")
+    backend = CliBackend()
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as fh:
+        fh.write("#!/bin/sh\nsleep 3600\n")
+    os.chmod(fh.name, 0o755)
+    t0 = time.perf_counter()
+    submit_many(args.jobs, fh.name)
+    submit_s = time.perf_counter() - t0
+    print(f"submitted {args.jobs} jobs in {submit_s:.1f}s", file=sys.stderr)
+    try:
+        world = SlurmCluster(backend, WallClock())
+        # round 1: start a first batch so there is something to preempt
+        view = world.observe()
+        first = [Action(ActionKind.START, j.job_id) for j in view.jobs[: args.preempt * 2]]
+        world.apply(first)
+        time.sleep(8)
+        idle = [j.job_id for j in view.jobs[args.preempt * 2 + args.start:]]
+        backend.release(idle[: args.owner_released])  # owners, behind the planner's back
+        # round 2, timed: observe, then start some, preempt some, re-hold the rest
+        t1 = time.perf_counter()
+        view = world.observe()
+        t2 = time.perf_counter()
+        running = [j.job_id for j in view.jobs if j.is_running]
+        waiting = [j.job_id for j in view.jobs if not j.is_running]
+        actions = ([Action(ActionKind.PREEMPT, jid) for jid in running[: args.preempt]]
+                   + [Action(ActionKind.KEEP, jid) for jid in running[args.preempt:]]
+                   + [Action(ActionKind.START, jid) for jid in waiting[: args.start]])
+        result = world.apply(actions)
+        t3 = time.perf_counter()
+        print(json.dumps({
+            "jobs": len(view.jobs), "running": len(running), "observe_s": round(t2 - t1, 3),
+            "apply_s": round(t3 - t2, 3), "round_s": round(t3 - t1, 3),
+            "started": args.start, "preempted": min(args.preempt, len(running)),
+            "owner_released_and_reheld": sum(
+                1 for j in backend.list_jobs() if j.job_id in set(idle[: args.owner_released])
+                and j.held),
+            "outcomes": {o: result.count(o) for o in {r.outcome for r in result.results}},
+            "submit_s": round(submit_s, 1), "machine": machine()}, default=str))
+    finally:
+        subprocess.run(["scancel", "--partition=shockwave", "--user", os.environ.get(
+            "USER", "root")], check=False, capture_output=True)
+        os.unlink(fh.name)
+
+
+if __name__ == "__main__":
+    main()
