@@ -1,0 +1,143 @@
+"""The Slurm backend over pyslurm's Job/Jobs API (design card), chosen by config.
+
+pyslurm on PyPI exists only for Slurm 25.11, and ``import pyslurm`` ends the whole
+process when no slurm.conf is found. So nothing imports pyslurm at module load: the
+backend first checks for a slurm.conf, then probes the import in a child process, and
+only then imports it here; each failure becomes one SlurmError line saying what is
+missing. Contract tests (tests/test_slurm_contract.py) run where pyslurm imports and are
+skipped with the reason elsewhere. Not exercised on this project's Slurm 22.05 machines.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from slurm_shockwave.slurm.json_shapes import gpus_in
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+
+
+def pyslurm_problem() -> str | None:
+    """Why pyslurm cannot be used here, in one line; None if it can."""
+    conf = os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")
+    if not Path(conf).is_file():
+        return f"pyslurm needs a slurm.conf (none at {conf}; set SLURM_CONF)"
+    probe = subprocess.run([sys.executable, "-c", "import pyslurm"], capture_output=True,
+                           text=True, timeout=60, check=False)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
+        return ("pyslurm does not import (pip install 'slurm-shockwave[pyslurm]'; it needs "
+                f"Slurm 25.11's libslurm): {last}")
+    return None
+
+
+def _get(obj: Any, *names: str, default: Any = None) -> Any:
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+class PyslurmBackend:
+    def __init__(self) -> None:
+        problem = pyslurm_problem()
+        if problem:
+            raise SlurmError(problem)
+        import pyslurm
+
+        self._ps: Any = pyslurm
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # pyslurm.RPCError carries Slurm's message
+            raise SlurmError(f"{what}: {exc}") from None
+
+    def list_jobs(self) -> list[SlurmJob]:
+        jobs = self._call("load jobs", self._ps.Jobs.load)
+        out = []
+        for j in jobs.values():
+            state = str(_get(j, "state", default="UNKNOWN")).upper()
+            reason = str(_get(j, "state_reason", default=""))
+            priority = int(_get(j, "priority", default=0) or 0)
+            nodes = int(_get(j, "num_nodes", default=1) or 1)
+            gres = str(_get(j, "gres_per_node", "tres_per_node", default="") or "")
+            out.append(SlurmJob(
+                job_id=int(j.id), name=str(_get(j, "name", default="")),
+                user=str(_get(j, "user_name", default="")),
+                partition=str(_get(j, "partition", default="")), state=state, reason=reason,
+                priority=priority,
+                held=state == "PENDING" and priority == 0 and reason.startswith("JobHeld"),
+                comment=str(_get(j, "comment", default="") or ""),
+                admin_comment=str(_get(j, "admin_comment", default="") or ""),
+                gpus=gpus_in("gres/" + gres if gres.startswith("gpu") else gres) * nodes,
+                node_count=nodes, nodes=str(_get(j, "nodelist", "allocated_nodes", default="")),
+                restart_count=int(_get(j, "requeue_count", "restart_count", default=0) or 0),
+                submit_time=int(_get(j, "submit_time", default=0) or 0)))
+        return out
+
+    def list_nodes(self) -> list[SlurmNode]:
+        nodes = self._call("load nodes", self._ps.Nodes.load)
+        out = []
+        for n in nodes.values():
+            configured = _get(n, "configured_gres", default={}) or {}
+            allocated = _get(n, "allocated_gres", default={}) or {}
+            state = tuple(str(s).upper() for s in str(_get(n, "state", default="")).split("+"))
+            out.append(SlurmNode(
+                name=str(n.name), state=state,
+                gpus=sum(int(v) for k, v in dict(configured).items() if k.startswith("gpu")),
+                gpus_used=sum(int(v) for k, v in dict(allocated).items()
+                              if k.startswith("gpu")),
+                partitions=tuple(_get(n, "partitions", default=()) or ())))
+        return out
+
+    def set_priority(self, job_id: int, priority: int) -> None:
+        desc = self._ps.JobSubmitDescription(priority=priority)
+        self._call(f"priority {job_id}", self._ps.Job(job_id).modify, desc)
+
+    def hold(self, job_ids: Sequence[int]) -> None:
+        for jid in job_ids:
+            self._call(f"hold {jid}", self._ps.Job(jid).hold)
+
+    def release(self, job_ids: Sequence[int]) -> None:
+        for jid in job_ids:
+            self._call(f"release {jid}", self._ps.Job(jid).release)
+
+    def signal(self, job_id: int, signal: str) -> None:
+        self._call(f"signal {job_id}", self._ps.Job(job_id).send_signal, f"SIG{signal}",
+                   steps="all")
+
+    def requeue(self, job_ids: Sequence[int], *, hold: bool = False) -> None:
+        for jid in job_ids:
+            self._call(f"requeue {jid}", self._ps.Job(jid).requeue, hold=hold)
+
+    def update_gpus(self, job_id: int, gpus: int) -> None:
+        desc = self._ps.JobSubmitDescription(gres_per_node=f"gpu:{gpus}")
+        self._call(f"gres {job_id}", self._ps.Job(job_id).modify, desc)
+
+    def submit(self, script: str, args: Sequence[str] = ()) -> int:
+        # sbatch's option parsing is not in pyslurm's API: submission goes through sbatch
+        from slurm_shockwave.slurm.cli_backend import CliBackend
+
+        return CliBackend().submit(script, args)
+
+    def cancel(self, job_id: int) -> None:
+        self._call(f"cancel {job_id}", self._ps.Job(job_id).cancel)
+
+
+def make_backend(kind: str = "cli", *, slurm_conf: str | None = None) -> Any:
+    """``cli`` (default) or ``pyslurm``; a bad name or an unusable pyslurm is one line."""
+    if slurm_conf:
+        os.environ["SLURM_CONF"] = slurm_conf
+    if kind == "cli":
+        from slurm_shockwave.slurm.cli_backend import CliBackend
+
+        return CliBackend(slurm_conf=slurm_conf)
+    if kind == "pyslurm":
+        return PyslurmBackend()
+    raise SlurmError(f"slurm.backend: unknown backend {kind!r} (cli or pyslurm)")
