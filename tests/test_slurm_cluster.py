@@ -213,3 +213,19 @@ def test_world_preempts_with_signal_then_requeue_hold(backend, jobs, tmp_path) -
     assert job(backend, jid).restart_count == 1
     # the job passes through COMPLETING while its processes end
     wait_for(lambda: job(backend, jid).state == "PENDING" and job(backend, jid).held, 30)
+
+
+def test_filtered_listing_agrees_with_the_json_one(backend, jobs) -> None:
+    held_job = jobs("--gres=gpu:2", f"--comment={HINT}")
+    runner = jobs("--gres=gpu:1", "--comment=model=lm bs=10 epochs=3")
+    backend.release([runner])
+    wait_for(lambda: job(backend, runner).state == "RUNNING", 30)
+    fast = {j.job_id: j for j in backend.list_jobs("shockwave")}
+    full = {j.job_id: j for j in backend.list_jobs() if j.partition == "shockwave"
+            and j.state in ("PENDING", "RUNNING")}
+    assert set(fast) == set(full) and {held_job, runner} <= set(fast)
+    for jid in (held_job, runner):
+        a, b = fast[jid], full[jid]
+        for name in ("state", "reason", "priority", "held", "comment", "admin_comment",
+                     "gpus", "node_count", "nodes", "restart_count", "submit_time", "user"):
+            assert getattr(a, name) == getattr(b, name), (jid, name)

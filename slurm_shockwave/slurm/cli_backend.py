@@ -8,12 +8,30 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from slurm_shockwave.slurm.json_shapes import jobs_from, nodes_from
+from slurm_shockwave.slurm.json_shapes import gpus_in, jobs_from, nodes_from
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+
+# One line per job for the per-round listing; Comment last, since it may hold anything.
+_FIELDS = ("JobID", "State", "Reason", "PriorityLong", "UserName", "NumNodes", "NodeList",
+           "SubmitTime", "tres-per-node", "tres-per-job", "RestartCnt", "Name", "Comment")
+_FORMAT = ",".join(f"{f}:|" for f in _FIELDS[:-1]) + f",{_FIELDS[-1]}:"
+# scontrol -o: Key=value pairs; Slurm's keys are capitalised, the hint's are not
+_ADMIN_COMMENT = re.compile(r"(?:^| )AdminComment=(.*?)(?= [A-Z][A-Za-z]*=|$)")
+_JOB_ID = re.compile(r"(?:^| )JobId=(\d+)")
+_FEW = 20
+
+
+def _epoch(text: str) -> int:
+    try:
+        return int(datetime.fromisoformat(text).timestamp())
+    except ValueError:
+        return 0
 
 
 class CliBackend:
@@ -23,6 +41,7 @@ class CliBackend:
         self.env = dict(env if env is not None else os.environ)
         if slurm_conf:
             self.env["SLURM_CONF"] = slurm_conf
+        self._admin_comments: dict[int, str] = {}
 
     def _run(self, args: Sequence[str]) -> str:
         try:
@@ -54,8 +73,51 @@ class CliBackend:
             raise SlurmError(f"{' '.join(args[:2])}: {text}".replace("\n", " "))
         return doc
 
-    def list_jobs(self) -> list[SlurmJob]:
-        return jobs_from(self._json(["squeue", "--json"]))
+    def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
+        if partition is None:
+            return jobs_from(self._json(["squeue", "--json"]))
+        # 22.05's squeue --json ignores filters and returns every record it still keeps
+        # (finished ones included): on a busy cluster that is most of the round. A
+        # filtered text listing asks for only what the planner needs.
+        try:
+            text = self._run(["squeue", "-h", "-p", partition, "-t", "PD,R,CG,S",
+                              "-O", _FORMAT])
+        except SlurmError:
+            return [j for j in jobs_from(self._json(["squeue", "--json"]))
+                    if j.partition == partition]
+        rows = [line.split("|", len(_FIELDS) - 1) for line in text.splitlines() if line]
+        self._load_admin_comments([int(r[0]) for r in rows if r[0].isdigit()])
+        return [self._job_from_row(r, partition) for r in rows if len(r) == len(_FIELDS)
+                and r[0].isdigit()]
+
+    def _job_from_row(self, r: list[str], partition: str) -> SlurmJob:
+        jid, state, reason, prio = int(r[0]), r[1].strip(), r[2].strip(), r[3].strip()
+        priority = int(prio) if prio.isdigit() else 0
+        nodes = int(r[5]) if r[5].strip().isdigit() else 1
+        return SlurmJob(
+            job_id=jid, name=r[11].strip(), user=r[4].strip(), partition=partition,
+            state=state, reason=reason, priority=priority,
+            held=state == "PENDING" and priority == 0 and reason.startswith("JobHeld"),
+            comment=r[12].strip(), admin_comment=self._admin_comments.get(jid, ""),
+            gpus=gpus_in(r[9]) + gpus_in(r[8]) * max(nodes, 1), node_count=nodes,
+            nodes=r[6].strip(), restart_count=int(r[10]) if r[10].strip().isdigit() else 0,
+            submit_time=_epoch(r[7].strip()))
+
+    def _load_admin_comments(self, job_ids: list[int]) -> None:
+        """Admin comments (the normalised hints) do not change: fetch each once."""
+        missing = [j for j in job_ids if j not in self._admin_comments]
+        if not missing:
+            return
+        if len(missing) <= _FEW:
+            lines = [self._run(["scontrol", "-o", "show", "job", str(j)]) for j in missing]
+        else:
+            lines = self._run(["scontrol", "-o", "show", "job"]).splitlines()
+        for line in lines:
+            jid = _JOB_ID.search(line)
+            if jid:
+                comment = _ADMIN_COMMENT.search(line)
+                self._admin_comments[int(jid.group(1))] = (comment.group(1).strip()
+                                                           if comment else "")
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = nodes_from(self._json(["sinfo", "--json"]))

@@ -53,9 +53,10 @@ class FakeSlurm:
         return self.jobs[job_id]
 
     # -- SlurmBackend ------------------------------------------------------------------
-    def list_jobs(self) -> list[SlurmJob]:
+    def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
         self.calls += 1
-        return list(self.jobs.values())
+        return [j for j in self.jobs.values() if partition is None or (
+            j.partition == partition and j.state in ("PENDING", "RUNNING"))]
 
     def list_nodes(self) -> list[SlurmNode]:
         self.calls += 1

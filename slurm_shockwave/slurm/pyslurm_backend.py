@@ -58,7 +58,7 @@ class PyslurmBackend:
         except Exception as exc:  # pyslurm.RPCError carries Slurm's message
             raise SlurmError(f"{what}: {exc}") from None
 
-    def list_jobs(self) -> list[SlurmJob]:
+    def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
         jobs = self._call("load jobs", self._ps.Jobs.load)
         out = []
         for j in jobs.values():
@@ -79,6 +79,9 @@ class PyslurmBackend:
                 node_count=nodes, nodes=str(_get(j, "nodelist", "allocated_nodes", default="")),
                 restart_count=int(_get(j, "requeue_count", "restart_count", default=0) or 0),
                 submit_time=int(_get(j, "submit_time", default=0) or 0)))
+        if partition is not None:
+            out = [j for j in out if j.partition == partition
+                   and j.state in ("PENDING", "RUNNING")]
         return out
 
     def list_nodes(self) -> list[SlurmNode]:

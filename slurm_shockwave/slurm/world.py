@@ -63,7 +63,7 @@ class SlurmCluster:
 
     # -- ClusterSource ----------------------------------------------------------------------
     def observe(self) -> ClusterView:
-        jobs = [j for j in self.backend.list_jobs()
+        jobs = [j for j in self.backend.list_jobs(self.partition)
                 if j.partition == self.partition and j.state in ("PENDING", "RUNNING")]
         self._jobs = {j.job_id: j for j in jobs}
         nodes = tuple(GpuNode(n.name, n.gpus) for n in self.backend.list_nodes()
