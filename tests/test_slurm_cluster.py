@@ -229,3 +229,32 @@ def test_filtered_listing_agrees_with_the_json_one(backend, jobs) -> None:
         for name in ("state", "reason", "priority", "held", "comment", "admin_comment",
                      "gpus", "node_count", "nodes", "restart_count", "submit_time", "user"):
             assert getattr(a, name) == getattr(b, name), (jid, name)
+
+
+def test_queue_command_shows_managed_jobs(backend, jobs) -> None:
+    import json as _json
+    import subprocess
+    import sys
+
+    jid = jobs("--gres=gpu:2", f"--comment={HINT}")
+    proc = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "queue", "--json"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    rows = {r["job_id"]: r for r in map(_json.loads, proc.stdout.splitlines())}
+    assert rows[jid]["model"] == "ResNet-18" and rows[jid]["phase"] == "held"
+    assert rows[jid]["gpus"] == 2
+
+
+def test_queue_command_with_slurm_down_is_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    source = Path(os.environ.get("SLURM_CONF", "/tmp/shockwave-slurm/etc/slurm.conf"))
+    if not source.exists():
+        pytest.skip("no slurm.conf to copy")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(re.sub(r"(?m)^SlurmctldPort=.*$", "SlurmctldPort=1", source.read_text()))
+    proc = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "queue",
+                           "--slurm-conf", str(conf)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stderr.startswith("error: squeue")

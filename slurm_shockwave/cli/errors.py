@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.slurm.protocol import SlurmError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -18,7 +19,7 @@ def one_line_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (InputError, ValueError) as exc:
+        except (InputError, ValueError, SlurmError) as exc:
             click.echo(f"error: {exc}", err=True)
             raise SystemExit(2) from None
 

@@ -6,6 +6,7 @@ import click
 
 from slurm_shockwave import __version__
 from slurm_shockwave.cli.policies import policies
+from slurm_shockwave.cli.queue import queue
 from slurm_shockwave.cli.simulate import compare, simulate
 from slurm_shockwave.cli.trace import trace
 
@@ -20,3 +21,4 @@ cli.add_command(simulate)
 cli.add_command(compare)
 cli.add_command(trace)
 cli.add_command(policies)
+cli.add_command(queue)

@@ -1,0 +1,44 @@
+"""``shockwave queue``: the managed partition as the planner sees it."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from slurm_shockwave.cli.errors import one_line_errors
+from slurm_shockwave.clock import WallClock
+from slurm_shockwave.report.tables import console, rows_table
+from slurm_shockwave.slurm.pyslurm_backend import make_backend
+from slurm_shockwave.slurm.world import SlurmCluster
+
+
+@click.command()
+@click.option("--partition", default="shockwave", show_default=True,
+              help="The managed partition.")
+@click.option("--slurm-conf", default=None, help="slurm.conf (default: $SLURM_CONF).")
+@click.option("--backend", "kind", type=click.Choice(["cli", "pyslurm"]), default="cli",
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
+@one_line_errors
+def queue(partition: str, slurm_conf: str | None, kind: str, as_json: bool) -> None:
+    """Show the managed partition's jobs with their hints, phase and GPUs."""
+    world = SlurmCluster(make_backend(kind, slurm_conf=slurm_conf), WallClock(),
+                         partition=partition)
+    view = world.observe()
+    rows = [{"job_id": j.job_id, "user": j.spec.user, "phase": j.phase.value,
+             "gpus": j.gpus, "model": j.spec.model, "bs": j.spec.init_bs,
+             "mode": j.spec.mode.value, "epochs": j.spec.num_epochs}
+            for j in sorted(view.jobs, key=lambda j: j.job_id)]
+    bad = [{"job_id": jid, "bad_hint": msg} for jid, msg in sorted(world.bad_hints.items())]
+    if as_json:
+        for row in rows + bad:
+            click.echo(json.dumps(row))
+        return
+    out = console()
+    out.print(rows_table(f"{partition}: {len(rows)} jobs, {view.total_gpus} GPUs on "
+                         f"{len(view.nodes)} usable nodes",
+                         ("job", "user", "phase", "GPUs", "model", "bs", "mode", "epochs"),
+                         [tuple(r.values()) for r in rows]))
+    for b in bad:
+        out.print(f"job {b['job_id']}: not planned, {b['bad_hint']}")
