@@ -76,3 +76,24 @@ def test_policy_is_deterministic(name: str) -> None:
     second = simulate(workload, make_policy(name), gpus=8, gpus_per_node=4)
     assert [(o.job_id, o.finish_s) for o in first.outcomes] == \
         [(o.job_id, o.finish_s) for o in second.outcomes]
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_memory_round_trips_through_json(name: str) -> None:
+    """Restarts and replays: a policy's memory, stored as JSON, gives the same decisions."""
+    import json
+
+    def actions(round_trip: bool) -> list[tuple]:
+        world = SimulatedCluster(_workload(7), make_nodes(8, 4))
+        policy = make_policy(name)
+        memory: dict = {}
+        out = []
+        while not world.done:
+            report = run_round(world, policy, memory, world)
+            memory = (json.loads(json.dumps(report.memory)) if round_trip
+                      else dict(report.memory))
+            out.append(tuple((a.kind.value, a.job_id, a.gpu_slots) for a in report.actions))
+            world.advance()
+        return out
+
+    assert actions(True) == actions(False)

@@ -51,7 +51,7 @@ def test_gavel_shares_equally_and_rotates_by_deficit() -> None:
     jobs = [a_job(i, gpus=1) for i in range(8)]
     view = a_view(*jobs, gpus=4)
     planned = make_policy("gavel").plan(view, {})
-    assert planned.memory["credit_s"] == {i: pytest.approx(60.0) for i in range(8)}
+    assert planned.memory["credit_s"] == {str(i): pytest.approx(60.0) for i in range(8)}
     # after jobs 0-3 ran a round, they are behind the others
     ran = [a_job(i, gpus=1, run_s=120.0 if i < 4 else 0.0) for i in range(8)]
     again = make_policy("gavel").plan(a_view(*ran, gpus=4), planned.memory).plan.order
@@ -61,7 +61,7 @@ def test_gavel_shares_equally_and_rotates_by_deficit() -> None:
 def test_gandiva_fair_ignores_gpu_count() -> None:
     jobs = [a_job(0, gpus=4), a_job(1, gpus=1)]
     planned = make_policy("gandiva_fair").plan(a_view(*jobs, gpus=4), {})
-    assert planned.memory["credit_s"] == {0: pytest.approx(120.0), 1: pytest.approx(120.0)}
+    assert planned.memory["credit_s"] == {"0": pytest.approx(120.0), "1": pytest.approx(120.0)}
 
 
 def test_ossp_favours_the_longest_job() -> None:

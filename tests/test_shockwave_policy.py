@@ -156,3 +156,23 @@ def test_pack_without_contiguity_loses_nothing_when_capacity_allows() -> None:
     assert [sum(j in r for r in plan) for j in range(4)] == [2, 1, 1, 1]
     for r in plan:
         assert sum(gpus[j] for j in r) <= 4
+
+
+def test_memory_survives_a_json_round_trip_with_the_same_decisions() -> None:
+    jobs = [a_spec(i, gpus=1 + i % 2, epochs=6 + 2 * i, arrival_s=100 * i) for i in range(6)]
+
+    def run(round_trip: bool) -> list[tuple]:
+        world = SimulatedCluster(a_workload(*jobs), make_nodes(3))
+        policy = make_policy("shockwave")
+        memory: dict = {}
+        trace = []
+        while not world.done:
+            report = run_round(world, policy, memory, world)
+            memory = json.loads(json.dumps(report.memory)) if round_trip else dict(
+                report.memory)
+            trace.append(tuple((a.kind.value, a.job_id) for a in report.actions))
+            trace.append(tuple(sorted((k, str(v)) for k, v in report.reasons.items())))
+            world.advance()
+        return trace
+
+    assert run(round_trip=True) == run(round_trip=False)

@@ -17,14 +17,15 @@ from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
 
 
 def realise(view: ClusterView, allocation: Mapping[JobId, float], memory: Memory) -> Planned:
-    old_credit: Mapping[JobId, float] = memory.get("credit_s", {})
-    credit: dict[JobId, float] = {}
+    # string keys: memory must survive a JSON round trip unchanged
+    old_credit: Mapping[str, float] = memory.get("credit_s", {})
+    credit: dict[str, float] = {}
     keyed = []
     for job in view.jobs:
         jid = job.job_id
         x = allocation.get(jid, 0.0)
-        credit[jid] = old_credit.get(jid, 0.0) + x * view.round_s
-        deficit = credit[jid] - job.progress.run_s
+        credit[str(jid)] = old_credit.get(str(jid), 0.0) + x * view.round_s
+        deficit = credit[str(jid)] - job.progress.run_s
         keyed.append((-deficit, -x, job.spec.arrival_s, jid))
     keyed.sort()
     reasons = {jid: Reason(ReasonCode.SCHEDULED, f"x={allocation.get(jid, 0.0):.3f}")

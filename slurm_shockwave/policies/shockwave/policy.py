@@ -105,11 +105,13 @@ class Shockwave(Policy[ShockwaveConfig]):
                              [j.is_running for j in jobs], ids_of=[j.job_id for j in jobs])
         ids = [jobs[i].job_id for i in order]
         rounds = {jobs[i].job_id: int(solution.rounds[i]) for i in range(len(jobs))}
+        # string keys: memory must survive a JSON round trip unchanged
         return {
             "start": view.round_index,
             "rounds": pack(rounds, {j.job_id: j.gpus for j in jobs}, ids, view.total_gpus, t),
-            "per_job": rounds,
-            "rho": {jobs[i].job_id: round(float(projected[i]), 3) for i in range(len(jobs))},
+            "per_job": {str(jid): n for jid, n in rounds.items()},
+            "rho": {str(jobs[i].job_id): round(float(projected[i]), 3)
+                    for i in range(len(jobs))},
             "relaxed": relaxed,
             "solve": {"status": solution.status, "gap": solution.gap, "wall_s": solution.wall_s,
                       "backend": solution.backend, "message": solution.message},
@@ -128,8 +130,8 @@ class Shockwave(Policy[ShockwaveConfig]):
         status = cached["solve"]["status"]
         reasons: dict[JobId, Reason] = {}
         for jid in scheduled:
-            detail = (f"rounds={cached['per_job'].get(jid, 0)}/{self.config.window_rounds} "
-                      f"rho~{cached['rho'].get(jid, 0.0):.2f}")
+            detail = (f"rounds={cached['per_job'].get(str(jid), 0)}/"
+                      f"{self.config.window_rounds} rho~{cached['rho'].get(str(jid), 0.0):.2f}")
             if status in _FALLBACKS:
                 reasons[jid] = Reason(ReasonCode.SOLVER_TIMEOUT_FALLBACK,
                                       f"{detail} solver={status}")
@@ -138,7 +140,7 @@ class Shockwave(Policy[ShockwaveConfig]):
         for j in backfill:
             if j.is_running and cached.get("relaxed"):
                 reasons[j.job_id] = Reason(ReasonCode.PREEMPTED_FAIRNESS,
-                                           f"rho~{cached['rho'].get(j.job_id, 0.0):.2f}")
+                                           f"rho~{cached['rho'].get(str(j.job_id), 0.0):.2f}")
             else:
                 reasons[j.job_id] = Reason(ReasonCode.BACKFILLED,
                                            f"remaining~{est[j.job_id].remaining_s:.0f}s")
