@@ -115,3 +115,11 @@ def test_simulate_reference_trace_with_gavel_throughputs() -> None:
     out = json.loads(run("simulate", str(trace), "--gpus", "32", "--policy", "gavel",
                          "--throughputs", str(table), "--json").stdout)
     assert out["jobs"] == 120 and out["makespan_s"] >= 20_518
+
+
+def test_shockwave_json_output_is_clean() -> None:
+    # HiGHS prints a banner from C++ on its first use; it must not reach stdout
+    proc = run("simulate", "--policy", "shockwave", "--json")
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["policy"] == "shockwave"
+    assert "HiGHS" not in proc.stdout
