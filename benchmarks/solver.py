@@ -28,9 +28,10 @@ from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.policies.shockwave.estimates import estimate
 from slurm_shockwave.policies.shockwave.schedule import pack
 from slurm_shockwave.sim.generate import TraceShape, generate
-from slurm_shockwave.sim.inputs import build_workload, bundled_table
+from slurm_shockwave.sim.inputs import build_workload
 from slurm_shockwave.solver.plan_window import solve_window
 from slurm_shockwave.solver.window import WindowInputs, evaluate
+from slurm_shockwave.workloads.bundled import bundled_table
 
 
 def synthetic_round(n: int, rounds: int, seed: int, k: float) -> WindowInputs:

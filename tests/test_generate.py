@@ -4,7 +4,7 @@ import pytest
 
 from slurm_shockwave.model.job import AdaptationMode
 from slurm_shockwave.sim.generate import TraceShape, generate
-from slurm_shockwave.sim.inputs import bundled_table
+from slurm_shockwave.workloads.bundled import bundled_table
 
 
 def test_seeded_and_shaped_like_the_paper() -> None:

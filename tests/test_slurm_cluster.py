@@ -258,3 +258,26 @@ def test_queue_command_with_slurm_down_is_one_line(tmp_path: Path) -> None:
                           timeout=120)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert proc.stderr.startswith("error: squeue")
+
+
+def test_plan_command_is_a_dry_run_unless_applied(backend, jobs) -> None:
+    import json as _json
+    import subprocess
+    import sys
+
+    a = jobs("--gres=gpu:1", f"--comment={HINT}")
+    b = jobs("--gres=gpu:2", "--comment=model=lm bs=10 epochs=30 mode=accordion")
+
+    def plan(*extra: str) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "plan", "--json",
+                               *extra], capture_output=True, text=True, timeout=120,
+                              check=True)
+        return {r["job_id"]: r for r in map(_json.loads, proc.stdout.splitlines())}
+
+    dry = plan()
+    assert dry[a]["action"] == "start" and dry[a]["outcome"] == "deferred"
+    assert dry[b]["action"] == "start" and dry[a]["reason"]
+    assert job(backend, a).held and job(backend, b).held  # nothing changed
+    applied = plan("--apply")
+    assert applied[a]["outcome"] == "applied"
+    wait_for(lambda: all(job(backend, x).state == "RUNNING" for x in (a, b)), 30)

@@ -5,7 +5,8 @@ import pytest
 
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.throughputs import from_gavel
-from slurm_shockwave.sim.inputs import bundled_table, load_throughputs
+from slurm_shockwave.sim.inputs import load_throughputs
+from slurm_shockwave.workloads.bundled import bundled_table
 
 
 def test_gavel_format_parses_and_skips_zero_entries() -> None:

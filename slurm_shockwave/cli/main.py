@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from slurm_shockwave import __version__
+from slurm_shockwave.cli.plan import plan
 from slurm_shockwave.cli.policies import policies
 from slurm_shockwave.cli.queue import queue
 from slurm_shockwave.cli.simulate import compare, simulate
@@ -22,3 +23,4 @@ cli.add_command(compare)
 cli.add_command(trace)
 cli.add_command(policies)
 cli.add_command(queue)
+cli.add_command(plan)

@@ -8,21 +8,12 @@ from importlib import resources
 from pathlib import Path
 
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.model.throughputs import ThroughputTable, from_compact, from_gavel
+from slurm_shockwave.model.throughputs import ThroughputTable, from_gavel
 from slurm_shockwave.sim.trace import TraceJob, read_trace
+from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.profile import JobProfile, build_profile
 
-BUNDLED_TABLES = ("tacc", "wisr")
 DEMO_TRACE = "demo"
-
-
-def bundled_table(name: str = "tacc") -> ThroughputTable:
-    data = json.loads(resources.files("slurm_shockwave.data").joinpath(
-        "v100_throughputs.json").read_text(encoding="utf-8"))
-    if name not in data["tables"]:
-        raise InputError(f"no bundled table {name!r} (known: {', '.join(BUNDLED_TABLES)})",
-                         field="throughputs")
-    return from_compact(data["tables"][name], source=f"builtin:{name}")
 
 
 def load_throughputs(spec: str | Path | None) -> ThroughputTable:

@@ -25,17 +25,34 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import Job, JobProgress, JobSpec
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Action, ActionKind, ActionResult, ApplyResult, Outcome
+from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.slurm.hints import Hint, parse_hint
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob
+from slurm_shockwave.workloads.bundled import bundled_table
+from slurm_shockwave.workloads.catalog import MODELS
+from slurm_shockwave.workloads.profile import epoch_seconds
 
 ProgressFn = Callable[[SlurmJob, Hint], JobProgress]
-"""What the job reported of its progress (the service's store); default: nothing yet."""
+"""What the job reported of its progress (the service's store)."""
 
 TOP_PRIORITY = 1_000_000
 
 
-def no_progress(job: SlurmJob, hint: Hint) -> JobProgress:
-    return JobProgress(bs=hint.bs)
+def table_progress(table: ThroughputTable) -> ProgressFn:
+    """Before a job reports anything: no epochs done, epoch times from the throughput
+    table for its model and GPU count (what the simulator knows too)."""
+
+    def progress(job: SlurmJob, hint: Hint) -> JobProgress:
+        gpus = max(job.gpus, 1)
+        known = tuple(sorted(
+            (bs, epoch_seconds(hint.model, bs, gpus, table))
+            for bs in {hint.bs, *MODELS[hint.model].batch_sizes, MODELS[hint.model].max_bs}
+            if table.has(hint.model, bs, gpus)))
+        durations = dict(known)
+        return JobProgress(bs=hint.bs, epoch_s=durations.get(hint.bs, 0.0),
+                           epoch_s_by_bs=known)
+
+    return progress
 
 
 @dataclass
@@ -46,13 +63,13 @@ class _Checkpoint:
 
 class SlurmCluster:
     def __init__(self, backend: SlurmBackend, clock: Clock, *, partition: str = "shockwave",
-                 round_s: float = 120.0, progress: ProgressFn = no_progress,
+                 round_s: float = 120.0, progress: ProgressFn | None = None,
                  acked: Callable[[int], bool] = lambda _job_id: False) -> None:
         self.backend = backend
         self.clock = clock
         self.partition = partition
         self.round_s = round_s
-        self.progress = progress
+        self.progress = progress or table_progress(bundled_table("tacc"))
         self.acked = acked
         self.round_index = 0
         self._checkpointing: dict[int, _Checkpoint] = {}
@@ -196,3 +213,4 @@ def _each(job_ids: list[int], call: Callable[[list[int]], None]) -> dict[int, st
         except SlurmError as exc:
             out[jid] = str(exc)
     return out
+
