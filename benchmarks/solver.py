@@ -29,6 +29,7 @@ from slurm_shockwave.policies.shockwave.estimates import estimate
 from slurm_shockwave.policies.shockwave.schedule import pack
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import build_workload
+from slurm_shockwave.solver.milp import relative_gap
 from slurm_shockwave.solver.plan_window import solve_window
 from slurm_shockwave.solver.window import WindowInputs, evaluate
 from slurm_shockwave.workloads.bundled import bundled_table
@@ -95,7 +96,7 @@ def main() -> None:
         "jobs": args.jobs, "rounds": args.rounds, "gpus": inp.capacity,
         "build_s": round(sol.build_s, 4), "solve_s": round(sol.wall_s - sol.build_s, 4),
         "wall_s": round(wall, 4),
-        "certified_gap": abs(sol.bound - objective) / max(abs(objective), 1e-12),
+        "certified_gap": relative_gap(sol.bound, objective),
         "objective": objective, "bound": sol.bound, "status": sol.status,
         "backend": sol.backend, "feasible": feasible,
         "rounds_lost_in_packing": int((sol.rounds - placed).sum()),

@@ -40,6 +40,13 @@ class Milp:
                     and np.all(np.abs(x[self.integer] - np.round(x[self.integer])) <= tol))
 
 
+def relative_gap(bound: float, objective: float) -> float:
+    """|bound - objective| / |objective|, as Gurobi defines the MIP gap (inf if unknown)."""
+    if not np.isfinite(bound) or not np.isfinite(objective):
+        return float("inf")
+    return abs(bound - objective) / max(abs(objective), 1e-12)
+
+
 class Status(str, Enum):
     OPTIMAL = "optimal"
     FEASIBLE = "feasible"          # stopped (time limit) with an incumbent
@@ -75,7 +82,5 @@ class SolveResult:
 
     @property
     def gap(self) -> float:
-        """|bound - objective| / |objective|, as Gurobi defines the MIP gap."""
-        if not self.status.has_solution or not np.isfinite(self.bound):
-            return float("inf")
-        return abs(self.bound - self.objective) / max(abs(self.objective), 1e-12)
+        return relative_gap(self.bound, self.objective) if self.status.has_solution \
+            else float("inf")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_shockwave.solver.backends import solve
-from slurm_shockwave.solver.milp import SolveOptions, Status
+from slurm_shockwave.solver.milp import SolveOptions, Status, relative_gap
 from slurm_shockwave.solver.window import WindowInputs, build, evaluate, round_down_up, to_point
 
 
@@ -32,9 +32,7 @@ class WindowSolution:
 
     @property
     def gap(self) -> float:
-        if not np.isfinite(self.bound) or not np.isfinite(self.objective):
-            return float("inf")
-        return abs(self.bound - self.objective) / max(abs(self.objective), 1e-12)
+        return relative_gap(self.bound, self.objective)
 
 
 def greedy_rounds(inp: WindowInputs) -> np.ndarray:
@@ -54,12 +52,17 @@ def solve_window(inp: WindowInputs, *, backend: str = "highs", time_limit_s: flo
     started = time.perf_counter()
     model = build(inp)
     build_s = time.perf_counter() - started
+
+    def infeasible(backend_name: str, message: str, bound: float = float("inf"),
+                   rounds: np.ndarray | None = None) -> WindowSolution:
+        return WindowSolution(np.zeros(inp.n, dtype=int) if rounds is None else rounds,
+                              "infeasible", float("nan"), bound, backend_name,
+                              time.perf_counter() - started, message, build_s)
+
     lp = solve(model.milp.relaxed(), SolveOptions(time_limit_s=time_limit_s, threads=threads),
                backend)
     if lp.status == Status.INFEASIBLE:
-        return WindowSolution(np.zeros(inp.n, dtype=int), "infeasible", float("nan"),
-                              float("inf"), lp.backend, time.perf_counter() - started,
-                              lp.message, build_s)
+        return infeasible(lp.backend, lp.message)
     if not lp.status.has_solution or lp.x is None:
         rounds = greedy_rounds(inp)
         obj, _ = evaluate(inp, rounds)
@@ -68,7 +71,7 @@ def solve_window(inp: WindowInputs, *, backend: str = "highs", time_limit_s: flo
     bound = lp.objective
     rounds = round_down_up(inp, lp.x[: inp.n])
     obj, ok = evaluate(inp, rounds)
-    gap = abs(bound - obj) / max(abs(obj), 1e-12) if ok else np.inf
+    gap = relative_gap(bound, obj) if ok else np.inf
     best = (rounds, obj if ok else -np.inf, "within_gap" if gap <= rel_gap else "rounded_lp")
     left = time_limit_s - (time.perf_counter() - started)
     backend_used, message = lp.backend, lp.message
@@ -78,9 +81,7 @@ def solve_window(inp: WindowInputs, *, backend: str = "highs", time_limit_s: flo
                     backend)
         backend_used, message = mip.backend, mip.message
         if mip.status == Status.INFEASIBLE:
-            return WindowSolution(np.zeros(inp.n, dtype=int), "infeasible", float("nan"),
-                                  float("inf"), mip.backend, time.perf_counter() - started,
-                                  mip.message, build_s)
+            return infeasible(mip.backend, mip.message)
         if np.isfinite(mip.bound):
             bound = min(bound, mip.bound)
         if mip.status.has_solution and mip.x is not None:
@@ -90,8 +91,6 @@ def solve_window(inp: WindowInputs, *, backend: str = "highs", time_limit_s: flo
                 best = (cand, cobj, mip.status.value)
     rounds, obj, status = best
     if not np.isfinite(obj):  # nothing feasible: the caller relaxes fairness
-        return WindowSolution(rounds, "infeasible", float("nan"), bound, backend_used,
-                              time.perf_counter() - started, "rounding broke a fairness cap",
-                              build_s)
+        return infeasible(backend_used, "rounding broke a fairness cap", bound, rounds)
     return WindowSolution(rounds, status, obj, bound, backend_used,
                           time.perf_counter() - started, message, build_s)
