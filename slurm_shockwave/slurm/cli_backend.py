@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from slurm_shockwave.slurm.json_shapes import gpus_in, jobs_from, nodes_from
+from slurm_shockwave.slurm.json_shapes import is_held, job_gpus, jobs_from, nodes_from
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 
 # One line per job for the per-round listing; Comment last, since it may hold anything.
@@ -97,9 +97,9 @@ class CliBackend:
         return SlurmJob(
             job_id=jid, name=r[11].strip(), user=r[4].strip(), partition=partition,
             state=state, reason=reason, priority=priority,
-            held=state == "PENDING" and priority == 0 and reason.startswith("JobHeld"),
+            held=is_held(state, priority, reason),
             comment=r[12].strip(), admin_comment=self._admin_comments.get(jid, ""),
-            gpus=gpus_in(r[9]) + gpus_in(r[8]) * max(nodes, 1), node_count=nodes,
+            gpus=job_gpus(r[8], r[9], nodes), node_count=nodes,
             nodes=r[6].strip(), restart_count=int(r[10]) if r[10].strip().isdigit() else 0,
             submit_time=_epoch(r[7].strip()))
 

@@ -24,7 +24,6 @@ class FakeSlurm:
         self.now = 0
         self.cred_expire_s = cred_expire_s
         self._next_id = 1
-        self.calls = 0
 
     # -- helpers for tests -------------------------------------------------------------
     def add(self, job: SlurmJob) -> SlurmJob:
@@ -47,19 +46,16 @@ class FakeSlurm:
                                               start_time=self.now)
 
     def _get(self, job_id: int) -> SlurmJob:
-        self.calls += 1
         if job_id not in self.jobs:
             raise SlurmError(f"Invalid job id specified ({job_id})")
         return self.jobs[job_id]
 
     # -- SlurmBackend ------------------------------------------------------------------
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
-        self.calls += 1
         return [j for j in self.jobs.values() if partition is None or (
             j.partition == partition and j.state in ("PENDING", "RUNNING"))]
 
     def list_nodes(self) -> list[SlurmNode]:
-        self.calls += 1
         return list(self.nodes)
 
     def set_priority(self, job_id: int, priority: int) -> None:

@@ -47,22 +47,30 @@ def gpus_in(spec: str) -> int:
     return sum(int(m) for m in _GPU_SPEC.findall(spec or ""))
 
 
+def is_held(state: str, priority: int, reason: str) -> bool:
+    """Slurm marks a hold as priority 0 with reason JobHeldUser or JobHeldAdmin."""
+    return state == "PENDING" and priority == 0 and reason.startswith("JobHeld")
+
+
+def job_gpus(tres_per_node: str, tres_per_job: str, node_count: int) -> int:
+    """GPUs for the whole job: --gpus (per job) plus --gres=gpu:N on each node."""
+    return gpus_in(tres_per_job) + gpus_in(tres_per_node) * max(node_count, 1)
+
+
 def job_from(obj: Mapping[str, Any]) -> SlurmJob:
     state = states(obj.get("job_state"))
     node_count = number(obj.get("node_count"), 1)
-    per_node = gpus_in(obj.get("tres_per_node", ""))
-    per_job = gpus_in(obj.get("tres_per_job", ""))
     priority = number(obj.get("priority"))
     reason = str(obj.get("state_reason") or "")
-    held = bool(obj.get("hold")) or (state[:1] == ("PENDING",) and priority == 0
-                                     and reason.startswith("JobHeld"))
+    held = bool(obj.get("hold")) or is_held(state[0] if state else "", priority, reason)
     return SlurmJob(
         job_id=number(obj.get("job_id")), name=str(obj.get("name") or ""),
         user=str(obj.get("user_name") or ""), partition=str(obj.get("partition") or ""),
         state=state[0] if state else "UNKNOWN", state_flags=state[1:], reason=reason,
         priority=priority, held=held, comment=str(obj.get("comment") or ""),
         admin_comment=str(obj.get("admin_comment") or ""),
-        gpus=per_job + per_node * max(node_count, 1), node_count=node_count,
+        gpus=job_gpus(obj.get("tres_per_node", ""), obj.get("tres_per_job", ""), node_count),
+        node_count=node_count,
         nodes=str(obj.get("nodes") or ""),
         gres_detail=tuple(obj.get("gres_detail") or ()),
         restart_count=number(obj.get("restart_cnt")),

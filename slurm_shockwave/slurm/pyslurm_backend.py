@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from slurm_shockwave.slurm.json_shapes import gpus_in
+from slurm_shockwave.slurm.json_shapes import is_held, job_gpus
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 
 
@@ -72,10 +72,10 @@ class PyslurmBackend:
                 user=str(_get(j, "user_name", default="")),
                 partition=str(_get(j, "partition", default="")), state=state, reason=reason,
                 priority=priority,
-                held=state == "PENDING" and priority == 0 and reason.startswith("JobHeld"),
+                held=is_held(state, priority, reason),
                 comment=str(_get(j, "comment", default="") or ""),
                 admin_comment=str(_get(j, "admin_comment", default="") or ""),
-                gpus=gpus_in("gres/" + gres if gres.startswith("gpu") else gres) * nodes,
+                gpus=job_gpus("gres/" + gres if gres.startswith("gpu") else gres, "", nodes),
                 node_count=nodes, nodes=str(_get(j, "nodelist", "allocated_nodes", default="")),
                 restart_count=int(_get(j, "requeue_count", "restart_count", default=0) or 0),
                 submit_time=int(_get(j, "submit_time", default=0) or 0)))
