@@ -7,25 +7,20 @@ import json
 import click
 
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.clock import WallClock
+from slurm_shockwave.cli.live_options import live_options, live_world
 from slurm_shockwave.config import load_settings
 from slurm_shockwave.engine.dry_run import DryRunActuator
 from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import run_round
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.report.tables import console, rows_table
-from slurm_shockwave.slurm.pyslurm_backend import make_backend
-from slurm_shockwave.slurm.world import SlurmCluster
 
 
 @click.command()
 @click.option("--policy", default="shockwave", show_default=True,
               help=f"One of: {', '.join(POLICIES)}.")
 @click.option("--config", "config_path", default=None, help="YAML settings file.")
-@click.option("--partition", default="shockwave", show_default=True)
-@click.option("--slurm-conf", default=None, help="slurm.conf (default: $SLURM_CONF).")
-@click.option("--backend", "kind", type=click.Choice(["cli", "pyslurm"]), default="cli",
-              show_default=True)
+@live_options
 @click.option("--apply", "do_apply", is_flag=True,
               help="Carry the plan out in Slurm (default: only show it).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
@@ -35,8 +30,7 @@ def plan(policy: str, config_path: str | None, partition: str, slurm_conf: str |
     """Plan one round for the managed partition and show each job's action and reason."""
     settings = load_settings(config_path)
     chosen = make_policy(policy, settings.policies.get(policy), source=settings.source)
-    world = SlurmCluster(make_backend(kind, slurm_conf=slurm_conf), WallClock(),
-                         partition=partition, round_s=settings.simulator.round_s)
+    world = live_world(partition, slurm_conf, kind, settings.simulator.round_s)
     actuator: Actuator = world if do_apply else DryRunActuator()
     report = run_round(world, chosen, {}, actuator)
     acted = {r.action.job_id: r for r in report.result.results}

@@ -7,24 +7,17 @@ import json
 import click
 
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.clock import WallClock
+from slurm_shockwave.cli.live_options import live_options, live_world
 from slurm_shockwave.report.tables import console, rows_table
-from slurm_shockwave.slurm.pyslurm_backend import make_backend
-from slurm_shockwave.slurm.world import SlurmCluster
 
 
 @click.command()
-@click.option("--partition", default="shockwave", show_default=True,
-              help="The managed partition.")
-@click.option("--slurm-conf", default=None, help="slurm.conf (default: $SLURM_CONF).")
-@click.option("--backend", "kind", type=click.Choice(["cli", "pyslurm"]), default="cli",
-              show_default=True)
+@live_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
 @one_line_errors
 def queue(partition: str, slurm_conf: str | None, kind: str, as_json: bool) -> None:
     """Show the managed partition's jobs with their hints, phase and GPUs."""
-    world = SlurmCluster(make_backend(kind, slurm_conf=slurm_conf), WallClock(),
-                         partition=partition)
+    world = live_world(partition, slurm_conf, kind)
     view = world.observe()
     rows = [{"job_id": j.job_id, "user": j.spec.user, "phase": j.phase.value,
              "gpus": j.gpus, "model": j.spec.model, "bs": j.spec.init_bs,
