@@ -26,6 +26,7 @@ import numpy as np
 from slurm_shockwave.model.job import Job, JobProgress
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.policies.shockwave.estimates import estimate
+from slurm_shockwave.policies.shockwave.policy import window_inputs
 from slurm_shockwave.policies.shockwave.schedule import pack
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import build_workload
@@ -33,6 +34,7 @@ from slurm_shockwave.solver.milp import relative_gap
 from slurm_shockwave.solver.plan_window import solve_window
 from slurm_shockwave.solver.window import WindowInputs, evaluate
 from slurm_shockwave.workloads.bundled import bundled_table
+from slurm_shockwave.workloads.profile import run_lengths
 
 
 def synthetic_round(n: int, rounds: int, seed: int, k: float) -> WindowInputs:
@@ -44,27 +46,14 @@ def synthetic_round(n: int, rounds: int, seed: int, k: float) -> WindowInputs:
     for tj in jobs:
         prof = workload.profiles[tj.spec.job_id]
         done = rng.random() * 0.8 * prof.num_epochs
-        history: list[tuple[int, int]] = []
-        for b in prof.bs_by_epoch[: int(done)]:
-            if history and history[-1][0] == b:
-                history[-1] = (b, history[-1][1] + 1)
-            else:
-                history.append((b, 1))
         bs = prof.bs_by_epoch[min(int(done), prof.num_epochs - 1)]
         progress = JobProgress(epochs_done=done, bs=bs, epoch_s=prof.epoch_s_by_bs[bs],
-                               bs_history=tuple(history),
+                               bs_history=tuple(run_lengths(prof.bs_by_epoch[: int(done)])),
                                epoch_s_by_bs=tuple(sorted(prof.epoch_s_by_bs.items())))
         views.append(Job(tj.spec, progress, Phase.PENDING))
-    est = [estimate(j) for j in views]
-    gpus = max(8, int(n / 3.5) // 8 * 8)
-    return WindowInputs(
-        gpus=np.array([j.gpus for j in views], dtype=float),
-        epochs_total=np.array([j.spec.num_epochs for j in views], dtype=float),
-        epochs_done=np.array([j.progress.epochs_done for j in views]),
-        epoch_s=np.array([e.epoch_s for e in est]),
-        remaining_s=np.array([e.remaining_s for e in est]),
-        cap_s=np.full(n, np.inf), weight=np.ones(n), capacity=gpus, rounds=rounds,
-        round_s=120.0, k=k)
+    est = {j.job_id: estimate(j) for j in views}
+    return window_inputs(views, est, capacity=max(8, int(n / 3.5) // 8 * 8), rounds=rounds,
+                         round_s=120.0, k=k)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ table: ``(samples_per_epoch / bs) / steps_per_s(model, bs, gpus)``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
@@ -41,13 +42,18 @@ class JobProfile:
 
     def segments(self) -> list[tuple[int, int]]:
         """Run-length encoded (batch size, epochs), as the reference profiles store them."""
-        out: list[tuple[int, int]] = []
-        for b in self.bs_by_epoch:
-            if out and out[-1][0] == b:
-                out[-1] = (b, out[-1][1] + 1)
-            else:
-                out.append((b, 1))
-        return out
+        return run_lengths(self.bs_by_epoch)
+
+
+def run_lengths(batch_sizes: Sequence[int]) -> list[tuple[int, int]]:
+    """(batch size, consecutive epochs at it), in order."""
+    out: list[tuple[int, int]] = []
+    for b in batch_sizes:
+        if out and out[-1][0] == b:
+            out[-1] = (b, out[-1][1] + 1)
+        else:
+            out.append((b, 1))
+    return out
 
 
 def epoch_seconds(model: str, bs: int, gpus: int, table: ThroughputTable) -> float:

@@ -11,7 +11,7 @@ predicted remaining work.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,22 @@ from slurm_shockwave.solver.plan_window import WindowSolution, solve_window
 from slurm_shockwave.solver.window import WindowInputs
 
 _MAX_PRIORITY = 1e4  # keeps relaxed weights within the solver's numerical range
+
+
+def window_inputs(jobs: Sequence[Job], est: Mapping[JobId, Estimate], *, capacity: int,
+                  rounds: int, round_s: float, k: float,
+                  cap_s: np.ndarray | None = None) -> WindowInputs:
+    """The window program's arrays for these jobs: no fairness caps unless given, equal
+    weights. The solver benchmark builds its rounds with this too."""
+    n = len(jobs)
+    return WindowInputs(
+        gpus=np.array([j.gpus for j in jobs], dtype=float),
+        epochs_total=np.array([j.spec.num_epochs for j in jobs], dtype=float),
+        epochs_done=np.array([min(j.progress.epochs_done, j.spec.num_epochs) for j in jobs]),
+        epoch_s=np.array([est[j.job_id].epoch_s for j in jobs]),
+        remaining_s=np.array([est[j.job_id].remaining_s for j in jobs]),
+        cap_s=np.full(n, np.inf) if cap_s is None else cap_s, weight=np.ones(n),
+        capacity=capacity, rounds=rounds, round_s=round_s, k=k)
 _FALLBACKS = ("rounded_lp", "greedy")
 
 
@@ -73,13 +89,8 @@ class Shockwave(Policy[ShockwaveConfig]):
         cap = np.array([share * (cfg.rho_max * fair[j.job_id] - t_end) for j in jobs])
         projected = np.array([(view.now_s + est[j.job_id].remaining_s / share) / fair[j.job_id]
                               for j in jobs])
-        inputs = WindowInputs(
-            gpus=np.array([j.gpus for j in jobs], dtype=float),
-            epochs_total=np.array([j.spec.num_epochs for j in jobs], dtype=float),
-            epochs_done=np.array([min(j.progress.epochs_done, j.spec.num_epochs) for j in jobs]),
-            epoch_s=np.array([est[j.job_id].epoch_s for j in jobs]),
-            remaining_s=remaining, cap_s=np.maximum(cap, 0.0), weight=np.ones(len(jobs)),
-            capacity=view.total_gpus, rounds=t, round_s=tau, k=cfg.k)
+        inputs = window_inputs(jobs, est, capacity=view.total_gpus, rounds=t, round_s=tau,
+                               k=cfg.k, cap_s=np.maximum(cap, 0.0))
         # A job whose fair finish time falls inside the window must finish within it
         # (cap 0); the paper's form makes the whole program infeasible instead.
         reachable = remaining - tau * t <= np.maximum(cap, 0.0)
