@@ -123,3 +123,15 @@ def test_shockwave_json_output_is_clean() -> None:
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["policy"] == "shockwave"
     assert "HiGHS" not in proc.stdout
+
+
+def test_seed_reaches_the_policy(tmp_path: Path) -> None:
+    cfg = tmp_path / "noise.yaml"
+    cfg.write_text("policies:\n  shockwave: {prediction_noise: 0.8}\n")
+
+    def jct(seed: str) -> float:
+        args = ("simulate", "--policy", "shockwave", "--config", str(cfg), "--json", "--seed")
+        return float(json.loads(run(*args, seed).stdout)["avg_jct_s"])
+
+    assert jct("1") == jct("1")
+    assert jct("1") != jct("2")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import click
@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from slurm_shockwave.config import Settings, load_settings
-from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.inputs import (
     DEMO_TRACE,
     Workload,
@@ -56,11 +56,12 @@ class RunInputs:
     round_s: float
     cutoff: float | None
     progress: bool
+    seed: int = 0
 
 
 def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs: str | None,
             config_path: str | None, round_s: float | None, cutoff: float | None,
-            progress: bool | None) -> RunInputs:
+            progress: bool | None, seed: int = 0) -> RunInputs:
     if gpus is None:
         if trace != DEMO_TRACE:
             raise click.UsageError("--gpus is required with a trace file")
@@ -71,12 +72,16 @@ def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
     show = progress if progress is not None else Console(stderr=True).is_terminal
     return RunInputs(trace, gpus, gpus_per_node, workload, settings,
                      round_s if round_s is not None else settings.simulator.round_s,
-                     cutoff if cutoff is not None else settings.simulator.deadline_factor, show)
+                     cutoff if cutoff is not None else settings.simulator.deadline_factor, show,
+                     seed)
 
 
 def run_policy(inputs: RunInputs, name: str) -> SimResult:
-    policy = make_policy(name, inputs.settings.policies.get(name),
-                         source=inputs.settings.source)
+    config = dict(inputs.settings.policies.get(name) or {})
+    cls = POLICIES.get(name)  # an unknown name is make_policy's one-line error
+    if cls is not None and "seed" in {f.name for f in fields(cls.Config)}:
+        config.setdefault("seed", inputs.seed)  # a seed in the config file wins
+    policy = make_policy(name, config, source=inputs.settings.source)
     kwargs: dict[str, Any] = dict(gpus=inputs.gpus, gpus_per_node=inputs.gpus_per_node,
                                   round_s=inputs.round_s,
                                   restore_s=inputs.settings.simulator.restore_s,

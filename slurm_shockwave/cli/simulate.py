@@ -27,7 +27,7 @@ def simulate(trace: str, gpus: int | None, gpus_per_node: int | None, throughput
              progress: bool | None, policy: str, as_json: bool, csv_path: str | None) -> None:
     """Simulate TRACE (default: the bundled demo trace) under one policy."""
     inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
-                     progress)
+                     progress, seed)
     result = run_policy(inputs, policy)
     if csv_path:
         write_per_job_csv(result, Path(csv_path))
@@ -55,7 +55,7 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
         raise click.BadParameter(f"unknown policy {unknown[0] if unknown else '(none)'} "
                                  f"(known: {', '.join(POLICIES)})", param_hint="--policies")
     inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
-                     progress)
+                     progress, seed)
     results = [run_policy(inputs, n) for n in wanted]
     records = [summary_record(r, trace=trace) for r in results]
     if as_json:
