@@ -10,21 +10,118 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from slurm_shockwave.slurm.json_shapes import is_held, job_gpus, jobs_from, nodes_from
+from slurm_shockwave.slurm.hostlist import expand_hostlist
+from slurm_shockwave.slurm.json_shapes import (
+    gres_gpu_indices,
+    holds_alloc,
+    is_held,
+    job_gpus,
+    jobs_from,
+    nodes_from,
+)
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 
 # One line per job for the per-round listing; Comment last, since it may hold anything.
 _FIELDS = ("JobID", "State", "Reason", "PriorityLong", "UserName", "NumNodes", "NodeList",
-           "SubmitTime", "tres-per-node", "tres-per-job", "RestartCnt", "Name", "Comment")
+           "SubmitTime", "tres-per-node", "tres-per-job", "RestartCnt", "StartTime",
+           "TimeLimit", "Name", "Comment")
 _FORMAT = ",".join(f"{f}:|" for f in _FIELDS[:-1]) + f",{_FIELDS[-1]}:"
+_COL = {name: i for i, name in enumerate(_FIELDS)}
+# jobs of every partition holding nodes, for the GPU indices a node listing lacks
+_ALLOC_FIELDS = ("JobID", "State", "RestartCnt", "StartTime", "NodeList")
+_ALLOC_FORMAT = ",".join(f"{f}:|" for f in _ALLOC_FIELDS[:-1]) + f",{_ALLOC_FIELDS[-1]}:"
 # scontrol -o: Key=value pairs; Slurm's keys are capitalised, the hint's are not
 _ADMIN_COMMENT = re.compile(r"(?:^| )AdminComment=(.*?)(?= [A-Z][A-Za-z]*=|$)")
 _JOB_ID = re.compile(r"(?:^| )JobId=(\d+)")
+_KEY = {k: re.compile(rf"(?:^| ){k}=(\S*)") for k in ("JobState", "Restarts", "StartTime")}
+# scontrol -o -d: one "Nodes=<hostlist> CPU_IDs=.. Mem=.. GRES=<per-node gres>" group per
+# set of nodes with the same layout, between CoreSpec= and MinCPUsNode=
+_NODE_GROUP = re.compile(r"(?<![A-Za-z_])Nodes=(\S+)(.*?)(?= Nodes=| MinCPUsNode=|$)")
+_GROUP_GRES = re.compile(r"(?<![A-Za-z_])GRES=(\S*)")
 _FEW = 20
+_DEFAULT_CONF = "/etc/slurm/slurm.conf"
+
+
+def slurm_conf_problem(slurm_conf: str | None = None,
+                       env: Mapping[str, str] | None = None) -> str | None:
+    """Why the Slurm tools cannot find their configuration, in one line; None if they can.
+    Without it they fail with a DNS lookup error, or wait a minute and time out."""
+    environ = os.environ if env is None else env
+    conf = slurm_conf or environ.get("SLURM_CONF") or _DEFAULT_CONF
+    if Path(conf).is_file():
+        return None
+    return f"no Slurm configuration: {conf} does not exist (set SLURM_CONF or --slurm-conf)"
+
+
+def time_limit_text_s(text: str) -> int:
+    """Slurm's [days-]hours:minutes:seconds (or minutes:seconds) -> seconds; UNLIMITED,
+    Partition_Limit, N/A and anything unreadable -> 0."""
+    text = text.strip()
+    days = 0
+    if "-" in text:
+        head, _, text = text.partition("-")
+        if not head.isdigit():
+            return 0
+        days = int(head)
+    parts = text.split(":")
+    if not parts or not all(p.isdigit() for p in parts) or len(parts) > 3:
+        return 0
+    nums = [int(p) for p in parts]
+    if len(nums) == 1:  # plain minutes
+        return days * 86400 + nums[0] * 60
+    while len(nums) < 3:
+        nums.insert(0, 0)
+    return days * 86400 + nums[0] * 3600 + nums[1] * 60 + nums[2]
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    """What one ``scontrol -o -d show job`` line tells beyond the per-round listing."""
+    job_id: int
+    admin_comment: str
+    state: str
+    restarts: int
+    start: str
+    """StartTime as Slurm prints it: with ``restarts``, which start this allocation is."""
+    gpu_alloc: tuple[tuple[str, tuple[int, ...]], ...]
+    time_limit_s: int
+
+
+def detail_from_line(line: str) -> JobDetail | None:
+    """Parse one ``scontrol -o -d show job`` line (None if it is not a job)."""
+    jid = _JOB_ID.search(line)
+    if not jid:
+        return None
+    values = {k: (m.group(1) if (m := rx.search(line)) else "") for k, rx in _KEY.items()}
+    comment = _ADMIN_COMMENT.search(line)
+    state = values["JobState"].upper()
+    alloc: list[tuple[str, tuple[int, ...]]] = []
+    if holds_alloc(state):
+        # the groups come after CoreSpec= (the job name, before it, may hold anything)
+        start = line.find(" CoreSpec=")
+        end = line.find(" MinCPUsNode=", max(start, 0))
+        body = line[max(start, 0): end if end >= 0 else len(line)]
+        try:
+            for group in _NODE_GROUP.finditer(body):
+                gres = _GROUP_GRES.search(group.group(2))
+                idx = gres_gpu_indices(gres.group(1)) if gres else None
+                if idx:
+                    alloc.extend((name, idx) for name in expand_hostlist(group.group(1)))
+        except ValueError:
+            alloc = []
+    limit = re.search(r"(?:^| )TimeLimit=(\S*)", line)
+    restarts = values["Restarts"]
+    return JobDetail(
+        job_id=int(jid.group(1)), admin_comment=comment.group(1).strip() if comment else "",
+        state=state, restarts=int(restarts) if restarts.isdigit() else 0,
+        start=values["StartTime"], gpu_alloc=tuple(alloc),
+        time_limit_s=time_limit_text_s(limit.group(1)) if limit else 0)
 
 
 def _epoch(text: str) -> int:
@@ -34,14 +131,28 @@ def _epoch(text: str) -> int:
         return 0
 
 
+def _within(alloc: tuple[tuple[str, tuple[int, ...]], ...], nodelist: str
+            ) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Only the entries on the job's own nodes (as the listing names them)."""
+    try:
+        names = set(expand_hostlist(nodelist))
+    except ValueError:
+        return ()
+    return tuple(e for e in alloc if e[0] in names)
+
+
 class CliBackend:
     def __init__(self, *, slurm_conf: str | None = None, timeout_s: float = 30.0,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, check_conf: bool = True) -> None:
         self.timeout_s = timeout_s
         self.env = dict(env if env is not None else os.environ)
         if slurm_conf:
             self.env["SLURM_CONF"] = slurm_conf
-        self._admin_comments: dict[int, str] = {}
+        if check_conf and (problem := slurm_conf_problem(env=self.env)):
+            raise SlurmError(problem)
+        # per job: its admin comment (the normalised hint, read once) and, for a job
+        # holding nodes, its GPU indices (read once per start: key restarts + StartTime)
+        self._details: dict[int, JobDetail] = {}
 
     def _run(self, args: Sequence[str]) -> str:
         try:
@@ -85,44 +196,99 @@ class CliBackend:
         except SlurmError:
             return [j for j in jobs_from(self._json(["squeue", "--json"]))
                     if j.partition == partition]
-        rows = [line.split("|", len(_FIELDS) - 1) for line in text.splitlines() if line]
-        self._load_admin_comments([int(r[0]) for r in rows if r[0].isdigit()])
-        return [self._job_from_row(r, partition) for r in rows if len(r) == len(_FIELDS)
-                and r[0].isdigit()]
+        rows = [r for r in (line.split("|", len(_FIELDS) - 1) for line in text.splitlines()
+                            if line) if len(r) == len(_FIELDS) and r[0].isdigit()]
+        c = _COL
+        self._load_details((int(r[0]), r[c["State"]].strip(), r[c["RestartCnt"]].strip(),
+                            r[c["StartTime"]].strip()) for r in rows)
+        return [self._job_from_row(r, partition) for r in rows]
 
     def _job_from_row(self, r: list[str], partition: str) -> SlurmJob:
-        jid, state, reason, prio = int(r[0]), r[1].strip(), r[2].strip(), r[3].strip()
+        c = _COL
+        jid, state = int(r[0]), r[c["State"]].strip()
+        reason, prio = r[c["Reason"]].strip(), r[c["PriorityLong"]].strip()
         priority = int(prio) if prio.isdigit() else 0
-        nodes = int(r[5]) if r[5].strip().isdigit() else 1
+        count = r[c["NumNodes"]].strip()
+        nodes = int(count) if count.isdigit() else 1
+        restarts = r[c["RestartCnt"]].strip()
+        detail = self._details.get(jid)
+        nodelist = r[c["NodeList"]].strip()
+        alloc: tuple[tuple[str, tuple[int, ...]], ...] = ()
+        if detail and holds_alloc(state) and self._current(detail, r[c["RestartCnt"]],
+                                                            r[c["StartTime"]]):
+            alloc = _within(detail.gpu_alloc, nodelist)
         return SlurmJob(
-            job_id=jid, name=r[11].strip(), user=r[4].strip(), partition=partition,
-            state=state, reason=reason, priority=priority,
+            job_id=jid, name=r[c["Name"]].strip(), user=r[c["UserName"]].strip(),
+            partition=partition, state=state, reason=reason, priority=priority,
             held=is_held(state, priority, reason),
-            comment=r[12].strip(), admin_comment=self._admin_comments.get(jid, ""),
-            gpus=job_gpus(r[8], r[9], nodes), node_count=nodes,
-            nodes=r[6].strip(), restart_count=int(r[10]) if r[10].strip().isdigit() else 0,
-            submit_time=_epoch(r[7].strip()))
+            comment=r[c["Comment"]].strip(),
+            admin_comment=detail.admin_comment if detail else "",
+            gpus=job_gpus(r[c["tres-per-node"]], r[c["tres-per-job"]], nodes),
+            node_count=nodes, nodes=nodelist,
+            restart_count=int(restarts) if restarts.isdigit() else 0,
+            submit_time=_epoch(r[c["SubmitTime"]].strip()),
+            start_time=_epoch(r[c["StartTime"]].strip()) if holds_alloc(state) else 0,
+            gpu_alloc=alloc, time_limit_s=time_limit_text_s(r[c["TimeLimit"]]))
 
-    def _load_admin_comments(self, job_ids: list[int]) -> None:
-        """Admin comments (the normalised hints) do not change: fetch each once."""
-        missing = [j for j in job_ids if j not in self._admin_comments]
+    @staticmethod
+    def _current(detail: JobDetail, restarts: str, start: str) -> bool:
+        """Whether a cached detail describes the job's current start."""
+        return (holds_alloc(detail.state) and str(detail.restarts) == restarts.strip()
+                and detail.start == start.strip())
+
+    def _load_details(self, rows: Iterable[tuple[int, str, str, str]]) -> None:
+        """One ``scontrol -o -d show job`` per job when it is first seen (its admin
+        comment, which does not change) and once per start of a job holding nodes (its
+        GPU indices); one listing of all jobs when many are needed at once (22.05's
+        scontrol takes one job id per call)."""
+        missing = []
+        for jid, state, restarts, start in rows:
+            detail = self._details.get(jid)
+            if detail is None or (holds_alloc(state)
+                                  and not self._current(detail, restarts, start)):
+                missing.append(jid)
         if not missing:
             return
+        lines: list[str] = []
         if len(missing) <= _FEW:
-            lines = [self._run(["scontrol", "-o", "show", "job", str(j)]) for j in missing]
+            for jid in missing:
+                try:
+                    lines.append(self._run(["scontrol", "-o", "-d", "show", "job", str(jid)]))
+                except SlurmError:  # ended and purged since the listing: nothing to add
+                    continue
         else:
-            lines = self._run(["scontrol", "-o", "show", "job"]).splitlines()
+            lines = self._run(["scontrol", "-o", "-d", "show", "job"]).splitlines()
         for line in lines:
-            jid = _JOB_ID.search(line)
-            if jid:
-                comment = _ADMIN_COMMENT.search(line)
-                self._admin_comments[int(jid.group(1))] = (comment.group(1).strip()
-                                                           if comment else "")
+            detail = detail_from_line(line)
+            if detail:
+                self._details[detail.job_id] = detail
+
+    def _alloc_of_all_jobs(self) -> dict[str, set[int]]:
+        """GPU indices in use per node, from every partition's jobs holding nodes."""
+        text = self._run(["squeue", "-h", "-t", "R,CG,S", "-O", _ALLOC_FORMAT])
+        rows = [r for r in (line.split("|", len(_ALLOC_FIELDS) - 1)
+                            for line in text.splitlines() if line)
+                if len(r) == len(_ALLOC_FIELDS) and r[0].isdigit()]
+        self._load_details((int(r[0]), r[1].strip(), r[2].strip(), r[3].strip())
+                           for r in rows)
+        used: dict[str, set[int]] = {}
+        for r in rows:
+            detail = self._details.get(int(r[0]))
+            if detail and self._current(detail, r[2], r[3]):
+                for node, idx in _within(detail.gpu_alloc, r[4].strip()):
+                    used.setdefault(node, set()).update(idx)
+        return used
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = nodes_from(self._json(["sinfo", "--json"]))
         if nodes is None:  # 24.x groups sinfo rows; scontrol has one object per node
             nodes = nodes_from(self._json(["scontrol", "show", "nodes", "--json"])) or []
+        if any(n.gpus_used > len(n.gpus_used_idx) for n in nodes):
+            # untyped GRES: 22.05 reports gres_used as a bare count (gpu:7); the indices
+            # come from the jobs holding the node, whatever their partition
+            used = self._alloc_of_all_jobs()
+            nodes = [replace(n, gpus_used_idx=tuple(sorted(used.get(n.name, ()))))
+                     if n.gpus_used > len(n.gpus_used_idx) else n for n in nodes]
         return nodes
 
     def set_priority(self, job_id: int, priority: int) -> None:

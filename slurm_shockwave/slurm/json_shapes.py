@@ -10,13 +10,22 @@ shared/reference/slurm-json; the tests read them.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from slurm_shockwave.slurm.hostlist import expand_hostlist, expand_indices
 from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
 
 _GPU_SPEC = re.compile(r"gres[:/]gpu(?::[A-Za-z0-9_-]+)?:(\d+)")
-_NODE_GRES = re.compile(r"gpu(?::[A-Za-z0-9_-]+)?:(\d+)")
+# one GPU item of a node's gres / gres_used or a job's per-node GRES: gpu:8,
+# gpu:a100:4(IDX:0-3), gpu:(null):3(IDX:0-2), gpu:3(IDX:0,2,5), gpu:v100:0(IDX:N/A),
+# gpu:4(S:0-1) (sockets, not indices)
+_GRES_ITEM = re.compile(
+    r"(?<![A-Za-z0-9_])gpu(?::(?:\(null\)|[A-Za-z0-9_.-]+))?:(\d+)"
+    r"(?:\(IDX:([^)]*)\)|\([^)]*\))?")
+# states whose job still holds its allocation
+_HOLDS_ALLOC = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED"}
+_INFINITE_MINUTES = 0xFFFFFFFE
 
 
 def number(value: Any, default: int = 0) -> int:
@@ -47,6 +56,73 @@ def gpus_in(spec: str) -> int:
     return sum(int(m) for m in _GPU_SPEC.findall(spec or ""))
 
 
+def gres_gpu_count(text: str) -> int:
+    """GPUs in a node's gres/gres_used or a per-node GRES string (all types summed)."""
+    return sum(int(m.group(1)) for m in _GRES_ITEM.finditer(text or ""))
+
+
+def gres_gpu_indices(text: str) -> tuple[int, ...] | None:
+    """The GPU indices named by ``(IDX:...)`` in such a string, sorted (all types
+    together); None when GPUs are counted without indices (untyped GRES in 22.05's
+    ``gres_used`` says ``gpu:7``). Raises ValueError on a malformed index list."""
+    found: set[int] = set()
+    for m in _GRES_ITEM.finditer(text or ""):
+        if m.group(2) is None:
+            if int(m.group(1)):
+                return None
+            continue
+        found.update(expand_indices(m.group(2)))
+    return tuple(sorted(found))
+
+
+def alloc_from(node_names: Sequence[str], per_node_gres: Sequence[str]
+               ) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Pair node names with their per-node GRES strings (gres_detail) -> gpu_alloc;
+    nodes without GPUs are left out, and () when the two lists do not line up."""
+    if len(node_names) != len(per_node_gres):
+        return ()
+    out = []
+    try:
+        for name, gres in zip(node_names, per_node_gres, strict=True):
+            idx = gres_gpu_indices(gres)
+            if idx:
+                out.append((name, idx))
+    except ValueError:
+        return ()
+    return tuple(out)
+
+
+def holds_alloc(state: str, flags: Iterable[str] = ()) -> bool:
+    """Whether a job in this state still holds its nodes and GPUs."""
+    return state in _HOLDS_ALLOC or "COMPLETING" in flags
+
+
+def time_limit_s(minutes: Any) -> int:
+    """JSON ``time_limit`` (minutes; null, INFINITE or 24.x's object) -> seconds, 0=none."""
+    value = number(minutes)
+    return 0 if value <= 0 or value >= _INFINITE_MINUTES else value * 60
+
+
+def _alloc_nodes(obj: Mapping[str, Any]) -> list[str]:
+    """Allocated node names in order: 22.05 job_resources.allocated_nodes, 24.x
+    job_resources.nodes.allocation, else the expanded ``nodes`` host list."""
+    res = obj.get("job_resources")
+    if isinstance(res, Mapping):
+        listed = res.get("allocated_nodes")
+        nodes = res.get("nodes")
+        if not listed and isinstance(nodes, Mapping):
+            listed = nodes.get("allocation")
+        if isinstance(listed, list) and listed:
+            names = [str(n.get("nodename") or n.get("name") or "") for n in listed
+                     if isinstance(n, Mapping)]
+            if names and all(names):
+                return names
+    try:
+        return expand_hostlist(str(obj.get("nodes") or ""))
+    except ValueError:
+        return []
+
+
 def is_held(state: str, priority: int, reason: str) -> bool:
     """Slurm marks a hold as priority 0 with reason JobHeldUser or JobHeldAdmin."""
     return state == "PENDING" and priority == 0 and reason.startswith("JobHeld")
@@ -63,6 +139,9 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
     priority = number(obj.get("priority"))
     reason = str(obj.get("state_reason") or "")
     held = bool(obj.get("hold")) or is_held(state[0] if state else "", priority, reason)
+    gres_detail = tuple(str(g) for g in obj.get("gres_detail") or ())
+    alloc = (alloc_from(_alloc_nodes(obj), gres_detail)
+             if state and holds_alloc(state[0], state[1:]) and gres_detail else ())
     return SlurmJob(
         job_id=number(obj.get("job_id")), name=str(obj.get("name") or ""),
         user=str(obj.get("user_name") or ""), partition=str(obj.get("partition") or ""),
@@ -72,10 +151,11 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
         gpus=job_gpus(obj.get("tres_per_node", ""), obj.get("tres_per_job", ""), node_count),
         node_count=node_count,
         nodes=str(obj.get("nodes") or ""),
-        gres_detail=tuple(obj.get("gres_detail") or ()),
+        gres_detail=gres_detail,
         restart_count=number(obj.get("restart_cnt")),
         submit_time=number(obj.get("submit_time")), start_time=number(obj.get("start_time")),
         eligible_time=number(obj.get("eligible_time")),
+        gpu_alloc=alloc, time_limit_s=time_limit_s(obj.get("time_limit")),
     )
 
 
@@ -85,11 +165,16 @@ def jobs_from(doc: Mapping[str, Any]) -> list[SlurmJob]:
 
 def _node_from(obj: Mapping[str, Any]) -> SlurmNode:
     state = states(obj.get("state")) + states(obj.get("state_flags"))
-    total = sum(int(m) for m in _NODE_GRES.findall(str(obj.get("gres") or "")))
-    used = sum(int(m) for m in _NODE_GRES.findall(str(obj.get("gres_used") or "")))
+    gres_used = str(obj.get("gres_used") or "")
+    try:
+        used_idx = gres_gpu_indices(gres_used) or ()
+    except ValueError:
+        used_idx = ()
     partitions = obj.get("partitions") or ()
     return SlurmNode(name=str(obj.get("name") or obj.get("hostname") or ""), state=state,
-                     gpus=total, gpus_used=used, partitions=tuple(partitions))
+                     gpus=gres_gpu_count(str(obj.get("gres") or "")),
+                     gpus_used=gres_gpu_count(gres_used), partitions=tuple(partitions),
+                     gpus_used_idx=used_idx)
 
 
 def nodes_from(doc: Mapping[str, Any]) -> list[SlurmNode] | None:

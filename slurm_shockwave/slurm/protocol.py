@@ -30,6 +30,12 @@ class SlurmJob:
     submit_time: int = 0
     start_time: int = 0
     eligible_time: int = 0
+    gpu_alloc: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """Running (or completing/suspended) jobs: one entry per allocated node that holds
+    GPUs of the job, in node order: (node name, sorted GPU indices on that node), as
+    Slurm reports them (``CUDA_VISIBLE_DEVICES``). Empty while pending or without GPUs."""
+    time_limit_s: int = 0
+    """The job's time limit in seconds; 0 when unlimited or unknown."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,8 @@ class SlurmNode:
     gpus: int
     gpus_used: int
     partitions: tuple[str, ...] = field(default=())
+    gpus_used_idx: tuple[int, ...] = ()
+    """Indices of the node's GPUs in use by any job (any partition), sorted."""
 
     @property
     def usable(self) -> bool:
