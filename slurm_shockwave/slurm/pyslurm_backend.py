@@ -13,12 +13,64 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from slurm_shockwave.slurm.json_shapes import is_held, job_gpus
+from slurm_shockwave.slurm.cli_backend import slurm_conf_problem
+from slurm_shockwave.slurm.hostlist import expand_indices
+from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+
+Alloc = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+def _is_gpu_key(key: Any) -> bool:
+    """pyslurm's GRES dict keys: gpu, gpu:a100, gres/gpu, gres/gpu:a100 (gres: stripped)."""
+    name = str(key).removeprefix("gres/").removeprefix("gres:")
+    return name == "gpu" or name.startswith("gpu:")
+
+
+def gres_gpus(value: Any) -> int:
+    """GPUs in pyslurm's ``gres_per_node``: a dict ({'gres/gpu': 2}, {'gpu:a100': 4}, or
+    {'gpu': {'count': 2, 'indexes': '0-1'}}), a string (gpu:2, gres/gpu:2) or None."""
+    if value is None:
+        return 0
+    if isinstance(value, Mapping):
+        total = 0
+        for key, count in value.items():
+            if not _is_gpu_key(key):
+                continue
+            if isinstance(count, Mapping):
+                count = count.get("count", 0)
+            try:
+                total += int(count)
+            except (TypeError, ValueError):
+                continue
+        return total
+    text = str(value)
+    return gpus_in(text if text.startswith("gres") else "gres/" + text)
+
+
+def alloc_from_layout(layout: Any) -> Alloc:
+    """pyslurm's ``Job.get_resource_layout_per_node()`` ({node: {'gres': {'gpu':
+    {'count': 2, 'indexes': '0-1'}}, ...}}, in node order) -> gpu_alloc."""
+    if not isinstance(layout, Mapping):
+        return ()
+    out = []
+    for node, info in layout.items():
+        gres = info.get("gres") if isinstance(info, Mapping) else None
+        found: set[int] = set()
+        for key, val in (gres or {}).items():
+            if _is_gpu_key(key) and isinstance(val, Mapping):
+                try:
+                    found.update(expand_indices(str(val.get("indexes") or "")))
+                except ValueError:
+                    continue
+        if found:
+            out.append((str(node), tuple(sorted(found))))
+    return tuple(out)
 
 
 def pyslurm_problem() -> str | None:
@@ -66,7 +118,14 @@ class PyslurmBackend:
             reason = str(_get(j, "state_reason", default=""))
             priority = int(_get(j, "priority", default=0) or 0)
             nodes = int(_get(j, "num_nodes", default=1) or 1)
-            gres = str(_get(j, "gres_per_node", "tres_per_node", default="") or "")
+            state_ok = holds_alloc(state)
+            layout: Any = {}
+            if state_ok and hasattr(j, "get_resource_layout_per_node"):
+                try:
+                    layout = j.get_resource_layout_per_node()
+                except Exception:  # pyslurm raises ValueError on an odd host list
+                    layout = {}
+            limit = _get(j, "time_limit", default=0)
             out.append(SlurmJob(
                 job_id=int(j.id), name=str(_get(j, "name", default="")),
                 user=str(_get(j, "user_name", default="")),
@@ -75,10 +134,14 @@ class PyslurmBackend:
                 held=is_held(state, priority, reason),
                 comment=str(_get(j, "comment", default="") or ""),
                 admin_comment=str(_get(j, "admin_comment", default="") or ""),
-                gpus=job_gpus("gres/" + gres if gres.startswith("gpu") else gres, "", nodes),
-                node_count=nodes, nodes=str(_get(j, "nodelist", "allocated_nodes", default="")),
+                gpus=gres_gpus(_get(j, "gres_per_node", "tres_per_node")) * nodes,
+                node_count=nodes,
+                nodes=str(_get(j, "allocated_nodes", "nodelist", default="") or ""),
                 restart_count=int(_get(j, "requeue_count", "restart_count", default=0) or 0),
-                submit_time=int(_get(j, "submit_time", default=0) or 0)))
+                submit_time=int(_get(j, "submit_time", default=0) or 0),
+                start_time=int(_get(j, "start_time", default=0) or 0) if state_ok else 0,
+                gpu_alloc=alloc_from_layout(layout),
+                time_limit_s=int(limit) * 60 if isinstance(limit, int) and limit > 0 else 0))
         if partition is not None:
             out = [j for j in out if j.partition == partition
                    and j.state in ("PENDING", "RUNNING")]
@@ -86,17 +149,22 @@ class PyslurmBackend:
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = self._call("load nodes", self._ps.Nodes.load)
-        out = []
+        out: list[SlurmNode] = []
         for n in nodes.values():
-            configured = _get(n, "configured_gres", default={}) or {}
-            allocated = _get(n, "allocated_gres", default={}) or {}
             state = tuple(str(s).upper() for s in str(_get(n, "state", default="")).split("+"))
             out.append(SlurmNode(
                 name=str(n.name), state=state,
-                gpus=sum(int(v) for k, v in dict(configured).items() if k.startswith("gpu")),
-                gpus_used=sum(int(v) for k, v in dict(allocated).items()
-                              if k.startswith("gpu")),
+                gpus=gres_gpus(_get(n, "configured_gres")),
+                gpus_used=gres_gpus(_get(n, "allocated_gres")),
                 partitions=tuple(_get(n, "partitions", default=()) or ())))
+        if any(n.gpus_used for n in out):
+            # pyslurm's nodes count allocated GRES without indices: take them from the
+            # jobs holding nodes, of every partition
+            used: dict[str, set[int]] = {}
+            for job in self.list_jobs():
+                for node, idx in job.gpu_alloc:
+                    used.setdefault(node, set()).update(idx)
+            out = [replace(n, gpus_used_idx=tuple(sorted(used.get(n.name, ())))) for n in out]
         return out
 
     def set_priority(self, job_id: int, priority: int) -> None:
@@ -134,13 +202,17 @@ class PyslurmBackend:
 
 
 def make_backend(kind: str = "cli", *, slurm_conf: str | None = None) -> Any:
-    """``cli`` (default) or ``pyslurm``; a bad name or an unusable pyslurm is one line."""
+    """``cli`` (default) or ``pyslurm``; a bad name, a missing slurm.conf or an unusable
+    pyslurm is one SlurmError line."""
+    if kind not in ("cli", "pyslurm"):
+        raise SlurmError(f"slurm.backend: unknown backend {kind!r} (cli or pyslurm)")
+    problem = slurm_conf_problem(slurm_conf)
+    if problem:
+        raise SlurmError(problem)
     if slurm_conf:
         os.environ["SLURM_CONF"] = slurm_conf
     if kind == "cli":
         from slurm_shockwave.slurm.cli_backend import CliBackend
 
         return CliBackend(slurm_conf=slurm_conf)
-    if kind == "pyslurm":
-        return PyslurmBackend()
-    raise SlurmError(f"slurm.backend: unknown backend {kind!r} (cli or pyslurm)")
+    return PyslurmBackend()
