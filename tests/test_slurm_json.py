@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from slurm_shockwave.slurm.json_shapes import gpus_in, jobs_from, nodes_from, number, version_of
+from slurm_shockwave.slurm.cli_backend import detail_from_line, time_limit_text_s
+from slurm_shockwave.slurm.hostlist import expand_hostlist, expand_indices
+from slurm_shockwave.slurm.json_shapes import (
+    alloc_from,
+    gpus_in,
+    gres_gpu_count,
+    gres_gpu_indices,
+    jobs_from,
+    nodes_from,
+    number,
+    version_of,
+)
+from slurm_shockwave.slurm.pyslurm_backend import alloc_from_layout, gres_gpus
 
 DATA = Path(__file__).resolve().parent / "data" / "slurm-json"
 
@@ -59,3 +74,181 @@ def test_versions_and_number_shapes() -> None:
     assert number({"set": True, "infinite": True, "number": 0}, default=-1) == -1
     assert number(None, default=3) == 3 and number(12) == 12
     assert gpus_in("gres:gpu:a100:4") == 4 and gpus_in("gres/gpu:2") == 2 and gpus_in("") == 0
+
+
+# -- the real GPU allocation -------------------------------------------------------------
+
+def test_samples_give_each_running_job_its_gpu_indices_per_node() -> None:
+    for version, squeue in (("22.05", "squeue.json"), ("24.11", "squeue-all.json")):
+        jobs = {j.job_id: j for j in jobs_from(load(version, squeue))}
+        assert jobs[103].gpu_alloc == (("gpu1", (0, 1, 2, 3)), ("gpu2", (0, 1, 2, 3)))
+        assert jobs[104].gpu_alloc == (("gpu3", (0,)),)
+        assert all(not j.gpu_alloc for j in jobs.values() if j.state != "RUNNING")
+        assert jobs[103].time_limit_s == 720 * 60 and jobs[108].time_limit_s == 3600
+
+
+def test_live_22_05_squeue_json_with_untyped_gres() -> None:
+    """Captured on the docker-slurm cluster: -w sw-node1 2+2(+3 --gpus) and -N 2 gpu:8."""
+    jobs = {j.job_id: j for j in jobs_from(load("22.05", "squeue-alloc.json"))}
+    assert jobs[1].gpu_alloc == (("sw-node1", (0, 1)),)
+    assert jobs[2].gpu_alloc == (("sw-node1", (2, 3)),)
+    assert jobs[3].gpu_alloc == (("sw-node2", tuple(range(8))), ("sw-node3", tuple(range(8))))
+    assert jobs[4].gpu_alloc == (("sw-node1", (4, 5, 6)),) and jobs[4].gpus == 3
+    assert jobs[1].time_limit_s == 0  # UNLIMITED
+    assert jobs[5].state == "CANCELLED" and jobs[5].gpu_alloc == ()
+
+
+def test_node_gpu_indices_in_use() -> None:
+    nodes = {n.name: n for n in nodes_from(load("22.05", "sinfo.json")) or []}
+    assert nodes["gpu1"].gpus_used_idx == (0, 1, 2, 3)
+    assert nodes["gpu3"].gpus_used_idx == (0,) and nodes["gpu4"].gpus_used_idx == ()
+    nodes = {n.name: n for n in nodes_from(load("24.11", "scontrol-node.json")) or []}
+    assert nodes["gpu3"].gpus_used_idx == (0,) and nodes["gpu1"].gpus_used_idx == (0, 1, 2, 3)
+    # untyped GRES in 22.05: a bare count, no indices (the CLI backend asks the jobs)
+    nodes = {n.name: n for n in nodes_from(load("22.05", "sinfo-untyped.json")) or []}
+    assert nodes["sw-node1"].gpus_used == 7 and nodes["sw-node1"].gpus_used_idx == ()
+    assert nodes["sw-node1"].gpus == 8
+
+
+@pytest.mark.parametrize(("text", "count", "idx"), [
+    ("gpu:(null):3(IDX:0-2)", 3, (0, 1, 2)),
+    ("gpu:3(IDX:0,2,5)", 3, (0, 2, 5)),
+    ("gpu:tesla:2(IDX:0-1)", 2, (0, 1)),
+    ("gpu:2(IDX:0-1)", 2, (0, 1)),
+    ("gpu:v100:0(IDX:N/A)", 0, ()),
+    ("gpu:a100:2(IDX:0-1),gpu:v100:1(IDX:3)", 3, (0, 1, 3)),
+    ("gpu:7", 7, None),
+    ("gpu:4(S:0-1)", 4, None),
+    ("", 0, ()),
+])
+def test_gres_strings(text: str, count: int, idx: tuple[int, ...] | None) -> None:
+    assert gres_gpu_count(text) == count
+    assert gres_gpu_indices(text) == idx
+
+
+def test_alloc_from_needs_lists_that_line_up() -> None:
+    assert alloc_from(["a", "b"], ["gpu:1(IDX:3)", "gpu:0(IDX:N/A)"]) == (("a", (3,)),)
+    assert alloc_from(["a"], ["gpu:1(IDX:3)", "gpu:1(IDX:3)"]) == ()
+    assert alloc_from(["a"], ["gpu:1(IDX:x)"]) == ()
+
+
+# -- host lists and index lists ----------------------------------------------------------
+
+def test_expand_hostlist() -> None:
+    assert expand_hostlist("sw-node[1-3,5],gpu[01-02]") == [
+        "sw-node1", "sw-node2", "sw-node3", "sw-node5", "gpu01", "gpu02"]
+    assert expand_hostlist("gpu1") == ["gpu1"] and expand_hostlist("") == []
+    assert expand_hostlist("a,b[9-11]") == ["a", "b9", "b10", "b11"]
+    assert expand_hostlist("r[1-2]n[1-2]") == ["r1n1", "r1n2", "r2n1", "r2n2"]
+    assert expand_hostlist("n[008-010]") == ["n008", "n009", "n010"]
+    for bad in ("n[1-", "n1]", "n[a-b]", "n[3-1]", "n[[1]]", "a,,b", "n[]"):
+        with pytest.raises(ValueError):
+            expand_hostlist(bad)
+
+
+def test_expand_indices() -> None:
+    assert expand_indices("0-2,5") == (0, 1, 2, 5)
+    assert expand_indices("5,0-1") == (0, 1, 5) and expand_indices("N/A") == ()
+    with pytest.raises(ValueError):
+        expand_indices("0-x")
+
+
+def _compress(names: list[str]) -> str:
+    """A Slurm-like compressor: runs of prefix + same-width numbers become prefix[a-b,c]."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    order: list[tuple[str, int]] = []
+    for name in names:
+        m = re.fullmatch(r"(.*?)(\d+)", name)
+        assert m
+        key = (m.group(1), len(m.group(2)))
+        if key not in groups:
+            order.append(key)
+        groups.setdefault(key, []).append(int(m.group(2)))
+    parts = []
+    for prefix, width in order:
+        nums, ranges = groups[(prefix, width)], []
+        start = prev = nums[0]
+        for n in [*nums[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            ranges.append(f"{start:0{width}d}" if start == prev
+                          else f"{start:0{width}d}-{prev:0{width}d}")
+            if n is not None:
+                start = prev = n
+        parts.append(f"{prefix}[{','.join(ranges)}]")
+    return ",".join(parts)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["sw-node", "gpu", "a-b"]), st.integers(1, 3),
+                          st.integers(0, 999)), min_size=1, max_size=30))
+def test_hostlist_round_trip(raw: list[tuple[str, int, int]]) -> None:
+    names = []
+    for prefix, width, num in raw:
+        name = f"{prefix}{num % 10 ** width:0{width}d}"
+        if name not in names:
+            names.append(name)
+    # the compressor groups by (prefix, width) in first-seen order, numbers sorted
+    key: dict[tuple[str, int], list[str]] = {}
+    for n in names:
+        m = re.fullmatch(r"(.*?)(\d+)", n)
+        assert m
+        key.setdefault((m.group(1), len(m.group(2))), []).append(n)
+    ordered = [n for group in key.values() for n in sorted(group)]
+    assert expand_hostlist(_compress(ordered)) == ordered
+
+
+# -- scontrol -o -d show job lines (real, from the docker-slurm 22.05 cluster) ------------
+
+def test_scontrol_detail_lines() -> None:
+    lines = (DATA / "22.05" / "scontrol-d-job.txt").read_text().splitlines()
+    details = {d.job_id: d for d in map(detail_from_line, lines) if d}
+    assert details[1].gpu_alloc == (("sw-node1", (0, 1)),)
+    assert details[2].gpu_alloc == (("sw-node1", (2, 3)),)
+    assert details[3].gpu_alloc == (("sw-node2", tuple(range(8))),
+                                    ("sw-node3", tuple(range(8))))
+    assert details[4].gpu_alloc == (("sw-node1", (4, 5, 6)),)
+    assert details[1].state == "RUNNING" and details[1].restarts == 0
+    assert details[1].start == "2026-11-30T10:30:23" and details[1].time_limit_s == 0
+
+
+def test_scontrol_detail_groups_typed_and_spoofed() -> None:
+    line = ("JobId=7 JobName=x Nodes=evil CPU_IDs=0 Mem=0 GRES=gpu:8(IDX:0-7) UserId=root(0) "
+            "JobState=RUNNING Reason=None Restarts=2 TimeLimit=1-02:03:04 "
+            "StartTime=2026-11-30T10:00:00 NodeList=n[1-3] NumNodes=3 CoreSpec=* "
+            "JOB_GRES=gpu:tesla:5   Nodes=n[1-2] CPU_IDs=0-1 Mem=0 GRES=gpu:(null):2(IDX:0-1)"
+            "   Nodes=n3 CPU_IDs=0 Mem=0 GRES=gpu:tesla:1(IDX:5) MinCPUsNode=1 "
+            "AdminComment=shockwave:v1 model=x Comment=Nodes=n9 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:7)")
+    d = detail_from_line(line)
+    assert d is not None and d.restarts == 2 and d.time_limit_s == 93784
+    assert d.gpu_alloc == (("n1", (0, 1)), ("n2", (0, 1)), ("n3", (5,)))
+    assert d.admin_comment == "shockwave:v1 model=x"
+    pending = line.replace("JobState=RUNNING", "JobState=PENDING")
+    assert detail_from_line(pending).gpu_alloc == ()  # type: ignore[union-attr]
+    assert detail_from_line("no job here") is None
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("UNLIMITED", 0), ("Partition_Limit", 0), ("01:30:00", 5400), ("30:00", 1800),
+    ("1-00:00:00", 86400), ("2-1", 2 * 86400 + 3600), ("x-1", 0), ("45", 2700), ("", 0)])
+def test_time_limits(text: str, seconds: int) -> None:
+    assert time_limit_text_s(text) == seconds
+
+
+# -- pyslurm's shapes, without pyslurm --------------------------------------------------
+
+@pytest.mark.parametrize(("value", "gpus"), [
+    ({"gres/gpu": 2}, 2), ({"gpu": 2}, 2), ({"gpu:a100": 4}, 4),
+    ({"gpu": {"count": 3, "indexes": "0-2"}}, 3), ({"gres/gpu": 1, "gres/shard": 4}, 1),
+    ("gpu:2", 2), ("gres/gpu:a100:4", 4), ("gres:gpu:1", 1), ("", 0), (None, 0), ({}, 0)])
+def test_pyslurm_gres_per_node(value: object, gpus: int) -> None:
+    assert gres_gpus(value) == gpus
+
+
+def test_pyslurm_resource_layout() -> None:
+    layout = {"n1": {"cpu_ids": "0-1", "gres": {"gpu": {"count": 2, "indexes": "0-1"}},
+                     "memory": 0},
+              "n2": {"cpu_ids": "0", "gres": {"gpu:tesla": {"count": 2, "indexes": "3,5"}}},
+              "n3": {"cpu_ids": "0", "gres": {}}}
+    assert alloc_from_layout(layout) == (("n1", (0, 1)), ("n2", (3, 5)))
+    assert alloc_from_layout(None) == () and alloc_from_layout({"n1": {"gres": {"gpu": 2}}}) == ()

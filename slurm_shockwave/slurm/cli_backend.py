@@ -64,7 +64,8 @@ def time_limit_text_s(text: str) -> int:
     Partition_Limit, N/A and anything unreadable -> 0."""
     text = text.strip()
     days = 0
-    if "-" in text:
+    has_days = "-" in text
+    if has_days:
         head, _, text = text.partition("-")
         if not head.isdigit():
             return 0
@@ -73,10 +74,12 @@ def time_limit_text_s(text: str) -> int:
     if not parts or not all(p.isdigit() for p in parts) or len(parts) > 3:
         return 0
     nums = [int(p) for p in parts]
-    if len(nums) == 1:  # plain minutes
-        return days * 86400 + nums[0] * 60
-    while len(nums) < 3:
-        nums.insert(0, 0)
+    if has_days:  # days-hours[:minutes[:seconds]]
+        nums += [0] * (3 - len(nums))
+    elif len(nums) == 1:  # minutes
+        return nums[0] * 60
+    else:  # [hours:]minutes:seconds
+        nums = [0] * (3 - len(nums)) + nums
     return days * 86400 + nums[0] * 3600 + nums[1] * 60 + nums[2]
 
 

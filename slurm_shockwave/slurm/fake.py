@@ -6,14 +6,27 @@ set priority is pinned; suspend is not offered (it keeps GPUs); requeue returns 
 PENDING with a begin time cred_expire + 1 s away and counts the restart; GRES changes only
 while pending; a job runs when released and the GPUs it asks for are free, in priority
 order.
+
+GPUs are concrete, as in Slurm: each node has indices 0..gpus-1; a started job gets the
+lowest free indices on the first usable node of its partition with room (a job asking
+for more than one node's GPUs, or for several nodes, is spread evenly over the fewest
+nodes that have its share free: whole nodes when it asks for a multiple of a node) and
+frees them when it is requeued, cancelled or finished. ``list_jobs`` reports each
+job's ``gpu_alloc`` and ``list_nodes`` each node's ``gpus_used_idx``, whatever the
+partition of the jobs holding them, so two jobs on one node never share an index.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+from slurm_shockwave.slurm.hostlist import expand_hostlist
+from slurm_shockwave.slurm.json_shapes import holds_alloc
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+
+Alloc = tuple[tuple[str, tuple[int, ...]], ...]
 
 
 class FakeSlurm:
@@ -27,23 +40,86 @@ class FakeSlurm:
 
     # -- helpers for tests -------------------------------------------------------------
     def add(self, job: SlurmJob) -> SlurmJob:
+        """Put a job in the queue as it is; a running job without ``gpu_alloc`` is given
+        concrete GPUs (on its ``nodes`` if named; ValueError when they have no room)."""
+        if holds_alloc(job.state) and not job.gpu_alloc and job.gpus:
+            alloc = self._place(job, self._used(), named_only=bool(job.nodes))
+            if alloc is None:
+                raise ValueError(f"fake: no room for running job {job.job_id} "
+                                 f"({job.gpus} GPUs on {job.nodes or 'any node'})")
+            job = replace(job, gpu_alloc=alloc, nodes=",".join(n for n, _ in alloc))
         self.jobs[job.job_id] = job
         self._next_id = max(self._next_id, job.job_id + 1)
         return job
 
     def tick(self, seconds: int = 1) -> None:
-        """Time passes; the scheduler starts eligible jobs in priority order."""
+        """Time passes; the scheduler starts eligible jobs (every partition) in priority
+        order, each where its GPUs are free; one that does not fit waits."""
         self.now += seconds
-        free = sum(n.gpus for n in self.nodes) - sum(
-            j.gpus for j in self.jobs.values() if j.state == "RUNNING")
         pending = sorted((j for j in self.jobs.values() if j.state == "PENDING"
                           and not j.held and j.eligible_time <= self.now),
                          key=lambda j: (-j.priority, j.job_id))
         for j in pending:
-            if j.gpus <= free:
-                free -= j.gpus
-                self.jobs[j.job_id] = replace(j, state="RUNNING", reason="None",
-                                              start_time=self.now)
+            alloc = self._place(j, self._used(), named_only=bool(j.nodes))
+            if alloc is None:
+                continue
+            names = [n for n, _ in alloc] or [self._candidates(j, bool(j.nodes))[0].name]
+            self.jobs[j.job_id] = replace(j, state="RUNNING", reason="None",
+                                          start_time=self.now, gpu_alloc=alloc,
+                                          nodes=",".join(names))
+
+    def finish(self, job_id: int, state: str = "COMPLETED") -> None:
+        """The job ends by itself (COMPLETED, FAILED, TIMEOUT): its GPUs are freed."""
+        self.jobs[job_id] = replace(self._get(job_id), state=state, gpu_alloc=())
+
+    # -- GPU bookkeeping -----------------------------------------------------------------
+    def _used(self) -> dict[str, set[int]]:
+        """Indices in use per node: a node's own gpus_used_idx (held outside the fake) and
+        every job holding an allocation."""
+        used = {n.name: set(n.gpus_used_idx) for n in self.nodes}
+        for j in self.jobs.values():
+            if holds_alloc(j.state):
+                for node, idx in j.gpu_alloc:
+                    used.setdefault(node, set()).update(idx)
+        return used
+
+    def _candidates(self, job: SlurmJob, named_only: bool) -> list[SlurmNode]:
+        """Nodes the job may use: those it names (-w; a running job's own nodes even if
+        drained since), else the usable nodes of its partition."""
+        if named_only:
+            names = set(expand_hostlist(job.nodes))
+            return [n for n in self.nodes if n.name in names
+                    and (n.usable or holds_alloc(job.state))]
+        return [n for n in self.nodes if n.usable
+                and (not n.partitions or job.partition in n.partitions)]
+
+    def _place(self, job: SlurmJob, used: dict[str, set[int]], *,
+               named_only: bool) -> Alloc | None:
+        """Concrete GPUs for ``job`` given ``used``, or None if it does not fit now."""
+        nodes = self._candidates(job, named_only)
+        if not nodes:
+            return None
+        if job.gpus <= 0:
+            return ()
+
+        def free(n: SlurmNode) -> list[int]:
+            return [i for i in range(n.gpus) if i not in used.get(n.name, set())]
+
+        biggest = max(n.gpus for n in nodes)
+        if biggest <= 0:
+            return None
+        count = max(job.node_count, math.ceil(job.gpus / biggest), 1)
+        shares = [job.gpus // count + (1 if k < job.gpus % count else 0)
+                  for k in range(count)]
+        out: list[tuple[str, tuple[int, ...]]] = []
+        for n in nodes:
+            if len(out) == count:
+                break
+            idle = free(n)
+            share = shares[len(out)]
+            if len(idle) >= share:
+                out.append((n.name, tuple(idle[:share])))
+        return tuple(out) if len(out) == count else None
 
     def _get(self, job_id: int) -> SlurmJob:
         if job_id not in self.jobs:
@@ -56,7 +132,10 @@ class FakeSlurm:
             j.partition == partition and j.state in ("PENDING", "RUNNING"))]
 
     def list_nodes(self) -> list[SlurmNode]:
-        return list(self.nodes)
+        used = self._used()
+        return [replace(n, gpus_used=len(used.get(n.name, ())),
+                        gpus_used_idx=tuple(sorted(used.get(n.name, ()))))
+                for n in self.nodes]
 
     def set_priority(self, job_id: int, priority: int) -> None:
         j = self._get(job_id)
@@ -92,7 +171,7 @@ class FakeSlurm:
             self.jobs[jid] = replace(
                 j, state="PENDING", held=hold, priority=0 if hold else j.priority,
                 reason="JobHeldAdmin" if hold else "BeginTime",
-                restart_count=j.restart_count + 1,
+                restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",
                 eligible_time=self.now + self.cred_expire_s + 1)
 
     def update_gpus(self, job_id: int, gpus: int) -> None:
@@ -102,10 +181,28 @@ class FakeSlurm:
         self.jobs[job_id] = replace(j, gpus=gpus)
 
     def submit(self, script: str, args: Sequence[str] = ()) -> int:
+        """sbatch's -p/--partition, --gres=gpu:N, -N/--nodes and -w/--nodelist are read;
+        jobs of the managed partition ``shockwave`` are held at submit, as by
+        job_submit.lua, others are not."""
+        opts: dict[str, str] = {}
+        items = list(args)
+        aliases = {"-p": "partition", "-N": "nodes", "-w": "nodelist"}
+        for k, arg in enumerate(items):
+            if arg.startswith("--") and "=" in arg:
+                key, _, value = arg[2:].partition("=")
+                opts[key] = value
+            elif arg in aliases and k + 1 < len(items):
+                opts[aliases[arg]] = items[k + 1]
+        partition = opts.get("partition", "shockwave")
+        gres = opts.get("gres", "")
+        gpus = int(gres.rsplit(":", 1)[-1]) if gres.startswith("gpu") else 0
+        node_count = int(opts.get("nodes", "1").split("-")[0] or 1)
         jid = self._next_id
-        self.add(SlurmJob(jid, script, "user", "shockwave", "PENDING", held=True))
+        self.add(SlurmJob(jid, script, "user", partition, "PENDING",
+                          held=partition == "shockwave", gpus=gpus * node_count,
+                          node_count=node_count, nodes=opts.get("nodelist", "")))
         return jid
 
     def cancel(self, job_id: int) -> None:
         j = self._get(job_id)
-        self.jobs[job_id] = replace(j, state="CANCELLED")
+        self.jobs[job_id] = replace(j, state="CANCELLED", gpu_alloc=())
