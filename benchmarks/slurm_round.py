@@ -27,13 +27,28 @@ from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.world import SlurmCluster
 
 
-def submit_many(n: int, script: str) -> None:
-    """sbatch n times through one shell, fast enough for thousands of jobs."""
+def submit_many(n: int, script: str) -> list[int]:
+    """sbatch n times through one shell, fast enough for thousands of jobs; the ids of the
+    jobs submitted (the only ones the benchmark cancels), even when a submission fails."""
     lines = "\n".join(
         f"sbatch --parsable -o /dev/null --gres=gpu:1 "
         f"--comment='model=resnet18 bs=32 epochs={10 + i % 50} mode=gns grace=600' {script}"
         for i in range(n))
-    subprocess.run(["sh"], input=lines, text=True, check=True, capture_output=True)
+    proc = subprocess.run(["sh"], input=lines, text=True, check=False, capture_output=True)
+    ids = [int(line.split(";")[0]) for line in proc.stdout.split()
+           if line.split(";")[0].isdigit()]
+    if len(ids) != n:
+        cancel(ids)
+        raise SystemExit(f"sbatch: {len(ids)} of {n} jobs submitted: "
+                         f"{(proc.stderr.strip().splitlines() or ['?'])[0]}")
+    return ids
+
+
+def cancel(job_ids: list[int]) -> None:
+    """scancel exactly these jobs (never every job of the user), a thousand per call."""
+    for k in range(0, len(job_ids), 1000):
+        subprocess.run(["scancel", *map(str, job_ids[k:k + 1000])], check=False,
+                       capture_output=True)
 
 
 def main() -> None:
@@ -52,24 +67,27 @@ def main() -> None:
         fh.write("#!/bin/sh\nsleep 3600\n")
     os.chmod(fh.name, 0o755)
     t0 = time.perf_counter()
-    submit_many(args.jobs, fh.name)
-    submit_s = time.perf_counter() - t0
-    print(f"submitted {args.jobs} jobs in {submit_s:.1f}s", file=sys.stderr)
+    mine: list[int] = []
     try:
+        mine = submit_many(args.jobs, fh.name)
+        submit_s = time.perf_counter() - t0
+        print(f"submitted {args.jobs} jobs in {submit_s:.1f}s", file=sys.stderr)
         world = SlurmCluster(backend, WallClock())
         # round 1: start a first batch so there is something to preempt
+        ours = set(mine)  # the plan acts on the benchmark's own jobs only
         view = world.observe()
-        first = [Action(ActionKind.START, j.job_id) for j in view.jobs[: args.preempt * 2]]
+        own = [j for j in view.jobs if j.job_id in ours]
+        first = [Action(ActionKind.START, j.job_id) for j in own[: args.preempt * 2]]
         world.apply(first)
         time.sleep(8)
-        idle = [j.job_id for j in view.jobs[args.preempt * 2 + args.start:]]
+        idle = [j.job_id for j in own[args.preempt * 2 + args.start:]]
         backend.release(idle[: args.owner_released])  # owners, behind the planner's back
         # round 2, timed: observe, then start some, preempt some, re-hold the rest
         t1 = time.perf_counter()
         view = world.observe()
         t2 = time.perf_counter()
-        running = [j.job_id for j in view.jobs if j.is_running]
-        waiting = [j.job_id for j in view.jobs if not j.is_running]
+        running = [j.job_id for j in view.jobs if j.is_running and j.job_id in ours]
+        waiting = [j.job_id for j in view.jobs if not j.is_running and j.job_id in ours]
         actions = ([Action(ActionKind.PREEMPT, jid) for jid in running[: args.preempt]]
                    + [Action(ActionKind.KEEP, jid) for jid in running[args.preempt:]]
                    + [Action(ActionKind.START, jid) for jid in waiting[: args.start]])
@@ -85,8 +103,7 @@ def main() -> None:
             "outcomes": {o: result.count(o) for o in {r.outcome for r in result.results}},
             "submit_s": round(submit_s, 1), "machine": machine()}, default=str))
     finally:
-        subprocess.run(["scancel", "--partition=shockwave", "--user", os.environ.get(
-            "USER", "root")], check=False, capture_output=True)
+        cancel(mine)
         os.unlink(fh.name)
 
 

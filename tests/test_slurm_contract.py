@@ -4,6 +4,7 @@ where it imports (it needs Slurm 25.11; skipped with the reason elsewhere)."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -45,6 +46,33 @@ def test_backend_contract(kind: str, tmp_path) -> None:
             b.set_priority(jid, 10)  # held jobs reject priorities
         b.hold([jid])
         assert next(j for j in b.list_jobs() if j.job_id == jid).held
+        assert next(j for j in b.list_jobs() if j.job_id == jid).gpu_alloc == ()
+    finally:
+        b.cancel(jid)
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("kind", ["cli", "pyslurm"])
+def test_backend_contract_gpu_alloc(kind: str, tmp_path) -> None:
+    """A running job's real GPU indices, in both listings, and on its node."""
+    b = _backend(kind)
+    script = tmp_path / "w.sh"
+    script.write_text("#!/bin/sh\nsleep 600\n")
+    jid = b.submit(str(script), ["-o", "/dev/null", "-p", "other", "--gres=gpu:2"])
+    try:
+        deadline = time.monotonic() + 60
+        job = None
+        while time.monotonic() < deadline:
+            job = next((j for j in b.list_jobs("other") if j.job_id == jid), None)
+            if job and job.state == "RUNNING" and job.gpu_alloc:
+                break
+            time.sleep(0.5)
+        assert job is not None and job.state == "RUNNING", job
+        ((node, idx),) = job.gpu_alloc
+        assert len(idx) == 2 and node == job.nodes
+        assert next(j for j in b.list_jobs() if j.job_id == jid).gpu_alloc == job.gpu_alloc
+        used = next(n for n in b.list_nodes() if n.name == node).gpus_used_idx
+        assert set(idx) <= set(used)
     finally:
         b.cancel(jid)
 
@@ -55,3 +83,25 @@ def test_unknown_backend_and_missing_pyslurm_are_one_line(monkeypatch, tmp_path)
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "absent.conf"))
     problem = pyslurm_problem()
     assert problem is not None and "slurm.conf" in problem and "\n" not in problem
+
+
+def test_a_missing_slurm_conf_is_one_line(monkeypatch, tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from slurm_shockwave.cli.main import cli
+    from slurm_shockwave.slurm.cli_backend import CliBackend
+
+    missing = str(tmp_path / "missing.conf")
+    want = (f"no Slurm configuration: {missing} does not exist "
+            "(set SLURM_CONF or --slurm-conf)")
+    with pytest.raises(SlurmError) as err:
+        make_backend("cli", slurm_conf=missing)
+    assert str(err.value) == want
+    monkeypatch.setenv("SLURM_CONF", missing)
+    with pytest.raises(SlurmError, match="no Slurm configuration"):
+        CliBackend()
+    with pytest.raises(SlurmError, match="no Slurm configuration"):
+        make_backend("pyslurm")
+    result = CliRunner().invoke(cli, ["queue", "--slurm-conf", missing])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == f"error: {want}"
