@@ -165,15 +165,23 @@ function shockwave_partition_kind(partition, part_list)
   return ours and "managed" or "other"
 end
 
+-- The message goes to the user (sbatch prints it; scontrol update does not in 22.05, so
+-- it goes to slurmctld's log too, with the job id when there is one).
+local function reject(job_id, fmt, ...)
+  local msg = string.format(fmt, ...)
+  slurm.log_user("%s", msg)
+  slurm.log_info("%s%s", job_id and ("job " .. tostring(job_id) .. ": ") or "", msg)
+  return slurm.ERROR
+end
+
 local MIXED = "shockwave: the " .. SHOCKWAVE_PARTITION .. " partition cannot be combined "
               .. "with other partitions; submit to it alone"
 
 -- Validate a managed job's hint into job_desc; returns slurm.SUCCESS or slurm.ERROR.
-local function admit(job_desc, comment)
+local function admit(job_desc, comment, job_id)
   local normalised, field, problem = shockwave_parse_hint(comment)
   if not normalised then
-    slurm.log_user("shockwave: bad hint in --comment: field '%s': %s", field, problem)
-    return slurm.ERROR
+    return reject(job_id, "shockwave: bad hint in --comment: field '%s': %s", field, problem)
   end
   job_desc.admin_comment = normalised
   if shockwave_service_alive() then
@@ -187,10 +195,7 @@ end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
   local kind = shockwave_partition_kind(job_desc.partition, part_list)
-  if kind == "mixed" then
-    slurm.log_user(MIXED)
-    return slurm.ERROR
-  end
+  if kind == "mixed" then return reject(nil, "%s", MIXED) end
   if kind ~= "managed" then return slurm.SUCCESS end
   return admit(job_desc, job_desc.comment)
 end
@@ -199,21 +204,18 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local was = shockwave_partition_kind(job_rec.partition, nil)
   if job_desc.partition ~= nil and job_desc.partition ~= "" then
     local kind = shockwave_partition_kind(job_desc.partition, part_list)
-    if kind == "mixed" then
-      slurm.log_user(MIXED)
-      return slurm.ERROR
-    end
+    if kind == "mixed" then return reject(job_rec.job_id, "%s", MIXED) end
     if kind == "managed" and was ~= "managed" then
       -- moved into the managed partition: validated exactly as at submit
       local comment = job_desc.comment
       if comment == nil then comment = job_rec.comment end
-      return admit(job_desc, comment)
+      return admit(job_desc, comment, job_rec.job_id)
     end
   end
   if was == "managed" and job_desc.comment ~= nil and job_desc.comment ~= job_rec.comment then
-    slurm.log_user("shockwave: the hint (comment) of a job in the %s partition is fixed at "
-                   .. "submit; cancel and resubmit the job to change it", SHOCKWAVE_PARTITION)
-    return slurm.ERROR
+    return reject(job_rec.job_id, "shockwave: the hint (comment) of a job in the %s "
+                  .. "partition is fixed at submit; cancel and resubmit the job to change it",
+                  SHOCKWAVE_PARTITION)
   end
   return slurm.SUCCESS
 end
