@@ -117,7 +117,8 @@ fi
   echo "PriorityWeightJobSize=0"
   echo "PriorityWeightQOS=0"
   echo "PriorityWeightFairshare=0"
-  echo "PriorityMaxAge=1-0"
+  echo "PriorityMaxAge=00:10:00"  # a test cluster: age shows within minutes
+  echo "PriorityCalcPeriod=1"  # minutes: recalculated often, so pinning is observable
   echo "JobRequeue=1"
   echo "KillWait=10"
   echo "MinJobAge=300"
