@@ -5,9 +5,12 @@
 #
 #   sudo docker-slurm/start.sh [--nodes 4] [--gpus-per-node 8] [--state-dir DIR]
 #                              [--ctld-port 16817] [--node-port-base 16900]
-#                              [--cred-expire 10] [--timeout 90]
-# Prints `export SLURM_CONF=...` on its last line. docker-slurm/stop.sh ends exactly the
-# daemons this script started.
+#                              [--cred-expire 10] [--timeout 90] [--heartbeat PATH]
+#                              [--managed-default yes|no]
+# Prints `export SHOCKWAVE_HEARTBEAT=...` and, last, `export SLURM_CONF=...` (for eval).
+# The heartbeat file (default $STATE/heartbeat) is what the scheduler service writes;
+# job_submit.lua holds new managed jobs only while it is fresh. docker-slurm/stop.sh
+# ends exactly what this script started (the daemons and the cluster's jobs).
 set -euo pipefail
 
 NODES=4
@@ -17,6 +20,8 @@ CTLD_PORT=16817
 NODE_PORT_BASE=16900
 CRED_EXPIRE=10
 TIMEOUT=90
+HEARTBEAT=
+MANAGED_DEFAULT=yes
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
 
@@ -30,7 +35,9 @@ while [ $# -gt 0 ]; do
     --node-port-base) NODE_PORT_BASE="$2"; shift 2 ;;
     --cred-expire) CRED_EXPIRE="$2"; shift 2 ;;
     --timeout) TIMEOUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --heartbeat) HEARTBEAT="$2"; shift 2 ;;
+    --managed-default) MANAGED_DEFAULT="$2"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
@@ -40,12 +47,15 @@ for bin in slurmctld slurmd sinfo munged; do
 done
 [[ "$NODES" =~ ^[1-9][0-9]*$ ]] || die "--nodes must be a positive integer"
 [[ "$GPUS" =~ ^[1-9][0-9]*$ ]] || die "--gpus-per-node must be a positive integer"
+[[ "$MANAGED_DEFAULT" =~ ^(yes|no)$ ]] || die "--managed-default must be yes or no"
 if [ -f "$STATE/run/slurmctld.pid" ] && kill -0 "$(cat "$STATE/run/slurmctld.pid")" 2>/dev/null; then
   die "a cluster from $STATE is already running (docker-slurm/stop.sh --state-dir $STATE)"
 fi
 
 mkdir -p "$STATE"/{etc,run,log,ctld,dev,spool}
 STATE="$(cd "$STATE" && pwd)"
+HEARTBEAT="${HEARTBEAT:-$STATE/heartbeat}"
+[[ "$HEARTBEAT" =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "--heartbeat must be an absolute path of [A-Za-z0-9._/+-]"
 CONF="$STATE/etc/slurm.conf"
 HOST="$(hostname -s)"
 LAST=$((NODES))
@@ -98,7 +108,17 @@ fi
   echo "SelectType=select/cons_tres"
   echo "SelectTypeParameters=CR_Core"
   echo "GresTypes=gpu"
-  echo "PriorityType=priority/basic"
+  # multifactor, as etc/slurm.conf.shockwave: the planner's pinned priorities
+  # (scontrol update priority=) are not recalculated; other jobs age. No slurmdbd here,
+  # so no fair-share weight.
+  echo "PriorityType=priority/multifactor"
+  echo "PriorityWeightAge=1000"
+  echo "PriorityWeightPartition=1000"
+  echo "PriorityWeightJobSize=0"
+  echo "PriorityWeightQOS=0"
+  echo "PriorityWeightFairshare=0"
+  echo "PriorityMaxAge=00:10:00"  # a test cluster: age shows within minutes
+  echo "PriorityCalcPeriod=1"  # minutes: recalculated often, so pinning is observable
   echo "JobRequeue=1"
   echo "KillWait=10"
   echo "MinJobAge=300"
@@ -111,8 +131,9 @@ fi
   for ((n = 1; n <= NODES; n++)); do
     echo "NodeName=sw-node$n NodeHostname=sw-node$n NodeAddr=127.0.0.1 Port=$((NODE_PORT_BASE + n)) CPUs=16 RealMemory=64000 Gres=gpu:$GPUS State=UNKNOWN"
   done
-  echo "PartitionName=shockwave Nodes=$NODELIST Default=YES MaxTime=INFINITE State=UP"
-  echo "PartitionName=other Nodes=$NODELIST MaxTime=INFINITE State=UP"
+  if [ "$MANAGED_DEFAULT" = yes ]; then OTHER_DEFAULT=NO; else OTHER_DEFAULT=YES; fi
+  echo "PartitionName=shockwave Nodes=$NODELIST Default=${MANAGED_DEFAULT^^} MaxTime=INFINITE State=UP"
+  echo "PartitionName=other Nodes=$NODELIST Default=$OTHER_DEFAULT MaxTime=INFINITE State=UP"
 } > "$CONF"
 echo "NodeName=$NODELIST Name=gpu File=$STATE/dev/nvidia[0-$((GPUS - 1))]" > "$STATE/etc/gres.conf"
 # 24.x needs cgroup.conf to say there are no cgroups here; 22.05 knows no "disabled".
@@ -122,7 +143,16 @@ if [ "${SLURM_MAJOR:-0}" -ge 23 ]; then
 else
   rm -f "$STATE/etc/cgroup.conf"
 fi
-cp "$REPO/plugin_scripts/job_submit.lua" "$STATE/etc/job_submit.lua"
+# The plugin with this cluster's settings patched into its settings lines.
+IS_DEFAULT=false; [ "$MANAGED_DEFAULT" = yes ] && IS_DEFAULT=true
+sed -e "s|^SHOCKWAVE_PARTITION = .*|SHOCKWAVE_PARTITION = \"shockwave\"|" \
+    -e "s|^if SHOCKWAVE_IS_DEFAULT == nil then .*|SHOCKWAVE_IS_DEFAULT = $IS_DEFAULT|" \
+    -e "s|^SHOCKWAVE_HEARTBEAT = .*|SHOCKWAVE_HEARTBEAT = \"$HEARTBEAT\"|" \
+    "$REPO/plugin_scripts/job_submit.lua" > "$STATE/etc/job_submit.lua"
+for setting in "SHOCKWAVE_PARTITION = \"shockwave\"" "SHOCKWAVE_IS_DEFAULT = $IS_DEFAULT" \
+               "SHOCKWAVE_HEARTBEAT = \"$HEARTBEAT\""; do
+  grep -qxF "$setting" "$STATE/etc/job_submit.lua" || die "could not set '$setting' in job_submit.lua"
+done
 
 export SLURM_CONF="$CONF"
 slurmctld -f "$CONF"
@@ -140,5 +170,7 @@ while :; do
   fi
   sleep 1
 done
-echo "cluster up: $NODES nodes x $GPUS GPUs, partitions shockwave (default) and other; state in $STATE" >&2
+if [ "$MANAGED_DEFAULT" = yes ]; then DEF="shockwave (default) and other"; else DEF="shockwave and other (default)"; fi
+echo "cluster up: $NODES nodes x $GPUS GPUs, partitions $DEF; heartbeat $HEARTBEAT; state in $STATE" >&2
+echo "export SHOCKWAVE_HEARTBEAT=$HEARTBEAT"
 echo "export SLURM_CONF=$CONF"

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Stop the daemons docker-slurm/start.sh started (by their pid files), and munged if it
-# started that too. Leaves every other Slurm or munge process alone.
+# Stop everything docker-slurm/start.sh started from DIR: first the cluster's jobs
+# (scancel of each of its job ids, through its own slurm.conf), then its daemons (by
+# their pid files), then any slurmstepd left of THIS cluster (the ones whose environment
+# says SLURM_CONF=DIR/etc/slurm.conf) with their processes, and munged if start.sh
+# started that too. Leaves every other Slurm or munge process, and other clusters'
+# jobs, alone.
 #   docker-slurm/stop.sh [--state-dir DIR] [--purge]
 set -uo pipefail
 STATE=/tmp/shockwave-slurm
@@ -9,11 +13,44 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --state-dir) STATE="$2"; shift 2 ;;
     --purge) PURGE=1; shift ;;
-    -h|--help) sed -n '2,4p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "stop.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 [ -d "$STATE/run" ] || { echo "stop.sh: no cluster state in $STATE" >&2; exit 0; }
+STATE="$(cd "$STATE" && pwd)"
+CONF="$STATE/etc/slurm.conf"
+
+# This cluster's slurmstepd processes: their environment names this cluster's slurm.conf.
+cluster_stepds() {
+  local pid
+  for pid in $(pgrep -x slurmstepd); do
+    tr '\0' '\n' 2>/dev/null < "/proc/$pid/environ" | grep -qxF "SLURM_CONF=$CONF" && echo "$pid"
+  done
+}
+descendants() {
+  local child
+  for child in $(pgrep -P "$1"); do echo "$child"; descendants "$child"; done
+}
+
+# 1. the cluster's jobs, cancelled one by one through its own controller
+cancelled=0
+if [ -f "$CONF" ] && [ -f "$STATE/run/slurmctld.pid" ] && kill -0 "$(cat "$STATE/run/slurmctld.pid")" 2>/dev/null; then
+  ids="$(SLURM_CONF="$CONF" timeout 20 squeue -h -t all -o '%i %T' 2>/dev/null \
+         | awk '$2 !~ /^(COMPLETED|CANCELLED|FAILED|TIMEOUT|NODE_FAIL|PREEMPTED|BOOT_FAIL|DEADLINE|OUT_OF_MEMORY)$/ {print $1}' \
+         | sort -u)"
+  if [ -n "$ids" ]; then
+    # shellcheck disable=SC2086
+    SLURM_CONF="$CONF" timeout 20 scancel $ids 2>/dev/null
+    cancelled=$(echo "$ids" | wc -w)
+    for _ in $(seq 1 60); do  # KillWait is 10 s: SIGTERM, then SIGKILL
+      [ -z "$(cluster_stepds)" ] && break
+      sleep 0.5
+    done
+  fi
+fi
+
+# 2. the daemons
 pids=()
 for f in "$STATE"/run/slurmd-*.pid "$STATE/run/slurmctld.pid"; do
   [ -f "$f" ] || continue
@@ -31,5 +68,12 @@ for _ in $(seq 1 50); do
   [ $alive = 0 ] && break
   sleep 0.2
 done
+
+# 3. whatever of this cluster's job steps outlived its daemons, with their processes
+left=0
+for stepd in $(cluster_stepds); do
+  for pid in $(descendants "$stepd") "$stepd"; do kill -KILL "$pid" 2>/dev/null; done
+  left=$((left + 1))
+done
 [ "$PURGE" = 1 ] && rm -rf "$STATE"
-echo "stopped ${#pids[@]} daemon(s) from $STATE" >&2
+echo "stopped ${#pids[@]} daemon(s) from $STATE; cancelled $cancelled job(s); killed $left leftover slurmstepd(s)" >&2

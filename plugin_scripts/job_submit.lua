@@ -1,50 +1,76 @@
---[[ slurm-shockwave job_submit.lua (Slurm's job_submit/lua plugin; Lua 5.1).
+--[==[ slurm-shockwave job_submit.lua (Slurm's job_submit/lua plugin; Lua 5.1).
 
 For jobs in the managed partition: validate the adaptation hint given with
-`sbatch --comment "model=... bs=... epochs=... [mode=...] [signal=...] [grace=...]"`,
+`sbatch --comment "bs=... epochs=... [model=...] [mode=...] [signal=... [grace=...]]"`,
 reject a malformed one at submit time with a message naming the field, store the
-normalised hint in the admin-only comment (users cannot change it after submit), and
-hold the job so nothing starts before the planner decides.
+normalised hint in the admin-only comment (users cannot change it after submit), and,
+while the scheduler service is alive (its heartbeat file is fresh), hold the job so
+nothing starts before the planner decides. With no fresh heartbeat the job is not held:
+it runs under Slurm alone (fail-open).
 
-The grammar is the one in slurm_shockwave/slurm/hints.py (docs/hints.md); both run the
-cases in tests/data/hints.json. Other partitions pass through untouched.
-]]
+The grammar is the one in slurm_shockwave/slurm/hints.py (docs/hints.md), message for
+message; tests/test_hints.py runs both on the same cases and on random strings. Other
+partitions pass through untouched.
+]==]
 
+-- Settings: docker-slurm/start.sh and admins edit these lines.
 SHOCKWAVE_PARTITION = SHOCKWAVE_PARTITION or "shockwave"
--- A job that names no partition lands in the default one; say whether that is ours.
-SHOCKWAVE_IS_DEFAULT = (SHOCKWAVE_IS_DEFAULT == nil) and true or SHOCKWAVE_IS_DEFAULT
+-- Used only when the partition records Slurm passes say nothing about which partition is
+-- the default (a job that names no partition lands there): is that ours?
+if SHOCKWAVE_IS_DEFAULT == nil then SHOCKWAVE_IS_DEFAULT = false end
+-- Written by the scheduler service: "<unix_time> <stale_after_s>" on its first line.
+SHOCKWAVE_HEARTBEAT = SHOCKWAVE_HEARTBEAT or "/var/lib/slurm-shockwave/heartbeat"
 
 local MODELS = {
   resnet18 = "ResNet-18", resnet50 = "ResNet-50", transformer = "Transformer",
   lm = "LM", recommendation = "Recommendation",
 }
-local MODEL_LIST = "ResNet-18, ResNet-50, Transformer, LM, Recommendation"
 local KEYS = { model = true, bs = true, epochs = true, mode = true, signal = true, grace = true }
 local KEY_LIST = "model, bs, epochs, mode, signal, grace"
 local MODES = { static = true, accordion = true, gns = true }
 local SIGNALS = { USR1 = true, USR2 = true, TERM = true, INT = true, HUP = true }
+local MAX_BYTES = 1000
+-- ASCII whitespace only, spelt out (never %s, whose meaning follows the C locale).
+local WS = "[ \t\n\r\f\v]"
+local NOT_WS = "[^ \t\n\r\f\v]+"
 
-local function positive(value, upper)
-  if not string.match(value, "^[0-9]+$") then return nil end
+-- A value as it appears in a message: quoted when short printable ASCII.
+local function shown(value)
+  if #value >= 1 and #value <= 64 and string.match(value, "^[!-~]+$") then
+    return "'" .. value .. "'"
+  end
+  return "a value not shown (empty, too long or not printable ASCII)"
+end
+
+-- Plain ASCII digits, at most 7 of them (so tonumber never sees a float or a sign).
+local function integer(value, upper)
+  if not string.match(value, "^[0-9]+$") or #value > 7 then return nil end
   local n = tonumber(value)
-  if n < 1 or (upper and n > upper) then return nil end
+  if n < 1 or n > upper then return nil end
   return n
+end
+
+local function integer_problem(value, upper)
+  return "expected an integer from 1 to " .. upper .. ", got " .. shown(value)
 end
 
 -- Returns the normalised hint, or nil, field, problem.
 function shockwave_parse_hint(text)
-  local body = string.gsub(text or "", "^%s+", "")
-  body = string.gsub(body, "%s+$", "")
+  text = text or ""
+  if #text > MAX_BYTES then return nil, "hint", "longer than " .. MAX_BYTES .. " bytes" end
+  local body = string.gsub(text, "^" .. WS .. "+", "")
+  body = string.gsub(body, WS .. "+$", "")
   if string.sub(body, 1, 12) == "shockwave:v1" then
     body = string.sub(body, 13)
   elseif string.sub(body, 1, 10) == "shockwave:" then
     body = string.sub(body, 11)
   end
   local seen = {}
-  for token in string.gmatch(body, "%S+") do
-    local key, value = string.match(token, "^([a-z_]+)=(%S+)$")
+  for token in string.gmatch(body, NOT_WS) do
+    local key, value = string.match(token, "^([a-z_]+)=([!-~]+)$")
     if not key then
-      return nil, "hint", "expected key=value, got '" .. token .. "'"
+      return nil, "hint", "expected key=value (key a-z or _, value printable ASCII), got "
+                          .. shown(token)
     end
     if not KEYS[key] then
       return nil, key, "unknown key (known: " .. KEY_LIST .. ")"
@@ -52,58 +78,145 @@ function shockwave_parse_hint(text)
     if seen[key] then return nil, key, "given twice" end
     seen[key] = value
   end
-  for _, required in ipairs({ "model", "bs", "epochs" }) do
+  for _, required in ipairs({ "bs", "epochs" }) do
     if not seen[required] then return nil, required, "missing" end
   end
-  local model = MODELS[string.gsub(string.lower(seen.model), "[^a-z0-9]", "")]
-  if not model then
-    return nil, "model", "unknown model '" .. seen.model .. "' (known: " .. MODEL_LIST .. ")"
+  local model = seen.model or ""
+  if model ~= "" then
+    if #model > 64 or not string.match(model, "^[A-Za-z0-9][A-Za-z0-9._+%-]*$") then
+      return nil, "model", "expected a letter or digit then up to 63 letters, digits, "
+                           .. "'.', '_', '+' or '-', got " .. shown(model)
+    end
+    model = MODELS[string.gsub(string.lower(model), "[^a-z0-9]", "")] or model
   end
-  local bs = positive(seen.bs)
-  if not bs then return nil, "bs", "expected a positive integer, got '" .. seen.bs .. "'" end
-  local epochs = positive(seen.epochs)
-  if not epochs then
-    return nil, "epochs", "expected a positive integer, got '" .. seen.epochs .. "'"
-  end
+  local bs = integer(seen.bs, 1000000)
+  if not bs then return nil, "bs", integer_problem(seen.bs, 1000000) end
+  local epochs = integer(seen.epochs, 100000)
+  if not epochs then return nil, "epochs", integer_problem(seen.epochs, 100000) end
   local mode = seen.mode or "static"
   if not MODES[mode] then
-    return nil, "mode", "expected static, accordion or gns, got '" .. mode .. "'"
+    return nil, "mode", "expected static, accordion or gns, got " .. shown(mode)
   end
-  local signal = string.upper(seen.signal or "USR1")
-  if string.sub(signal, 1, 3) == "SIG" then signal = string.sub(signal, 4) end
-  if not SIGNALS[signal] then
-    return nil, "signal", "expected one of USR1, USR2, TERM, INT, HUP, got '" .. seen.signal .. "'"
+  local signal = nil
+  if seen.signal then
+    signal = string.upper(seen.signal)
+    if string.sub(signal, 1, 3) == "SIG" then signal = string.sub(signal, 4) end
+    if not SIGNALS[signal] then
+      return nil, "signal", "expected one of USR1, USR2, TERM, INT, HUP, got "
+                            .. shown(seen.signal)
+    end
   end
-  local grace = positive(seen.grace or "60", 3600)
-  if not grace then
-    return nil, "grace", "expected a positive integer from 1 to 3600, got '" .. seen.grace .. "'"
+  local grace = 60
+  if seen.grace then
+    if not signal then
+      return nil, "grace", "allowed only with signal= (the time the job gets after its "
+                           .. "checkpoint signal)"
+    end
+    grace = integer(seen.grace, 3600)
+    if not grace then return nil, "grace", integer_problem(seen.grace, 3600) end
   end
-  return string.format("shockwave:v1 model=%s bs=%d epochs=%d mode=%s signal=%s grace=%d",
-                       model, bs, epochs, mode, signal, grace)
+  local out = "shockwave:v1 "
+  if model ~= "" then out = out .. "model=" .. model .. " " end
+  out = out .. string.format("bs=%d epochs=%d mode=%s", bs, epochs, mode)
+  if signal then out = out .. string.format(" signal=%s grace=%d", signal, grace) end
+  return out
 end
 
-local function managed(job_desc)
-  local partition = job_desc.partition
-  if partition == nil or partition == "" then return SHOCKWAVE_IS_DEFAULT end
+-- Is the scheduler service alive? Its heartbeat file's first line is
+-- "<unix_time> <stale_after_s>". Anything missing, unreadable or odd means no.
+function shockwave_service_alive(path, now)
+  local ok, alive = pcall(function()
+    local f = io.open(path or SHOCKWAVE_HEARTBEAT, "r")
+    if not f then return false end
+    local head = f:read(64)
+    f:close()
+    if type(head) ~= "string" then return false end
+    local t, stale = string.match(head, "^([0-9]+) ([0-9]+)\r?\n")
+    if not t then t, stale = string.match(head, "^([0-9]+) ([0-9]+)$") end
+    if not t or #t > 12 or #stale > 12 then return false end
+    return (now or os.time()) - tonumber(t) <= tonumber(stale)
+  end)
+  return ok and alive == true
+end
+
+-- Does a job that names no partition land in ours? Slurm's partition records (only
+-- those the user may use) carry flag_default; without them, SHOCKWAVE_IS_DEFAULT.
+function shockwave_default_is_managed(part_list)
+  if type(part_list) == "table" then
+    local ours = part_list[SHOCKWAVE_PARTITION]
+    if ours ~= nil and ours.flag_default ~= nil then return ours.flag_default == 1 end
+    for name, part in pairs(part_list) do
+      if part.flag_default == 1 then return name == SHOCKWAVE_PARTITION end
+    end
+  end
+  return SHOCKWAVE_IS_DEFAULT == true
+end
+
+-- "managed", "other" or "mixed" (ours listed with others) for a partition list.
+function shockwave_partition_kind(partition, part_list)
+  if partition == nil or partition == "" then
+    return shockwave_default_is_managed(part_list) and "managed" or "other"
+  end
+  local ours, others = false, false
   for name in string.gmatch(partition, "[^,]+") do
-    if name == SHOCKWAVE_PARTITION then return true end
+    if name == SHOCKWAVE_PARTITION then ours = true else others = true end
   end
-  return false
+  if ours and others then return "mixed" end
+  return ours and "managed" or "other"
 end
 
-function slurm_job_submit(job_desc, part_list, submit_uid)
-  if not managed(job_desc) then return slurm.SUCCESS end
-  local normalised, field, problem = shockwave_parse_hint(job_desc.comment)
+-- The message goes to the user (sbatch prints it; scontrol update does not in 22.05, so
+-- it goes to slurmctld's log too, with the job id when there is one).
+local function reject(job_id, fmt, ...)
+  local msg = string.format(fmt, ...)
+  slurm.log_user("%s", msg)
+  slurm.log_info("%s%s", job_id and ("job " .. tostring(job_id) .. ": ") or "", msg)
+  return slurm.ERROR
+end
+
+local MIXED = "shockwave: the " .. SHOCKWAVE_PARTITION .. " partition cannot be combined "
+              .. "with other partitions; submit to it alone"
+
+-- Validate a managed job's hint into job_desc; returns slurm.SUCCESS or slurm.ERROR.
+local function admit(job_desc, comment, job_id)
+  local normalised, field, problem = shockwave_parse_hint(comment)
   if not normalised then
-    slurm.log_user("shockwave: bad hint in --comment: field '%s': %s", field, problem)
-    return slurm.ERROR
+    return reject(job_id, "shockwave: bad hint in --comment: field '%s': %s", field, problem)
   end
   job_desc.admin_comment = normalised
-  job_desc.priority = 0 -- held until the planner releases it
+  if shockwave_service_alive() then
+    job_desc.priority = 0 -- held until the planner releases it
+  else
+    slurm.log_info("shockwave: no fresh heartbeat at %s: job not held (fail-open)",
+                   SHOCKWAVE_HEARTBEAT)
+  end
   return slurm.SUCCESS
 end
 
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  local kind = shockwave_partition_kind(job_desc.partition, part_list)
+  if kind == "mixed" then return reject(nil, "%s", MIXED) end
+  if kind ~= "managed" then return slurm.SUCCESS end
+  return admit(job_desc, job_desc.comment)
+end
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  local was = shockwave_partition_kind(job_rec.partition, nil)
+  if job_desc.partition ~= nil and job_desc.partition ~= "" then
+    local kind = shockwave_partition_kind(job_desc.partition, part_list)
+    if kind == "mixed" then return reject(job_rec.job_id, "%s", MIXED) end
+    if kind == "managed" and was ~= "managed" then
+      -- moved into the managed partition: validated exactly as at submit
+      local comment = job_desc.comment
+      if comment == nil then comment = job_rec.comment end
+      return admit(job_desc, comment, job_rec.job_id)
+    end
+  end
+  if was == "managed" and job_desc.comment ~= nil and job_desc.comment ~= job_rec.comment then
+    return reject(job_rec.job_id, "shockwave: the hint (comment) of a job in the %s "
+                  .. "partition is fixed at submit; cancel and resubmit the job to change it",
+                  SHOCKWAVE_PARTITION)
+  end
   return slurm.SUCCESS
 end
 

@@ -1,20 +1,32 @@
-"""One set of hint cases against the Python parser and the Lua validator (real lua5.1,
-the Lua that Slurm's job_submit/lua plugin links on Debian)."""
+"""One hint language in the Python parser and the Lua validator (real lua5.1, the Lua
+that Slurm's job_submit/lua plugin links on Debian): the case file, random strings, and
+the Lua plugin's partition, modify and heartbeat logic with fake Slurm records."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.slurm.hints import parse_hint
+from slurm_shockwave.slurm.hints import Hint, parse_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = json.loads((ROOT / "tests" / "data" / "hints.json").read_text())
+SCRIPT = ROOT / "plugin_scripts" / "job_submit.lua"
+
+
+def _lua() -> str:
+    lua = shutil.which("lua5.1")
+    if lua is None:
+        pytest.skip("lua5.1 not installed (apt-get install lua5.1)")
+    return lua
 
 
 @pytest.mark.parametrize("case", CASES["good"], ids=lambda c: c["hint"][:40])
@@ -32,15 +44,30 @@ def test_python_rejects_naming_the_field(case: dict) -> None:
     assert str(err.value).startswith(f"hint: {case['field']}: ")
 
 
+def test_hint_interface() -> None:
+    hint = parse_hint("bs=4 epochs=2")
+    assert hint == Hint(bs=4, epochs=2) and hint.model == "" and hint.signal is None
+    assert hint.grace_s == 60
+    assert parse_hint("bs=4 epochs=2 signal=SIGusr2 grace=9").signal == "USR2"
+    assert parse_hint("model=gpt-neo bs=4 epochs=2").model == "gpt-neo"
+
+
 def _lua_results(hints: list[str]) -> list[str]:
-    lua = shutil.which("lua5.1")
-    if lua is None:
-        pytest.skip("lua5.1 not installed (apt-get install lua5.1)")
-    proc = subprocess.run([lua, str(ROOT / "tests" / "hint_check.lua"),
-                           str(ROOT / "plugin_scripts" / "job_submit.lua")],
-                          input="\n".join(hints) + "\n", capture_output=True, text=True,
-                          timeout=30, check=True)
-    return proc.stdout.splitlines()
+    """Each hint through the Lua parser, all in one lua5.1 process (hex lines)."""
+    payload = "".join(h.encode("utf-8", "surrogatepass").hex() + "\n" for h in hints)
+    proc = subprocess.run([_lua(), str(ROOT / "tests" / "hint_check.lua"), str(SCRIPT),
+                           "hex"], input=payload, capture_output=True, text=True,
+                          timeout=60, check=True)
+    out = proc.stdout.splitlines()
+    assert len(out) == len(hints), proc.stderr
+    return out
+
+
+def _python_result(text: str) -> str:
+    try:
+        return f"OK {parse_hint(text).normalised()}"
+    except InputError as err:
+        return f"ERR {err.field} {err.problem}"
 
 
 def test_lua_accepts_exactly_the_same_language() -> None:
@@ -49,8 +76,187 @@ def test_lua_accepts_exactly_the_same_language() -> None:
     out = _lua_results(good + bad)
     assert out[: len(good)] == [f"OK {c['normalised']}" for c in CASES["good"]]
     for line, case in zip(out[len(good):], CASES["bad"], strict=True):
-        kind, field, *problem = line.split(" ", 2)
+        kind, field, *_ = line.split(" ", 2)
         assert (kind, field) == ("ERR", case["field"]), (line, case)
-        with pytest.raises(InputError) as err:
-            parse_hint(case["hint"])
-        assert problem == [err.value.problem]  # the same words, not just the same field
+        assert line == _python_result(case["hint"])  # the same words, not just the field
+
+
+# -- random strings through both parsers -------------------------------------------------
+_VALUES = ["resnet18", "ResNet-50", "lm", "my.model+x", "-x", "32", "0", "007", "+5",
+           "1000000", "1000001", "100000", "3600", "3601", "gns", "static", "GNS",
+           "usr1", "SIGTERM", "sig", "kill", "=", "9.5", "1e3", "\u0669", "\u017f", ""]
+_KEYS = ["model", "bs", "epochs", "mode", "signal", "grace", "colour", "Bs", ""]
+_SEPS = [" ", "  ", "\t", "\n", "\r\n", "\f", "\v", "\u00a0", "\u2003", "\x00", "", "\u0085"]
+_token = st.one_of(
+    st.builds(lambda k, v: f"{k}={v}", st.sampled_from(_KEYS),
+              st.one_of(st.sampled_from(_VALUES), st.text("0123456789", min_size=1,
+                                                           max_size=30))),
+    st.text(min_size=0, max_size=12),
+    st.sampled_from(["shockwave:", "shockwave:v1", "shockwave:v2", "bs=32", "epochs=9"]),
+)
+_valid = st.lists(st.sampled_from(
+    ["model=resnet18", "model=Res.Net-50", "model=x1", "bs=32", "epochs=9", "mode=gns",
+     "mode=accordion", "signal=usr1", "signal=SIGHUP", "grace=120", "bs=7", "epochs=1"]),
+    max_size=7, unique=True).map(" ".join)
+_hint_text = st.one_of(
+    _valid,
+    _valid.map(lambda t: f"shockwave:v1 {t}"),
+    st.builds(lambda toks, seps: "".join(t + s for t, s in zip(toks, seps, strict=False)),
+              st.lists(_token, max_size=8), st.lists(st.sampled_from(_SEPS), min_size=8,
+                                                     max_size=8)),
+    st.text(max_size=60),
+    st.builds(lambda n, d: f"bs={d * n} epochs=1", st.integers(1, 30),
+              st.sampled_from(["1", "9", "0"])),
+)
+
+
+class _LuaParser:
+    """One lua5.1 process for all the random strings: one hex line in, one line out."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [_lua(), str(ROOT / "tests" / "hint_check.lua"), str(SCRIPT), "hex"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def __call__(self, text: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(text.encode("utf-8", "surrogatepass").hex() + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().rstrip("\n")
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def lua_parser() -> Iterator[_LuaParser]:
+    parser = _LuaParser()
+    yield parser
+    parser.close()
+
+
+@settings(max_examples=3000, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_hint_text)
+def test_random_strings_get_the_same_verdict_in_python_and_lua(lua_parser: _LuaParser,
+                                                               text: str) -> None:
+    """Same verdict, same field, same words and the same normal form, for anything."""
+    assert lua_parser(text) == _python_result(text)
+
+
+# -- the plugin's partition, modify and heartbeat logic, with fake Slurm records ----------
+_HARNESS = r"""
+logs = {}
+slurm = { SUCCESS = 0, ERROR = -1,
+  log_user = function(fmt, ...) table.insert(logs, string.format(fmt, ...)) end,
+  log_info = function() end }
+SHOCKWAVE_HEARTBEAT = arg[2]
+dofile(arg[1])
+local function part(default) return { flag_default = default } end
+local function show(rc, desc)
+  print(rc, tostring(desc.admin_comment), tostring(desc.priority), logs[#logs] or "")
+  logs = {}
+end
+"""
+
+
+def _run(body: str, heartbeat: Path) -> list[str]:
+    code = _HARNESS + body
+    script = heartbeat.parent / "case.lua"
+    script.write_text(code)
+    proc = subprocess.run([_lua(), str(script), str(SCRIPT), str(heartbeat)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+GOOD = "shockwave:v1 model=LM bs=10 epochs=3 mode=static"
+
+
+@pytest.mark.parametrize(("content", "held"), [
+    (None, False), ("", False), ("garbage\n", False), ("{now} 30\n", True),
+    ("{now} 30", True), ("{old} 30\n", False), ("-5 30\n", False),
+    ("{now} 30 extra\n", False), ("9" * 40 + " 30\n", False), ("{now}\n", False),
+    ("\x00\xff\n", False), ("{now} 30\r\nmore lines\n", True),
+])
+def test_lua_holds_only_with_a_fresh_heartbeat(tmp_path: Path, content: str | None,
+                                               held: bool) -> None:
+    import time
+    beat = tmp_path / "heartbeat"
+    if content is not None:
+        now = int(time.time())
+        beat.write_bytes(content.format(now=now, old=now - 100).encode("latin-1"))
+    out = _run("""
+local d = { partition = "shockwave", comment = "model=lm bs=10 epochs=3" }
+show(slurm_job_submit(d, { shockwave = part(1) }, 0), d)
+""", beat)
+    assert out == [f"0\t{GOOD}\t{0 if held else 'nil'}\t"]
+
+
+def test_lua_heartbeat_that_is_a_directory_is_not_alive(tmp_path: Path) -> None:
+    beat = tmp_path / "dir"
+    beat.mkdir()
+    out = _run('print(shockwave_service_alive())', beat)
+    assert out == ["false"]
+
+
+def test_lua_default_partition_and_lists(tmp_path: Path) -> None:
+    beat = tmp_path / "heartbeat"
+    out = _run("""
+local function submit(partition, parts, comment)
+  local d = { partition = partition, comment = comment or "model=lm bs=10 epochs=3" }
+  show(slurm_job_submit(d, parts, 0), d)
+end
+submit(nil, { shockwave = part(1), other = part(0) })       -- default is ours: managed
+submit(nil, { shockwave = part(0), other = part(1) })       -- not: untouched
+submit(nil, { shockwave = part(0), other = part(1) }, "x")  -- untouched, no hint needed
+submit(nil, { other = part(1) })                            -- ours not visible, other default
+SHOCKWAVE_IS_DEFAULT = true
+submit(nil, {})                                             -- no records: the setting
+SHOCKWAVE_IS_DEFAULT = false
+submit(nil, {})
+submit("other,shockwave", { shockwave = part(1) })
+submit("shockwave", { shockwave = part(0) }, "bs=x epochs=1")
+""", beat)
+    assert out == [
+        f"0\t{GOOD}\tnil\t", "0\tnil\tnil\t", "0\tnil\tnil\t", "0\tnil\tnil\t",
+        f"0\t{GOOD}\tnil\t", "0\tnil\tnil\t",
+        "-1\tnil\tnil\tshockwave: the shockwave partition cannot be combined with other "
+        "partitions; submit to it alone",
+        "-1\tnil\tnil\tshockwave: bad hint in --comment: field 'bs': expected an integer "
+        "from 1 to 1000000, got 'x'",
+    ]
+
+
+def test_lua_modify(tmp_path: Path) -> None:
+    import time
+    beat = tmp_path / "heartbeat"
+    beat.write_text(f"{int(time.time())} 60\n")
+    out = _run("""
+local parts = { shockwave = part(1), other = part(0) }
+local function modify(desc, rec) show(slurm_job_modify(desc, rec, parts, 0), desc) end
+modify({ partition = "shockwave" }, { partition = "other", comment = "model=lm bs=10 epochs=3" })
+modify({ partition = "shockwave" }, { partition = "other", comment = "bs=1 epochs=0" })
+modify({ partition = "shockwave", comment = "model=lm bs=10 epochs=3" },
+       { partition = "other", comment = "junk" })
+modify({ partition = "shockwave,other" }, { partition = "other", comment = "" })
+modify({ comment = "bs=2 epochs=2" }, { partition = "shockwave", comment = "bs=1 epochs=1" })
+modify({ comment = "bs=1 epochs=1" }, { partition = "shockwave", comment = "bs=1 epochs=1" })
+modify({ admin_comment = "x", priority = 5 }, { partition = "shockwave", comment = "a" })
+modify({ comment = "anything" }, { partition = "other", comment = "" })
+modify({ partition = "other" }, { partition = "shockwave", comment = "a" })
+modify({ partition = "shockwave" }, { partition = "shockwave", comment = "bad" })
+""", beat)
+    assert out == [
+        f"0\t{GOOD}\t0\t",
+        "-1\tnil\tnil\tshockwave: bad hint in --comment: field 'epochs': expected an "
+        "integer from 1 to 100000, got '0'",
+        f"0\t{GOOD}\t0\t",
+        "-1\tnil\tnil\tshockwave: the shockwave partition cannot be combined with other "
+        "partitions; submit to it alone",
+        "-1\tnil\tnil\tshockwave: the hint (comment) of a job in the shockwave partition "
+        "is fixed at submit; cancel and resubmit the job to change it",
+        "0\tnil\tnil\t", "0\tx\t5\t", "0\tnil\tnil\t", "0\tnil\tnil\t", "0\tnil\tnil\t",
+    ]

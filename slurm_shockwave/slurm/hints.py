@@ -1,15 +1,19 @@
 """Adaptation hints that researchers give at submission: ``sbatch --comment``.
 
-Grammar (docs/hints.md), one line of space-separated ``key=value`` pairs, optionally
-prefixed by ``shockwave:`` (``shockwave:v1`` in the normalised form):
+Grammar (docs/hints.md): ASCII ``key=value`` tokens separated by ASCII whitespace,
+optionally prefixed by ``shockwave:`` (``shockwave:v1`` in the normalised form):
 
-    model=<name> bs=<int> epochs=<int> [mode=static|accordion|gns]
-    [signal=USR1|USR2|TERM|INT|HUP] [grace=<seconds 1..3600>]
+    bs=<1..1000000> epochs=<1..100000> [model=<label>] [mode=static|accordion|gns]
+    [signal=USR1|USR2|TERM|INT|HUP [grace=<seconds 1..3600>]]
 
-``model`` takes the catalogue names, case-insensitively, with or without the dash
-(``resnet18`` = ``ResNet-18``, ``lm`` = ``LM``). Each key at most once; unknown keys are
-errors. ``plugin_scripts/job_submit.lua`` implements the same language; both run the
-cases in ``tests/data/hints.json``.
+``model`` is an optional free label; a catalogue name (case- and punctuation-insensitive,
+``resnet18`` = ``ResNet-18``) is normalised to the catalogue's spelling. No ``signal``
+means the job does not handle a checkpoint signal: it is preempted as Slurm does.
+``plugin_scripts/job_submit.lua`` implements the same language, message for message;
+both run the cases in ``tests/data/hints.json`` and a property test compares them.
+
+Only explicit ASCII classes are used here (never ``str.split()``, ``strip()`` without
+arguments, ``\\s`` or ``\\S``, which are Unicode-aware), so that Python and Lua agree.
 """
 
 from __future__ import annotations
@@ -24,67 +28,100 @@ from slurm_shockwave.workloads.catalog import MODELS
 PREFIX = "shockwave:v1"
 SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")
 KEYS = ("model", "bs", "epochs", "mode", "signal", "grace")
+MAX_BYTES = 1000
+_WS = " \t\n\r\f\v"
+_SPLIT = re.compile(r"[ \t\n\r\f\v]+")
+_TOKEN = re.compile(r"([a-z_]+)=([!-~]+)")
+_DIGITS = re.compile(r"[0-9]{1,7}")
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+\-]{0,63}")
+_SHOWN = re.compile(r"[!-~]{1,64}")
 _ALIASES = {re.sub(r"[^a-z0-9]", "", name.lower()): name for name in MODELS}
-_TOKEN = re.compile(r"^([a-z_]+)=(\S+)$")
-_INT = re.compile(r"^[0-9]+$")
 
 
 @dataclass(frozen=True)
 class Hint:
-    model: str
     bs: int
     epochs: int
+    model: str = ""
     mode: AdaptationMode = AdaptationMode.STATIC
-    signal: str = "USR1"
+    signal: str | None = None
+    """None: the job has not said it handles a checkpoint signal; preempt it as Slurm
+    does (requeue: SIGTERM, KillWait, SIGKILL)."""
     grace_s: int = 60
 
     def normalised(self) -> str:
-        return (f"{PREFIX} model={self.model} bs={self.bs} epochs={self.epochs} "
-                f"mode={self.mode.value} signal={self.signal} grace={self.grace_s}")
+        model = f"model={self.model} " if self.model else ""
+        text = f"{PREFIX} {model}bs={self.bs} epochs={self.epochs} mode={self.mode.value}"
+        if self.signal is not None:
+            text += f" signal={self.signal} grace={self.grace_s}"
+        return text
 
 
 def _bad(field: str, problem: str) -> InputError:
     return InputError(problem, source="hint", field=field)
 
 
-def _positive(field: str, value: str, upper: int | None = None) -> int:
-    if not _INT.match(value) or int(value) < 1 or (upper is not None and int(value) > upper):
-        limit = f" from 1 to {upper}" if upper else ""
-        raise _bad(field, f"expected a positive integer{limit}, got {value!r}")
+def _shown(value: str) -> str:
+    """A value as it appears in a message: quoted when short printable ASCII."""
+    if _SHOWN.fullmatch(value):
+        return f"'{value}'"
+    return "a value not shown (empty, too long or not printable ASCII)"
+
+
+def _integer(field: str, value: str, upper: int) -> int:
+    if _DIGITS.fullmatch(value) is None or not 1 <= int(value) <= upper:
+        raise _bad(field, f"expected an integer from 1 to {upper}, got {_shown(value)}")
     return int(value)
 
 
 def parse_hint(text: str) -> Hint:
     """Parse a hint; raise InputError naming the field on anything malformed."""
-    body = text.strip()
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise _bad("hint", f"longer than {MAX_BYTES} bytes")
+    body = text.strip(_WS)
     for prefix in (PREFIX, "shockwave:"):
         if body.startswith(prefix):
-            body = body[len(prefix):].strip()
+            body = body[len(prefix):]
             break
     seen: dict[str, str] = {}
-    for token in body.split():
-        m = _TOKEN.match(token)
+    for token in _SPLIT.split(body):
+        if not token:
+            continue
+        m = _TOKEN.fullmatch(token)
         if m is None:
-            raise _bad("hint", f"expected key=value, got {token!r}")
+            raise _bad("hint", f"expected key=value (key a-z or _, value printable ASCII), "
+                               f"got {_shown(token)}")
         key, value = m.groups()
         if key not in KEYS:
             raise _bad(key, f"unknown key (known: {', '.join(KEYS)})")
         if key in seen:
             raise _bad(key, "given twice")
         seen[key] = value
-    for required in ("model", "bs", "epochs"):
+    for required in ("bs", "epochs"):
         if required not in seen:
             raise _bad(required, "missing")
-    model = _ALIASES.get(re.sub(r"[^a-z0-9]", "", seen["model"].lower()))
-    if model is None:
-        raise _bad("model", f"unknown model {seen['model']!r} (known: {', '.join(MODELS)})")
+    model = seen.get("model", "")
+    if model:
+        if _LABEL.fullmatch(model) is None:
+            raise _bad("model", "expected a letter or digit then up to 63 letters, digits, "
+                                f"'.', '_', '+' or '-', got {_shown(model)}")
+        model = _ALIASES.get(re.sub(r"[^a-z0-9]", "", model.lower()), model)
+    bs = _integer("bs", seen["bs"], 1_000_000)
+    epochs = _integer("epochs", seen["epochs"], 100_000)
     mode_text = seen.get("mode", "static")
     if mode_text not in ("static", "accordion", "gns"):
-        raise _bad("mode", f"expected static, accordion or gns, got {mode_text!r}")
-    signal = seen.get("signal", "USR1").upper().removeprefix("SIG")
-    if signal not in SIGNALS:
-        raise _bad("signal", f"expected one of {', '.join(SIGNALS)}, got {seen['signal']!r}")
-    return Hint(model=model, bs=_positive("bs", seen["bs"]),
-                epochs=_positive("epochs", seen["epochs"]),
-                mode=AdaptationMode(mode_text), signal=signal,
-                grace_s=_positive("grace", seen.get("grace", "60"), upper=3600))
+        raise _bad("mode", f"expected static, accordion or gns, got {_shown(mode_text)}")
+    signal: str | None = None
+    if "signal" in seen:
+        signal = seen["signal"].upper().removeprefix("SIG")
+        if signal not in SIGNALS:
+            raise _bad("signal", f"expected one of {', '.join(SIGNALS)}, "
+                                 f"got {_shown(seen['signal'])}")
+    grace = 60
+    if "grace" in seen:
+        if signal is None:
+            raise _bad("grace", "allowed only with signal= (the time the job gets after "
+                                "its checkpoint signal)")
+        grace = _integer("grace", seen["grace"], 3600)
+    return Hint(bs=bs, epochs=epochs, model=model, mode=AdaptationMode(mode_text),
+                signal=signal, grace_s=grace)

@@ -106,7 +106,12 @@ class SlurmCluster:
     def _hint(self, job: SlurmJob) -> Hint | None:
         if job.job_id not in self._hints:
             try:
-                self._hints[job.job_id] = parse_hint(job.admin_comment or job.comment)
+                hint = parse_hint(job.admin_comment or job.comment)
+                if hint.model not in MODELS:  # a free label: no throughput to plan with
+                    raise InputError(f"model {hint.model or '(none)'} is not in the "
+                                     f"catalogue ({', '.join(MODELS)}); not planned",
+                                     source="hint", field="model")
+                self._hints[job.job_id] = hint
             except InputError as exc:
                 self.bad_hints[job.job_id] = str(exc)
                 return None
@@ -131,6 +136,9 @@ class SlurmCluster:
             ck = self._checkpointing.get(a.job_id)
             if ck is None:
                 hint = self._hints[a.job_id]
+                if hint.signal is None:  # no checkpoint signal: requeue as Slurm does
+                    requeue.append(a)
+                    continue
                 try:
                     self.backend.signal(a.job_id, hint.signal)
                 except SlurmError as exc:

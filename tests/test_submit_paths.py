@@ -1,0 +1,194 @@
+"""The ways a job reaches the managed partition, against the real local cluster
+(docker-slurm/start.sh): no -p (the default partition), a partition list, a later
+`scontrol update partition=`, a later comment change, and the fail-open heartbeat.
+
+Skipped with the reason when no cluster answers or SHOCKWAVE_HEARTBEAT (printed by
+start.sh) is unset; SHOCKWAVE_REQUIRE_SLURM=1 turns a missing cluster into a failure.
+Every test cancels its jobs and puts the heartbeat file back as it found it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob
+
+pytestmark = pytest.mark.slurm
+
+GOOD = "model=resnet18 bs=32 epochs=9 mode=gns"
+NORMALISED = "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=gns"
+WORKER = "#!/bin/sh\nwhile true; do sleep 1; done\n"
+
+
+@pytest.fixture(scope="module")
+def backend() -> CliBackend:
+    b = CliBackend()
+    try:
+        nodes = b.list_nodes()
+    except SlurmError as exc:
+        if os.environ.get("SHOCKWAVE_REQUIRE_SLURM"):
+            pytest.fail(f"no Slurm cluster: {exc}")
+        pytest.skip(f"no Slurm cluster (start docker-slurm/start.sh): {exc}")
+    assert nodes, "the cluster has no nodes"
+    return b
+
+
+class Heartbeat:
+    """The scheduler service's heartbeat file, as job_submit.lua reads it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fresh(self) -> None:
+        self.path.write_text(f"{int(time.time())} 3600\n")
+
+    def stale(self) -> None:
+        self.path.write_text(f"{int(time.time()) - 600} 30\n")
+
+    def missing(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def heartbeat(backend: CliBackend) -> Iterator[Heartbeat]:
+    name = os.environ.get("SHOCKWAVE_HEARTBEAT")
+    if not name:
+        pytest.skip("SHOCKWAVE_HEARTBEAT unset (start.sh prints it: eval its output)")
+    path = Path(name)
+    saved = path.read_bytes() if path.exists() else None
+    yield Heartbeat(path)
+    if saved is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_bytes(saved)
+
+
+@pytest.fixture
+def jobs(backend: CliBackend, tmp_path: Path) -> Iterator[Callable[..., int]]:
+    """Submit jobs that are cancelled when the test ends."""
+    script = tmp_path / "worker.sh"
+    script.write_text(WORKER)
+    script.chmod(0o755)
+    mine: list[int] = []
+
+    def submit(*args: str) -> int:
+        job_id = backend.submit(str(script), ["-o", "/dev/null", *args])
+        mine.append(job_id)
+        return job_id
+
+    yield submit
+    for job_id in mine:
+        with contextlib.suppress(SlurmError):
+            backend.cancel(job_id)
+
+
+def job(backend: CliBackend, job_id: int) -> SlurmJob:
+    return next(j for j in backend.list_jobs() if j.job_id == job_id)
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"condition not met within {timeout_s} s")
+
+
+def scontrol_update(job_id: int, *settings: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["scontrol", "update", f"jobid={job_id}", *settings],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def ctld_log() -> Path:
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    m = re.search(r"(?m)^SlurmctldLogFile\s*=\s*(\S+)", out)
+    assert m, "no SlurmctldLogFile in scontrol show config"
+    return Path(m.group(1))
+
+
+def managed_is_default() -> bool:
+    out = subprocess.run(["scontrol", "show", "partition", "shockwave"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    return "Default=YES" in out
+
+
+def test_no_partition_is_managed_iff_the_default_is(backend, jobs, heartbeat) -> None:
+    heartbeat.fresh()
+    jid = jobs("--gres=gpu:1", f"--comment={GOOD}")
+    j = job(backend, jid)
+    if managed_is_default():
+        assert j.partition == "shockwave" and j.held and j.priority == 0
+        assert j.admin_comment == NORMALISED
+        with pytest.raises(SlurmError, match="field 'epochs': expected an integer"):
+            jobs("--gres=gpu:1", "--comment=bs=32 epochs=0")
+    else:
+        assert j.partition != "shockwave" and j.admin_comment == ""
+
+
+def test_managed_partition_in_a_list_is_rejected(backend, jobs, heartbeat) -> None:
+    heartbeat.fresh()
+    with pytest.raises(SlurmError, match="cannot be combined with other partitions"):
+        jobs("-p", "other,shockwave", "--gres=gpu:1", f"--comment={GOOD}")
+    with pytest.raises(SlurmError, match="cannot be combined with other partitions"):
+        jobs("-p", "shockwave,other", "--gres=gpu:1", f"--comment={GOOD}")
+
+
+def test_moving_a_job_into_the_managed_partition_validates_it(backend, jobs,
+                                                              heartbeat) -> None:
+    heartbeat.fresh()
+    # pending for another reason than a hold (a begin time), so the hold is ours
+    bad = jobs("-p", "other", "--begin=now+3600", "--gres=gpu:1", "--comment=bs=abc epochs=9")
+    proc = scontrol_update(bad, "partition=shockwave")
+    assert proc.returncode != 0, proc.stdout
+    assert job(backend, bad).partition == "other"
+    pattern = f"job {bad}: shockwave: bad hint in --comment: field 'bs'"
+    wait_for(lambda: pattern in ctld_log().read_text(errors="replace"), 10)
+
+    good = jobs("-p", "other", "--begin=now+3600", "--gres=gpu:1", f"--comment={GOOD}")
+    assert not job(backend, good).held
+    proc = scontrol_update(good, "partition=shockwave")
+    assert proc.returncode == 0, proc.stderr
+    j = job(backend, good)
+    assert j.partition == "shockwave" and j.held and j.priority == 0
+    assert j.admin_comment == NORMALISED
+
+
+def test_the_hint_of_a_managed_job_cannot_change(backend, jobs, heartbeat) -> None:
+    heartbeat.fresh()
+    jid = jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}")
+    proc = scontrol_update(jid, "comment=bs=64 epochs=9")
+    assert proc.returncode != 0
+    j = job(backend, jid)
+    assert j.comment == GOOD and j.admin_comment == NORMALISED
+    assert scontrol_update(jid, "comment=" + GOOD).returncode == 0  # no change: fine
+    assert scontrol_update(jid, "timelimit=10").returncode == 0  # anything else passes
+
+
+@pytest.mark.parametrize("state", ["stale", "missing"])
+def test_without_a_fresh_heartbeat_jobs_run_under_slurm_alone(backend, jobs, heartbeat,
+                                                              state: str) -> None:
+    getattr(heartbeat, state)()
+    jid = jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}")
+    j = job(backend, jid)
+    assert not j.held and j.admin_comment == NORMALISED  # validated, not held
+    wait_for(lambda: job(backend, jid).state == "RUNNING", 30)
+    with pytest.raises(SlurmError, match="field 'bs'"):  # still validated
+        jobs("-p", "shockwave", "--gres=gpu:1", "--comment=bs=0 epochs=1")
+
+
+def test_with_a_fresh_heartbeat_jobs_are_held(backend, jobs, heartbeat) -> None:
+    heartbeat.fresh()
+    jid = jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}")
+    j = job(backend, jid)
+    assert j.state == "PENDING" and j.held and j.priority == 0
