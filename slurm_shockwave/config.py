@@ -2,6 +2,8 @@
 
 ```yaml
 simulator: {round_s: 120, restore_s: 20, deadline_factor: null}
+slurm: {partition: shockwave, round_s: 120, backend: cli, slurm_conf: null}
+service: {policy: shockwave, store: /var/lib/slurm-shockwave/state.db, retention_days: 14}
 policies:
   las: {queue_thresholds_gpu_s: [3600, 36000]}
   allox: {alpha: 0.2}
@@ -10,8 +12,10 @@ policies:
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,8 @@ import yaml
 
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.typed_config import build_config
-from slurm_shockwave.policies.registry import POLICIES
+from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.policies.registry import POLICIES, make_policy
 
 
 @dataclass(frozen=True)
@@ -40,10 +45,69 @@ class SimulatorConfig:
 
 
 @dataclass(frozen=True)
+class SlurmConfig:
+    """How the live commands reach Slurm and which partition they manage."""
+
+    partition: str = "shockwave"
+    round_s: float = 120.0
+    backend: str = "cli"
+    slurm_conf: str | None = None
+    prior_epoch_s: float = 600.0
+    """Epoch time of a job whose model the throughput table does not know and that has
+    no time limit, until it reports its own."""
+
+    def validate(self) -> tuple[str, str] | None:
+        if not self.partition or "," in self.partition:
+            return "partition", "must be one partition name"
+        if not (math.isfinite(self.round_s) and 1 <= self.round_s <= 86400):
+            return "round_s", "must be from 1 to 86400 seconds"
+        if self.backend not in ("cli", "pyslurm"):
+            return "backend", "must be cli or pyslurm"
+        if not (math.isfinite(self.prior_epoch_s) and self.prior_epoch_s > 0):
+            return "prior_epoch_s", "must be > 0"
+        return None
+
+
+def _default_heartbeat() -> str:
+    return os.environ.get("SHOCKWAVE_HEARTBEAT", "/var/lib/slurm-shockwave/heartbeat")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """The long-running service: its policy, store and fail-open heartbeat."""
+
+    policy: str = "shockwave"
+    store: str = "/var/lib/slurm-shockwave/state.db"
+    retention_days: float = 14.0
+    heartbeat: str = field(default_factory=_default_heartbeat)
+    """File job_submit.lua reads: new jobs are held only while it is fresh."""
+    stale_after_s: float = 0.0
+    """Heartbeat age after which new jobs run under Slurm alone (0: three rounds)."""
+    solver_time_limit_s: float = 1.5
+    """The service caps a policy's solver time limit at this, so a round of 2,000 jobs
+    fits in seconds (the simulator keeps the policy's own limit)."""
+
+    def validate(self) -> tuple[str, str] | None:
+        if self.policy not in POLICIES:
+            return "policy", f"unknown policy (known: {', '.join(POLICIES)})"
+        if not self.store:
+            return "store", "must be a file path"
+        if not (math.isfinite(self.retention_days) and self.retention_days > 0):
+            return "retention_days", "must be > 0"
+        if not (math.isfinite(self.stale_after_s) and self.stale_after_s >= 0):
+            return "stale_after_s", "must be >= 0"
+        if not (math.isfinite(self.solver_time_limit_s) and self.solver_time_limit_s > 0):
+            return "solver_time_limit_s", "must be > 0"
+        return None
+
+
+@dataclass(frozen=True)
 class Settings:
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
     policies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: str = ""
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    service: ServiceConfig = field(default_factory=ServiceConfig)
 
 
 def parse_settings(data: Any, *, source: str) -> Settings:
@@ -51,11 +115,13 @@ def parse_settings(data: Any, *, source: str) -> Settings:
         return Settings(source=source)
     if not isinstance(data, Mapping):
         raise InputError("expected a mapping at the top level", source=source, field="config")
-    unknown = sorted(set(data) - {"simulator", "policies"})
+    unknown = sorted(set(data) - {"simulator", "policies", "slurm", "service"})
     if unknown:
-        raise InputError("unknown section (known: policies, simulator)", source=source,
-                         field=unknown[0])
+        raise InputError("unknown section (known: policies, service, simulator, slurm)",
+                         source=source, field=unknown[0])
     sim = build_config(SimulatorConfig, data.get("simulator"), path="simulator", source=source)
+    slurm = build_config(SlurmConfig, data.get("slurm"), path="slurm", source=source)
+    service = build_config(ServiceConfig, data.get("service"), path="service", source=source)
     policies = data.get("policies") or {}
     if not isinstance(policies, Mapping):
         raise InputError("expected a mapping of policy name to settings", source=source,
@@ -65,7 +131,18 @@ def parse_settings(data: Any, *, source: str) -> Settings:
             raise InputError(f"unknown policy (known: {', '.join(POLICIES)})", source=source,
                              field=f"policies.{name}")
         POLICIES[name].from_mapping(section, source=source)  # validate now, fail early
-    return Settings(sim, dict(policies), source)
+    return Settings(sim, dict(policies), source, slurm, service)
+
+
+def live_policy(settings: Settings, name: str) -> Policy[Any]:
+    """The policy as configured, for live rounds: its solver time limit (if it has one)
+    capped at ``service.solver_time_limit_s``."""
+    section = dict(settings.policies.get(name) or {})
+    cls = POLICIES.get(name)
+    cap = settings.service.solver_time_limit_s
+    if cls is not None and "time_limit_s" in {f.name for f in fields(cls.Config)}:
+        section["time_limit_s"] = min(float(section.get("time_limit_s", cap)), cap)
+    return make_policy(name, section, source=settings.source)
 
 
 def load_settings(path: str | Path | None) -> Settings:

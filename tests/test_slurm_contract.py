@@ -28,6 +28,7 @@ def _backend(kind: str):
 
 
 @pytest.mark.slurm
+@pytest.mark.usefixtures("managed_heartbeat")
 @pytest.mark.parametrize("kind", ["cli", "pyslurm"])
 def test_backend_contract(kind: str, tmp_path) -> None:
     b = _backend(kind)

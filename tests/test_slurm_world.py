@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Action, ActionKind, Outcome
 from slurm_shockwave.slurm.fake import FakeSlurm
@@ -41,7 +43,7 @@ def running(jid: int, gpus: int = 1) -> SlurmJob:
 def test_observe_reads_managed_jobs_hints_and_usable_nodes() -> None:
     world, _, _ = cluster(held(1), running(2, 2), held(3, partition="other"),
                           SlurmJob(4, "bad", "bob", "shockwave", "PENDING", held=True,
-                                   comment="model=gpt bs=1 epochs=1"))
+                                   comment="model=gpt bs=0 epochs=1"))
     view = world.observe()
     assert [n.name for n in view.nodes] == ["n1"]  # n2 is drained
     jobs = {j.job_id: j for j in view.jobs}
@@ -49,7 +51,7 @@ def test_observe_reads_managed_jobs_hints_and_usable_nodes() -> None:
     assert jobs[1].phase == Phase.HELD and jobs[2].phase == Phase.RUNNING
     assert jobs[2].spec.model == "ResNet-18" and jobs[2].spec.num_epochs == 9
     assert jobs[2].gpus == 2 and len(jobs[2].gpu_slots) == 2
-    assert "model" in world.bad_hints[4]
+    assert "'bs'" in world.bad_hints[4] or "bs:" in world.bad_hints[4]
 
 
 def test_start_releases_then_pins_priority_in_plan_order() -> None:
@@ -125,3 +127,24 @@ def test_one_bad_job_does_not_block_a_batch() -> None:
     outcomes = {r.action.job_id: r.outcome for r in result.results}
     assert outcomes == {1: Outcome.REJECTED, 2: Outcome.APPLIED}
     assert "Invalid job id" in next(r.message for r in result.results if r.action.job_id == 1)
+
+
+def test_a_model_the_table_does_not_know_is_planned_from_a_prior() -> None:
+    limit = SlurmJob(5, "own", "bob", "shockwave", "PENDING", held=True, gpus=2,
+                     admin_comment="shockwave:v1 model=my-gpt bs=16 epochs=10 mode=static",
+                     time_limit_s=36000)
+    none = replace(limit, job_id=6, time_limit_s=0)
+    world, _, _ = cluster(limit, none)
+    jobs = {j.job_id: j for j in world.observe().jobs}
+    assert jobs[5].spec.model == "my-gpt" and jobs[5].progress.epoch_s == 3600.0
+    assert jobs[6].progress.epoch_s == 600.0  # slurm.prior_epoch_s
+
+
+def test_a_batch_size_the_table_lacks_takes_the_nearest_epoch_time() -> None:
+    odd = SlurmJob(7, "odd", "bob", "shockwave", "PENDING", held=True, gpus=1,
+                   admin_comment="shockwave:v1 model=ResNet-18 bs=33 epochs=10 mode=static")
+    near = replace(odd, job_id=8,
+                   admin_comment="shockwave:v1 model=ResNet-18 bs=32 epochs=10 mode=static")
+    world, _, _ = cluster(odd, near)
+    jobs = {j.job_id: j for j in world.observe().jobs}
+    assert jobs[7].progress.epoch_s == jobs[8].progress.epoch_s > 0

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.service.lock import AlreadyRunning
 from slurm_shockwave.slurm.protocol import SlurmError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -19,7 +20,7 @@ def one_line_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (InputError, ValueError, SlurmError) as exc:
+        except (InputError, ValueError, SlurmError, AlreadyRunning) as exc:
             click.echo(f"error: {exc}", err=True)
             raise SystemExit(2) from None
 

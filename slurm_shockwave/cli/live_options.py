@@ -1,30 +1,70 @@
-"""Options shared by the commands that talk to a live cluster, and the world they build."""
+"""Options shared by the commands that talk to a live cluster, and what they build.
+
+Each option defaults to the config file's ``slurm:``/``service:`` sections, so the
+service and the one-shot commands read the same settings.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import click
 
 from slurm_shockwave.clock import WallClock
+from slurm_shockwave.config import Settings, live_policy, load_settings
+from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.service.store import Store
+from slurm_shockwave.slurm.protocol import SlurmBackend
 from slurm_shockwave.slurm.pyslurm_backend import make_backend
-from slurm_shockwave.slurm.world import SlurmCluster
+from slurm_shockwave.slurm.world import IntentLog, SlurmCluster, table_progress
+from slurm_shockwave.workloads.bundled import bundled_table
 
 
 def live_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed((
-        click.option("--partition", default="shockwave", show_default=True,
-                     help="The managed partition."),
-        click.option("--slurm-conf", default=None, help="slurm.conf (default: $SLURM_CONF)."),
-        click.option("--backend", "kind", type=click.Choice(["cli", "pyslurm"]), default="cli",
-                     show_default=True),
+        click.option("--config", "config_path", default=None,
+                     help="YAML settings file (slurm:, service:, policies: sections)."),
+        click.option("--partition", default=None,
+                     help="The managed partition [config slurm.partition: shockwave]."),
+        click.option("--slurm-conf", default=None,
+                     help="slurm.conf [config slurm.slurm_conf, else $SLURM_CONF]."),
+        click.option("--backend", "kind", type=click.Choice(["cli", "pyslurm"]), default=None,
+                     help="How Slurm is reached [config slurm.backend: cli]."),
     )):
         fn = opt(fn)
     return fn
 
 
-def live_world(partition: str, slurm_conf: str | None, kind: str,
-               round_s: float = 120.0) -> SlurmCluster:
-    return SlurmCluster(make_backend(kind, slurm_conf=slurm_conf), WallClock(),
-                        partition=partition, round_s=round_s)
+@dataclass(frozen=True)
+class Live:
+    settings: Settings
+    backend: SlurmBackend
+
+    @property
+    def partition(self) -> str:
+        return self.settings.slurm.partition
+
+    def policy(self, name: str) -> Policy[Any]:
+        return live_policy(self.settings, name)
+
+    def store(self, path: str | None = None) -> Store:
+        svc = self.settings.service
+        return Store(path or svc.store, retention_s=svc.retention_days * 86400.0)
+
+    def world(self, intents: IntentLog | None = None) -> SlurmCluster:
+        s = self.settings.slurm
+        return SlurmCluster(self.backend, WallClock(), partition=s.partition, round_s=s.round_s,
+                            progress=table_progress(bundled_table("tacc"), s.prior_epoch_s),
+                            intents=intents)
+
+
+def live(config_path: str | None, partition: str | None, slurm_conf: str | None,
+         kind: str | None) -> Live:
+    settings = load_settings(config_path)
+    s = settings.slurm
+    s = replace(s, partition=partition or s.partition, slurm_conf=slurm_conf or s.slurm_conf,
+                backend=kind or s.backend)
+    settings = replace(settings, slurm=s)
+    return Live(settings, make_backend(s.backend, slurm_conf=s.slurm_conf))

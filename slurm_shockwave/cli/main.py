@@ -7,7 +7,8 @@ import click
 from slurm_shockwave import __version__
 from slurm_shockwave.cli.plan import plan
 from slurm_shockwave.cli.policies import policies
-from slurm_shockwave.cli.queue import queue
+from slurm_shockwave.cli.queue import explain, queue
+from slurm_shockwave.cli.serve import handback, serve
 from slurm_shockwave.cli.simulate import compare, simulate
 from slurm_shockwave.cli.trace import trace
 
@@ -24,3 +25,6 @@ cli.add_command(trace)
 cli.add_command(policies)
 cli.add_command(queue)
 cli.add_command(plan)
+cli.add_command(explain)
+cli.add_command(serve)
+cli.add_command(handback)

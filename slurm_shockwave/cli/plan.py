@@ -1,50 +1,72 @@
-"""``shockwave plan``: one planning round against the live cluster, dry run by default."""
+"""``shockwave plan``: one planning round against the live cluster, dry run by default.
+
+With ``--apply`` it is one round of the service: the same store (policy memory and the
+checkpoint intents that span rounds, so repeated calls complete a preemption) and the
+same lock, so it never runs beside ``shockwave serve``.
+"""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import click
 
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.cli.live_options import live_options, live_world
-from slurm_shockwave.config import load_settings
+from slurm_shockwave.cli.live_options import live, live_options
 from slurm_shockwave.engine.dry_run import DryRunActuator
-from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import run_round
-from slurm_shockwave.policies.registry import POLICIES, make_policy
+from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.tables import console, rows_table
+from slurm_shockwave.service.daemon import Service
+from slurm_shockwave.service.lock import ServiceLock
+from slurm_shockwave.service.records import job_rows
+from slurm_shockwave.slurm.world import MemoryIntents
 
 
 @click.command()
-@click.option("--policy", default="shockwave", show_default=True,
-              help=f"One of: {', '.join(POLICIES)}.")
-@click.option("--config", "config_path", default=None, help="YAML settings file.")
+@click.option("--policy", default=None, help=f"One of: {', '.join(POLICIES)} "
+              "[config service.policy: shockwave].")
 @live_options
+@click.option("--store", "store_path", default=None, help="State file [config service.store].")
 @click.option("--apply", "do_apply", is_flag=True,
               help="Carry the plan out in Slurm (default: only show it).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
 @one_line_errors
-def plan(policy: str, config_path: str | None, partition: str, slurm_conf: str | None,
-         kind: str, do_apply: bool, as_json: bool) -> None:
+def plan(policy: str | None, config_path: str | None, partition: str | None,
+         slurm_conf: str | None, kind: str | None, store_path: str | None, do_apply: bool,
+         as_json: bool) -> None:
     """Plan one round for the managed partition and show each job's action and reason."""
-    settings = load_settings(config_path)
-    chosen = make_policy(policy, settings.policies.get(policy), source=settings.source)
-    world = live_world(partition, slurm_conf, kind, settings.simulator.round_s)
-    actuator: Actuator = world if do_apply else DryRunActuator()
-    report = run_round(world, chosen, {}, actuator)
-    acted = {r.action.job_id: r for r in report.result.results}
-    rows = []
-    for jid, reason in sorted(report.reasons.items()):
-        r = acted.get(jid)
-        rows.append({"job_id": jid, "action": r.action.kind.value if r else "wait",
-                     "outcome": r.outcome.value if r else "", "message": r.message if r else "",
-                     "reason": str(reason)})
+    env = live(config_path, partition, slurm_conf, kind)
+    name = policy or env.settings.service.policy
+    chosen = env.policy(name)
+    path = store_path or env.settings.service.store
+    if do_apply:
+        with ServiceLock(path):
+            store = env.store(path)
+            service = Service(env.world(store), chosen, name, store,
+                              round_s=env.settings.slurm.round_s,
+                              heartbeat=env.settings.service.heartbeat,
+                              stale_after_s=env.settings.service.stale_after_s)
+            report = service.round_once().report
+            bad = service.world.bad_hints
+    else:  # read the store if there is one, write nothing anywhere
+        memory: dict[str, Any] = {}
+        world = env.world()
+        if Path(path).exists():
+            store = env.store(path)
+            memory = store.memory(name)
+            world = env.world(MemoryIntents(store.load_intents()))
+        report = run_round(world, chosen, memory, DryRunActuator())
+        bad = world.bad_hints
+    rows = [{"job_id": r.job_id, "action": r.action, "outcome": r.outcome,
+             "message": r.message, "reason": r.reason} for r in job_rows(report, bad)]
     if as_json:
         for row in rows:
             click.echo(json.dumps(row))
         return
     mode = "applied" if do_apply else "dry run (--apply to carry it out)"
-    console().print(rows_table(f"{partition}, policy {policy}: {mode}",
+    console().print(rows_table(f"{env.partition}, policy {name}: {mode}",
                                ("job", "action", "outcome", "message", "reason"),
                                [tuple(r.values()) for r in rows]))

@@ -1,37 +1,125 @@
-"""``shockwave queue``: the managed partition as the planner sees it."""
+"""``shockwave queue`` and ``shockwave explain``: the managed jobs now, and one job's story.
+
+``queue`` observes Slurm live (state, GPUs and where) and adds what the service's last
+round decided (predicted remaining time, estimated rho, rounds planned in the window,
+reason, action); ``explain`` reads a job's history from the store.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
+from pathlib import Path
 
 import click
 
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.cli.live_options import live_options, live_world
+from slurm_shockwave.cli.live_options import live, live_options
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.report.tables import console, rows_table
+from slurm_shockwave.service.records import where
+from slurm_shockwave.service.store import JobRow, Store
+from slurm_shockwave.slurm.world import MemoryIntents
+
+_COLUMNS = ("job", "user", "model", "state", "GPUs", "where", "epochs", "bs", "remaining", "rho",
+            "window", "reason")
+
+
+def _hms(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 @click.command()
 @live_options
+@click.option("--store", "store_path", default=None, help="State file [config service.store].")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
 @one_line_errors
-def queue(partition: str, slurm_conf: str | None, kind: str, as_json: bool) -> None:
-    """Show the managed partition's jobs with their hints, phase and GPUs."""
-    world = live_world(partition, slurm_conf, kind)
+def queue(config_path: str | None, partition: str | None, slurm_conf: str | None,
+          kind: str | None, store_path: str | None, as_json: bool) -> None:
+    """Each managed job: state, GPUs and where, epochs, batch size, predicted remaining
+    time, estimated rho, rounds planned in the window, and the last round's reason."""
+    env = live(config_path, partition, slurm_conf, kind)
+    path = store_path or env.settings.service.store
+    planned: dict[int, JobRow] = {}
+    intents = MemoryIntents()
+    if Path(path).exists():
+        store = env.store(path)
+        planned = store.jobs_now()
+        intents = MemoryIntents(store.load_intents())
+    world = env.world(intents)
     view = world.observe()
-    rows = [{"job_id": j.job_id, "user": j.spec.user, "phase": j.phase.value,
-             "gpus": j.gpus, "model": j.spec.model, "bs": j.spec.init_bs,
-             "mode": j.spec.mode.value, "epochs": j.spec.num_epochs}
-            for j in sorted(view.jobs, key=lambda j: j.job_id)]
-    bad = [{"job_id": jid, "bad_hint": msg} for jid, msg in sorted(world.bad_hints.items())]
+    rows: list[JobRow] = []
+    for j in sorted(view.jobs, key=lambda j: j.job_id):
+        last = planned.get(j.job_id)
+        rows.append(JobRow(
+            job_id=j.job_id, user=j.spec.user, model=j.spec.model, phase=j.phase.value,
+            gpus=j.gpus,
+            where=where(j.gpu_slots), epochs_done=j.progress.epochs_done,
+            epochs=j.spec.num_epochs, bs=j.progress.bs or j.spec.init_bs,
+            remaining_s=last.remaining_s if last else j.remaining_s_now,
+            rho=last.rho if last else None,
+            planned_rounds=last.planned_rounds if last else None,
+            reason=last.reason if last else "not planned yet",
+            action=last.action if last else "", outcome=last.outcome if last else "",
+            message=last.message if last else ""))
+    rows += [JobRow(job_id=jid, phase="not planned", reason=f"bad_hint({msg})")
+             for jid, msg in sorted(world.bad_hints.items())]
     if as_json:
-        for row in rows + bad:
-            click.echo(json.dumps(row))
+        for row in rows:
+            click.echo(json.dumps(asdict(row)))
         return
     out = console()
-    out.print(rows_table(f"{partition}: {len(rows)} jobs, {view.total_gpus} GPUs on "
-                         f"{len(view.nodes)} usable nodes",
-                         ("job", "user", "phase", "GPUs", "model", "bs", "mode", "epochs"),
-                         [tuple(r.values()) for r in rows]))
-    for b in bad:
-        out.print(f"job {b['job_id']}: not planned, {b['bad_hint']}")
+    out.print(rows_table(
+        f"{env.partition}: {len(view.jobs)} jobs, {view.total_gpus} GPUs free for it on "
+        f"{len(view.nodes)} nodes", _COLUMNS,
+        [(r.job_id, r.user, r.model, r.phase, r.gpus, r.where,
+          f"{r.epochs_done:g}/{r.epochs}", r.bs, _hms(r.remaining_s),
+          "-" if r.rho is None else f"{r.rho:.2f}",
+          "-" if r.planned_rounds is None else r.planned_rounds, r.reason) for r in rows]))
+
+
+@click.command()
+@click.argument("job_id", type=click.IntRange(1))
+@click.option("--config", "config_path", default=None, help="YAML settings file.")
+@click.option("--store", "store_path", default=None, help="State file [config service.store].")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@one_line_errors
+def explain(job_id: int, config_path: str | None, store_path: str | None,
+            as_json: bool) -> None:
+    """A job's history across rounds: each change of state, reason and action, and
+    every action with Slurm's answer."""
+    from slurm_shockwave.config import load_settings
+
+    settings = load_settings(config_path)
+    path = store_path or settings.service.store
+    if not Path(path).exists():
+        raise InputError("no store here (has the service run?)", source=path,
+                         field="service.store")
+    store = Store(path)
+    history = store.history(job_id)
+    actions = store.actions(job_id)
+    now = store.jobs_now().get(job_id)
+    intent = store.load_intents().get(job_id)
+    if not history and not actions:
+        raise InputError(f"job {job_id} is not in the store (never managed, or older than "
+                         "the retention)", source=path, field="job_id")
+    if as_json:
+        click.echo(json.dumps({"job_id": job_id, "now": asdict(now) if now else None,
+                               "history": history, "actions": actions,
+                               "checkpoint": asdict(intent) if intent else None}))
+        return
+    out = console()
+    out.print(rows_table(f"job {job_id}: history (a row when something changed)",
+                         ("round", "state", "GPUs", "where", "reason", "action", "outcome",
+                          "message"),
+                         [(h["round"], h["phase"], h["gpus"], h["where"], h["reason"],
+                           h["action"], h["outcome"], h["message"]) for h in history]))
+    out.print(rows_table(f"job {job_id}: actions", ("round", "action", "outcome", "message"),
+                         [(a["round"], a["kind"], a["outcome"], a["message"])
+                          for a in actions]))
+    if intent:
+        out.print(f"checkpoint: SIG{intent.signal} sent; requeue after its ack or at "
+                  f"{intent.deadline_s:.0f} (unix time)")
+    if now is not None:
+        out.print(f"now: {now.phase}, {now.reason}")

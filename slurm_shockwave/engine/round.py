@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from slurm_shockwave.engine.admission import admit
@@ -31,41 +32,69 @@ class RoundReport:
     result: ApplyResult
     reasons: dict[JobId, Reason]
     memory: Memory
+    view: ClusterView | None = None
+    """What the round saw (after admission): the service stores it for queue/explain."""
+    phase_s: dict[str, float] = field(default_factory=dict)
+    """Seconds spent in observe, plan (admit, policy, placement, diff) and apply."""
 
     @property
     def gpus_busy(self) -> int:
         return sum(len(a.gpu_slots) for a in self.actions if a.kind != ActionKind.PREEMPT)
 
 
+_STARTED = (ReasonCode.SCHEDULED, ReasonCode.BACKFILLED, ReasonCode.SOLVER_TIMEOUT_FALLBACK)
+_WAITING = (ReasonCode.WAITING_CAPACITY, ReasonCode.WAITING_FRAGMENTATION)
+
+
 def _reasons(view: ClusterView, plan: Plan, placement: Placement,
              rejected: dict[JobId, Reason]) -> dict[JobId, Reason]:
-    """Every observed job gets a reason: the policy's, else one derived from placement."""
+    """Every observed job gets the reason for what actually happens to it this round.
+
+    The policy's reason is kept only where it agrees with the outcome (a job placed to
+    start may read "backfilled"; one that keeps running never reads "preempted"; one that
+    waits never reads "scheduled" or "backfilled"); its detail survives either way.
+    """
     out = dict(rejected)
     for job in view.jobs:
         jid = job.job_id
         given = plan.reasons.get(jid)
+        detail = given.detail if given else ""
         if jid in placement.slots:
-            out[jid] = given or Reason(ReasonCode.KEPT_RUNNING if job.is_running
-                                       else ReasonCode.SCHEDULED)
+            if job.is_running:
+                out[jid] = Reason(ReasonCode.KEPT_RUNNING, detail)
+            else:
+                out[jid] = given if given and given.code in _STARTED else \
+                    Reason(ReasonCode.SCHEDULED, detail)
         elif jid in placement.fragmented:
             out[jid] = Reason(ReasonCode.WAITING_FRAGMENTATION, f"gpus={job.gpus}")
         elif job.is_running:
             out[jid] = (given if given and given.code.value.startswith("preempted")
-                        else Reason(ReasonCode.PREEMPTED_PRIORITY))
+                        else Reason(ReasonCode.PREEMPTED_PRIORITY, detail))
         else:
-            out[jid] = (given if given and given.code != ReasonCode.SCHEDULED
-                        else Reason(ReasonCode.WAITING_CAPACITY))
+            out[jid] = given if given and given.code in _WAITING else \
+                Reason(ReasonCode.WAITING_CAPACITY, detail)
     return out
 
 
+def _no_timer() -> float:
+    return 0.0
+
+
 def run_round(source: ClusterSource, policy: Policy[Any], memory: Memory,
-              actuator: Actuator) -> RoundReport:
+              actuator: Actuator, *, timer: Callable[[], float] = _no_timer) -> RoundReport:
+    """observe -> admit -> plan -> place -> diff -> apply; ``timer`` (a monotonic clock,
+    injected so the simulator reads none) times the phases."""
+    t0 = timer()
     view = source.observe()
+    t1 = timer()
     view, rejected = admit(view)
     planned = policy.plan(view, memory)
     placement = place(view, planned.plan)
     actions = diff(view, placement)
+    t2 = timer()
     result = actuator.apply(actions)
+    t3 = timer()
     return RoundReport(round_index=view.round_index, now_s=view.now_s, actions=tuple(actions),
                        result=result, reasons=_reasons(view, planned.plan, placement, rejected),
-                       memory=planned.memory)
+                       memory=planned.memory, view=view,
+                       phase_s={"observe": t1 - t0, "plan": t2 - t1, "apply": t3 - t2})

@@ -9,11 +9,18 @@ from slurm_shockwave.model.job import Job, JobId
 
 @dataclass(frozen=True, slots=True)
 class GpuNode:
+    """A node's GPUs that the managed partition may use.
+
+    ``indices`` are the real device indices where known (a live cluster: GPUs that jobs
+    of other partitions hold are left out); empty means ``0..gpus-1`` (simulation).
+    """
+
     name: str
     gpus: int
+    indices: tuple[int, ...] = ()
 
     def slots(self) -> tuple[str, ...]:
-        return tuple(f"{self.name}:{i}" for i in range(self.gpus))
+        return tuple(f"{self.name}:{i}" for i in (self.indices or range(self.gpus)))
 
 
 @dataclass(frozen=True, slots=True)

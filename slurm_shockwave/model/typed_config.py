@@ -41,6 +41,9 @@ def _coerce(value: Any, hint: Any, path: str, source: str) -> Any:
 def build_config(cls: type[T], data: Mapping[str, Any] | None, *, path: str = "",
                  source: str = "") -> T:
     """Validate ``data`` against the dataclass ``cls``; unknown keys are errors."""
+    if data is not None and not isinstance(data, Mapping):
+        raise InputError(f"expected a mapping of settings, got {data!r:.40}", source=source,
+                         field=path or "config")
     data = dict(data or {})
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]

@@ -5,19 +5,32 @@ we did last round. Only jobs of the managed partition are ever touched. Slurm's 
 encoded once, here, as the order of operations:
 
 - a held job rejects a priority update, so START is release, then priority (plan order,
-  highest first; a set priority stays pinned);
-- suspend keeps the GPUs, so PREEMPT is the job's checkpoint signal, then (after its
-  acknowledgement or its grace time, possibly rounds later: the action is deferred
-  meanwhile) requeue-hold; the requeued job waits cred_expire + 1 s before it may run;
+  highest first; a set priority stays pinned, also under priority/multifactor);
+- suspend keeps the GPUs, so PREEMPT frees them by requeue-hold. A job whose hint names a
+  checkpoint signal gets that signal first and is requeued after its acknowledgement or
+  its grace time, possibly rounds later (the action is deferred meanwhile); a job that
+  named no signal is requeued at once, as Slurm itself preempts (SIGTERM, KillWait,
+  SIGKILL), so no process that does not expect a signal dies of one;
+- the signal is an intent that spans rounds: it is written to the intent log *before* it
+  is sent (kube-scheduler's "assume"), so a restarted service never signals twice, and it
+  is confirmed by observation (the job left RUNNING or its restart count rose) or
+  forgotten when the plan keeps the job after all;
 - a managed job pending without the planner's approval (released by its owner) is held
   again, and so is every managed pending job the plan does not start; user holds become
   admin holds so owners cannot release them behind the planner's back.
+
+GPU slots are the real ones: ``<node>:<device index>`` from the job's allocation, and a
+node offers the planner only the GPUs no job of another partition (or unplanned job of
+this one) holds.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from slurm_shockwave.clock import Clock
 from slurm_shockwave.model.cluster import ClusterView, GpuNode
@@ -27,54 +40,136 @@ from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Action, ActionKind, ActionResult, ApplyResult, Outcome
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.slurm.hints import Hint, parse_hint
-from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob
+from slurm_shockwave.slurm.hostlist import expand_hostlist
+from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob, SlurmNode
 from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.catalog import MODELS
 from slurm_shockwave.workloads.profile import epoch_seconds
 
+log = logging.getLogger(__name__)
+
 ProgressFn = Callable[[SlurmJob, Hint], JobProgress]
-"""What the job reported of its progress (the service's store)."""
+"""What is known of a job's progress (the throughput table; later the job's reports)."""
 
 TOP_PRIORITY = 1_000_000
+"""Priorities the planner pins are TOP_PRIORITY - rank; hand-back unpins them."""
+
+PRIOR_EPOCH_S = 600.0
 
 
-def table_progress(table: ThroughputTable) -> ProgressFn:
+def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S) -> ProgressFn:
     """Before a job reports anything: no epochs done, epoch times from the throughput
-    table for its model and GPU count (what the simulator knows too)."""
+    table for its model and GPU count (what the simulator knows too).
+
+    A batch size the table lacks takes the nearest one's epoch time (never 0, which would
+    make a 5,000-epoch job look instant). A model the table does not know is planned from
+    a prior: its time limit spread over its epochs, else ``prior_epoch_s`` per epoch.
+    """
 
     def progress(job: SlurmJob, hint: Hint) -> JobProgress:
         gpus = max(job.gpus, 1)
-        known = tuple(sorted(
-            (bs, epoch_seconds(hint.model, bs, gpus, table))
-            for bs in {hint.bs, *MODELS[hint.model].batch_sizes, MODELS[hint.model].max_bs}
-            if table.has(hint.model, bs, gpus)))
-        durations = dict(known)
-        return JobProgress(bs=hint.bs, epoch_s=durations.get(hint.bs, 0.0),
-                           epoch_s_by_bs=known)
+        known: dict[int, float] = {}
+        info = MODELS.get(hint.model)
+        if info is not None:
+            known = {bs: epoch_seconds(hint.model, bs, gpus, table)
+                     for bs in {hint.bs, *info.batch_sizes, info.max_bs}
+                     if table.has(hint.model, bs, gpus)}
+        if not known:
+            limit = job.time_limit_s
+            return JobProgress(bs=hint.bs, epoch_s=limit / hint.epochs if limit > 0
+                               else prior_epoch_s,
+                               epoch_s_by_bs=((hint.bs, limit / hint.epochs if limit > 0
+                                               else prior_epoch_s),))
+        if hint.bs not in known:
+            nearest = min(known, key=lambda b: (abs(math.log(b / hint.bs)), b))
+            known[hint.bs] = known[nearest]
+        return JobProgress(bs=hint.bs, epoch_s=known[hint.bs],
+                           epoch_s_by_bs=tuple(sorted(known.items())))
 
     return progress
 
 
-@dataclass
-class _Checkpoint:
-    deadline_s: float
+@dataclass(frozen=True)
+class CheckpointIntent:
+    """A checkpoint signal sent at ``sent_s``; requeue after the ack or at ``deadline_s``."""
+
+    job_id: int
     signal: str
+    sent_s: float
+    deadline_s: float
+    restart_count: int
+    """The job's restart count when signalled: a higher one means it has been requeued."""
+
+
+class IntentLog(Protocol):
+    """Where intents that span rounds live (the service's store; memory for one-shots)."""
+
+    def load_intents(self) -> dict[int, CheckpointIntent]: ...
+    def record_intent(self, intent: CheckpointIntent) -> None:
+        """Durable before it returns: the signal is sent only after this."""
+        ...
+    def forget_intent(self, job_id: int) -> None: ...
+
+
+class MemoryIntents:
+    """Intents kept in this process only (one-shot and dry-run rounds; tests)."""
+
+    def __init__(self, initial: dict[int, CheckpointIntent] | None = None) -> None:
+        self._intents: dict[int, CheckpointIntent] = dict(initial or {})
+
+    def load_intents(self) -> dict[int, CheckpointIntent]:
+        return dict(self._intents)
+
+    def record_intent(self, intent: CheckpointIntent) -> None:
+        self._intents[intent.job_id] = intent
+
+    def forget_intent(self, job_id: int) -> None:
+        self._intents.pop(job_id, None)
+
+
+def job_slots(job: SlurmJob) -> tuple[str, ...]:
+    """The GPUs a running job holds, as ``node:index``. Without Slurm's per-node detail,
+    the job's GPUs are spread over its nodes from index 0 (stable from round to round)."""
+    if job.gpu_alloc:
+        return tuple(f"{node}:{i}" for node, idx in job.gpu_alloc for i in idx)
+    if not job.nodes or job.gpus <= 0:
+        return ()
+    try:
+        names = expand_hostlist(job.nodes)
+    except ValueError:
+        return ()
+    per = max(job.gpus // max(len(names), 1), 1)
+    return tuple(f"{node}:{i}" for node in names for i in range(per))[:job.gpus]
+
+
+def usable_gpus(node: SlurmNode, planned: set[int]) -> tuple[int, ...]:
+    """The node's GPU indices the planner may count: all but those held by jobs it does not
+    plan (other partitions sharing the node, or this partition's unplanned jobs)."""
+    if node.gpus_used_idx or not node.gpus_used:
+        others = set(node.gpus_used_idx) - planned
+    else:  # a count without indices: the others hold that many, outside our own
+        free = [i for i in reversed(range(node.gpus)) if i not in planned]
+        others = set(free[:max(node.gpus_used - len(planned), 0)])
+    return tuple(i for i in range(node.gpus) if i not in others)
 
 
 class SlurmCluster:
     def __init__(self, backend: SlurmBackend, clock: Clock, *, partition: str = "shockwave",
                  round_s: float = 120.0, progress: ProgressFn | None = None,
-                 acked: Callable[[int], bool] = lambda _job_id: False) -> None:
+                 acked: Callable[[int], bool] = lambda _job_id: False,
+                 intents: IntentLog | None = None, round_index: int = 0) -> None:
         self.backend = backend
         self.clock = clock
         self.partition = partition
         self.round_s = round_s
         self.progress = progress or table_progress(bundled_table("tacc"))
         self.acked = acked
-        self.round_index = 0
-        self._checkpointing: dict[int, _Checkpoint] = {}
+        self.intent_log: IntentLog = intents or MemoryIntents()
+        self.intents = self.intent_log.load_intents()
+        self.round_index = round_index
         self._jobs: dict[int, SlurmJob] = {}
         self._hints: dict[int, Hint] = {}
+        self._parsed: dict[int, tuple[str, Hint | str]] = {}
         self.bad_hints: dict[int, str] = {}
         self.rehold_failures: dict[int, str] = {}
 
@@ -83,91 +178,103 @@ class SlurmCluster:
         jobs = [j for j in self.backend.list_jobs(self.partition)
                 if j.partition == self.partition and j.state in ("PENDING", "RUNNING")]
         self._jobs = {j.job_id: j for j in jobs}
-        nodes = tuple(GpuNode(n.name, n.gpus) for n in self.backend.list_nodes()
-                      if n.usable and self.partition in n.partitions and n.gpus > 0)
-        views = []
+        self._sync_intents()
+        self.bad_hints = {}
+        views: list[Job] = []
         for j in jobs:
             hint = self._hint(j)
             if hint is None:
                 continue
-            phase = (Phase.CHECKPOINTING if j.job_id in self._checkpointing
+            phase = (Phase.CHECKPOINTING if j.job_id in self.intents
                      else Phase.RUNNING if j.state == "RUNNING"
                      else Phase.HELD if j.held else Phase.PENDING)
             spec = JobSpec(j.job_id, hint.model, hint.bs, max(j.gpus, 1), hint.mode,
                            float(j.submit_time), hint.epochs, user=j.user)
-            slots = tuple(f"{j.nodes}:{i}" for i in range(j.gpus)) if j.state == "RUNNING" \
-                else ()
+            slots = job_slots(j) if j.state == "RUNNING" else ()
             views.append(Job(spec, self.progress(j, hint), phase, slots))
+        self._parsed = {jid: v for jid, v in self._parsed.items() if jid in self._jobs}
+        self._hints = {jid: v for jid, v in self._hints.items() if jid in self._jobs}
+        planned: dict[str, set[int]] = {}
+        for v in views:
+            for slot in v.gpu_slots:
+                node, index = slot.rsplit(":", 1)
+                planned.setdefault(node, set()).add(int(index))
+        nodes = []
+        for n in self.backend.list_nodes():
+            if n.usable and self.partition in n.partitions and n.gpus > 0:
+                idx = usable_gpus(n, planned.get(n.name, set()))
+                if idx:
+                    nodes.append(GpuNode(n.name, len(idx), idx))
         view = ClusterView(now_s=self.clock.now(), round_index=self.round_index,
-                           round_s=self.round_s, nodes=nodes, jobs=tuple(views))
+                           round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views))
         self.round_index += 1
         return view
 
+    def _sync_intents(self) -> None:
+        """Passive sync: a checkpoint intent whose job left RUNNING, or was requeued and
+        restarted since, is confirmed and forgotten."""
+        for jid, ck in list(self.intents.items()):
+            job = self._jobs.get(jid)
+            if job is None or job.state != "RUNNING" or job.restart_count > ck.restart_count:
+                self._forget(jid)
+
     def _hint(self, job: SlurmJob) -> Hint | None:
-        if job.job_id not in self._hints:
+        """The job's validated hint; a bad one leaves that job to Slurm, never the round."""
+        text = job.admin_comment or job.comment
+        cached = self._parsed.get(job.job_id)
+        if cached is None or cached[0] != text:
             try:
-                hint = parse_hint(job.admin_comment or job.comment)
-                if hint.model not in MODELS:  # a free label: no throughput to plan with
-                    raise InputError(f"model {hint.model or '(none)'} is not in the "
-                                     f"catalogue ({', '.join(MODELS)}); not planned",
-                                     source="hint", field="model")
-                self._hints[job.job_id] = hint
+                parsed: Hint | str = parse_hint(text)
             except InputError as exc:
-                self.bad_hints[job.job_id] = str(exc)
-                return None
-        return self._hints[job.job_id]
+                parsed = str(exc)
+                log.warning("job %d: not planned: %s", job.job_id, exc)
+            cached = self._parsed[job.job_id] = (text, parsed)
+        if isinstance(cached[1], str):
+            self.bad_hints[job.job_id] = cached[1]
+            self._hints.pop(job.job_id, None)
+            return None
+        self._hints[job.job_id] = cached[1]
+        return cached[1]
 
     # -- Actuator -----------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> ApplyResult:
         now = self.clock.now()
         results: list[ActionResult] = []
         starts = [a for a in actions if a.kind == ActionKind.START]
-        preempts = [a for a in actions if a.kind == ActionKind.PREEMPT]
         approved = {a.job_id for a in actions if a.kind != ActionKind.PREEMPT}
 
-        # 1. preemption: signal now, requeue-hold once acknowledged or past the grace time
+        # 1. preemption: signal (if the job handles one) then requeue-hold. A checkpoint
+        # in flight from an earlier round (or an earlier process) goes on unless the plan
+        # now keeps or starts the job: the round's plan sees it as not running.
+        preempts = [a for a in actions if a.kind == ActionKind.PREEMPT]
+        named = {a.job_id for a in preempts}
+        preempts += [Action(ActionKind.PREEMPT, jid) for jid in sorted(self.intents)
+                     if jid not in approved and jid not in named]
         requeue: list[Action] = []
         for a in preempts:
-            job = self._jobs.get(a.job_id)
-            if job is None or job.state != "RUNNING":
-                self._checkpointing.pop(a.job_id, None)
-                results.append(ActionResult(a, Outcome.APPLIED, "no longer running"))
-                continue
-            ck = self._checkpointing.get(a.job_id)
-            if ck is None:
-                hint = self._hints[a.job_id]
-                if hint.signal is None:  # no checkpoint signal: requeue as Slurm does
-                    requeue.append(a)
-                    continue
-                try:
-                    self.backend.signal(a.job_id, hint.signal)
-                except SlurmError as exc:
-                    results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
-                    continue
-                ck = self._checkpointing[a.job_id] = _Checkpoint(now + hint.grace_s,
-                                                                 hint.signal)
-            if self.acked(a.job_id) or now >= ck.deadline_s:
+            outcome = self._preempt(a, now)
+            if outcome is None:
                 requeue.append(a)
             else:
-                results.append(ActionResult(a, Outcome.DEFERRED,
-                                            f"SIG{ck.signal} sent; requeue after ack or at "
-                                            f"+{ck.deadline_s - now:.0f}s"))
-        results += self._batch(requeue, lambda ids: self.backend.requeue(ids, hold=True))
-        for a in requeue:
-            self._checkpointing.pop(a.job_id, None)
+                results.append(outcome)
+        requeued = self._batch(requeue, lambda ids: self.backend.requeue(ids, hold=True))
+        for r in requeued:
+            if r.outcome == Outcome.APPLIED:
+                self._forget(r.action.job_id)
+        results += requeued
         # a job the plan keeps or restarts is no longer being checkpointed
-        for jid in list(self._checkpointing):
+        for jid in list(self.intents):
             if jid in approved:
-                self._checkpointing.pop(jid)
+                self._forget(jid)
 
         # 2. starts: release (held jobs reject priorities), then pin priorities in plan order
         to_release = [a for a in starts if (j := self._jobs.get(a.job_id)) and j.held]
         release_results = {r.action.job_id: r for r in
                            self._batch(to_release, self.backend.release)}
         for rank, a in enumerate(starts):
-            if a.job_id in release_results and release_results[a.job_id].outcome != \
-                    Outcome.APPLIED:
-                results.append(release_results[a.job_id])
+            released = release_results.get(a.job_id)
+            if released is not None and released.outcome != Outcome.APPLIED:
+                results.append(released)
                 continue
             job = self._jobs.get(a.job_id)
             if job is None:
@@ -191,19 +298,48 @@ class SlurmCluster:
                   if j.state == "PENDING" and j.job_id not in approved
                   and j.job_id in self._hints
                   and (not j.held or j.reason == "JobHeldUser")]
-        self.rehold_failures = {jid: err for jid, err in _each(rehold, self.backend.hold).items()
+        self.rehold_failures = {jid: err for jid, err in each_job(rehold, self.backend.hold).items()
                                 if err}
         return ApplyResult(tuple(results))
 
+    def _preempt(self, a: Action, now: float) -> ActionResult | None:
+        """None: requeue it now. Otherwise the result for this round (deferred, done)."""
+        job = self._jobs.get(a.job_id)
+        if job is None or job.state != "RUNNING":
+            self._forget(a.job_id)
+            return ActionResult(a, Outcome.APPLIED, "no longer running")
+        hint = self._hints[a.job_id]
+        ck = self.intents.get(a.job_id)
+        if ck is None:
+            if hint.signal is None:
+                return None  # the job handles no signal: preempt as Slurm does
+            ck = CheckpointIntent(a.job_id, hint.signal, now, now + hint.grace_s,
+                                  job.restart_count)
+            self.intent_log.record_intent(ck)
+            self.intents[a.job_id] = ck
+            try:
+                self.backend.signal(a.job_id, hint.signal)
+            except SlurmError as exc:
+                self._forget(a.job_id)
+                return ActionResult(a, Outcome.REJECTED, str(exc))
+        if self.acked(a.job_id) or now >= ck.deadline_s:
+            return None
+        return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} sent; requeue after ack or "
+                                                 f"at +{ck.deadline_s - now:.0f}s")
+
+    def _forget(self, job_id: int) -> None:
+        if self.intents.pop(job_id, None) is not None:
+            self.intent_log.forget_intent(job_id)
+
     def _batch(self, actions: Sequence[Action],
                call: Callable[[list[int]], None]) -> list[ActionResult]:
-        errors = _each([a.job_id for a in actions], call)
+        errors = each_job([a.job_id for a in actions], call)
         return [ActionResult(a, Outcome.REJECTED, err) if err else
                 ActionResult(a, Outcome.APPLIED) for a in actions
                 for err in (errors[a.job_id],)]
 
 
-def _each(job_ids: list[int], call: Callable[[list[int]], None]) -> dict[int, str | None]:
+def each_job(job_ids: list[int], call: Callable[[list[int]], None]) -> dict[int, str | None]:
     """One Slurm call for all; if it fails, one call each, so one bad job can neither
     block nor hide the others. Maps each job to Slurm's error, or None."""
     if not job_ids:
@@ -221,4 +357,3 @@ def _each(job_ids: list[int], call: Callable[[list[int]], None]) -> dict[int, st
         except SlurmError as exc:
             out[jid] = str(exc)
     return out
-

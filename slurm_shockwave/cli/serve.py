@@ -1,0 +1,93 @@
+"""``shockwave serve`` and ``shockwave handback``: run the service; give the partition back."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from slurm_shockwave.cli.errors import one_line_errors
+from slurm_shockwave.cli.live_options import live, live_options
+from slurm_shockwave.policies.registry import POLICIES
+from slurm_shockwave.service.daemon import Service
+from slurm_shockwave.service.handback import hand_back
+from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
+from slurm_shockwave.slurm.world import MemoryIntents
+
+log = logging.getLogger("shockwave.service")
+
+
+@click.command()
+@click.option("--policy", default=None, help=f"One of: {', '.join(POLICIES)} "
+              "[config service.policy: shockwave].")
+@live_options
+@click.option("--store", "store_path", default=None, help="State file [config service.store].")
+@click.option("--round-s", type=click.FloatRange(1, 86400), default=None,
+              help="Seconds per round [config slurm.round_s: 120].")
+@click.option("--dry-run", is_flag=True,
+              help="Plan and record every round; change nothing in Slurm, hold nothing.")
+@click.option("--rounds", type=click.IntRange(1), default=None,
+              help="Stop after this many rounds (default: until SIGTERM/SIGINT).")
+@one_line_errors
+def serve(policy: str | None, config_path: str | None, partition: str | None,
+          slurm_conf: str | None, kind: str | None, store_path: str | None,
+          round_s: float | None, dry_run: bool, rounds: int | None) -> None:
+    """Plan the managed partition every round, until SIGTERM or SIGINT (exit 0)."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    env = live(config_path, partition, slurm_conf, kind)
+    svc = env.settings.service
+    name = policy or svc.policy
+    chosen = env.policy(name)
+    path = store_path or svc.store
+    period = round_s or env.settings.slurm.round_s
+    with ServiceLock(path):
+        store = env.store(path)
+        world = env.world(MemoryIntents(store.load_intents()) if dry_run else store)
+        world.round_s = period
+        service = Service(world, chosen, name, store, round_s=period, dry_run=dry_run,
+                          heartbeat=svc.heartbeat, stale_after_s=svc.stale_after_s)
+        stop = threading.Event()
+
+        def on_signal(signum: int, _frame: Any) -> None:
+            log.info("%s: finishing the current round, then exiting",
+                     signal.Signals(signum).name)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        log.info("shockwave serve: policy %s, partition %s, backend %s, round %g s, store %s, "
+                 "heartbeat %s%s", name, env.partition, env.settings.slurm.backend, period,
+                 path, "none (dry run)" if dry_run else
+                 f"{svc.heartbeat} (stale after {service.stale_after_s:g} s)",
+                 ", DRY RUN" if dry_run else "")
+        done = service.run(stop, max_rounds=rounds)
+        log.info("stopped after %d rounds", done)
+
+
+@click.command()
+@live_options
+@click.option("--store", "store_path", default=None, help="State file [config service.store].")
+@one_line_errors
+def handback(config_path: str | None, partition: str | None, slurm_conf: str | None,
+             kind: str | None, store_path: str | None) -> None:
+    """Hand the managed partition back to Slurm: new jobs are no longer held at submit,
+    every job the service holds is released and the priorities it pinned are unpinned.
+    Stop the service first (it would take the partition again)."""
+    env = live(config_path, partition, slurm_conf, kind)
+    path = store_path or env.settings.service.store
+    if ServiceLock(path).held_elsewhere():
+        raise AlreadyRunning(f"the service is running (lock {path}.lock): stop it first, "
+                             "e.g. systemctl stop slurm-shockwave")
+    result = hand_back(env.backend, env.partition, env.settings.service.heartbeat)
+    click.echo(f"{env.partition}: handed back to Slurm; released {len(result.released)} held "
+               f"jobs, unpinned {len(result.unpinned)} priorities; heartbeat "
+               f"{env.settings.service.heartbeat} removed")
+    for jid, err in sorted(result.errors.items()):
+        click.echo(f"job {jid}: {err}", err=True)
+    if result.errors:
+        raise SystemExit(1)

@@ -1,0 +1,1 @@
+"""The long-running scheduler service: the round loop, its store, lock and heartbeat."""

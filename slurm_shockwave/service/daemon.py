@@ -1,0 +1,133 @@
+"""The service loop: observe -> run_round -> one store transaction -> sleep to the boundary.
+
+Shaped after Nomad's worker (one plan per snapshot; a partial commit is simply
+re-observed next round, since observation is level-triggered) and Ray autoscaler v2's
+reconciler (the world's passive sync of checkpoint intents, then the active steps, with
+a versioned write). A round that fails (Slurm unreachable, or a bug) writes nothing: it
+is logged (once per outage for Slurm) and retried with backoff; the loop never dies of it.
+Rounds never overlap: one thread, and a round that overruns is followed at once by the
+next.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from slurm_shockwave.engine.dry_run import DryRunActuator
+from slurm_shockwave.engine.ports import Actuator
+from slurm_shockwave.engine.round import RoundReport, run_round
+from slurm_shockwave.model.plan import Memory
+from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.service.heartbeat import write_heartbeat
+from slurm_shockwave.service.records import action_rows, job_rows, round_record
+from slurm_shockwave.service.store import RoundRecord, Store
+from slurm_shockwave.slurm.protocol import SlurmError
+from slurm_shockwave.slurm.world import SlurmCluster
+
+log = logging.getLogger("shockwave.service")
+
+
+@dataclass(frozen=True)
+class RoundDone:
+    report: RoundReport
+    record: RoundRecord
+    round_id: int
+
+
+class Service:
+    def __init__(self, world: SlurmCluster, policy: Policy[Any], policy_name: str,
+                 store: Store, *, round_s: float, dry_run: bool = False,
+                 heartbeat: str | None = None, stale_after_s: float = 0.0,
+                 timer: Callable[[], float] = time.monotonic) -> None:
+        self.world = world
+        self.policy = policy
+        self.policy_name = policy_name
+        self.store = store
+        self.round_s = round_s
+        self.dry_run = dry_run
+        self.actuator: Actuator = DryRunActuator() if dry_run else world
+        self.heartbeat = None if dry_run else heartbeat
+        self.stale_after_s = stale_after_s or 3 * round_s
+        self.timer = timer
+        self.memory: Memory = store.memory(policy_name)
+        world.round_index = store.next_round_index()
+
+    def round_once(self) -> RoundDone:
+        """One whole round; raises (and writes nothing) if it cannot finish."""
+        read_id = self.store.last_round_id()
+        start = self.timer()
+        report = run_round(self.world, self.policy, self.memory, self.actuator,
+                           timer=self.timer)
+        before_persist = self.timer()
+        phase_s = {**report.phase_s, "persist": 0.0}
+        record = round_record(report, policy=self.policy_name, dry_run=self.dry_run,
+                              phase_s=phase_s)
+        round_id = self.store.save_round(record, job_rows(report, self.world.bad_hints),
+                                         action_rows(report), report.memory,
+                                         read_round_id=read_id)
+        self.memory = report.memory
+        end = self.timer()
+        phase_s.update(persist=end - before_persist, total=end - start)
+        self.store.set_timings(round_id, phase_s)
+        if self.heartbeat:
+            write_heartbeat(self.heartbeat, report.now_s, self.stale_after_s)
+        return RoundDone(report, RoundRecord(**{**record.__dict__, "phase_s": phase_s}),
+                         round_id)
+
+    def run(self, stop: threading.Event, *, max_rounds: int | None = None,
+            on_round: Callable[[RoundDone], None] | None = None) -> int:
+        """Plan rounds until ``stop`` is set (SIGTERM/SIGINT) or ``max_rounds`` are done;
+        the round in progress always finishes. Returns the rounds completed."""
+        done = 0
+        backoff = 0.0
+        outage_since: float | None = None
+        boundary = self.timer()
+        while not stop.is_set() and (max_rounds is None or done < max_rounds):
+            try:
+                result = self.round_once()
+            except SlurmError as exc:
+                if outage_since is None:
+                    outage_since = self.timer()
+                    log.error("Slurm unreachable: %s; retrying with backoff", exc)
+                backoff = min(max(2 * backoff, 1.0), self.round_s)
+                stop.wait(backoff)
+                continue
+            except Exception:  # a bug: log it whole, keep the cluster scheduled
+                log.exception("round failed; nothing of it was written; retrying")
+                backoff = min(max(2 * backoff, 1.0), self.round_s)
+                stop.wait(backoff)
+                continue
+            if outage_since is not None:
+                log.warning("Slurm reachable again after %.0f s",
+                            self.timer() - outage_since)
+                outage_since = None
+            backoff = 0.0
+            done += 1
+            self._log_round(result)
+            if on_round is not None:
+                on_round(result)
+            boundary += self.round_s
+            now = self.timer()
+            if now >= boundary:
+                boundary = now  # overran: the next round starts at once
+            elif max_rounds is None or done < max_rounds:
+                stop.wait(boundary - now)
+        return done
+
+    def _log_round(self, done: RoundDone) -> None:
+        r, p = done.record, done.record.phase_s
+        text = (f"round {r.round_index}: {r.jobs} jobs, applied {r.applied}, rejected "
+                f"{r.rejected}, deferred {r.deferred}, solver {r.solver_status or '-'} gap "
+                f"{'-' if r.solver_gap is None else f'{r.solver_gap:.2g}'}; observe "
+                f"{p['observe']:.2f}s plan {p['plan']:.2f}s apply {p['apply']:.2f}s persist "
+                f"{p['persist']:.2f}s")
+        if p["total"] > self.round_s:
+            log.warning("%s: overran the %.0f s round (%.1f s)", text, self.round_s,
+                        p["total"])
+        else:
+            log.info(text)

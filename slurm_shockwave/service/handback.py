@@ -1,0 +1,41 @@
+"""Handing the managed partition back to Slurm: what an admin runs when the service goes.
+
+Removes the heartbeat (new jobs are no longer held at submit), releases every managed
+job the service holds, and unpins the priorities it set (a hold-release pair makes
+Slurm compute the job's priority afresh, under basic and multifactor alike).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from slurm_shockwave.service.heartbeat import remove_heartbeat
+from slurm_shockwave.slurm.hints import PREFIX
+from slurm_shockwave.slurm.protocol import SlurmBackend
+from slurm_shockwave.slurm.world import TOP_PRIORITY, each_job
+
+PINNED_BAND = 100_000
+"""Priorities in (TOP_PRIORITY - PINNED_BAND, TOP_PRIORITY] are the planner's."""
+
+
+@dataclass(frozen=True)
+class HandBack:
+    released: tuple[int, ...]
+    unpinned: tuple[int, ...]
+    errors: dict[int, str] = field(default_factory=dict)
+
+
+def hand_back(backend: SlurmBackend, partition: str, heartbeat: str) -> HandBack:
+    remove_heartbeat(heartbeat)
+    pending = [j for j in backend.list_jobs(partition)
+               if j.partition == partition and j.state == "PENDING"
+               and j.admin_comment.startswith(PREFIX)]
+    held = [j.job_id for j in pending if j.held]
+    pinned = [j.job_id for j in pending
+              if not j.held and TOP_PRIORITY - PINNED_BAND < j.priority <= TOP_PRIORITY]
+    errors = {jid: err for jid, err in each_job(pinned, backend.hold).items() if err}
+    errors.update({jid: err for jid, err in
+                   each_job(held + [j for j in pinned if j not in errors],
+                            backend.release).items() if err})
+    return HandBack(tuple(j for j in held if j not in errors),
+                    tuple(j for j in pinned if j not in errors), errors)

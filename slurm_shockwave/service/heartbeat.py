@@ -1,0 +1,40 @@
+"""The fail-open heartbeat: job_submit.lua holds new jobs only while this file is fresh.
+
+One line, ``<unix time> <stale after s>``, written atomically (temporary file, rename)
+after every round that reached Slurm. If the service stops, the file ages and new jobs
+run under Slurm alone; ``shockwave handback`` removes it at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+
+def write_heartbeat(path: str | Path, now_s: float, stale_after_s: float) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    tmp.write_text(f"{int(now_s)} {int(stale_after_s)}\n", encoding="ascii")
+    tmp.chmod(0o644)  # slurmctld (SlurmUser) reads it
+    os.replace(tmp, target)
+
+
+def read_heartbeat(path: str | Path) -> tuple[int, int] | None:
+    """(written at, stale after) or None when missing or malformed."""
+    try:
+        first = Path(path).read_text(encoding="ascii").split("\n", 1)[0].split()
+        return int(first[0]), int(first[1])
+    except (OSError, ValueError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def heartbeat_fresh(path: str | Path, now_s: float) -> bool:
+    beat = read_heartbeat(path)
+    return beat is not None and now_s - beat[0] <= beat[1]
+
+
+def remove_heartbeat(path: str | Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        Path(path).unlink()

@@ -1,0 +1,58 @@
+"""One service instance at a time: an exclusive flock that dies with the process."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from types import TracebackType
+
+
+class AlreadyRunning(RuntimeError):
+    """Another process holds the store's lock."""
+
+
+class ServiceLock:
+    """``flock`` on ``<store>.lock``: the kernel drops it when the process dies, even on
+    kill -9, so a crashed service never blocks its restart."""
+
+    def __init__(self, store_path: str) -> None:
+        self.path = Path(f"{store_path}.lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> ServiceLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise AlreadyRunning(f"another shockwave service holds {self.path} "
+                                 f"(pid {holder}); one instance at a time") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def held_elsewhere(self) -> bool:
+        """True if a live process holds the lock (for commands that must not race it)."""
+        try:
+            self.acquire()
+        except AlreadyRunning:
+            return True
+        self.release()
+        return False
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> ServiceLock:
+        return self.acquire()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()

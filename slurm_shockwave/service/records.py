@@ -1,0 +1,71 @@
+"""What a round leaves in the store, made from its report: plain functions, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from slurm_shockwave.engine.round import RoundReport
+from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
+from slurm_shockwave.service.store import JobRow, RoundRecord
+
+
+def where(slots: tuple[str, ...]) -> str:
+    """``n1:0,n1:1,n2:0`` -> ``n1[0-1] n2[0]``: nodes and device indices, short."""
+    by_node: dict[str, list[str]] = {}
+    for slot in slots:
+        node, idx = slot.rsplit(":", 1)
+        by_node.setdefault(node, []).append(idx)
+    return " ".join(f"{node}[{','.join(idx)}]" for node, idx in by_node.items())
+
+
+def solver_summary(memory: Mapping[str, Any]) -> tuple[str | None, float | None]:
+    """The status and gap of the window program the policy's memory holds, if any."""
+    plan = memory.get("plan")
+    solve = plan.get("solve") if isinstance(plan, Mapping) else None
+    if not isinstance(solve, Mapping):
+        return None, None
+    gap = solve.get("gap")
+    return str(solve.get("status")), float(gap) if isinstance(gap, (int, float)) else None
+
+
+def job_rows(report: RoundReport, bad_hints: Mapping[int, str]) -> list[JobRow]:
+    """One row per managed job the round saw, with what was decided and what Slurm said."""
+    plan = report.memory.get("plan")
+    rho = plan.get("rho", {}) if isinstance(plan, Mapping) else {}
+    per_job = plan.get("per_job", {}) if isinstance(plan, Mapping) else {}
+    acted = {r.action.job_id: r for r in report.result.results}
+    rows = []
+    for job in report.view.jobs if report.view else ():
+        jid = job.job_id
+        r = acted.get(jid)
+        rows.append(JobRow(
+            job_id=jid, user=job.spec.user, model=job.spec.model, phase=job.phase.value,
+            gpus=job.gpus,
+            where=where(job.gpu_slots), epochs_done=round(job.progress.epochs_done, 3),
+            epochs=job.spec.num_epochs, bs=job.progress.bs or job.spec.init_bs,
+            remaining_s=round(job.remaining_s_now, 1),
+            rho=rho.get(str(jid)), planned_rounds=per_job.get(str(jid)),
+            reason=str(report.reasons.get(jid, "")),
+            action=r.action.kind.value if r else "wait",
+            outcome=r.outcome.value if r else "", message=r.message if r else ""))
+    rows += [JobRow(job_id=jid, reason=f"{ReasonCode.BAD_HINT.value}({msg})",
+                    phase="not planned") for jid, msg in sorted(bad_hints.items())]
+    return rows
+
+
+def round_record(report: RoundReport, *, policy: str, dry_run: bool,
+                 phase_s: Mapping[str, float]) -> RoundRecord:
+    status, gap = solver_summary(report.memory)
+    res = report.result
+    return RoundRecord(
+        round_index=report.round_index, at_s=report.now_s, policy=policy, dry_run=dry_run,
+        jobs=len(report.view.jobs) if report.view else 0, phase_s=dict(phase_s),
+        solver_status=status, solver_gap=gap, applied=res.count(Outcome.APPLIED),
+        rejected=res.count(Outcome.REJECTED), deferred=res.count(Outcome.DEFERRED))
+
+
+def action_rows(report: RoundReport) -> list[tuple[int, str, str, str]]:
+    """Every action but KEEP (a running job left alone: the history row says it)."""
+    return [(r.action.job_id, r.action.kind.value, r.outcome.value, r.message)
+            for r in report.result.results if r.action.kind != ActionKind.KEEP]

@@ -1,0 +1,271 @@
+"""The service's memory: one SQLite file (WAL) beside the loop.
+
+What it keeps: rounds (time, phase timings, solver status and gap), every action with its
+outcome and Slurm's message, each job's row as last planned plus a history row whenever
+its phase, GPUs, reason or action changed (so a queue that does not change costs nothing),
+the policy's memory, and checkpoint intents that span rounds.
+
+Writes: a whole round is one transaction (a crash leaves the last complete round, never
+half of one), and it is versioned: it commits only if no newer round was written since
+this writer read the store (the lock makes that the normal case; a second writer that
+slipped past it fails instead of interleaving). A checkpoint intent is written on its
+own, before its signal is sent. Growth is bounded: rounds older than the retention, and
+their actions and history, are deleted as new ones come.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.slurm.world import CheckpointIntent
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rounds (
+    id INTEGER PRIMARY KEY, round_index INTEGER NOT NULL, at_s REAL NOT NULL,
+    policy TEXT NOT NULL, dry_run INTEGER NOT NULL, jobs INTEGER NOT NULL,
+    observe_s REAL, plan_s REAL, apply_s REAL, persist_s REAL, total_s REAL,
+    solver_status TEXT, solver_gap REAL,
+    applied INTEGER, rejected INTEGER, deferred INTEGER);
+CREATE INDEX IF NOT EXISTS rounds_at ON rounds(at_s);
+CREATE TABLE IF NOT EXISTS actions (
+    round_id INTEGER NOT NULL, job_id INTEGER NOT NULL, kind TEXT NOT NULL,
+    outcome TEXT NOT NULL, message TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS actions_job ON actions(job_id, round_id);
+CREATE INDEX IF NOT EXISTS actions_round ON actions(round_id);
+CREATE TABLE IF NOT EXISTS job_history (
+    round_id INTEGER NOT NULL, job_id INTEGER NOT NULL, row TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS history_job ON job_history(job_id, round_id);
+CREATE INDEX IF NOT EXISTS history_round ON job_history(round_id);
+CREATE TABLE IF NOT EXISTS job_now (
+    job_id INTEGER PRIMARY KEY, round_id INTEGER NOT NULL, row TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memory (
+    policy TEXT PRIMARY KEY, round_id INTEGER NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS intents (
+    job_id INTEGER PRIMARY KEY, signal TEXT NOT NULL, sent_s REAL NOT NULL,
+    deadline_s REAL NOT NULL, restart_count INTEGER NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One managed job as a round saw and decided it (what `queue` and `explain` show)."""
+
+    job_id: int
+    user: str = ""
+    model: str = ""
+    phase: str = ""
+    gpus: int = 0
+    where: str = ""
+    epochs_done: float = 0.0
+    epochs: int = 0
+    bs: int = 0
+    remaining_s: float = 0.0
+    rho: float | None = None
+    planned_rounds: int | None = None
+    reason: str = ""
+    action: str = "wait"
+    outcome: str = ""
+    message: str = ""
+
+    def change_key(self) -> tuple[Any, ...]:
+        """What makes a history row: details such as rho drift every round and do not."""
+        return (self.phase, self.gpus, self.where, self.reason.split("(", 1)[0],
+                self.action, self.outcome)
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    round_index: int
+    at_s: float
+    policy: str
+    dry_run: bool
+    jobs: int
+    phase_s: Mapping[str, float]
+    solver_status: str | None
+    solver_gap: float | None
+    applied: int
+    rejected: int
+    deferred: int
+
+
+class StaleWrite(RuntimeError):
+    """Another writer committed a newer round since this one read the store."""
+
+
+class Store:
+    def __init__(self, path: str | Path, *, retention_s: float = 14 * 86400.0) -> None:
+        self.path = str(path)
+        self.retention_s = retention_s
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"not a usable store ({exc})", source=self.path,
+                             field="service.store") from None
+        version = self._meta("schema_version")
+        if version is None:
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                            (str(SCHEMA_VERSION),))
+        elif version != str(SCHEMA_VERSION):
+            raise InputError(f"schema version {version}, this release reads "
+                             f"{SCHEMA_VERSION}", source=self.path, field="service.store")
+        self._now_rows: dict[int, JobRow] | None = None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    # -- reads --------------------------------------------------------------------------------
+    def last_round_id(self) -> int:
+        row = self.db.execute("SELECT MAX(id) FROM rounds").fetchone()
+        return int(row[0] or 0)
+
+    def next_round_index(self) -> int:
+        row = self.db.execute("SELECT MAX(round_index) FROM rounds").fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def memory(self, policy: str) -> dict[str, Any]:
+        row = self.db.execute("SELECT value FROM memory WHERE policy = ?", (policy,)).fetchone()
+        return {} if row is None else dict(json.loads(row[0]))
+
+    def rounds(self, limit: int = 20) -> list[dict[str, Any]]:
+        cur = self.db.execute("SELECT * FROM rounds ORDER BY id DESC LIMIT ?", (limit,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+    def jobs_now(self) -> dict[int, JobRow]:
+        """Each job as the last round that saw it planned it."""
+        if self._now_rows is None:
+            self._now_rows = {int(jid): JobRow(**json.loads(row)) for jid, row in
+                              self.db.execute("SELECT job_id, row FROM job_now")}
+        return dict(self._now_rows)
+
+    def history(self, job_id: int) -> list[dict[str, Any]]:
+        """The job's rows whenever something changed, with each round's actions."""
+        out: list[dict[str, Any]] = []
+        for round_id, at_s, round_index, row in self.db.execute(
+                "SELECT h.round_id, r.at_s, r.round_index, h.row FROM job_history h "
+                "JOIN rounds r ON r.id = h.round_id WHERE h.job_id = ? ORDER BY h.round_id",
+                (job_id,)):
+            out.append({"round": round_index, "at_s": at_s, "round_id": round_id,
+                        **json.loads(row)})
+        return out
+
+    def actions(self, job_id: int) -> list[dict[str, Any]]:
+        return [{"round": ri, "at_s": at, "kind": k, "outcome": o, "message": m}
+                for ri, at, k, o, m in self.db.execute(
+                    "SELECT r.round_index, r.at_s, a.kind, a.outcome, a.message FROM actions a "
+                    "JOIN rounds r ON r.id = a.round_id WHERE a.job_id = ? ORDER BY a.round_id",
+                    (job_id,))]
+
+    def size_bytes(self) -> int:
+        page = self.db.execute("PRAGMA page_count").fetchone()[0]
+        size = self.db.execute("PRAGMA page_size").fetchone()[0]
+        return int(page) * int(size)
+
+    # -- intents (IntentLog): each durable on its own, before the signal goes out ------------
+    def load_intents(self) -> dict[int, CheckpointIntent]:
+        return {int(r[0]): CheckpointIntent(int(r[0]), str(r[1]), float(r[2]), float(r[3]),
+                                            int(r[4]))
+                for r in self.db.execute("SELECT * FROM intents")}
+
+    def record_intent(self, intent: CheckpointIntent) -> None:
+        with self._transaction():
+            self.db.execute("INSERT OR REPLACE INTO intents VALUES (?, ?, ?, ?, ?)",
+                            (intent.job_id, intent.signal, intent.sent_s, intent.deadline_s,
+                             intent.restart_count))
+
+    def forget_intent(self, job_id: int) -> None:
+        with self._transaction():
+            self.db.execute("DELETE FROM intents WHERE job_id = ?", (job_id,))
+
+    # -- the round: one versioned transaction -------------------------------------------------
+    def save_round(self, record: RoundRecord, rows: Iterable[JobRow],
+                   actions: Iterable[tuple[int, str, str, str]], memory: Mapping[str, Any],
+                   *, read_round_id: int) -> int:
+        """Write the round; raise StaleWrite if a round newer than ``read_round_id`` exists."""
+        rows = list(rows)
+        previous = self.jobs_now()
+        memory_json = json.dumps(memory, sort_keys=True, allow_nan=False)
+        with self._transaction():
+            if self.last_round_id() != read_round_id:
+                raise StaleWrite(f"round {self.last_round_id()} was written by another writer")
+            cur = self.db.execute(
+                "INSERT INTO rounds (round_index, at_s, policy, dry_run, jobs, observe_s, "
+                "plan_s, apply_s, persist_s, total_s, solver_status, solver_gap, applied, "
+                "rejected, deferred) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (record.round_index, record.at_s, record.policy, int(record.dry_run),
+                 record.jobs, record.phase_s.get("observe"), record.phase_s.get("plan"),
+                 record.phase_s.get("apply"), record.phase_s.get("persist"),
+                 record.phase_s.get("total"), record.solver_status, record.solver_gap,
+                 record.applied, record.rejected, record.deferred))
+            round_id = int(cur.lastrowid or 0)
+            self.db.executemany("INSERT INTO actions VALUES (?, ?, ?, ?, ?)",
+                                [(round_id, *a) for a in actions])
+            changed = [r for r in rows if (old := previous.get(r.job_id)) is None
+                       or old.change_key() != r.change_key()]
+            self.db.executemany("INSERT INTO job_history VALUES (?, ?, ?)",
+                                [(round_id, r.job_id, _row_json(r)) for r in changed])
+            seen = {r.job_id for r in rows}
+            gone = [(jid,) for jid in previous if jid not in seen]
+            self.db.executemany("DELETE FROM job_now WHERE job_id = ?", gone)
+            self.db.executemany("INSERT OR REPLACE INTO job_now VALUES (?, ?, ?)",
+                                [(r.job_id, round_id, _row_json(r)) for r in rows
+                                 if previous.get(r.job_id) != r])
+            self.db.execute("INSERT OR REPLACE INTO memory VALUES (?, ?, ?)",
+                            (record.policy, round_id, memory_json))
+            self._expire(record.at_s)
+        self._now_rows = {r.job_id: r for r in rows}
+        return round_id
+
+    def set_timings(self, round_id: int, phase_s: Mapping[str, float]) -> None:
+        """Persist and total time are known only after the round's commit."""
+        self.db.execute("UPDATE rounds SET persist_s = ?, total_s = ? WHERE id = ?",
+                        (phase_s.get("persist"), phase_s.get("total"), round_id))
+
+    def _expire(self, now_s: float) -> None:
+        cut = self.db.execute("SELECT MIN(id) FROM rounds WHERE at_s >= ?",
+                              (now_s - self.retention_s,)).fetchone()[0]
+        if cut is None:
+            return
+        for table in ("actions", "job_history"):
+            self.db.execute(f"DELETE FROM {table} WHERE round_id < ?", (cut,))
+        self.db.execute("DELETE FROM rounds WHERE id < ?", (cut,))
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self.db)
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error: never half a write."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, *_rest: object) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _row_json(row: JobRow) -> str:
+    return json.dumps(asdict(row), sort_keys=True, allow_nan=False)
+
+
+JOB_ROW_FIELDS = tuple(f.name for f in fields(JobRow))

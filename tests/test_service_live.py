@@ -1,0 +1,282 @@
+"""`shockwave serve` as a real process against the real local cluster (marker slurm).
+
+Skipped with the reason when no cluster answers; CI sets SHOCKWAVE_REQUIRE_SLURM=1 so a
+missing cluster fails instead. Each test submits its own jobs and cancels exactly them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_shockwave.service.heartbeat import write_heartbeat
+from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob
+
+pytestmark = pytest.mark.slurm
+
+WORKER = """#!/bin/sh
+echo "start restart=${SLURM_RESTART_COUNT:-0} gpus=${CUDA_VISIBLE_DEVICES:-none}"
+trap 'echo ckpt-signal' USR1
+while true; do sleep 1; done
+"""
+
+
+@pytest.fixture(scope="module")
+def backend() -> CliBackend:
+    try:
+        b = CliBackend()
+        nodes = b.list_nodes()
+    except SlurmError as exc:
+        if os.environ.get("SHOCKWAVE_REQUIRE_SLURM"):
+            pytest.fail(f"no Slurm cluster: {exc}")
+        pytest.skip(f"no Slurm cluster (start docker-slurm/start.sh): {exc}")
+    if not os.environ.get("SHOCKWAVE_HEARTBEAT"):
+        pytest.skip("SHOCKWAVE_HEARTBEAT is not set (docker-slurm/start.sh prints it)")
+    assert len(nodes) >= 4, "these tests need the 4-node test cluster"
+    return b
+
+
+class Env:
+    def __init__(self, backend: CliBackend, tmp: Path) -> None:
+        self.backend = backend
+        self.tmp = tmp
+        self.mine: list[int] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.heartbeat = os.environ["SHOCKWAVE_HEARTBEAT"]
+        self.script = tmp / "worker.sh"
+        self.script.write_text(WORKER)
+        self.script.chmod(0o755)
+        self.store = tmp / "state.db"
+
+    def submit(self, *args: str) -> int:
+        jid = self.backend.submit(str(self.script), ["-o", str(self.tmp / "%j.out"),
+                                                     "--open-mode=append", *args])
+        self.mine.append(jid)
+        return jid
+
+    def config(self, round_s: float = 2.0, stale_after_s: float = 0.0) -> Path:
+        cfg = self.tmp / "shockwave.yaml"
+        cfg.write_text(f"slurm: {{round_s: {round_s}}}\n"
+                       f"service: {{store: {self.store}, heartbeat: {self.heartbeat}, "
+                       f"stale_after_s: {stale_after_s}}}\n")
+        return cfg
+
+    def serve(self, policy: str, *extra: str, log: str = "serve.log",
+              round_s: float = 2.0, stale_after_s: float = 0.0) -> subprocess.Popen[bytes]:
+        out = (self.tmp / log).open("ab")
+        proc = subprocess.Popen([sys.executable, "-m", "slurm_shockwave.cli", "serve",
+                                 "--config", str(self.config(round_s, stale_after_s)),
+                                 "--policy", policy, *extra], stderr=out, stdout=out)
+        self.procs.append(proc)
+        return proc
+
+    def cli(self, *args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", *args, "--config",
+                              str(self.config())], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def job(self, jid: int) -> SlurmJob:
+        return next(j for j in self.backend.list_jobs() if j.job_id == jid)
+
+    def output(self, jid: int) -> str:
+        path = self.tmp / f"{jid}.out"
+        return path.read_text() if path.exists() else ""
+
+    def log(self, name: str = "serve.log") -> str:
+        return (self.tmp / name).read_text()
+
+    def query(self, sql: str) -> list[tuple[object, ...]]:
+        """Read the service's store without creating it; nothing yet reads as zero."""
+        try:
+            db = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True, timeout=10)
+        except sqlite3.OperationalError:
+            return [(0,)]
+        try:
+            return db.execute(sql).fetchall()
+        except sqlite3.OperationalError:
+            return [(0,)]
+        finally:
+            db.close()
+
+
+@pytest.fixture
+def env(backend: CliBackend, tmp_path: Path) -> Iterator[Env]:
+    e = Env(backend, tmp_path)
+    yield e
+    for proc in e.procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for jid in e.mine:
+        with contextlib.suppress(SlurmError):
+            backend.cancel(jid)
+    Path(e.heartbeat).unlink(missing_ok=True)
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"not within {timeout_s} s: {what}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> int:
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=60)
+
+
+HINT = "model=resnet18 bs=32 epochs={e} mode=gns"
+
+
+def test_serve_plans_mixed_jobs_on_shared_nodes(env: Env) -> None:
+    """Shockwave over 1/2/4/8-GPU jobs, a two-node job and another partition's job on a
+    shared node: rounds advance, jobs start, the other job is untouched, and a job the
+    plan keeps is never preempted for a slot mismatch."""
+    write_heartbeat(env.heartbeat, time.time(), 600)
+    other = env.submit("-p", "other", "-w", "sw-node1", "--gres=gpu:3")
+    wait_for(lambda: env.job(other).state == "RUNNING", 30, "the other partition's job")
+    ids = [env.submit(f"--gres=gpu:{g}", f"--comment={HINT.format(e=20 + i)}")
+           for i, g in enumerate((1, 1, 2, 2, 4, 8))]
+    ids.append(env.submit("-N", "2", "--gres=gpu:8", f"--comment={HINT.format(e=40)}"))
+    proc = env.serve("shockwave")
+    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] >= 4, 90, "4 rounds")
+    assert stop(proc) == 0
+    jobs = {j.job_id: j for j in env.backend.list_jobs() if j.job_id in env.mine}
+    running = [j for j in jobs.values() if j.state == "RUNNING"]
+    assert len(running) >= 4
+    # GPUs never over-committed, the other partition's 3 GPUs included
+    per_node: dict[str, set[int]] = {}
+    for j in running:
+        for node, idx in j.gpu_alloc:
+            assert not per_node.setdefault(node, set()) & set(idx), f"{node} shared GPU"
+            per_node[node] |= set(idx)
+    assert jobs[other].state == "RUNNING" and not jobs[other].admin_comment
+    assert any(len(j.gpu_alloc) == 2 for j in running if j.job_id == ids[-1]) or \
+        jobs[ids[-1]].state == "PENDING"
+    kinds = {k for (k,) in env.query("SELECT DISTINCT kind FROM actions")}
+    assert "start" in kinds
+    assert all("ckpt-signal" not in env.output(j) for j in ids)
+    assert "round 0:" in env.log() and "Traceback" not in env.log()
+    # queue: live state plus the last round's plan; explain: the history from the store
+    out = env.cli("queue", "--json")
+    rows = {r["job_id"]: r for r in map(json.loads, out.splitlines())}
+    first = rows[ids[0]]
+    assert first["model"] == "ResNet-18" and first["epochs"] == 20 and first["bs"] == 32
+    assert first["rho"] is not None and first["planned_rounds"] is not None
+    assert first["reason"].split("(")[0] in ("kept_running", "scheduled", "backfilled",
+                                             "waiting_capacity")
+    assert other not in rows
+    story = json.loads(env.cli("explain", str(ids[0]), "--json"))
+    assert story["history"] and story["actions"][0]["kind"] == "start"
+
+
+def test_fifo_never_signals_a_running_job(env: Env) -> None:
+    write_heartbeat(env.heartbeat, time.time(), 600)
+    ids = [env.submit(f"--gres=gpu:{g}",
+                      f"--comment={HINT.format(e=30)} signal=USR1 grace=5")
+           for g in (1, 1, 2, 4, 8, 8, 8, 8)]
+    ids.append(env.submit("-N", "2", "--gres=gpu:8",
+                          f"--comment={HINT.format(e=30)} signal=USR1 grace=5"))
+    proc = env.serve("fifo")
+    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] >= 5, 90, "5 rounds")
+    assert stop(proc) == 0
+    assert env.query("SELECT COUNT(*) FROM actions WHERE kind = 'preempt'")[0][0] == 0
+    assert all("ckpt-signal" not in env.output(j) for j in ids)
+    assert sum(1 for j in ids if env.job(j).state == "RUNNING") >= 4
+
+
+def test_kill9_mid_preemption_never_signals_twice(env: Env) -> None:
+    """SRTF preempts a long whole-cluster job for a short one: the service is killed
+    after the checkpoint signal, restarted, and completes the requeue without a second
+    signal."""
+    write_heartbeat(env.heartbeat, time.time(), 600)
+    long = env.submit("-N", "4", "--gres=gpu:8",
+                      f"--comment={HINT.format(e=900)} signal=USR1 grace=8")
+    proc = env.serve("srtf")
+    wait_for(lambda: env.job(long).state == "RUNNING", 60, "the long job runs")
+    short = env.submit("-N", "4", "--gres=gpu:8", f"--comment={HINT.format(e=1)}")
+    wait_for(lambda: env.query(f"SELECT COUNT(*) FROM intents WHERE job_id = {long}")[0][0]
+             == 1, 60, "the checkpoint intent")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    wait_for(lambda: "ckpt-signal" in env.output(long), 20, "the job saw the signal")
+    proc2 = env.serve("srtf", log="serve2.log")
+    wait_for(lambda: env.job(short).state == "RUNNING", 90, "the short job runs")
+    assert stop(proc2) == 0
+    assert env.output(long).count("ckpt-signal") == 1
+    assert env.job(long).restart_count == 1
+    assert env.query("SELECT COUNT(*) FROM intents")[0][0] == 0
+
+
+def test_a_slurmctld_outage_is_logged_once_and_survived(env: Env) -> None:
+    write_heartbeat(env.heartbeat, time.time(), 600)
+    conf = Path(os.environ["SLURM_CONF"])
+    pidfile = conf.parent.parent / "run" / "slurmctld.pid"
+    if not pidfile.exists():
+        pytest.skip(f"not the docker-slurm test cluster (no {pidfile})")
+    ids = [env.submit("--gres=gpu:1", f"--comment={HINT.format(e=10)}") for _ in range(3)]
+    proc = env.serve("fifo", round_s=1.0)
+    wait_for(lambda: all(env.job(j).state == "RUNNING" for j in ids), 60, "the jobs run")
+    os.kill(int(pidfile.read_text()), signal.SIGTERM)
+    wait_for(lambda: "unreachable" in env.log(), 60, "the outage logged")
+    time.sleep(4)
+    rounds_before = env.query("SELECT COUNT(*) FROM rounds")[0][0]
+    subprocess.run(["slurmctld", "-f", str(conf)], check=True)
+    wait_for(lambda: "reachable again" in env.log(), 90, "the service resumes")
+    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] > rounds_before + 1, 60,
+             "rounds after the outage")
+    wait_for(lambda: all(env.job(j).state == "RUNNING" for j in ids), 60, "no job lost")
+    assert stop(proc) == 0
+    assert env.log().count("unreachable") == 1
+
+
+def test_fail_open_and_hand_back(env: Env) -> None:
+    """Service stopped: jobs submitted after the stale threshold run under Slurm alone;
+    jobs it held stay held until `shockwave handback` releases them."""
+    blocker = env.submit("-p", "other", "-N", "4", "--gres=gpu:8")
+    wait_for(lambda: env.job(blocker).state == "RUNNING", 30, "the cluster is full")
+    proc = env.serve("fifo", round_s=1.0, stale_after_s=3.0)
+    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] >= 2, 60, "2 rounds")
+    assert stop(proc) == 0
+    held = env.submit("--gres=gpu:1", f"--comment={HINT.format(e=10)}")
+    assert env.job(held).held  # the heartbeat is still fresh
+    time.sleep(4.5)
+    free = env.submit("--gres=gpu:1", f"--comment={HINT.format(e=10)}")
+    assert not env.job(free).held  # stale: Slurm alone
+    env.backend.cancel(blocker)
+    wait_for(lambda: env.job(free).state == "RUNNING", 30, "the unheld job runs")
+    assert env.job(held).held
+    out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "handback",
+                          "--config", str(env.config())], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "released 1 held" in out.stdout or "released" in out.stdout
+    wait_for(lambda: env.job(held).state == "RUNNING", 30, "the released job runs")
+    assert not Path(env.heartbeat).exists()
+
+
+def test_handback_refuses_while_the_service_runs(env: Env) -> None:
+    proc = env.serve("fifo")
+    wait_for(lambda: env.store.exists() and
+             env.query("SELECT COUNT(*) FROM rounds")[0][0] >= 1, 60, "a round")
+    out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "handback",
+                          "--config", str(env.config())], capture_output=True, text=True)
+    assert out.returncode == 2 and "stop it first" in out.stderr
+    second = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "serve",
+                             "--config", str(env.config()), "--rounds", "1"],
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode == 2 and "one instance at a time" in second.stderr
+    assert stop(proc) == 0

@@ -1,0 +1,177 @@
+"""The service loop over the in-memory fake and a real SQLite store (logic only; the
+real daemons: tests/test_service_live.py)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.service.daemon import Service
+from slurm_shockwave.service.heartbeat import read_heartbeat
+from slurm_shockwave.service.store import Store
+from slurm_shockwave.slurm.fake import FakeSlurm
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+from slurm_shockwave.slurm.world import SlurmCluster
+
+SIGNAL = "shockwave:v1 model=ResNet-18 bs=32 epochs={e} mode=static signal=USR1 grace=30"
+PLAIN = "shockwave:v1 model=ResNet-18 bs=32 epochs={e} mode=static"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def now(self) -> float:
+        return self.t
+
+
+def job(jid: int, gpus: int, epochs: int = 9, *, hint: str = SIGNAL, nodes: int = 1,
+        partition: str = "shockwave") -> SlurmJob:
+    return SlurmJob(jid, f"j{jid}", "alice", partition, "PENDING", held=True, gpus=gpus,
+                    node_count=nodes, reason="JobHeldUser",
+                    admin_comment=hint.format(e=epochs) if partition == "shockwave" else "",
+                    submit_time=900 + jid)
+
+
+def fake_cluster(nodes: int = 2, gpus: int = 8) -> FakeSlurm:
+    return FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), gpus, 0, ("shockwave", "other"))
+                      for i in range(1, nodes + 1)])
+
+
+def service(fake: FakeSlurm, store: Store, clock: Clock, policy: str = "fifo",
+            **kw: object) -> Service:
+    world = SlurmCluster(fake, clock, round_s=60.0, intents=store)
+    return Service(world, make_policy(policy, None), policy, store, round_s=60.0,
+                   **kw)  # type: ignore[arg-type]
+
+
+def test_fifo_never_signals_jobs_it_keeps(tmp_path: Path) -> None:
+    """Two jobs on one node, a two-node job and another partition's job on a shared node:
+    the real slots keep every running job where it is, round after round."""
+    fake = fake_cluster()
+    fake.add(job(9, 2, partition="other"))
+    fake.release([9])
+    fake.tick()
+    for j in (job(1, 1), job(2, 2), job(3, 8, nodes=2), job(4, 4)):
+        fake.add(j)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock)
+    for _ in range(6):
+        svc.round_once()
+        fake.tick()
+        clock.t += 60
+    assert fake.signals == []
+    kinds = {a["kind"] for jid in (1, 2, 3, 4) for a in store.actions(jid)}
+    assert kinds == {"start"}
+    running = {j.job_id for j in fake.list_jobs() if j.state == "RUNNING"}
+    assert {1, 2, 9} <= running
+    # capacity: never more GPUs running than the nodes have
+    assert sum(j.gpus for j in fake.list_jobs() if j.state == "RUNNING") <= 16
+
+
+def test_a_restarted_service_does_not_signal_again_and_requeues_at_the_deadline(
+        tmp_path: Path) -> None:
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 4, epochs=500))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy="srtf")
+    svc.round_once()
+    fake.tick()
+    fake.add(job(2, 4, epochs=1))  # shorter: SRTF preempts job 1
+    clock.t += 60
+    svc.round_once()
+    assert fake.signals == [(1, "USR1")]
+    assert 1 in store.load_intents()
+    # "kill -9": a new service over the same store and cluster
+    store2 = Store(tmp_path / "s.db")
+    svc2 = service(fake, store2, clock, policy="srtf")
+    clock.t += 10  # before the 30 s grace
+    done = svc2.round_once()
+    assert fake.signals == [(1, "USR1")]
+    assert [r.outcome.value for r in done.report.result.results if r.action.job_id == 1] \
+        == ["deferred"]
+    clock.t += 30  # past the deadline: requeue-hold, intent confirmed
+    svc2.round_once()
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1
+    assert store2.load_intents() == {}
+    assert fake.signals == [(1, "USR1")]
+
+
+def test_a_job_without_a_signal_is_requeued_as_slurm_would(tmp_path: Path) -> None:
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 4, epochs=500, hint=PLAIN))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy="srtf")
+    svc.round_once()
+    fake.tick()
+    fake.add(job(2, 4, epochs=1, hint=PLAIN))
+    clock.t += 60
+    svc.round_once()
+    assert fake.signals == []
+    assert fake.jobs[1].restart_count == 1 and fake.jobs[1].held
+
+
+def test_one_bad_job_never_stops_the_round(tmp_path: Path) -> None:
+    fake = fake_cluster()
+    fake.add(job(1, 1))
+    fake.add(SlurmJob(2, "bad", "bob", "shockwave", "PENDING", held=True, gpus=1,
+                      comment="bs=" + "9" * 5000 + " epochs=1"))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    done = service(fake, store, clock).round_once()
+    assert [a.job_id for a in done.report.actions] == [1]
+    assert store.jobs_now()[2].reason.startswith("bad_hint(")
+
+
+def test_dry_run_changes_nothing_and_writes_no_heartbeat(tmp_path: Path) -> None:
+    fake = fake_cluster()
+    fake.add(job(1, 1))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    beat = tmp_path / "heartbeat"
+    svc = service(fake, store, clock, dry_run=True, heartbeat=str(beat))
+    svc.round_once()
+    assert fake.jobs[1].held and not beat.exists()
+    assert store.rounds()[0]["dry_run"] == 1
+
+
+def test_heartbeat_after_each_round(tmp_path: Path) -> None:
+    fake = fake_cluster()
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    beat = tmp_path / "hb" / "heartbeat"
+    service(fake, store, clock, heartbeat=str(beat)).round_once()
+    assert read_heartbeat(beat) == (1000, 180)  # three rounds by default
+
+
+class Flaky(FakeSlurm):
+    """Slurm down for a few calls."""
+
+    down = 0
+
+    def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
+        if self.down > 0:
+            self.down -= 1
+            raise SlurmError("squeue: error: Unable to contact slurm controller")
+        return super().list_jobs(partition)
+
+
+def test_an_outage_is_one_log_line_and_the_loop_goes_on(tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    fake = Flaky([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(job(1, 1))
+    fake.down = 3
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock)
+    svc.round_s = 0.01
+    stop = threading.Event()
+    waits: list[float] = []
+    stop.wait = lambda t=None: waits.append(t or 0.0) or False  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="shockwave.service"):
+        assert svc.run(stop, max_rounds=2) == 2
+    errors = [r for r in caplog.records if "unreachable" in r.getMessage()]
+    assert len(errors) == 1
+    assert any("reachable again" in r.getMessage() for r in caplog.records)
+    assert waits[:3] == [0.01, 0.01, 0.01]  # backoff capped at the round
+    assert not fake.jobs[1].held

@@ -1,0 +1,103 @@
+"""The service's SQLite store, for real: transactions, versions, history, retention."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from slurm_shockwave.service.store import JobRow, RoundRecord, StaleWrite, Store
+from slurm_shockwave.slurm.world import CheckpointIntent
+
+
+def record(index: int, at_s: float = 1000.0) -> RoundRecord:
+    return RoundRecord(round_index=index, at_s=at_s, policy="fifo", dry_run=False, jobs=1,
+                       phase_s={"observe": 0.1, "plan": 0.2, "apply": 0.3},
+                       solver_status="optimal", solver_gap=1e-6, applied=1, rejected=0,
+                       deferred=0)
+
+
+def row(jid: int, reason: str = "scheduled", phase: str = "held", **kw: object) -> JobRow:
+    return JobRow(job_id=jid, phase=phase, gpus=2, reason=reason, **kw)  # type: ignore[arg-type]
+
+
+def test_a_round_is_one_transaction_and_survives_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = Store(path)
+    rid = store.save_round(record(0), [row(1), row(2)], [(1, "start", "applied", "")],
+                           {"k": [1, 2]}, read_round_id=0)
+    store.close()
+    again = Store(path)
+    assert again.last_round_id() == rid and again.next_round_index() == 1
+    assert set(again.jobs_now()) == {1, 2}
+    assert again.memory("fifo") == {"k": [1, 2]}
+    assert again.actions(1)[0]["kind"] == "start"
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_failed_round_writes_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.save_round(record(0), [row(1)], [], {}, read_round_id=0)
+    with pytest.raises(ValueError):  # NaN memory is refused inside the transaction
+        store.save_round(record(1), [row(1, "kept_running", "running")],
+                         [(1, "start", "applied", "")], {"x": float("nan")},
+                         read_round_id=store.last_round_id())
+    assert store.next_round_index() == 1
+    assert store.jobs_now()[1].phase == "held"
+    assert store.actions(1) == []
+
+
+def test_writes_are_versioned(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    a, b = Store(path), Store(path)
+    read = a.last_round_id()
+    b.save_round(record(0), [], [], {}, read_round_id=read)
+    with pytest.raises(StaleWrite):
+        a.save_round(record(0), [], [], {}, read_round_id=read)
+
+
+def test_history_keeps_changes_only(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    for i, reason in enumerate(["waiting_capacity(rho~0.5)", "waiting_capacity(rho~0.6)",
+                                "scheduled(rounds=3/20)"]):
+        store.save_round(record(i), [row(7, reason)], [], {},
+                         read_round_id=store.last_round_id())
+    history = store.history(7)
+    assert [h["round"] for h in history] == [0, 2]
+    assert store.jobs_now()[7].reason == "scheduled(rounds=3/20)"
+
+
+def test_jobs_that_leave_leave_the_current_view(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.save_round(record(0), [row(1), row(2)], [], {}, read_round_id=0)
+    store.save_round(record(1), [row(2)], [], {}, read_round_id=store.last_round_id())
+    assert set(Store(tmp_path / "s.db").jobs_now()) == {2}
+
+
+def test_retention_bounds_growth(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db", retention_s=100.0)
+    for i in range(30):
+        store.save_round(record(i, at_s=1000.0 + 10 * i), [row(1, f"r{i % 2}")],
+                         [(1, "start", "applied", "")], {}, read_round_id=store.last_round_id())
+    rounds = store.rounds(limit=100)
+    assert len(rounds) == 11  # the last 100 s
+    assert min(r["round_index"] for r in rounds) == 19
+    assert len(store.actions(1)) == 11
+    assert 1 in store.jobs_now()  # the current row outlives the retention
+
+
+def test_intents_are_durable_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = Store(path)
+    store.record_intent(CheckpointIntent(5, "USR1", 10.0, 70.0, 0))
+    assert Store(path).load_intents()[5].deadline_s == 70.0  # another process sees it
+    store.forget_intent(5)
+    assert Store(path).load_intents() == {}
+
+
+def test_a_file_that_is_not_a_store_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "s.db"
+    bad.write_text("hello, not sqlite" * 100)
+    with pytest.raises(ValueError, match=r"service\.store"):
+        Store(bad)
