@@ -175,3 +175,22 @@ def test_an_outage_is_one_log_line_and_the_loop_goes_on(tmp_path: Path,
     assert any("reachable again" in r.getMessage() for r in caplog.records)
     assert waits[:3] == [0.01, 0.01, 0.01]  # backoff capped at the round
     assert not fake.jobs[1].held
+
+
+def test_an_overrun_is_logged_with_its_phases_and_the_next_round_starts_at_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    fake = fake_cluster()
+    fake.add(job(1, 1))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock)
+    ticks = iter(float(t) * 30 for t in range(1000))  # every phase "takes" 30 s
+    svc.timer = lambda: next(ticks)
+    stop = threading.Event()
+    waits: list[float] = []
+    stop.wait = lambda t=None: waits.append(t or 0.0) or False  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="shockwave.service"):
+        assert svc.run(stop, max_rounds=2) == 2
+    over = [r.getMessage() for r in caplog.records if "overran" in r.getMessage()]
+    assert len(over) == 2 and "observe 30.00s plan 30.00s apply 30.00s persist" in over[0]
+    assert waits == []  # no sleep after an overrun
+    assert store.rounds()[0]["total_s"] > 60

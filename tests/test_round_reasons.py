@@ -1,0 +1,67 @@
+"""A round's reasons say what happened to each job, whatever the policy wrote."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slurm_shockwave.engine.dry_run import DryRunActuator
+from slurm_shockwave.engine.round import run_round
+from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
+from slurm_shockwave.policies.base import Policy
+from tests.builders import a_job, a_view
+
+
+class Says(Policy[Any]):
+    """Runs ``order``; gives every job the reason ``code`` (right or wrong)."""
+
+    name = "says"
+
+    def __init__(self, order: tuple[int, ...], code: ReasonCode) -> None:
+        super().__init__()
+        self.order, self.code = order, code
+
+    def plan(self, view: ClusterView, memory: Memory) -> Planned:
+        return Planned(Plan(self.order, {j.job_id: Reason(self.code, "rho~1.2")
+                                         for j in view.jobs}), memory)
+
+
+class Fixed:
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+
+    def observe(self) -> ClusterView:
+        return self.view
+
+
+def reasons(order: tuple[int, ...], code: ReasonCode) -> dict[int, Reason]:
+    view = a_view(a_job(1, running=True), a_job(2), a_job(3, gpus=4), gpus=4)
+    return run_round(Fixed(view), Says(order, code), {}, DryRunActuator()).reasons
+
+
+def test_a_kept_job_never_reads_preempted() -> None:
+    got = reasons((1,), ReasonCode.PREEMPTED_FAIRNESS)
+    assert got[1] == Reason(ReasonCode.KEPT_RUNNING, "rho~1.2")
+
+
+def test_a_waiting_job_never_reads_backfilled_or_scheduled() -> None:
+    for code in (ReasonCode.BACKFILLED, ReasonCode.SCHEDULED):
+        got = reasons((1,), code)
+        assert got[2].code == ReasonCode.WAITING_CAPACITY and got[2].detail == "rho~1.2"
+
+
+def test_a_started_job_keeps_a_start_reason_and_a_stopped_one_reads_preempted() -> None:
+    got = reasons((3,), ReasonCode.BACKFILLED)
+    assert got[3].code == ReasonCode.BACKFILLED
+    assert got[1].code == ReasonCode.PREEMPTED_PRIORITY
+    got = reasons((3,), ReasonCode.PREEMPTED_FAIRNESS)
+    assert got[1].code == ReasonCode.PREEMPTED_FAIRNESS
+    assert got[3].code == ReasonCode.SCHEDULED
+
+
+def test_phases_are_timed_only_with_a_timer() -> None:
+    view = a_view(a_job(1), gpus=4)
+    ticks = iter(range(10))
+    report = run_round(Fixed(view), Says((1,), ReasonCode.SCHEDULED), {}, DryRunActuator(),
+                       timer=lambda: float(next(ticks)))
+    assert report.phase_s == {"observe": 1.0, "plan": 1.0, "apply": 1.0}
