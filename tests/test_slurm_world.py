@@ -104,7 +104,7 @@ def test_preemption_signals_waits_for_grace_then_requeue_holds() -> None:
 def test_an_acknowledged_checkpoint_requeues_at_once() -> None:
     fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
     fake.add(running(1))
-    world = SlurmCluster(fake, Clock(), acked=lambda jid: jid == 1)
+    world = SlurmCluster(fake, Clock(), acked=lambda jid, _since: jid == 1)
     world.observe()
     assert world.apply([Action(ActionKind.PREEMPT, 1)]).results[0].outcome == Outcome.APPLIED
     assert fake.jobs[1].state == "PENDING"

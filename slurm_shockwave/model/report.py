@@ -29,3 +29,5 @@ class ProgressReport:
     exit_code: int | None = None
     uid: int = -1
     """Who sent it (from the MUNGE credential)."""
+    report_id: int = 0
+    """The store's row id (0 before it is stored): reports are read incrementally by it."""

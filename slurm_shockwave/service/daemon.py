@@ -23,6 +23,7 @@ from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import RoundReport, run_round
 from slurm_shockwave.model.plan import Memory
 from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.service.records import action_rows, job_rows, round_record
 from slurm_shockwave.service.store import RoundRecord, Store
@@ -43,6 +44,7 @@ class Service:
     def __init__(self, world: SlurmCluster, policy: Policy[Any], policy_name: str,
                  store: Store, *, round_s: float, dry_run: bool = False,
                  heartbeat: str | None = None, stale_after_s: float = 0.0,
+                 feed: ReportFeed | None = None,
                  timer: Callable[[], float] = time.monotonic) -> None:
         self.world = world
         self.policy = policy
@@ -54,6 +56,7 @@ class Service:
         self.heartbeat = None if dry_run else heartbeat
         self.stale_after_s = stale_after_s or 3 * round_s
         self.timer = timer
+        self.feed = feed
         self.memory: Memory = store.memory(policy_name)
         world.round_index = store.next_round_index()
 
@@ -61,6 +64,8 @@ class Service:
         """One whole round; raises (and writes nothing) if it cannot finish."""
         read_id = self.store.last_round_id()
         start = self.timer()
+        if self.feed is not None:
+            self.feed.refresh()
         report = run_round(self.world, self.policy, self.memory, self.actuator,
                            timer=self.timer)
         before_persist = self.timer()
@@ -71,6 +76,8 @@ class Service:
                                          action_rows(report), report.memory,
                                          read_round_id=read_id)
         self.memory = report.memory
+        if self.feed is not None and report.view is not None:
+            self.feed.refresh(keep=[j.job_id for j in report.view.jobs])
         end = self.timer()
         phase_s.update(persist=end - before_persist, total=end - start)
         self.store.set_timings(round_id, phase_s)

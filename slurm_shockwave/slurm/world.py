@@ -156,7 +156,7 @@ def usable_gpus(node: SlurmNode, planned: set[int]) -> tuple[int, ...]:
 class SlurmCluster:
     def __init__(self, backend: SlurmBackend, clock: Clock, *, partition: str = "shockwave",
                  round_s: float = 120.0, progress: ProgressFn | None = None,
-                 acked: Callable[[int], bool] = lambda _job_id: False,
+                 acked: Callable[[int, float], bool] = lambda _job_id, _since_s: False,
                  intents: IntentLog | None = None, round_index: int = 0) -> None:
         self.backend = backend
         self.clock = clock
@@ -322,7 +322,7 @@ class SlurmCluster:
             except SlurmError as exc:
                 self._forget(a.job_id)
                 return ActionResult(a, Outcome.REJECTED, str(exc))
-        if self.acked(a.job_id) or now >= ck.deadline_s:
+        if self.acked(a.job_id, ck.sent_s) or now >= ck.deadline_s:
             return None
         return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} sent; requeue after ack or "
                                                  f"at +{ck.deadline_s - now:.0f}s")

@@ -1,0 +1,57 @@
+"""A job's own reports change what the planner believes (prediction/observed.py)."""
+
+from __future__ import annotations
+
+from slurm_shockwave.model.job import AdaptationMode, Job, JobProgress, JobSpec
+from slurm_shockwave.model.lifecycle import Phase
+from slurm_shockwave.model.report import ProgressReport, ReportKind
+from slurm_shockwave.policies.shockwave.estimates import estimate
+from slurm_shockwave.prediction.observed import acknowledged, observed_progress
+
+TABLE = JobProgress(bs=32, epoch_s=100.0, epoch_s_by_bs=((32, 100.0), (64, 60.0)))
+
+
+def rep(epoch: float, at: float, bs: int = 32, restart: int = 0,
+        kind: ReportKind = ReportKind.PROGRESS) -> ProgressReport:
+    return ProgressReport(1, kind, at, epoch=epoch, batch_size=bs, restart_count=restart)
+
+
+def test_no_reports_keep_the_table_guess() -> None:
+    assert observed_progress(TABLE, []) == TABLE
+
+
+def test_epochs_batch_sizes_and_history_come_from_the_reports() -> None:
+    p = observed_progress(TABLE, [rep(1, 10), rep(2, 20), rep(3, 28, bs=64), rep(4, 34, 64)])
+    assert p.epochs_done == 4 and p.bs == 64
+    assert p.bs_history == ((32, 2), (64, 2))
+    assert p.epoch_s == 6.0  # measured between the last two reports at bs 64
+
+
+def test_a_requeued_job_resumes_from_its_checkpoint() -> None:
+    p = observed_progress(TABLE, [rep(1, 10), rep(2, 20), rep(3, 30), rep(2, 100, restart=1)])
+    assert p.epochs_done == 2
+    assert p.epoch_s == 10.0  # no time measured across the restart
+
+
+def test_measured_epoch_times_calibrate_the_estimate() -> None:
+    spec = JobSpec(1, "ResNet-18", 32, 1, AdaptationMode.STATIC, 0.0, 10)
+    table = observed_progress(TABLE, [rep(1, 100), rep(2, 200)])  # as the table says
+    seen = observed_progress(TABLE, [rep(1, 10), rep(2, 20)])  # 10 s, not 100 s
+    before = estimate(Job(spec, table, Phase.RUNNING))
+    after = estimate(Job(spec, seen, Phase.RUNNING))
+    assert abs(after.remaining_s - before.remaining_s / 10) < 1e-6
+
+
+def test_an_unknown_model_is_estimated_from_its_own_reports() -> None:
+    prior = JobProgress(bs=16, epoch_s=600.0, epoch_s_by_bs=((16, 600.0),))
+    spec = JobSpec(1, "my-gpt", 16, 2, AdaptationMode.STATIC, 0.0, 10)
+    seen = observed_progress(prior, [rep(1, 50, bs=16), rep(2, 80, bs=16)])
+    guessed = estimate(Job(spec, observed_progress(prior, [rep(1, 600, bs=16),
+                                                           rep(2, 1200, bs=16)]),
+                           Phase.RUNNING))
+    assert abs(estimate(Job(spec, seen, Phase.RUNNING)).epoch_s * 20 - guessed.epoch_s) < 1e-6
+
+
+def test_an_acknowledgement_counts_only_after_the_signal() -> None:
+    ack = [rep(0, 50, kind=ReportKind.CHECKPOINTED)]
+    assert acknowledged(ack, since_s=40) and not acknowledged(ack, since_s=60)
