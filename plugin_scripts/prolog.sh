@@ -1,21 +1,12 @@
 #!/bin/sh
 # slurm-shockwave Prolog (runs as root on the node before a job starts).
 # Records the start for the planner's progress view: one line appended to
-# /var/lib/slurm-shockwave/events/<jobid>.log, a directory only root can write (never a
-# world-writable place such as /tmp, where anyone could plant a symlink). If the
-# directory is a symlink or not owned by root, nothing is written. It must never fail:
-# a failing prolog drains the node, so every error is swallowed and the script exits 0.
-DIR=/var/lib/slurm-shockwave/events
-JOB="${SLURM_JOB_ID:-}"
-event() {
-  case "$JOB" in ''|*[!0-9]*) return 0 ;; esac
-  if [ ! -e "$DIR" ] && [ ! -L "$DIR" ]; then
-    (umask 022 && mkdir -p "${DIR%/*}" && umask 077 && mkdir "$DIR") 2>/dev/null || return 0
-  fi
-  [ -d "$DIR" ] && [ ! -L "$DIR" ] || return 0
-  [ "$(stat -c %u "$DIR" 2>/dev/null)" = 0 ] || return 0
-  [ ! -L "$DIR/$JOB.log" ] || return 0
-  (umask 077 && printf '%s\n' "$1" >> "$DIR/$JOB.log") 2>/dev/null
-}
-event "$(date +%s) start job=$JOB user=${SLURM_JOB_USER:-?} node=$(hostname -s 2>/dev/null) restart=${SLURM_RESTART_COUNT:-0} gpus=${CUDA_VISIBLE_DEVICES:-${SLURM_JOB_GPUS:-}}" 2>/dev/null
+# /var/lib/slurm-shockwave/events/<jobid>.log by event() from events.sh, which must sit
+# next to this script (Slurm runs it by its absolute path). It must never fail: a failing
+# prolog drains the node, so every error is swallowed (`command .` keeps a missing or
+# broken events.sh from ending the shell) and the script exits 0.
+case "$0" in */*) HERE="${0%/*}" ;; *) HERE=. ;; esac
+if [ -r "$HERE/events.sh" ] && command . "$HERE/events.sh" 2>/dev/null; then
+  event "$(date +%s) start job=$JOB user=${SLURM_JOB_USER:-?} node=$(hostname -s 2>/dev/null) restart=${SLURM_RESTART_COUNT:-0} gpus=${CUDA_VISIBLE_DEVICES:-${SLURM_JOB_GPUS:-}}" 2>/dev/null
+fi
 exit 0

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import glob
-import os
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from slurm_shockwave.slurm.cli_backend import CliBackend
+from tests.live_cluster import Submitter, answering, kept_heartbeat, write_fresh
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "shockwave"
 
@@ -19,18 +20,32 @@ def reference_file(pattern: str) -> Path:
     return Path(hits[0])
 
 
+@pytest.fixture(scope="session")
+def backend() -> CliBackend:
+    """The CLI backend of the local cluster; skips with the reason when no cluster answers
+    (fails instead when SHOCKWAVE_REQUIRE_SLURM is set)."""
+    return answering(CliBackend)
+
+
+@pytest.fixture
+def submitter(backend: CliBackend, tmp_path: Path) -> Iterator[Callable[..., Submitter]]:
+    """``submitter(script_text, *default_sbatch_args)``: a Submitter whose jobs, and only
+    those, are cancelled when the test ends."""
+    made: list[Submitter] = []
+
+    def make(text: str, *defaults: str) -> Submitter:
+        made.append(Submitter(backend, tmp_path / f"worker{len(made)}.sh", text, *defaults))
+        return made[-1]
+
+    yield make
+    for submit in made:
+        submit.cancel_all()
+
+
 @pytest.fixture
 def managed_heartbeat() -> Iterator[Path]:
     """A fresh service heartbeat, so job_submit.lua holds managed jobs at submit; the file
     is put back as it was. Skips when the cluster named no heartbeat file."""
-    name = os.environ.get("SHOCKWAVE_HEARTBEAT")
-    if not name:
-        pytest.skip("SHOCKWAVE_HEARTBEAT unset (docker-slurm/start.sh prints it)")
-    path = Path(name)
-    saved = path.read_bytes() if path.exists() else None
-    path.write_text(f"{int(time.time())} 86400\n")
-    yield path
-    if saved is None:
-        path.unlink(missing_ok=True)
-    else:
-        path.write_bytes(saved)
+    with kept_heartbeat() as path:
+        write_fresh(path)
+        yield path

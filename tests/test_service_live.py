@@ -6,7 +6,6 @@ missing cluster fails instead. Each test submits its own jobs and cancels exactl
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -21,7 +20,8 @@ import pytest
 
 from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob
+from slurm_shockwave.slurm.protocol import SlurmJob
+from tests.live_cluster import Submitter, heartbeat_path, job, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -33,37 +33,22 @@ while true; do sleep 1; done
 
 
 @pytest.fixture(scope="module")
-def backend() -> CliBackend:
-    try:
-        b = CliBackend()
-        nodes = b.list_nodes()
-    except SlurmError as exc:
-        if os.environ.get("SHOCKWAVE_REQUIRE_SLURM"):
-            pytest.fail(f"no Slurm cluster: {exc}")
-        pytest.skip(f"no Slurm cluster (start docker-slurm/start.sh): {exc}")
-    if not os.environ.get("SHOCKWAVE_HEARTBEAT"):
-        pytest.skip("SHOCKWAVE_HEARTBEAT is not set (docker-slurm/start.sh prints it)")
-    assert len(nodes) >= 4, "these tests need the 4-node test cluster"
-    return b
+def cluster(backend: CliBackend) -> CliBackend:
+    """The backend, on the 4-node test cluster with a heartbeat file named."""
+    heartbeat_path("the service writes its heartbeat there")
+    assert len(backend.list_nodes()) >= 4, "these tests need the 4-node test cluster"
+    return backend
 
 
 class Env:
-    def __init__(self, backend: CliBackend, tmp: Path) -> None:
+    def __init__(self, backend: CliBackend, tmp: Path, submit: Submitter) -> None:
         self.backend = backend
         self.tmp = tmp
-        self.mine: list[int] = []
+        self.submit = submit
+        self.mine = submit.mine
         self.procs: list[subprocess.Popen[bytes]] = []
         self.heartbeat = os.environ["SHOCKWAVE_HEARTBEAT"]
-        self.script = tmp / "worker.sh"
-        self.script.write_text(WORKER)
-        self.script.chmod(0o755)
         self.store = tmp / "state.db"
-
-    def submit(self, *args: str) -> int:
-        jid = self.backend.submit(str(self.script), ["-o", str(self.tmp / "%j.out"),
-                                                     "--open-mode=append", *args])
-        self.mine.append(jid)
-        return jid
 
     def config(self, round_s: float = 2.0, stale_after_s: float = 0.0) -> Path:
         cfg = self.tmp / "shockwave.yaml"
@@ -88,7 +73,7 @@ class Env:
         return out.stdout
 
     def job(self, jid: int) -> SlurmJob:
-        return next(j for j in self.backend.list_jobs() if j.job_id == jid)
+        return job(self.backend, jid)
 
     def output(self, jid: int) -> str:
         path = self.tmp / f"{jid}.out"
@@ -112,26 +97,16 @@ class Env:
 
 
 @pytest.fixture
-def env(backend: CliBackend, tmp_path: Path) -> Iterator[Env]:
-    e = Env(backend, tmp_path)
+def env(cluster: CliBackend, tmp_path: Path,
+        submitter: Callable[..., Submitter]) -> Iterator[Env]:
+    e = Env(cluster, tmp_path,
+            submitter(WORKER, "-o", str(tmp_path / "%j.out"), "--open-mode=append"))
     yield e
     for proc in e.procs:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    for jid in e.mine:
-        with contextlib.suppress(SlurmError):
-            backend.cancel(jid)
     Path(e.heartbeat).unlink(missing_ok=True)
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"not within {timeout_s} s: {what}")
 
 
 def stop(proc: subprocess.Popen[bytes]) -> int:

@@ -7,17 +7,15 @@ tests marked ``slurm`` submit jobs to the ``other`` partition of the local clust
 
 from __future__ import annotations
 
-import contextlib
-import os
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.fake import FakeSlurm
-from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
+from tests.live_cluster import Submitter, wait_for
 
 # -- the fake ------------------------------------------------------------------------------
 
@@ -170,46 +168,10 @@ sleep 600
 """
 
 
-@pytest.fixture(scope="module")
-def backend() -> CliBackend:
-    try:
-        b = CliBackend()
-        nodes = b.list_nodes()
-    except SlurmError as exc:
-        if os.environ.get("SHOCKWAVE_REQUIRE_SLURM"):
-            pytest.fail(f"no Slurm cluster: {exc}")
-        pytest.skip(f"no Slurm cluster (start docker-slurm/start.sh): {exc}")
-    assert nodes, "the cluster has no nodes"
-    return b
-
-
 @pytest.fixture
-def jobs(backend: CliBackend, tmp_path: Path) -> Iterator[Callable[..., int]]:
+def jobs(submitter: Callable[..., Submitter], tmp_path: Path) -> Submitter:
     """Submit jobs to ``other`` (no hold there); only these are cancelled at the end."""
-    script = tmp_path / "worker.sh"
-    script.write_text(WORKER)
-    script.chmod(0o755)
-    mine: list[int] = []
-
-    def submit(*args: str) -> int:
-        job_id = backend.submit(str(script), ["-p", "other", "-o", str(tmp_path / "%j.out"),
-                                              *args])
-        mine.append(job_id)
-        return job_id
-
-    yield submit
-    for job_id in mine:
-        with contextlib.suppress(SlurmError):
-            backend.cancel(job_id)
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"condition not met within {timeout_s} s")
+    return submitter(WORKER, "-p", "other", "-o", str(tmp_path / "%j.out"))
 
 
 def _seen_by_job(out: Path) -> dict[str, tuple[int, ...]]:
@@ -238,8 +200,8 @@ def test_real_allocations_match_what_jobs_see(backend: CliBackend, jobs, tmp_pat
     def listed() -> dict[int, SlurmJob]:
         return {j.job_id: j for j in backend.list_jobs("other") if j.job_id in mine}
 
-    _wait(lambda: all(j.state == "RUNNING" and j.gpu_alloc for j in listed().values())
-          and len(listed()) == 4, 90)
+    wait_for(lambda: all(j.state == "RUNNING" and j.gpu_alloc for j in listed().values())
+             and len(listed()) == 4, 90)
     got = listed()
     assert [n for n, _ in got[a].gpu_alloc] == [nodes[0]] == [n for n, _ in got[b].gpu_alloc]
     assert len(got[a].gpu_alloc[0][1]) == 2 and len(got[b].gpu_alloc[0][1]) == 2
@@ -256,7 +218,7 @@ def test_real_allocations_match_what_jobs_see(backend: CliBackend, jobs, tmp_pat
     for jid in mine:
         out = tmp_path / f"{jid}.out"
         want = dict(got[jid].gpu_alloc)
-        _wait(lambda out=out, want=want: _seen_by_job(out) == want, 30)  # type: ignore[misc]
+        wait_for(lambda out=out, want=want: _seen_by_job(out) == want, 30)  # type: ignore[misc]
     # the nodes report the same indices in use (other jobs may add to them)
     used = {n.name: set(n.gpus_used_idx) for n in backend.list_nodes()}
     for node, idx in per_node.items():

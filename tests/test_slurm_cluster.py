@@ -8,7 +8,6 @@ SHOCKWAVE_HEARTBEAT (start.sh prints it) and put the file back as they found it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import time
@@ -18,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob
+from slurm_shockwave.slurm.protocol import SlurmError
+from tests.live_cluster import Submitter, job, kept_heartbeat, wait_for, write_fresh
 
 pytestmark = pytest.mark.slurm
 
@@ -31,67 +31,18 @@ while true; do sleep 1; done
 
 
 @pytest.fixture(scope="module")
-def backend() -> CliBackend:
-    b = CliBackend()
-    try:
-        nodes = b.list_nodes()
-    except SlurmError as exc:
-        if os.environ.get("SHOCKWAVE_REQUIRE_SLURM"):
-            pytest.fail(f"no Slurm cluster: {exc}")
-        pytest.skip(f"no Slurm cluster (start docker-slurm/start.sh): {exc}")
-    assert nodes, "the cluster has no nodes"
-    return b
-
-
-@pytest.fixture(scope="module")
-def fresh_heartbeat(backend: CliBackend) -> Iterator[Path]:
+def fresh_heartbeat() -> Iterator[Path]:
     """A fresh heartbeat for the module's tests; the file is restored afterwards."""
-    name = os.environ.get("SHOCKWAVE_HEARTBEAT")
-    if not name:
-        pytest.skip("SHOCKWAVE_HEARTBEAT unset (start.sh prints it: eval its output); "
-                    "without a fresh heartbeat managed jobs are not held at submit")
-    path = Path(name)
-    saved = path.read_bytes() if path.exists() else None
-    path.write_text(f"{int(time.time())} 86400\n")
-    yield path
-    if saved is None:
-        path.unlink(missing_ok=True)
-    else:
-        path.write_bytes(saved)
+    with kept_heartbeat("without a fresh heartbeat managed jobs are not held at submit") as path:
+        write_fresh(path)
+        yield path
 
 
 @pytest.fixture
-def jobs(backend: CliBackend, tmp_path: Path,
-         fresh_heartbeat: Path) -> Iterator[Callable[..., int]]:
+def jobs(submitter: Callable[..., Submitter], tmp_path: Path,
+         fresh_heartbeat: Path) -> Submitter:
     """Submit jobs that are cancelled when the test ends (with a fresh heartbeat)."""
-    script = tmp_path / "worker.sh"
-    script.write_text(WORKER)
-    script.chmod(0o755)
-    mine: list[int] = []
-
-    def submit(*args: str) -> int:
-        job_id = backend.submit(str(script), ["-o", str(tmp_path / "%j.out"),
-                                              "--open-mode=append", *args])
-        mine.append(job_id)
-        return job_id
-
-    yield submit
-    for job_id in mine:
-        with contextlib.suppress(SlurmError):
-            backend.cancel(job_id)
-
-
-def job(backend: CliBackend, job_id: int) -> SlurmJob:
-    return next(j for j in backend.list_jobs() if j.job_id == job_id)
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"condition not met within {timeout_s} s")
+    return submitter(WORKER, "-o", str(tmp_path / "%j.out"), "--open-mode=append")
 
 
 def test_nodes_and_gpus(backend: CliBackend) -> None:

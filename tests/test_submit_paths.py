@@ -9,8 +9,6 @@ Every test cancels its jobs and puts the heartbeat file back as it found it.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import subprocess
 import time
@@ -20,26 +18,14 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob
+from slurm_shockwave.slurm.protocol import SlurmError
+from tests.live_cluster import Submitter, job, kept_heartbeat, wait_for, write_fresh
 
 pytestmark = pytest.mark.slurm
 
 GOOD = "model=resnet18 bs=32 epochs=9 mode=gns"
 NORMALISED = "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=gns"
 WORKER = "#!/bin/sh\nwhile true; do sleep 1; done\n"
-
-
-@pytest.fixture(scope="module")
-def backend() -> CliBackend:
-    b = CliBackend()
-    try:
-        nodes = b.list_nodes()
-    except SlurmError as exc:
-        if os.environ.get("SHOCKWAVE_REQUIRE_SLURM"):
-            pytest.fail(f"no Slurm cluster: {exc}")
-        pytest.skip(f"no Slurm cluster (start docker-slurm/start.sh): {exc}")
-    assert nodes, "the cluster has no nodes"
-    return b
 
 
 class Heartbeat:
@@ -49,7 +35,7 @@ class Heartbeat:
         self.path = path
 
     def fresh(self) -> None:
-        self.path.write_text(f"{int(time.time())} 3600\n")
+        write_fresh(self.path, 3600)
 
     def stale(self) -> None:
         self.path.write_text(f"{int(time.time()) - 600} 30\n")
@@ -60,48 +46,14 @@ class Heartbeat:
 
 @pytest.fixture
 def heartbeat(backend: CliBackend) -> Iterator[Heartbeat]:
-    name = os.environ.get("SHOCKWAVE_HEARTBEAT")
-    if not name:
-        pytest.skip("SHOCKWAVE_HEARTBEAT unset (start.sh prints it: eval its output)")
-    path = Path(name)
-    saved = path.read_bytes() if path.exists() else None
-    yield Heartbeat(path)
-    if saved is None:
-        path.unlink(missing_ok=True)
-    else:
-        path.write_bytes(saved)
+    with kept_heartbeat() as path:
+        yield Heartbeat(path)
 
 
 @pytest.fixture
-def jobs(backend: CliBackend, tmp_path: Path) -> Iterator[Callable[..., int]]:
+def jobs(submitter: Callable[..., Submitter]) -> Submitter:
     """Submit jobs that are cancelled when the test ends."""
-    script = tmp_path / "worker.sh"
-    script.write_text(WORKER)
-    script.chmod(0o755)
-    mine: list[int] = []
-
-    def submit(*args: str) -> int:
-        job_id = backend.submit(str(script), ["-o", "/dev/null", *args])
-        mine.append(job_id)
-        return job_id
-
-    yield submit
-    for job_id in mine:
-        with contextlib.suppress(SlurmError):
-            backend.cancel(job_id)
-
-
-def job(backend: CliBackend, job_id: int) -> SlurmJob:
-    return next(j for j in backend.list_jobs() if j.job_id == job_id)
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"condition not met within {timeout_s} s")
+    return submitter(WORKER, "-o", "/dev/null")
 
 
 def scontrol_update(job_id: int, *settings: str) -> subprocess.CompletedProcess[str]:
