@@ -255,3 +255,35 @@ def test_handback_refuses_while_the_service_runs(env: Env) -> None:
                             capture_output=True, text=True, timeout=60)
     assert second.returncode == 2 and "one instance at a time" in second.stderr
     assert stop(proc) == 0
+
+
+ENV_PRINTER = """#!/bin/sh
+echo "url=${SHOCKWAVE_URL:-none} signal=${SHOCKWAVE_SIGNAL:-none} spool=${SHOCKWAVE_SPOOL:-none}"
+[ -n "$SHOCKWAVE_SPOOL" ] && stat -c '%a %U' "$SHOCKWAVE_SPOOL"
+"""
+
+
+def test_the_task_prolog_tells_the_job_where_the_service_is(
+        backend: CliBackend, submitter: Callable[..., Submitter], managed_heartbeat: Path,
+        tmp_path: Path) -> None:
+    endpoint = managed_heartbeat.parent / "endpoint"
+    saved = endpoint.read_bytes() if endpoint.exists() else None
+    endpoint.write_text("http://127.0.0.1:7999\n")
+    try:
+        submit = submitter(ENV_PRINTER, "-o", str(tmp_path / "%j.out"))
+        with_signal = submit(f"--comment={HINT.format(e=3)} signal=USR2 grace=9")
+        plain = submit(f"--comment={HINT.format(e=3)}")
+        backend.release([with_signal, plain])
+        out = {j: tmp_path / f"{j}.out" for j in (with_signal, plain)}
+        wait_for(lambda: all(p.exists() and "url=" in p.read_text() for p in out.values()),
+                 60, "both jobs ran")
+        text = out[with_signal].read_text()
+        assert "url=http://127.0.0.1:7999 signal=USR2" in text
+        assert f"spool={os.environ.get('TMPDIR', '/tmp')}/shockwave-spool-{with_signal}" in text
+        assert "700 root" in text
+        assert "signal=none" in out[plain].read_text()
+    finally:
+        if saved is None:
+            endpoint.unlink(missing_ok=True)
+        else:
+            endpoint.write_bytes(saved)

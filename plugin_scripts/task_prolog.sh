@@ -1,0 +1,26 @@
+#!/bin/sh
+# slurm-shockwave TaskProlog (slurm.conf TaskProlog=; runs as the job's user before each
+# task). Slurm turns the `export NAME=value` lines it prints into the job's environment,
+# so a job finds the service with no configuration of its own:
+#   SHOCKWAVE_URL     the service's progress endpoint (from the file the service writes)
+#   SHOCKWAVE_SIGNAL  the checkpoint signal named in the job's hint (absent: none)
+#   SHOCKWAVE_SPOOL   a directory only the job's owner (and root) can write, where the
+#                     client keeps reports while the service is away; the epilog forwards it
+# It prints nothing it cannot vouch for and always exits 0 quickly.
+ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"
+url="$(head -c 256 "$ENDPOINT_FILE" 2>/dev/null | head -n 1)"
+case "$url" in
+  http://[A-Za-z0-9.:\[\]-]*) printf 'export SHOCKWAVE_URL=%s\n' "$url" ;;
+esac
+if [ -n "${SLURM_JOB_ID:-}" ]; then
+  sig="$(timeout 5 scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | sed -n -E \
+    's/.*AdminComment=shockwave:v1 (model=[^ ]+ )?bs=[0-9]+ epochs=[0-9]+ mode=[a-z]+ signal=([A-Z0-9]+) .*/\2/p')"
+  case "$sig" in USR1|USR2|TERM|INT|HUP) printf 'export SHOCKWAVE_SIGNAL=%s\n' "$sig" ;; esac
+  spool="${TMPDIR:-/tmp}/shockwave-spool-$SLURM_JOB_ID"
+  if [ -d "$spool" ] && [ ! -L "$spool" ] && [ -O "$spool" ]; then
+    printf 'export SHOCKWAVE_SPOOL=%s\n' "$spool"
+  elif (umask 077 && mkdir "$spool") 2>/dev/null; then
+    printf 'export SHOCKWAVE_SPOOL=%s\n' "$spool"
+  fi
+fi
+exit 0
