@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from slurm_shockwave import __version__
+from slurm_shockwave.cli.demo import demo
 from slurm_shockwave.cli.plan import plan
 from slurm_shockwave.cli.policies import policies
 from slurm_shockwave.cli.queue import explain, queue
@@ -28,3 +29,4 @@ cli.add_command(plan)
 cli.add_command(explain)
 cli.add_command(serve)
 cli.add_command(handback)
+cli.add_command(demo)

@@ -14,6 +14,8 @@ from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.profile import JobProfile, build_profile
 
 DEMO_TRACE = "demo"
+LIVE_DEMO_TRACE = "demo-live"
+"""16 jobs for 16 GPUs (generator seed 2): what `shockwave demo` runs on a live cluster."""
 
 
 def load_throughputs(spec: str | Path | None) -> ThroughputTable:
@@ -41,6 +43,9 @@ def demo_trace_path() -> Path:
 def load_trace(spec: str | Path | None) -> list[TraceJob]:
     if spec is None or str(spec) == DEMO_TRACE:
         return read_trace(demo_trace_path())
+    if str(spec) == LIVE_DEMO_TRACE:
+        return read_trace(Path(str(resources.files("slurm_shockwave.data").joinpath(
+            "demo_live.jsonl"))))
     return read_trace(spec)
 
 

@@ -1,0 +1,53 @@
+"""The whole system on a local cluster of its own, against the simulator and Slurm alone.
+
+Starts a cluster of ``--gpus`` GPUs (nodes of 8), the service with ``--policy`` (or, with
+``--policy slurm``, no service: Slurm's own multifactor priority with backfill), submits
+the trace's emulated jobs at their arrival times divided by ``--time-scale``, waits for
+all of them, stops everything it started, and prints one JSON object: policy, jobs,
+completed, lost, makespan_s, avg_jct_s, worst_rho (trace seconds), the simulator's
+sim_makespan_s, sim_avg_jct_s, sim_worst_rho on the same trace and settings, preemptions,
+wall_s.
+
+    python -m benchmarks.live --trace T --gpus 16 --time-scale 60 --policy shockwave --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.reference_runs import machine
+from slurm_shockwave.live.run import LiveSettings, LiveStatus, run_live
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trace", default=None, help="trace file (default: the live demo trace)")
+    ap.add_argument("--gpus", type=int, default=16)
+    ap.add_argument("--time-scale", type=float, default=60.0)
+    ap.add_argument("--policy", default="shockwave")
+    ap.add_argument("--throughputs", default=None)
+    ap.add_argument("--kill-service-every", type=float, default=None, metavar="S")
+    ap.add_argument("--timeout-s", type=float, default=1800.0)
+    ap.add_argument("--work-dir", default=None)
+    ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
+    args = ap.parse_args()
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="shockwave-live-"))
+
+    def tick(s: LiveStatus) -> None:
+        print(f"\r{s.elapsed_s:6.0f}s submitted {s.submitted}/{s.total} running {s.running} "
+              f"done {s.done}", end="", file=sys.stderr, flush=True)
+
+    result = run_live(LiveSettings(
+        trace=args.trace, gpus=args.gpus, time_scale=args.time_scale, policy=args.policy,
+        work_dir=work, throughputs=args.throughputs,
+        kill_service_every_s=args.kill_service_every, timeout_s=args.timeout_s), tick)
+    print(file=sys.stderr)
+    print(json.dumps({**result, "machine": machine(), "work_dir": str(work)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""A local Slurm cluster of our own for one run: docker-slurm/start.sh with its own state
+directory and ports, stopped (jobs, daemons, step daemons) whatever happens."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from types import TracebackType
+
+from slurm_shockwave.model.errors import InputError
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "docker-slurm"
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "lua5.1")
+
+
+def missing_for_cluster() -> str | None:
+    """One line saying what a local cluster needs and is not here, or None."""
+    if not (SCRIPTS / "start.sh").exists():
+        return f"{SCRIPTS}/start.sh not found (run from a checkout of slurm-shockwave)"
+    if os.geteuid() != 0:
+        return "starting the local Slurm cluster needs root (it runs slurmd, makes devices)"
+    lacking = [b for b in ("slurmctld", "slurmd", "sinfo", "munged", "lua5.1")
+               if shutil.which(b) is None]
+    if lacking:
+        return (f"not installed: {', '.join(lacking)} "
+                f"(apt-get install {' '.join(PACKAGES)})")
+    return None
+
+
+def install_slurm_packages() -> str | None:
+    """apt-get install Debian's Slurm packages when root on Debian; None when done."""
+    if os.geteuid() != 0 or not Path("/etc/debian_version").exists():
+        return None if missing_for_cluster() is None else missing_for_cluster()
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+            return f"{' '.join(cmd[:2])}: {last}"
+    return missing_for_cluster()
+
+
+class LocalCluster:
+    """``with LocalCluster(state, nodes=2) as env:`` env holds SLURM_CONF and
+    SHOCKWAVE_HEARTBEAT for the commands that talk to it."""
+
+    def __init__(self, state_dir: Path, *, nodes: int, gpus_per_node: int = 8,
+                 ctld_port: int = 21817, node_port_base: int = 21900,
+                 cred_expire_s: int = 5) -> None:
+        self.state_dir = state_dir
+        self.args = ["--state-dir", str(state_dir), "--nodes", str(nodes),
+                     "--gpus-per-node", str(gpus_per_node), "--ctld-port", str(ctld_port),
+                     "--node-port-base", str(node_port_base),
+                     "--cred-expire", str(cred_expire_s)]
+        self.env: dict[str, str] = {}
+
+    def __enter__(self) -> dict[str, str]:
+        problem = missing_for_cluster()
+        if problem:
+            raise InputError(problem, field="cluster")
+        done = subprocess.run(["bash", str(SCRIPTS / "start.sh"), *self.args],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+            self.stop()
+            raise InputError(last, field="cluster")
+        for line in done.stdout.splitlines():
+            if line.startswith("export ") and "=" in line:
+                name, value = line[len("export "):].split("=", 1)
+                self.env[name] = value
+        return {**os.environ, **self.env}
+
+    def stop(self) -> None:
+        subprocess.run(["bash", str(SCRIPTS / "stop.sh"), "--state-dir", str(self.state_dir)],
+                       capture_output=True, check=False)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,236 @@
+"""One whole-system run: a local cluster, the service (or Slurm alone), a trace of emulated
+jobs submitted at their scaled arrival times, and the metrics next to the simulator's.
+
+Time: the trace's seconds are the wall's times ``time_scale``. The service's round is the
+paper's 120 s of trace time; a requeued job waits ``cred_expire`` + 1 s of wall time
+before it may start again, which the simulator comparison models as the restore cost of
+a (re)started job (capped below a round), so the two are compared on the same rules.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slurm_shockwave.live.cluster import LocalCluster
+from slurm_shockwave.metrics.summary import Finished, summarize
+from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.sim.inputs import build_workload, load_throughputs, load_trace
+from slurm_shockwave.sim.run import simulate
+from slurm_shockwave.slurm.json_shapes import number, states
+
+ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED",
+          "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+ROUND_TRACE_S = 120.0
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    trace: str | None
+    gpus: int
+    time_scale: float
+    policy: str
+    """Any registered policy, or ``slurm``: no service, no hold, Slurm's own priority."""
+    work_dir: Path
+    throughputs: str | None = None
+    kill_service_every_s: float | None = None
+    timeout_s: float = 1800.0
+    cred_expire_s: int = 5
+    gpus_per_node: int = 8
+    ports: tuple[int, int] = (21817, 21900)
+
+
+@dataclass
+class JobState:
+    trace_id: int
+    slurm_id: int
+    submit_wall: float
+    state: str = "PENDING"
+    start_wall: float = 0.0
+    end_wall: float = 0.0
+    restarts: int = 0
+
+
+@dataclass
+class LiveStatus:
+    submitted: int
+    total: int
+    running: int
+    done: int
+    elapsed_s: float
+    jobs: dict[int, JobState] = field(default_factory=dict)
+
+
+class _Service:
+    def __init__(self, settings: LiveSettings, env: dict[str, str], config: Path) -> None:
+        self.settings, self.env, self.config = settings, env, config
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.kills = 0
+
+    def start(self) -> None:
+        log = (self.settings.work_dir / "serve.log").open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "slurm_shockwave.cli", "serve", "--config",
+             str(self.config), "--policy", self.settings.policy],
+            env=self.env, stdout=log, stderr=log)
+
+    def kill_and_restart(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+            self.kills += 1
+        self.start()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
+    round_s = ROUND_TRACE_S / settings.time_scale
+    path = settings.work_dir / "shockwave.yaml"
+    path.write_text(json.dumps({
+        "slurm": {"round_s": round_s},
+        "service": {"store": str(settings.work_dir / "state.db"),
+                    "heartbeat": env.get("SHOCKWAVE_HEARTBEAT",
+                                         str(settings.work_dir / "heartbeat")),
+                    "stale_after_s": max(30.0, 5 * round_s)}}))
+    return path
+
+
+def _poll(env: dict[str, str], jobs: dict[int, JobState]) -> None:
+    """Each of our jobs' state, times and restarts from squeue (finished ones stay listed
+    for MinJobAge)."""
+    done = subprocess.run(["squeue", "--json"], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
+    if done.returncode != 0:
+        return
+    try:
+        doc = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return
+    by_id = {j.slurm_id: j for j in jobs.values()}
+    for obj in doc.get("jobs", []):
+        job = by_id.get(number(obj.get("job_id")))
+        if job is None:
+            continue
+        state = states(obj.get("job_state"))
+        job.state = state[0] if state else "UNKNOWN"
+        job.start_wall = float(number(obj.get("start_time")))
+        job.end_wall = float(number(obj.get("end_time")))
+        job.restarts = number(obj.get("restart_cnt"))
+
+
+def run_live(settings: LiveSettings,
+             on_tick: Callable[[LiveStatus], None] | None = None) -> dict[str, Any]:
+    """Run the trace on a cluster of our own; one JSON-able dict of results."""
+    trace = load_trace(settings.trace)
+    workload = build_workload(trace, load_throughputs(settings.throughputs),
+                              source=settings.trace or "demo")
+    settings.work_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    jobs: dict[int, JobState] = {}
+    with LocalCluster(settings.work_dir / "cluster",
+                      nodes=math.ceil(settings.gpus / settings.gpus_per_node),
+                      gpus_per_node=settings.gpus_per_node, ctld_port=settings.ports[0],
+                      node_port_base=settings.ports[1],
+                      cred_expire_s=settings.cred_expire_s) as env:
+        service = None
+        if settings.policy != "slurm":
+            service = _Service(settings, env, _service_config(settings, env))
+            service.start()
+        else:  # Slurm alone: no heartbeat, so job_submit.lua holds nothing
+            Path(env.get("SHOCKWAVE_HEARTBEAT", "/nonexistent")).unlink(missing_ok=True)
+        submit = subprocess.Popen(
+            [sys.executable, "-m", "slurm_shockwave.cli", "trace", "submit",
+             settings.trace or "demo", "--time-scale", str(settings.time_scale),
+             "--partition", "shockwave", "--json",
+             "--checkpoint-dir", str(settings.work_dir / "checkpoints"),
+             "--output-dir", str(settings.work_dir / "out"),
+             *(["--throughputs", settings.throughputs] if settings.throughputs else [])],
+            env=env, stdout=subprocess.PIPE, stderr=(settings.work_dir / "submit.log").open("ab"),
+            text=True)
+
+        def read_mapping() -> None:
+            assert submit.stdout is not None
+            for line in submit.stdout:
+                try:
+                    row = json.loads(line)
+                    jobs[int(row["trace_job_id"])] = JobState(
+                        int(row["trace_job_id"]), int(row["slurm_job_id"]),
+                        float(row["submit_time"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+
+        reader = threading.Thread(target=read_mapping, daemon=True)
+        reader.start()
+        last_kill = time.monotonic()
+        try:
+            while time.monotonic() - started < settings.timeout_s:
+                time.sleep(1.0)
+                _poll(env, jobs)
+                finished = [j for j in jobs.values() if j.state not in ACTIVE]
+                if on_tick is not None:
+                    on_tick(LiveStatus(len(jobs), len(trace),
+                                       sum(j.state == "RUNNING" for j in jobs.values()),
+                                       len(finished), time.monotonic() - started, jobs))
+                if submit.poll() is not None and len(jobs) == len(trace) \
+                        and len(finished) == len(jobs):
+                    break
+                every = settings.kill_service_every_s
+                if service and every and time.monotonic() - last_kill >= every:
+                    service.kill_and_restart()
+                    last_kill = time.monotonic()
+        finally:
+            if service is not None:
+                service.stop()
+            if submit.poll() is None:
+                submit.terminate()
+            reader.join(timeout=5)
+    return _results(settings, workload, jobs, time.monotonic() - started,
+                    service.kills if service else 0)
+
+
+def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
+             wall_s: float, kills: int) -> dict[str, Any]:
+    scale = settings.time_scale
+    exclusive = {jid: p.exclusive_s for jid, p in workload.profiles.items()}
+    arrivals = {j.spec.job_id: j.spec.arrival_s for j in workload.jobs}
+    t0 = min((j.submit_wall - arrivals[j.trace_id] / scale for j in jobs.values()),
+             default=0.0)
+    done = [j for j in jobs.values() if j.state == "COMPLETED" and j.end_wall > 0]
+    finished = [Finished(j.trace_id, arrivals[j.trace_id], (j.end_wall - t0) * scale,
+                         exclusive[j.trace_id]) for j in done]
+    live = summarize(finished, num_gpus=settings.gpus, busy_gpu_s=0.0,
+                     num_jobs=len(workload.jobs))
+    sim_policy = "fifo" if settings.policy == "slurm" else settings.policy
+    restore = min((settings.cred_expire_s + 1) * scale, ROUND_TRACE_S - 1)
+    sim = simulate(workload, make_policy(sim_policy, None), gpus=settings.gpus,
+                   gpus_per_node=settings.gpus_per_node, round_s=ROUND_TRACE_S,
+                   restore_s=restore).summary
+    return {
+        "policy": settings.policy, "jobs": len(workload.jobs), "completed": len(done),
+        "lost": len(workload.jobs) - len(done),
+        "makespan_s": round(live.makespan_s, 1), "avg_jct_s": round(live.avg_jct_s, 1),
+        "worst_rho": round(live.worst_rho, 3),
+        "sim_makespan_s": round(sim.makespan_s, 1), "sim_avg_jct_s": round(sim.avg_jct_s, 1),
+        "sim_worst_rho": round(sim.worst_rho, 3), "sim_policy": sim_policy,
+        "sim_restore_s": restore,
+        "preemptions": sum(j.restarts for j in jobs.values()), "service_kills": kills,
+        "time_scale": scale, "gpus": settings.gpus, "wall_s": round(wall_s, 1),
+        "machine": {"cpus": os.cpu_count()},
+    }
