@@ -12,12 +12,12 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from slurm_shockwave.emulate import train
 from slurm_shockwave.emulate.train import (
     Trainer,
     epoch_plan,
     full_scale_s,
     job_label,
-    load_reporter,
     load_table,
     restart_count,
     visible_gpus,
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         info = MODELS.get(args.model)
         trainer = Trainer(plan=plan, time_scale=args.time_scale,
                           checkpoint=Path(args.checkpoint) / f"{job}.json",
-                          reporter=load_reporter(), out=sys.stdout,
+                          reporter=train.load_reporter(), out=sys.stdout,
                           samples_per_epoch=info.samples_per_epoch if info else None,
                           restore_s=max(0.0, args.restore_s), label=label,
                           restart_count=restart_count(env))
