@@ -71,15 +71,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = epoch_plan(args.model, args.bs, args.epochs, AdaptationMode(args.mode),
                           args.gpus, table, actual_gpus=got, epoch_s=args.epoch_s)
         job = job_label(env)
-        label = "" if args.trace_job_id is None else f"trace job {args.trace_job_id} "
+        label = "" if args.trace_job_id is None else f" (trace job {args.trace_job_id})"
         info = MODELS.get(args.model)
         trainer = Trainer(plan=plan, time_scale=args.time_scale,
                           checkpoint=Path(args.checkpoint) / f"{job}.json",
                           reporter=train.load_reporter(), out=sys.stdout,
                           samples_per_epoch=info.samples_per_epoch if info else None,
-                          restore_s=max(0.0, args.restore_s), label=label,
+                          restore_s=max(0.0, args.restore_s),
                           restart_count=restart_count(env))
-        print(f"start {label}job {job}: {args.model} bs={args.bs} mode={args.mode} "
+        print(f"start job {job}{label}: {args.model} bs={args.bs} mode={args.mode} "
               f"epochs={len(plan)} gpus={got} (asked {args.gpus}) full-scale "
               f"{full_scale_s(plan):.0f}s / {args.time_scale:g}", flush=True)
         if trainer.run():

@@ -195,7 +195,6 @@ class Trainer:
     out: TextIO
     samples_per_epoch: int | None = None
     restore_s: float = 0.0
-    label: str = ""
     restart_count: int = 0
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
@@ -225,7 +224,7 @@ class Trainer:
         ckpt = read_checkpoint(self.checkpoint)
         if ckpt is not None:
             self.epochs_done = max(0, min(total, ckpt.epochs_done))
-            _say(self.out, f"resumed {self.label}from {self.checkpoint}: "
+            _say(self.out, f"resumed from {self.checkpoint}: "
                            f"{self.epochs_done}/{total} epochs done, batch size "
                            f"{self.bs_now()} (restart {self.restart_count})")
         self.reporter.install()
@@ -245,7 +244,7 @@ class Trainer:
                                  samples_per_s=rate)
             _say(self.out, f"epoch {self.epochs_done}/{total} bs={epoch.bs} "
                            f"{epoch.seconds:.1f}s (slept {wall:.3f}s) next_bs={self.bs_now()}")
-        _say(self.out, f"done {self.label}{total}/{total} epochs")
+        _say(self.out, f"done {total}/{total} epochs")
         return True
 
     def _on_signal(self) -> bool:
