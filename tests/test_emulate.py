@@ -254,3 +254,13 @@ def test_unknown_model_needs_epoch_s(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "give --epoch-s" in capsys.readouterr().err
     assert main([*base, "--epoch-s", "60"]) == 0
     assert read_checkpoint(tmp_path / "local.json") == Checkpoint(2, 8)
+
+
+def test_a_signal_during_restore_keeps_the_checkpoint(tmp_path: Path) -> None:
+    plan = tuple(train.Epoch(64, 10.0) for _ in range(5))
+    rep = FakeReporter()
+    trainer, _ = a_trainer(tmp_path, plan, rep, clock=FakeClock(), restore_s=20)
+    write_checkpoint(trainer.checkpoint, Checkpoint(2, 64))
+    rep.signalled_at = 0.0
+    assert trainer.run() is False
+    assert read_checkpoint(trainer.checkpoint) == Checkpoint(2, 64) and rep.acks == 1
