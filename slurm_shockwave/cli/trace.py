@@ -1,17 +1,27 @@
-"""``shockwave trace generate`` and ``shockwave trace show``."""
+"""``shockwave trace generate``, ``shockwave trace show`` and ``shockwave trace submit``."""
 
 from __future__ import annotations
 
+import json
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import click
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+import slurm_shockwave
 from slurm_shockwave.cli.errors import one_line_errors
+from slurm_shockwave.emulate.submit import EmulatorSettings, hint_comment, job_script, sbatch_args
 from slurm_shockwave.model.typed_config import build_config
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import DEMO_TRACE, build_workload, load_throughputs, load_trace
-from slurm_shockwave.sim.trace import to_gavel_line, to_json_line
+from slurm_shockwave.sim.trace import TraceJob, to_gavel_line, to_json_line
+from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.hints import parse_hint
+from slurm_shockwave.slurm.protocol import SlurmError
 
 
 @click.group()
@@ -89,3 +99,102 @@ def show(trace_file: str, throughputs: str | None) -> None:
     last = max(j.spec.arrival_s + workload.profiles[j.spec.job_id].exclusive_s for j in jobs)
     out.print(f"total work {gpu_h:,.1f} GPU-h; latest arrival + exclusive runtime "
                   f"{last:,.0f} s (a lower bound on makespan)")
+
+
+def _throughputs_for_jobs(spec: str | None) -> str | None:
+    """The table as the jobs must name it: builtin as is, a file by its absolute path."""
+    if spec is None or spec.startswith("builtin:"):
+        return spec
+    return str(Path(spec).resolve())
+
+
+@trace.command("submit")
+@click.argument("trace_file")
+@click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Divide arrival times and epoch durations by this.")
+@click.option("--partition", default="shockwave", show_default=True)
+@click.option("--throughputs", default=None, help="Gavel JSON or builtin:tacc|wisr "
+                                                  "(default builtin:tacc).")
+@click.option("--max-jobs", type=click.IntRange(min=1), default=None,
+              help="Only the first N jobs of the trace.")
+@click.option("--output-dir", default="trace-out", show_default=True,
+              help="The jobs' output files (%j.out); must be visible to the nodes.")
+@click.option("--checkpoint-dir", default=None,
+              help="The jobs' checkpoints [OUTPUT_DIR/checkpoints].")
+@click.option("--slurm-conf", default=None, help="slurm.conf [$SLURM_CONF].")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON line per job on standard output, no progress bar.")
+@one_line_errors
+def submit(trace_file: str, time_scale: float, partition: str, throughputs: str | None,
+           max_jobs: int | None, output_dir: str, checkpoint_dir: str | None,
+           slurm_conf: str | None, as_json: bool) -> None:
+    """Submit TRACE's jobs as emulated training jobs, each at its scaled arrival time.
+
+    Prints which Slurm job each trace job became. Never cancels anything; exit 1 if
+    sbatch refused a job (the others are still submitted).
+    """
+    jobs = load_trace(trace_file)[:max_jobs]
+    # every job's throughputs and hint are checked before anything is submitted
+    build_workload(jobs, load_throughputs(throughputs), source=trace_file)
+    for j in jobs:
+        parse_hint(hint_comment(j.spec))
+    out_dir = Path(output_dir).resolve()
+    settings = EmulatorSettings(
+        time_scale=time_scale, partition=partition, output_dir=out_dir,
+        checkpoint_dir=Path(checkpoint_dir or out_dir / "checkpoints").resolve(),
+        throughputs=_throughputs_for_jobs(throughputs), python=sys.executable,
+        pythonpath=str(Path(slurm_shockwave.__file__).resolve().parents[1]))
+    settings.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    backend = CliBackend(slurm_conf=slurm_conf)
+    ordered = sorted(jobs, key=lambda j: (j.spec.arrival_s, j.spec.job_id))
+    failed = _submit_all(backend, ordered, settings, as_json)
+    if failed:
+        raise SystemExit(1)
+
+
+def _submit_all(backend: CliBackend, jobs: list[TraceJob], settings: EmulatorSettings,
+                as_json: bool) -> int:
+    out = console()
+    failed = 0
+    start = time.monotonic()
+    last_s = jobs[-1].spec.arrival_s / settings.time_scale
+    with tempfile.TemporaryDirectory(prefix="shockwave-submit-") as scripts, Progress(
+            TextColumn("[progress.description]{task.description}"), BarColumn(),
+            TextColumn("{task.completed}/{task.total} jobs"), TimeElapsedColumn(),
+            console=out, disable=as_json) as progress:
+        task = progress.add_task(f"submitting over {last_s:,.0f} s", total=len(jobs))
+        for job in jobs:
+            spec = job.spec
+            due = start + spec.arrival_s / settings.time_scale
+            while (left := due - time.monotonic()) > 0:
+                time.sleep(min(left, 0.5))
+            script = Path(scripts) / f"trace-{spec.job_id}.sh"
+            script.write_text(job_script(spec, settings), encoding="utf-8")
+            offset = time.monotonic() - start
+            record: dict[str, object] = {"trace_job_id": spec.job_id,
+                                         "arrival_s": spec.arrival_s,
+                                         "submitted_at": round(time.time(), 3),
+                                         "offset_s": round(offset, 3)}
+            try:
+                record["slurm_job_id"] = backend.submit(str(script),
+                                                        sbatch_args(spec, settings))
+            except SlurmError as exc:
+                failed += 1
+                record["error"] = str(exc)
+            if as_json:
+                click.echo(json.dumps(record))
+            elif "error" in record:
+                progress.console.print(f"trace job {spec.job_id}: not submitted: "
+                                       f"{record['error']}", markup=False)
+            else:
+                progress.console.print(
+                    f"trace job {spec.job_id} -> Slurm job {record['slurm_job_id']} at "
+                    f"+{offset:.1f} s ({spec.model} bs={spec.init_bs} "
+                    f"{spec.gpus} GPU{'s' if spec.gpus > 1 else ''} {spec.mode.value} "
+                    f"{spec.num_epochs} epochs)", markup=False)
+            progress.advance(task)
+    if not as_json:
+        out.print(f"submitted {len(jobs) - failed} of {len(jobs)} jobs; outputs in "
+                  f"{settings.output_dir}", markup=False)
+    return failed

@@ -1,0 +1,95 @@
+"""``python -m slurm_shockwave.emulate``: an emulated training job (docs/emulation.md).
+
+Exit 0 when every epoch is done, 2 on bad arguments (one line on stderr). After its
+checkpoint signal it saves, acknowledges and sleeps until Slurm requeues it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from slurm_shockwave.emulate import train
+from slurm_shockwave.emulate.train import (
+    Trainer,
+    epoch_plan,
+    full_scale_s,
+    job_label,
+    load_table,
+    restart_count,
+    visible_gpus,
+)
+from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.job import AdaptationMode
+from slurm_shockwave.workloads.catalog import MODELS
+
+
+def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = kind(text)
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return value
+    parse.__name__ = getattr(kind, "__name__", "number")
+    return parse
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m slurm_shockwave.emulate",
+                                description="Emulate a training job by sleeping each epoch.")
+    p.add_argument("--model", required=True, help=f"one of {', '.join(MODELS)} or any label "
+                                                  "(then --epoch-s)")
+    p.add_argument("--bs", type=_positive(int), required=True, help="initial batch size")
+    p.add_argument("--epochs", type=_positive(int), required=True)
+    p.add_argument("--mode", choices=[m.value for m in AdaptationMode], default="static")
+    p.add_argument("--gpus", type=_positive(int), default=1,
+                   help="GPUs requested (used when CUDA_VISIBLE_DEVICES/SLURM_JOB_GPUS "
+                        "are unset)")
+    p.add_argument("--time-scale", type=_positive(float), default=1.0,
+                   help="divide every duration by this")
+    p.add_argument("--checkpoint", required=True, metavar="DIR",
+                   help="checkpoints go to DIR/<SLURM_JOB_ID>.json")
+    p.add_argument("--throughputs", default=None, help="builtin:tacc (default), builtin:wisr "
+                                                       "or a Gavel-format JSON file")
+    p.add_argument("--epoch-s", type=_positive(float), default=None,
+                   help="seconds per epoch at full scale, for a model the table lacks")
+    p.add_argument("--restore-s", type=float, default=20.0,
+                   help="checkpoint restore at every start, full scale (the simulator's 20)")
+    p.add_argument("--trace-job-id", type=int, default=None)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    env = os.environ
+    try:
+        table = load_table(args.throughputs)
+        got = visible_gpus(env, args.gpus)
+        plan = epoch_plan(args.model, args.bs, args.epochs, AdaptationMode(args.mode),
+                          args.gpus, table, actual_gpus=got, epoch_s=args.epoch_s)
+        job = job_label(env)
+        label = "" if args.trace_job_id is None else f" (trace job {args.trace_job_id})"
+        info = MODELS.get(args.model)
+        trainer = Trainer(plan=plan, time_scale=args.time_scale,
+                          checkpoint=Path(args.checkpoint) / f"{job}.json",
+                          reporter=train.load_reporter(), out=sys.stdout,
+                          samples_per_epoch=info.samples_per_epoch if info else None,
+                          restore_s=max(0.0, args.restore_s),
+                          restart_count=restart_count(env))
+        print(f"start job {job}{label}: {args.model} bs={args.bs} mode={args.mode} "
+              f"epochs={len(plan)} gpus={got} (asked {args.gpus}) full-scale "
+              f"{full_scale_s(plan):.0f}s / {args.time_scale:g}", flush=True)
+        if trainer.run():
+            return 0
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    trainer.park()
+    return 0  # not reached: Slurm requeues (kills) the job
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

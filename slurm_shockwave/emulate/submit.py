@@ -1,0 +1,71 @@
+"""What ``shockwave trace submit`` hands to ``sbatch`` for one trace job.
+
+Pure functions: the sbatch options (GPUs, hint, requeue, output file, name) and the job
+script running ``python -m slurm_shockwave.emulate`` with the same parameters.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurm_shockwave.model.job import JobSpec
+
+GPUS_PER_NODE = 8
+SIGNAL = "USR1"
+GRACE_S = 30
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatorSettings:
+    time_scale: float
+    checkpoint_dir: Path
+    output_dir: Path
+    partition: str = "shockwave"
+    throughputs: str | None = None
+    python: str = "python3"
+    pythonpath: str | None = None
+    """Prepended to the job's PYTHONPATH so it runs the submitter's copy of the package."""
+
+
+def hint_comment(spec: JobSpec) -> str:
+    """The adaptation hint (docs/hints.md) for ``sbatch --comment``."""
+    return (f"model={spec.model} bs={spec.init_bs} epochs={spec.num_epochs} "
+            f"mode={spec.mode.value} signal={SIGNAL} grace={GRACE_S}")
+
+
+def gpu_args(gpus: int) -> list[str]:
+    """``--gres=gpu:G``; more than a node's 8: whole nodes of 8."""
+    if gpus <= GPUS_PER_NODE:
+        return [f"--gres=gpu:{gpus}"]
+    return ["-N", str(math.ceil(gpus / GPUS_PER_NODE)), f"--gres=gpu:{GPUS_PER_NODE}"]
+
+
+def sbatch_args(spec: JobSpec, settings: EmulatorSettings) -> list[str]:
+    return ["-p", settings.partition, *gpu_args(spec.gpus), f"--comment={hint_comment(spec)}",
+            "--requeue", "--open-mode=append", "-o", str(settings.output_dir / "%j.out"),
+            "-J", f"trace-{spec.job_id}"]
+
+
+def emulate_argv(spec: JobSpec, settings: EmulatorSettings) -> list[str]:
+    argv = [settings.python, "-m", "slurm_shockwave.emulate", "--model", spec.model,
+            "--bs", str(spec.init_bs), "--epochs", str(spec.num_epochs),
+            "--mode", spec.mode.value, "--gpus", str(spec.gpus),
+            "--time-scale", repr(settings.time_scale),
+            "--checkpoint", str(settings.checkpoint_dir), "--trace-job-id", str(spec.job_id)]
+    if settings.throughputs:
+        argv += ["--throughputs", settings.throughputs]
+    return argv
+
+
+def job_script(spec: JobSpec, settings: EmulatorSettings) -> str:
+    """The batch script: ignore the signal until Python handles it, then exec the job."""
+    lines = ["#!/bin/bash", f"# trace job {spec.job_id}, from shockwave trace submit",
+             f"trap '' {SIGNAL}", f"export SHOCKWAVE_SIGNAL={SIGNAL}"]
+    if settings.pythonpath:
+        lines.append(f"export PYTHONPATH={shlex.quote(settings.pythonpath)}"
+                     "${PYTHONPATH:+:$PYTHONPATH}")
+    lines.append("exec " + shlex.join(emulate_argv(spec, settings)))
+    return "\n".join(lines) + "\n"

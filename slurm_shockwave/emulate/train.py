@@ -1,0 +1,274 @@
+"""The emulated training loop: epochs of sleep, progress reports, checkpoints, resume.
+
+The epoch plan (batch size and duration of every epoch) comes from the simulator's own
+profile code (``workloads/profile.py``), so an emulated job on Slurm and the same job in
+``shockwave simulate`` train the same epochs at the same batch sizes for the same time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import math
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol, TextIO
+
+from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.job import AdaptationMode, JobSpec
+from slurm_shockwave.model.throughputs import ThroughputTable, from_gavel
+from slurm_shockwave.workloads.adaptation import bs_schedule
+from slurm_shockwave.workloads.bundled import bundled_table
+from slurm_shockwave.workloads.catalog import MODELS
+from slurm_shockwave.workloads.profile import build_profile, epoch_seconds
+
+SLICE_S = 0.1
+"""Longest single sleep: the job notices its checkpoint signal within this."""
+
+
+@dataclass(frozen=True, slots=True)
+class Epoch:
+    bs: int
+    seconds: float
+    """Wall time at full scale (time scale 1)."""
+
+
+def load_table(spec: str | None) -> ThroughputTable:
+    """``builtin:tacc|wisr`` (default tacc) or a Gavel-format JSON file."""
+    if spec is None or spec.startswith("builtin:"):
+        return bundled_table("tacc" if spec is None else spec.split(":", 1)[1])
+    try:
+        data = json.loads(Path(spec).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror})", source=spec,
+                         field="throughputs") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON ({exc.msg})", source=spec, line=exc.lineno,
+                         field="throughputs") from None
+    return from_gavel(data, source=spec)
+
+
+def epoch_plan(model: str, init_bs: int, epochs: int, mode: AdaptationMode, gpus: int,
+               table: ThroughputTable, *, actual_gpus: int | None = None,
+               epoch_s: float | None = None) -> tuple[Epoch, ...]:
+    """Batch size and full-scale duration of every epoch.
+
+    The batch sizes follow the simulator's profile for the job as submitted (``gpus``);
+    the durations are those of the GPUs the job got (``actual_gpus``), from the table
+    when it has them, else the submitted GPUs' time scaled by gpus / actual_gpus.
+    A model the table lacks needs ``epoch_s`` (seconds per epoch at full scale on
+    ``gpus`` GPUs, the same at every batch size; catalogue models keep their pattern).
+    """
+    got = actual_gpus or gpus
+    try:
+        profile = build_profile(JobSpec(0, model, init_bs, gpus, mode, 0.0, epochs), table)
+    except (InputError, KeyError) as exc:
+        if epoch_s is None:
+            problem = exc.problem if isinstance(exc, InputError) else str(exc.args[0])
+            raise InputError(f"{problem}; give --epoch-s (seconds per epoch)",
+                             field="model") from None
+        sizes = (bs_schedule(mode, model, init_bs, gpus, epochs) if model in MODELS
+                 else [init_bs] * epochs)
+        return tuple(Epoch(b, epoch_s * gpus / got) for b in sizes)
+    plan = []
+    for e, b in enumerate(profile.bs_by_epoch):
+        seconds = profile.epoch_s(e)
+        if got != gpus:
+            seconds = (epoch_seconds(model, b, got, table) if table.has(model, b, got)
+                       else seconds * gpus / got)
+        plan.append(Epoch(b, seconds))
+    return tuple(plan)
+
+
+def visible_gpus(env: Mapping[str, str], requested: int) -> int:
+    """GPUs the job got: CUDA_VISIBLE_DEVICES, else SLURM_JOB_GPUS (times the nodes of a
+    multi-node job, which list only the batch node's), else what was requested."""
+    for name in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS"):
+        ids = [i for i in env.get(name, "").split(",") if i.strip()]
+        if ids and ids != ["NoDevFiles"]:
+            try:
+                nodes = max(1, int(env.get("SLURM_JOB_NUM_NODES", "1")))
+            except ValueError:
+                nodes = 1
+            return len(ids) * nodes
+    return requested
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    epochs_done: int
+    batch_size: int
+
+
+def read_checkpoint(path: Path) -> Checkpoint | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Checkpoint(int(data["epochs_done"]), int(data["batch_size"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"unreadable checkpoint ({exc})", source=str(path),
+                         field="checkpoint") from None
+
+
+def write_checkpoint(path: Path, ckpt: Checkpoint) -> None:
+    """Atomically: a temporary file in the same directory, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"epochs_done": ckpt.epochs_done,
+                               "batch_size": ckpt.batch_size}) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class Reporter(Protocol):
+    """``slurm_shockwave.client.reporter``'s functions (they never raise)."""
+
+    def report(self, epoch: float | None = None, batch_size: int | None = None,
+               samples_per_s: float | None = None) -> None: ...
+
+    def checkpointed(self) -> None: ...
+
+    def should_checkpoint(self) -> bool: ...
+
+    def install(self) -> None: ...
+
+
+class LocalReporter:
+    """Stand-in when the client is not installed: reports nothing, but still catches the
+    checkpoint signal named by SHOCKWAVE_SIGNAL (or ``signal_name``)."""
+
+    def __init__(self, signal_name: str | None = None) -> None:
+        self.signal_name = signal_name
+        self.signalled = False
+
+    def report(self, epoch: float | None = None, batch_size: int | None = None,
+               samples_per_s: float | None = None) -> None:
+        return None
+
+    def checkpointed(self) -> None:
+        return None
+
+    def should_checkpoint(self) -> bool:
+        return self.signalled
+
+    def install(self) -> None:
+        name = (self.signal_name or os.environ.get("SHOCKWAVE_SIGNAL", "")).upper()
+        if not name:
+            return
+        sig = getattr(signal, "SIG" + name.removeprefix("SIG"), None)
+        if isinstance(sig, signal.Signals):
+            signal.signal(sig, self._caught)
+
+    def _caught(self, signum: int, frame: FrameType | None) -> None:
+        self.signalled = True
+
+
+def load_reporter() -> Reporter:
+    """The client's reporter module if it is installed, else a LocalReporter."""
+    try:
+        module: Any = importlib.import_module("slurm_shockwave.client.reporter")
+    except ImportError:
+        return LocalReporter()
+    reporter: Reporter = module
+    return reporter
+
+
+def _say(out: TextIO, text: str) -> None:
+    out.write(text + "\n")
+    out.flush()
+
+
+@dataclass
+class Trainer:
+    """One run of the job, from its checkpoint (if any) to done or to its signal."""
+
+    plan: tuple[Epoch, ...]
+    time_scale: float
+    checkpoint: Path
+    reporter: Reporter
+    out: TextIO
+    samples_per_epoch: int | None = None
+    restore_s: float = 0.0
+    restart_count: int = 0
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    epochs_done: int = 0
+
+    def bs_now(self) -> int:
+        """The batch size the job trains at next: that of the epoch it has reached."""
+        return self.plan[min(self.epochs_done, len(self.plan) - 1)].bs
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep ``seconds`` in slices; False as soon as the checkpoint signal arrived."""
+        deadline = self.clock() + seconds
+        while True:
+            if self.reporter.should_checkpoint():
+                return False
+            left = deadline - self.clock()
+            if left <= 0:
+                return True
+            self.sleep(min(SLICE_S, left))
+
+    def _save(self) -> None:
+        write_checkpoint(self.checkpoint, Checkpoint(self.epochs_done, self.bs_now()))
+
+    def run(self) -> bool:
+        """Train to the end (True) or until the checkpoint signal (False, checkpointed)."""
+        total = len(self.plan)
+        ckpt = read_checkpoint(self.checkpoint)
+        if ckpt is not None:
+            self.epochs_done = max(0, min(total, ckpt.epochs_done))
+            _say(self.out, f"resumed from {self.checkpoint}: "
+                           f"{self.epochs_done}/{total} epochs done, batch size "
+                           f"{self.bs_now()} (restart {self.restart_count})")
+        self.reporter.install()
+        self.reporter.report(epoch=self.epochs_done, batch_size=self.bs_now())
+        if not self._wait(self.restore_s / self.time_scale):
+            return self._on_signal()
+        while self.epochs_done < total:
+            epoch = self.plan[self.epochs_done]
+            wall = epoch.seconds / self.time_scale
+            if not self._wait(wall):
+                return self._on_signal()
+            self.epochs_done += 1
+            self._save()
+            rate = (self.samples_per_epoch / wall
+                    if self.samples_per_epoch and wall > 0 else None)
+            self.reporter.report(epoch=self.epochs_done, batch_size=self.bs_now(),
+                                 samples_per_s=rate)
+            _say(self.out, f"epoch {self.epochs_done}/{total} bs={epoch.bs} "
+                           f"{epoch.seconds:.1f}s (slept {wall:.3f}s) next_bs={self.bs_now()}")
+        _say(self.out, f"done {total}/{total} epochs")
+        return True
+
+    def _on_signal(self) -> bool:
+        self._save()
+        self.reporter.checkpointed()
+        _say(self.out, f"checkpoint signal: saved {self.epochs_done}/{len(self.plan)} "
+                       f"epochs, batch size {self.bs_now()}; waiting to be requeued")
+        return False
+
+    def park(self) -> None:
+        """After a checkpoint: sleep until Slurm requeues (kills) the job."""
+        while True:
+            self.sleep(1.0)
+
+
+def job_label(env: Mapping[str, str]) -> str:
+    return env.get("SLURM_JOB_ID", "") or "local"
+
+
+def restart_count(env: Mapping[str, str]) -> int:
+    with contextlib.suppress(ValueError):
+        return int(env.get("SLURM_RESTART_COUNT", "0") or 0)
+    return 0
+
+
+def full_scale_s(plan: tuple[Epoch, ...]) -> float:
+    return math.fsum(e.seconds for e in plan)

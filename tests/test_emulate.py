@@ -1,0 +1,266 @@
+"""The emulated training job: the simulator's epochs, resume, the checkpoint signal."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_shockwave.emulate import train
+from slurm_shockwave.emulate.__main__ import main
+from slurm_shockwave.emulate.train import (
+    Checkpoint,
+    LocalReporter,
+    Trainer,
+    epoch_plan,
+    load_reporter,
+    load_table,
+    read_checkpoint,
+    visible_gpus,
+    write_checkpoint,
+)
+from slurm_shockwave.model.job import AdaptationMode
+from slurm_shockwave.sim.inputs import build_workload, load_throughputs
+from slurm_shockwave.sim.trace import parse_trace
+from slurm_shockwave.workloads.profile import epoch_seconds
+
+JOBS = [  # (model, batch size, GPUs, epochs): catalogue jobs whose patterns change
+    ("ResNet-18", 32, 2, 60),
+    ("LM", 10, 1, 50),
+    ("Recommendation", 512, 1, 100),
+    ("ResNet-50", 32, 4, 140),
+]
+
+
+class FakeReporter:
+    """Records calls; install() catches SIGUSR1 for real."""
+
+    def __init__(self) -> None:
+        self.reports: list[tuple[float | None, int | None, float | None]] = []
+        self.acks = 0
+        self.signalled_at: float | None = None
+        self.installed = False
+
+    def report(self, epoch: float | None = None, batch_size: int | None = None,
+               samples_per_s: float | None = None) -> None:
+        self.reports.append((epoch, batch_size, samples_per_s))
+
+    def checkpointed(self) -> None:
+        self.acks += 1
+
+    def should_checkpoint(self) -> bool:
+        return self.signalled_at is not None
+
+    def install(self) -> None:
+        self.installed = True
+        signal.signal(signal.SIGUSR1, self._caught)
+
+    def _caught(self, signum: int, frame: object) -> None:
+        self.signalled_at = time.monotonic()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, s: float) -> None:
+        assert 0 < s <= train.SLICE_S + 1e-12
+        self.now += s
+
+    def clock(self) -> float:
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def _restore_sigusr1() -> Iterator[None]:
+    saved = signal.getsignal(signal.SIGUSR1)
+    yield
+    signal.signal(signal.SIGUSR1, saved)
+
+
+def simulator_profile(model: str, bs: int, gpus: int, epochs: int, mode: str
+                      ) -> list[tuple[int, float]]:
+    """(batch size, seconds) of every epoch, read the simulator's way from a trace line."""
+    line = json.dumps({"model": model, "batch_size": bs, "gpus": gpus, "mode": mode,
+                       "epochs": epochs})
+    jobs = parse_trace([line], source="t.jsonl")
+    profile = build_workload(jobs, load_throughputs("builtin:tacc"), source="t").profiles[0]
+    return [(b, profile.epoch_s(e)) for e, b in enumerate(profile.bs_by_epoch)]
+
+
+def a_trainer(tmp_path: Path, plan: tuple[train.Epoch, ...], reporter: FakeReporter, *,
+              scale: float = 1.0, clock: FakeClock | None = None,
+              restore_s: float = 0.0) -> tuple[Trainer, io.StringIO]:
+    out = io.StringIO()
+    extra = {} if clock is None else {"sleep": clock.sleep, "clock": clock.clock}
+    t = Trainer(plan=plan, time_scale=scale, checkpoint=tmp_path / "ckpt" / "7.json",
+                reporter=reporter, out=out, samples_per_epoch=50_000, restore_s=restore_s,
+                **extra)  # type: ignore[arg-type]
+    return t, out
+
+
+@pytest.mark.parametrize("mode", ["static", "accordion", "gns"])
+@pytest.mark.parametrize(("model", "bs", "gpus", "epochs"), JOBS)
+def test_epochs_and_durations_are_the_simulators(tmp_path: Path, mode: str, model: str,
+                                                 bs: int, gpus: int, epochs: int) -> None:
+    expected = simulator_profile(model, bs, gpus, epochs, mode)
+    plan = epoch_plan(model, bs, epochs, AdaptationMode(mode), gpus, load_table(None))
+    assert [(e.bs, e.seconds) for e in plan] == expected
+    # the trainer sleeps exactly those durations (scaled) and moves to the next epoch's bs
+    clock, rep = FakeClock(), FakeReporter()
+    scale = 50.0
+    trainer, out = a_trainer(tmp_path, plan, rep, scale=scale, clock=clock, restore_s=20)
+    ends: list[float] = []
+    real_report = rep.report
+
+    def report(epoch: float | None = None, batch_size: int | None = None,
+               samples_per_s: float | None = None) -> None:
+        ends.append(clock.now)
+        real_report(epoch, batch_size, samples_per_s)
+
+    rep.report = report  # type: ignore[method-assign]
+    assert trainer.run()
+    assert ends[0] == 0.0 and rep.reports[0][:2] == (0, expected[0][0])
+    starts = [20 / scale, *ends[1:-1]]
+    for (_b, s), start, end in zip(expected, starts, ends[1:], strict=True):
+        assert end - start == pytest.approx(s / scale, abs=1e-9)
+    epoch_reports = rep.reports[1:]
+    assert [r[0] for r in epoch_reports] == list(range(1, epochs + 1))
+    # after epoch e the job trains at the batch size of epoch e (the one it reached)
+    assert [r[1] for r in epoch_reports] == [expected[min(e, epochs - 1)][0]
+                                             for e in range(1, epochs + 1)]
+    assert epoch_reports[0][2] == pytest.approx(50_000 / (expected[0][1] / scale))
+    assert out.getvalue().splitlines()[-1] == f"done {epochs}/{epochs} epochs"
+    last_bs = expected[-1][0]
+    assert read_checkpoint(trainer.checkpoint) == Checkpoint(epochs, last_bs)
+    lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("epoch ")]
+    assert [int(ln.split()[2].removeprefix("bs=")) for ln in lines] == [b for b, _ in expected]
+
+
+def test_gns_job_changes_its_batch_size() -> None:
+    plan = epoch_plan("ResNet-18", 32, 2 * 30, AdaptationMode.GNS, 2, load_table(None))
+    assert [e.bs for e in plan][:12] == [32] * 11 + [64]
+
+
+def test_resume_continues_at_the_right_epoch_and_batch_size(tmp_path: Path) -> None:
+    plan = epoch_plan("ResNet-18", 32, 30, AdaptationMode.GNS, 2, load_table(None))
+    rep = FakeReporter()
+    trainer, out = a_trainer(tmp_path, plan, rep, clock=FakeClock())
+    trainer.restart_count = 1
+    write_checkpoint(trainer.checkpoint, Checkpoint(22, plan[22].bs))
+    assert trainer.run()
+    first = out.getvalue().splitlines()[0]
+    assert first == (f"resumed from {trainer.checkpoint}: 22/30 epochs done, batch size "
+                     f"{plan[22].bs} (restart 1)")
+    assert plan[22].bs == 128 and plan[10].bs == 32
+    assert rep.reports[0][:2] == (22, 128)
+    assert [r[0] for r in rep.reports[1:]] == list(range(23, 31))
+    assert out.getvalue().splitlines()[1].startswith("epoch 23/30 bs=128 ")
+
+
+def test_signal_checkpoints_the_last_finished_epoch_and_acknowledges(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeReporter()
+    module = types.ModuleType("slurm_shockwave.client.reporter")
+    for name in ("report", "checkpointed", "should_checkpoint", "install"):
+        setattr(module, name, getattr(fake, name))
+    monkeypatch.setitem(sys.modules, "slurm_shockwave.client.reporter", module)
+    reporter = load_reporter()
+    assert reporter is module
+    # 10 epochs of 0.2 s each; the signal comes in the middle of the 3rd
+    plan = tuple(train.Epoch(32, 20.0) for _ in range(10))
+    trainer, out = a_trainer(tmp_path, plan, fake, scale=100.0)
+    trainer.reporter = reporter
+    write_checkpoint(trainer.checkpoint, Checkpoint(1, 32))  # acknowledged earlier
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGUSR1))
+    timer.start()
+    assert trainer.run() is False
+    saved_at = time.monotonic()
+    timer.join()
+    assert fake.installed and fake.acks == 1 and fake.signalled_at is not None
+    assert saved_at - fake.signalled_at < 0.2
+    # resumed at 1, finished epochs 2 and 3 (at 0.2 and 0.4 s), the 4th is lost
+    assert read_checkpoint(trainer.checkpoint) == Checkpoint(3, 32)
+    assert [r[0] for r in fake.reports] == [1, 2, 3]
+    assert out.getvalue().splitlines()[-1] == (
+        "checkpoint signal: saved 3/10 epochs, batch size 32; waiting to be requeued")
+    # after the requeue: continues from the checkpoint
+    again, _ = a_trainer(tmp_path, plan, FakeReporter(), clock=FakeClock())
+    assert again.run() and again.epochs_done == 10
+
+
+def test_local_reporter_catches_the_signal_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHOCKWAVE_SIGNAL", "usr1")
+    rep = LocalReporter()
+    rep.install()
+    assert not rep.should_checkpoint()
+    os.kill(os.getpid(), signal.SIGUSR1)
+    deadline = time.monotonic() + 2
+    while not rep.should_checkpoint() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert rep.should_checkpoint()
+
+
+def test_gpus_come_from_cuda_visible_devices() -> None:
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, 2) == 4
+    assert visible_gpus({"SLURM_JOB_GPUS": "5"}, 2) == 1
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7",
+                         "SLURM_JOB_NUM_NODES": "2"}, 16) == 16
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, 2) == 2
+    table = load_table(None)
+    on2 = epoch_plan("ResNet-18", 32, 5, AdaptationMode.STATIC, 2, table)
+    on4 = epoch_plan("ResNet-18", 32, 5, AdaptationMode.STATIC, 2, table, actual_gpus=4)
+    assert on4[0].seconds == epoch_seconds("ResNet-18", 32, 4, table) < on2[0].seconds
+
+
+def test_main_reads_the_gpus_and_finishes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(train, "load_reporter", lambda: FakeReporter())
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    args = ["--model", "ResNet-18", "--bs", "32", "--epochs", "3", "--gpus", "2",
+            "--time-scale", "1e5", "--checkpoint", str(tmp_path), "--restore-s", "0"]
+    totals = {}
+    for devices in ("0,1", "0,1,2,3"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", devices)
+        (tmp_path / "4242.json").unlink(missing_ok=True)
+        assert main(args) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[-1] == "done 3/3 epochs"
+        totals[devices] = lines[0]
+    assert "gpus=2 (asked 2)" in totals["0,1"] and "gpus=4 (asked 2)" in totals["0,1,2,3"]
+    assert totals["0,1"] != totals["0,1,2,3"]
+    assert read_checkpoint(tmp_path / "4242.json") == Checkpoint(3, 32)
+
+
+def test_unknown_model_needs_epoch_s(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(train, "load_reporter", lambda: FakeReporter())
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("SLURM_JOB_GPUS", raising=False)
+    base = ["--model", "my-bert", "--bs", "8", "--epochs", "2", "--time-scale", "1e5",
+            "--checkpoint", str(tmp_path)]
+    assert main(base) == 2
+    assert "give --epoch-s" in capsys.readouterr().err
+    assert main([*base, "--epoch-s", "60"]) == 0
+    assert read_checkpoint(tmp_path / "local.json") == Checkpoint(2, 8)
+
+
+def test_a_signal_during_restore_keeps_the_checkpoint(tmp_path: Path) -> None:
+    plan = tuple(train.Epoch(64, 10.0) for _ in range(5))
+    rep = FakeReporter()
+    trainer, _ = a_trainer(tmp_path, plan, rep, clock=FakeClock(), restore_s=20)
+    write_checkpoint(trainer.checkpoint, Checkpoint(2, 64))
+    rep.signalled_at = 0.0
+    assert trainer.run() is False
+    assert read_checkpoint(trainer.checkpoint) == Checkpoint(2, 64) and rep.acks == 1

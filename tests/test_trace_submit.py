@@ -1,0 +1,155 @@
+"""``shockwave trace submit``: what it hands sbatch, bad traces, and a real run on the cluster.
+
+The cluster test submits to partition ``other`` (no hold) and skips with the reason when
+no cluster answers (SHOCKWAVE_REQUIRE_SLURM=1 makes that a failure). If it fails because
+the shared test cluster was full, rerun it alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_shockwave.cli.main import cli
+from slurm_shockwave.emulate.submit import (
+    EmulatorSettings,
+    gpu_args,
+    hint_comment,
+    job_script,
+    sbatch_args,
+)
+from slurm_shockwave.model.job import AdaptationMode, JobSpec
+from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.hints import parse_hint
+from slurm_shockwave.slurm.protocol import SlurmError
+
+TRACE = """\
+{"id": 10, "model": "ResNet-18", "batch_size": 32, "gpus": 2, "mode": "gns", "arrival_s": 0, "epochs": 14}
+{"id": 11, "model": "LM", "batch_size": 10, "gpus": 1, "mode": "accordion", "arrival_s": 60, "epochs": 12}
+{"id": 12, "model": "ResNet-50", "batch_size": 32, "gpus": 1, "mode": "static", "arrival_s": 120, "epochs": 2}
+"""  # noqa: E501
+
+
+def settings(tmp_path: Path) -> EmulatorSettings:
+    return EmulatorSettings(time_scale=100.0, checkpoint_dir=tmp_path / "ck",
+                            output_dir=tmp_path / "out", partition="other", python="/py",
+                            pythonpath="/src dir")
+
+
+def test_the_hint_is_one_the_parser_accepts() -> None:
+    spec = JobSpec(3, "ResNet-18", 32, 2, AdaptationMode.GNS, 0.0, 90)
+    hint = parse_hint(hint_comment(spec))
+    assert hint.normalised() == ("shockwave:v1 model=ResNet-18 bs=32 epochs=90 mode=gns "
+                                 "signal=USR1 grace=30")
+
+
+def test_sbatch_options_and_script(tmp_path: Path) -> None:
+    spec = JobSpec(7, "LM", 10, 2, AdaptationMode.ACCORDION, 5.0, 12)
+    s = settings(tmp_path)
+    args = sbatch_args(spec, s)
+    assert args[:3] == ["-p", "other", "--gres=gpu:2"]
+    assert "--requeue" in args and args[args.index("-J") + 1] == "trace-7"
+    assert args[args.index("-o") + 1] == str(tmp_path / "out" / "%j.out")
+    assert gpu_args(8) == ["--gres=gpu:8"]
+    assert gpu_args(12) == ["-N", "2", "--gres=gpu:8"]
+    assert gpu_args(32) == ["-N", "4", "--gres=gpu:8"]
+    script = job_script(spec, s)
+    assert script.startswith("#!/bin/bash\n")
+    assert "trap '' USR1\n" in script and "export SHOCKWAVE_SIGNAL=USR1\n" in script
+    assert "export PYTHONPATH='/src dir'${PYTHONPATH:+:$PYTHONPATH}\n" in script
+    assert script.splitlines()[-1] == (
+        f"exec /py -m slurm_shockwave.emulate --model LM --bs 10 --epochs 12 --mode accordion "
+        f"--gpus 2 --time-scale 100.0 --checkpoint {tmp_path / 'ck'} --trace-job-id 7")
+
+
+@pytest.mark.parametrize(("line", "field"), [
+    ('{"model": "LM", "batch_size": 10}', "epochs"),
+    ('{"model": "LM", "batch_size": 10, "epochs": 3, "mode": "fast"}', "mode"),
+    ('{"model": "ResNet-50", "batch_size": 32, "gpus": 3, "epochs": 3}', "throughput"),
+])
+def test_a_bad_trace_is_one_line_and_exit_2(tmp_path: Path, line: str, field: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(TRACE.splitlines()[0] + "\n" + line + "\n")
+    result = CliRunner().invoke(cli, ["trace", "submit", str(path), "--time-scale", "10",
+                                      "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}:2: {field}: "), lines
+    assert not (tmp_path / "out").exists()
+
+
+# --- on the real cluster -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def backend() -> CliBackend:
+    try:
+        b = CliBackend()
+        nodes = b.list_nodes()
+    except SlurmError as exc:
+        if os.environ.get("SHOCKWAVE_REQUIRE_SLURM"):
+            pytest.fail(f"no Slurm cluster: {exc}")
+        pytest.skip(f"no Slurm cluster (start docker-slurm/start.sh): {exc}")
+    assert nodes, "the cluster has no nodes"
+    return b
+
+
+@pytest.fixture
+def submitted(backend: CliBackend) -> Iterator[list[int]]:
+    """Slurm job ids the test submitted; those still queued are cancelled at the end."""
+    mine: list[int] = []
+    yield mine
+    for job_id in mine:
+        with contextlib.suppress(SlurmError):
+            backend.cancel(job_id)
+
+
+@pytest.mark.slurm
+def test_a_trace_runs_to_completion_on_the_cluster(backend: CliBackend, tmp_path: Path,
+                                                   submitted: list[int]) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(TRACE)
+    out = tmp_path / "out"
+    started = time.monotonic()
+    result = CliRunner().invoke(cli, ["trace", "submit", str(trace), "--time-scale", "100",
+                                      "--partition", "other", "--output-dir", str(out),
+                                      "--json"])
+    records = [json.loads(ln) for ln in result.output.splitlines() if ln.startswith("{")]
+    submitted.extend(r["slurm_job_id"] for r in records if "slurm_job_id" in r)
+    assert result.exit_code == 0, result.output
+    assert [r["trace_job_id"] for r in records] == [10, 11, 12]
+    assert [r["offset_s"] for r in records] == pytest.approx([0, 0.6, 1.2], abs=0.5)
+    assert all(isinstance(r["slurm_job_id"], int) and r["submitted_at"] > 0 for r in records)
+    ids = {r["trace_job_id"]: r["slurm_job_id"] for r in records}
+
+    def queued() -> set[int]:
+        """Our jobs squeue still lists (it lists no finished job by default)."""
+        text = subprocess.run(["squeue", "-h", "-o", "%A"], capture_output=True, text=True,
+                              check=True).stdout
+        return {int(t) for t in text.split()} & set(ids.values())
+
+    deadline = started + 60
+    while queued() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not queued(), f"still queued after 60 s (cluster full? rerun alone): {queued()}"
+    epochs = {10: 14, 11: 12, 12: 2}
+    for trace_id, slurm_id in ids.items():
+        text = (out / f"{slurm_id}.out").read_text()
+        assert text.splitlines()[0].startswith(f"start job {slurm_id} (trace job {trace_id}):")
+        assert text.splitlines()[-1] == f"done {epochs[trace_id]}/{epochs[trace_id]} epochs"
+        ckpt = json.loads((out / "checkpoints" / f"{slurm_id}.json").read_text())
+        assert ckpt["epochs_done"] == epochs[trace_id]
+    # the gns job doubles its batch size after epoch 11 (ResNet-18, bs 32, 2 GPUs)
+    gns = (out / f"{ids[10]}.out").read_text()
+    sizes = [int(m) for m in re.findall(r"^epoch \d+/14 bs=(\d+) ", gns, re.M)]
+    assert sizes == [32] * 11 + [64] * 3
+    assert "gpus=2 (asked 2)" in gns
