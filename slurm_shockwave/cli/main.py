@@ -8,6 +8,7 @@ from slurm_shockwave import __version__
 from slurm_shockwave.cli.plan import plan
 from slurm_shockwave.cli.policies import policies
 from slurm_shockwave.cli.queue import explain, queue
+from slurm_shockwave.cli.report import report
 from slurm_shockwave.cli.serve import handback, serve
 from slurm_shockwave.cli.simulate import compare, simulate
 from slurm_shockwave.cli.trace import trace
@@ -28,3 +29,4 @@ cli.add_command(plan)
 cli.add_command(explain)
 cli.add_command(serve)
 cli.add_command(handback)
+cli.add_command(report)
