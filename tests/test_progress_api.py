@@ -89,8 +89,10 @@ def cred_as(user: str | None, payload: str) -> str:
     return subprocess.run(cmd, capture_output=True, check=True, text=True).stdout.strip()
 
 
-def post(server: ProgressAPI, body: bytes, cred: str | None) -> tuple[int, dict[str, Any]]:
-    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+def post(server: ProgressAPI | str, body: bytes,
+         cred: str | None) -> tuple[int, dict[str, Any]]:
+    url = server if isinstance(server, str) else server.url
+    host, port = url.removeprefix("http://").rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=5)
     headers = {"Content-Type": "application/json"}
     if cred is not None:
@@ -285,3 +287,62 @@ def test_reports_since_and_retention(tmp_path: Path) -> None:
     assert 1 in store.reports()
     jobs(store, {2: "root"}, index=2, at_s=1200.0)  # now they are old: gone; job 2's stay
     assert set(store.reports()) == {2}
+
+
+# -- serve runs the API beside the loop ---------------------------------------------------------
+
+def test_serve_runs_the_api_beside_the_loop_even_in_a_dry_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+    import threading
+    import time
+
+    from click.testing import CliRunner
+
+    from slurm_shockwave.cli import serve as serve_cli
+    from slurm_shockwave.cli.live_options import Live
+    from slurm_shockwave.config import Settings
+    from slurm_shockwave.slurm.fake import FakeSlurm
+    from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
+
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake.add(SlurmJob(5, "j5", "root", "shockwave", "PENDING", held=True, gpus=1,
+                      node_count=1, reason="JobHeldUser", submit_time=900,
+                      admin_comment="shockwave:v1 model=ResNet-18 bs=32 epochs=9 "
+                                    "mode=static"))
+    monkeypatch.setattr(serve_cli, "live", lambda *_a: Live(Settings(), fake))
+    endpoint = tmp_path / "endpoint"
+    path = str(tmp_path / "state.db")
+    answers: list[int] = []
+
+    def job_side() -> None:  # as a job would: find the endpoint, wait to be managed, report
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if endpoint.exists() and Path(path).exists():
+                probe = Store(path)
+                known = probe.job_user(5) is not None
+                probe.close()
+                if known:
+                    body = body_of(job_id=5)
+                    answers.append(post(endpoint.read_text().strip(), body, munge.encode(
+                        body_digest(body).encode()))[0])
+                    return
+            time.sleep(0.05)
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    sender = threading.Thread(target=job_side)
+    sender.start()
+    try:
+        result = CliRunner().invoke(serve_cli.serve, [
+            "--policy", "fifo", "--store", path, "--round-s", "1", "--rounds", "4",
+            "--dry-run", "--listen", "127.0.0.1:0", "--endpoint-file", str(endpoint)])
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        sender.join()
+    assert result.exit_code == 0, result.output
+    assert answers == [202]
+    assert endpoint.read_text().startswith("http://127.0.0.1:")
+    check = Store(path)
+    assert [r.job_id for r in check.reports()[5]] == [5]
+    check.close()
