@@ -178,6 +178,7 @@ class ProgressAPI:
         self._local = threading.local()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._stopped = False
         self.url = ""
 
     # -- the database thread: one connection, every read and write ------------------------
@@ -270,8 +271,10 @@ class ProgressAPI:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        self._db.submit(self._close_store).result(timeout=30)
-        self._db.shutdown(wait=True)
+        if not self._stopped:
+            self._stopped = True
+            self._db.submit(self._close_store).result(timeout=30)
+            self._db.shutdown(wait=True)
 
     def _close_store(self) -> None:
         store: Store | None = getattr(self._local, "store", None)
@@ -303,6 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             length = int(self.headers.get("Content-Length", ""))
         except ValueError:
+            self.api.count_rejected()
             self._answer(411, {"error": "Content-Length required", "field": "body"})
             return
         if length < 0 or length > MAX_BODY:
