@@ -3,7 +3,8 @@
 ```yaml
 simulator: {round_s: 120, restore_s: 20, deadline_factor: null}
 slurm: {partition: shockwave, round_s: 120, backend: cli, slurm_conf: null}
-service: {policy: shockwave, store: /var/lib/slurm-shockwave/state.db, retention_days: 14}
+service: {policy: shockwave, store: /var/lib/slurm-shockwave/state.db, retention_days: 14,
+          listen: "127.0.0.1:7817", endpoint_file: /var/lib/slurm-shockwave/endpoint}
 policies:
   las: {queue_thresholds_gpu_s: [3600, 36000]}
   allox: {alpha: 0.2}
@@ -72,6 +73,12 @@ def _default_heartbeat() -> str:
     return os.environ.get("SHOCKWAVE_HEARTBEAT", "/var/lib/slurm-shockwave/heartbeat")
 
 
+def _default_endpoint_file() -> str:
+    beat = os.environ.get("SHOCKWAVE_HEARTBEAT")
+    return (str(Path(beat).parent / "endpoint") if beat
+            else "/var/lib/slurm-shockwave/endpoint")
+
+
 @dataclass(frozen=True)
 class ServiceConfig:
     """The long-running service: its policy, store and fail-open heartbeat."""
@@ -86,6 +93,10 @@ class ServiceConfig:
     solver_time_limit_s: float = 1.5
     """The service caps a policy's solver time limit at this, so a round of 2,000 jobs
     fits in seconds (the simulator keeps the policy's own limit)."""
+    listen: str = "127.0.0.1:7817"
+    """HOST:PORT of the progress API (port 0: any free port; the endpoint file says which)."""
+    endpoint_file: str = field(default_factory=_default_endpoint_file)
+    """Where the progress API writes its URL, for a TaskProlog to export to jobs."""
 
     def validate(self) -> tuple[str, str] | None:
         if self.policy not in POLICIES:
@@ -98,6 +109,11 @@ class ServiceConfig:
             return "stale_after_s", "must be >= 0"
         if not (math.isfinite(self.solver_time_limit_s) and self.solver_time_limit_s > 0):
             return "solver_time_limit_s", "must be > 0"
+        host, sep, port = self.listen.rpartition(":")
+        if not (sep and host and port.isdigit() and int(port) <= 65535):
+            return "listen", "must be HOST:PORT (port 0: any free port)"
+        if not self.endpoint_file:
+            return "endpoint_file", "must be a file path"
         return None
 
 

@@ -9,6 +9,7 @@ from slurm_shockwave.cli.demo import demo
 from slurm_shockwave.cli.plan import plan
 from slurm_shockwave.cli.policies import policies
 from slurm_shockwave.cli.queue import explain, queue
+from slurm_shockwave.cli.report import report
 from slurm_shockwave.cli.serve import handback, serve
 from slurm_shockwave.cli.simulate import compare, simulate
 from slurm_shockwave.cli.trace import trace
@@ -30,3 +31,4 @@ cli.add_command(explain)
 cli.add_command(serve)
 cli.add_command(handback)
 cli.add_command(demo)
+cli.add_command(report)

@@ -16,6 +16,7 @@ from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.handback import hand_back
 from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
+from slurm_shockwave.service.progress_api import ProgressAPI
 from slurm_shockwave.slurm.world import MemoryIntents
 
 log = logging.getLogger("shockwave.service")
@@ -32,10 +33,18 @@ log = logging.getLogger("shockwave.service")
               help="Plan and record every round; change nothing in Slurm, hold nothing.")
 @click.option("--rounds", type=click.IntRange(1), default=None,
               help="Stop after this many rounds (default: until SIGTERM/SIGINT).")
+@click.option("--listen", default=None, help="HOST:PORT of the progress API, port 0 for any "
+              "free port [config service.listen: 127.0.0.1:7817].")
+@click.option("--endpoint-file", default=None, help="Where the progress API writes its URL "
+              "[config service.endpoint_file].")
+@click.option("--admin-uid", "admin_uids", type=click.IntRange(0), multiple=True,
+              help="A uid that may report for any job (repeatable; root always may), "
+                   "e.g. the SlurmUser's for the epilog.")
 @one_line_errors
 def serve(policy: str | None, config_path: str | None, partition: str | None,
           slurm_conf: str | None, kind: str | None, store_path: str | None,
-          round_s: float | None, dry_run: bool, rounds: int | None) -> None:
+          round_s: float | None, dry_run: bool, rounds: int | None, listen: str | None,
+          endpoint_file: str | None, admin_uids: tuple[int, ...]) -> None:
     """Plan the managed partition every round, until SIGTERM or SIGINT (exit 0)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
@@ -65,8 +74,20 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
                  path, "none (dry run)" if dry_run else
                  f"{svc.heartbeat} (stale after {service.stale_after_s:g} s)",
                  ", DRY RUN" if dry_run else "")
-        done = service.run(stop, max_rounds=rounds)
-        log.info("stopped after %d rounds", done)
+        api = ProgressAPI(path, listen=listen or svc.listen,
+                          endpoint_file=endpoint_file or svc.endpoint_file,
+                          admin_uids={0, *admin_uids})
+        try:
+            url = api.start()
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"progress API on {listen or svc.listen}: {exc}") from None
+        log.info("progress API at %s (endpoint file %s)", url, api.endpoint_file)
+        try:
+            done = service.run(stop, max_rounds=rounds)
+        finally:
+            api.stop()
+        log.info("stopped after %d rounds; progress API: %d reports accepted, %d refused",
+                 done, api.counts.accepted, api.counts.rejected)
 
 
 @click.command()

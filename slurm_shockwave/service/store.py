@@ -3,7 +3,8 @@
 What it keeps: rounds (time, phase timings, solver status and gap), every action with its
 outcome and Slurm's message, each job's row as last planned plus a history row whenever
 its phase, GPUs, reason or action changed (so a queue that does not change costs nothing),
-the policy's memory, and checkpoint intents that span rounds.
+the policy's memory, checkpoint intents that span rounds, and the progress reports jobs
+send (written by the HTTP thread through its own connection).
 
 Writes: a whole round is one transaction (a crash leaves the last complete round, never
 half of one), and it is versioned: it commits only if no newer round was written since
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.slurm.world import CheckpointIntent
 
 SCHEMA_VERSION = 1
@@ -51,6 +53,11 @@ CREATE TABLE IF NOT EXISTS memory (
 CREATE TABLE IF NOT EXISTS intents (
     job_id INTEGER PRIMARY KEY, signal TEXT NOT NULL, sent_s REAL NOT NULL,
     deadline_s REAL NOT NULL, restart_count INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS reports (
+    id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, at_s REAL NOT NULL, kind TEXT NOT NULL,
+    epoch REAL, batch_size INTEGER, samples_per_s REAL, restart_count INTEGER NOT NULL,
+    exit_code INTEGER, uid INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS reports_job ON reports(job_id, id);
 """
 
 
@@ -194,6 +201,48 @@ class Store:
         with self._transaction():
             self.db.execute("DELETE FROM intents WHERE job_id = ?", (job_id,))
 
+    # -- progress reports (the HTTP thread writes them through its own Store) ---------------
+    def add_report(self, r: ProgressReport) -> int:
+        """Keep one accepted report (its own short transaction); its id."""
+        with self._transaction():
+            cur = self.db.execute(
+                "INSERT INTO reports (job_id, at_s, kind, epoch, batch_size, samples_per_s, "
+                "restart_count, exit_code, uid) VALUES (?,?,?,?,?,?,?,?,?)",
+                (r.job_id, r.at_s, r.kind.value, r.epoch, r.batch_size, r.samples_per_s,
+                 r.restart_count, r.exit_code, r.uid))
+            return int(cur.lastrowid or 0)
+
+    def reports(self, job_ids: Iterable[int] | None = None,
+                since_id: int = 0) -> dict[int, list[ProgressReport]]:
+        """Reports with id > ``since_id`` (of ``job_ids``, or all), per job, oldest first."""
+        sql = ("SELECT job_id, kind, at_s, epoch, batch_size, samples_per_s, restart_count, "
+               "exit_code, uid FROM reports WHERE id > ?")
+        args: list[Any] = [since_id]
+        if job_ids is not None:
+            ids = sorted({int(j) for j in job_ids})
+            if not ids:
+                return {}
+            sql += f" AND job_id IN ({','.join('?' * len(ids))})"
+            args += ids
+        out: dict[int, list[ProgressReport]] = {}
+        for jid, kind, at_s, epoch, bs, sps, restarts, exit_code, uid in self.db.execute(
+                sql + " ORDER BY id", args):
+            out.setdefault(int(jid), []).append(ProgressReport(
+                job_id=int(jid), kind=ReportKind(kind), at_s=float(at_s), epoch=epoch,
+                batch_size=bs, samples_per_s=sps, restart_count=int(restarts),
+                exit_code=exit_code, uid=int(uid)))
+        return out
+
+    def last_report_id(self) -> int:
+        row = self.db.execute("SELECT MAX(id) FROM reports").fetchone()
+        return int(row[0] or 0)
+
+    def job_user(self, job_id: int) -> str | None:
+        """The owner of a job in job_now, read afresh (not the cached rows: another
+        connection, the round loop's, writes them); None when the job is not there."""
+        row = self.db.execute("SELECT row FROM job_now WHERE job_id = ?", (job_id,)).fetchone()
+        return None if row is None else str(json.loads(row[0]).get("user", ""))
+
     # -- the round: one versioned transaction -------------------------------------------------
     def save_round(self, record: RoundRecord, rows: Iterable[JobRow],
                    actions: Iterable[tuple[int, str, str, str]], memory: Mapping[str, Any],
@@ -239,6 +288,8 @@ class Store:
                         (phase_s.get("persist"), phase_s.get("total"), round_id))
 
     def _expire(self, now_s: float) -> None:
+        self.db.execute("DELETE FROM reports WHERE at_s < ? AND job_id NOT IN "
+                        "(SELECT job_id FROM job_now)", (now_s - self.retention_s,))
         cut = self.db.execute("SELECT MIN(id) FROM rounds WHERE at_s >= ?",
                               (now_s - self.retention_s,)).fetchone()[0]
         if cut is None:

@@ -1,0 +1,347 @@
+"""Tell the slurm-shockwave service how a training job is doing.
+
+Standard library only and nothing else of slurm_shockwave: a training script may vendor
+this one file. Nothing here raises or blocks for long (about 2 s at most per call): with no
+service or no Slurm job it does nothing; with the service unreachable it spools the
+report to ``$SHOCKWAVE_SPOOL`` and sends it, oldest first, with the next call that gets
+through.
+
+    from slurm_shockwave.client import reporter
+    reporter.install()                        # early: the checkpoint signal's handler
+    for epoch in range(start, epochs):
+        train_one_epoch()
+        reporter.report(epoch=epoch + 1, batch_size=bs, samples_per_s=rate)
+        if reporter.should_checkpoint():
+            save_checkpoint()
+            reporter.checkpointed()
+            sys.exit(0)                       # the service requeues the job
+
+Environment (the TaskProlog exports the SHOCKWAVE_* ones):
+
+- ``SHOCKWAVE_URL`` the service, else ``SHOCKWAVE_ENDPOINT_FILE`` a file holding it;
+- ``SLURM_JOB_ID``, ``SLURM_RESTART_COUNT`` (set by Slurm);
+- ``SHOCKWAVE_SIGNAL`` the checkpoint signal (``USR1``); unset: never asked to checkpoint;
+- ``SHOCKWAVE_SPOOL`` a directory owned by the job's user (not group/other writable).
+
+Each request carries a fresh MUNGE credential whose payload is the hex SHA-256 of the
+body (libmunge through ctypes, else the ``munge`` command).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import hashlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+__all__ = ["checkpointed", "end", "flush_spool", "install", "report", "should_checkpoint"]
+
+TIMEOUT_S = 2.0
+CRED_HEADER = "X-Munge-Credential"
+MAX_BODY = 4096
+MAX_SPOOLED = 10_000
+
+_state_lock = threading.Lock()
+_checkpoint = threading.Event()
+_installed = False
+_seq = 0
+
+
+# -- the checkpoint signal ------------------------------------------------------------------
+
+def _signal_number(name: str | None) -> int | None:
+    if not name:
+        return None
+    name = name.strip().upper()
+    if name.isdigit():
+        return int(name)
+    try:
+        return int(signal.Signals[name if name.startswith("SIG") else f"SIG{name}"])
+    except KeyError:
+        return None
+
+
+def install() -> bool:
+    """Install the handler of ``$SHOCKWAVE_SIGNAL`` (once; from the main thread). Call it
+    early: until then the signal's default action applies (SIGUSR1's kills). True if a
+    handler is in place."""
+    global _installed
+    try:
+        with _state_lock:
+            if _installed:
+                return True
+            signum = _signal_number(os.environ.get("SHOCKWAVE_SIGNAL"))
+            if signum is None:
+                return False
+            previous = signal.getsignal(signum)
+
+            def on_signal(num: int, frame: FrameType | None) -> None:
+                _checkpoint.set()
+                if callable(previous):
+                    previous(num, frame)
+
+            signal.signal(signum, on_signal)
+            _installed = True
+            return True
+    except Exception:  # not the main thread, a signal Python cannot catch: no handler
+        return False
+
+
+def should_checkpoint() -> bool:
+    """True once the checkpoint signal arrived (until ``checkpointed()``)."""
+    install()
+    return _checkpoint.is_set()
+
+
+# -- what a job reports ---------------------------------------------------------------------
+
+def report(epoch: float | None = None, batch_size: int | None = None,
+           samples_per_s: float | None = None) -> bool:
+    """Progress: epochs done over the whole job (fractions allowed), the batch size now,
+    the throughput. True if the service took it."""
+    return _send("progress", epoch=epoch, batch_size=batch_size, samples_per_s=samples_per_s)
+
+
+def checkpointed() -> bool:
+    """The checkpoint after the signal is saved: the service may requeue the job now."""
+    _checkpoint.clear()
+    return _send("checkpointed")
+
+
+def end(exit_code: int) -> bool:
+    """The job ended (from the epilog): its exit code."""
+    return _send("end", exit_code=exit_code)
+
+
+def _send(kind: str, **fields: Any) -> bool:
+    try:
+        install()
+        return _Client(os.environ).send(kind, fields)
+    except Exception:
+        return False
+
+
+def flush_spool(spool_dir: str | None = None, job_id: int | None = None) -> int:
+    """Send the spooled reports of ``job_id`` (default ``$SLURM_JOB_ID``) found in
+    ``spool_dir`` (default ``$SHOCKWAVE_SPOOL``), oldest first; how many were sent. As
+    root (the epilog) the directory may belong to the job's user: only files whose body
+    names ``job_id`` are sent."""
+    try:
+        env = dict(os.environ)
+        if spool_dir is not None:
+            env["SHOCKWAVE_SPOOL"] = spool_dir
+        if job_id is not None:
+            env["SLURM_JOB_ID"] = str(job_id)
+        client = _Client(env)
+        if client.url is None or client.job_id is None:
+            return 0
+        return client.flush(time.monotonic() + TIMEOUT_S)[0]
+    except Exception:
+        return 0
+
+
+class _Client:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.url = _service_url(env)
+        self.job_id = _int_env(env, "SLURM_JOB_ID")
+        self.spool = env.get("SHOCKWAVE_SPOOL") or None
+
+    def send(self, kind: str, fields: Mapping[str, Any]) -> bool:
+        if self.url is None or self.job_id is None:
+            return False
+        body = {"job_id": self.job_id, "kind": kind,
+                "restart_count": _int_env(self.env, "SLURM_RESTART_COUNT") or 0,
+                **{k: v for k, v in fields.items() if v is not None}}
+        data = json.dumps(body, sort_keys=True, separators=(",", ":"),
+                          allow_nan=False).encode()
+        deadline = time.monotonic() + TIMEOUT_S
+        _sent, reachable = self.flush(deadline)
+        if reachable:
+            outcome = _post(self.url, data, deadline)
+            if outcome != "unreachable":
+                return outcome == "accepted"
+        self._spool(data)
+        return False
+
+    # -- the spool ----------------------------------------------------------------------------
+    def _spool_dir(self, *, create: bool = False) -> Path | None:
+        """The spool directory if it is safe: a real directory (not a symlink) owned by us
+        (or, for root, by anyone) and writable by nobody else."""
+        if not self.spool:
+            return None
+        path = Path(self.spool)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            if not create:
+                return None
+            try:
+                os.mkdir(path, 0o700)
+                st = os.lstat(path)
+            except OSError:
+                return None
+        except OSError:
+            return None
+        uid = os.geteuid()
+        if (not stat.S_ISDIR(st.st_mode) or (uid != 0 and st.st_uid != uid)
+                or st.st_mode & 0o022):
+            return None
+        return path
+
+    def _spool(self, data: bytes) -> None:
+        global _seq
+        path = self._spool_dir(create=True)
+        if path is None or (os.geteuid() == 0 and os.lstat(path).st_uid != 0):
+            return  # root never writes into a user's directory
+        with contextlib.suppress(OSError):
+            if sum(1 for _ in os.scandir(path)) >= MAX_SPOOLED:
+                return
+            with _state_lock:
+                _seq += 1
+                seq = _seq
+            name = f"{time.time_ns():020d}-{os.getpid()}-{seq:06d}-{self.job_id}.json"
+            fd = os.open(path / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+
+    def flush(self, deadline: float) -> tuple[int, bool]:
+        """(reports sent, service reachable): this job's spooled reports, oldest first;
+        stops at the first the service cannot take now (it stays) or at the deadline."""
+        path = self._spool_dir()
+        if path is None or self.url is None:
+            return 0, True
+        sent = 0
+        try:
+            names = sorted(e.name for e in os.scandir(path)
+                           if e.name.endswith(f"-{self.job_id}.json"))
+        except OSError:
+            return 0, True
+        for name in names:
+            if time.monotonic() >= deadline:
+                return sent, True
+            data = _read_spooled(path / name)
+            if data is None or _body_job(data) != self.job_id:
+                continue  # not this job's (or not a report): left alone
+            outcome = _post(self.url, data, deadline)
+            if outcome == "unreachable":
+                return sent, False
+            with contextlib.suppress(OSError):
+                os.unlink(path / name)  # accepted, or refused for good (a 4xx)
+            sent += outcome == "accepted"
+        return sent, True
+
+
+def _read_spooled(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        data = f.read(MAX_BODY + 1)
+    return data if len(data) <= MAX_BODY else None
+
+
+def _body_job(data: bytes) -> int | None:
+    try:
+        value = json.loads(data).get("job_id")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# -- where, who ---------------------------------------------------------------------------
+
+def _int_env(env: Mapping[str, str], name: str) -> int | None:
+    value = env.get(name, "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def _service_url(env: Mapping[str, str]) -> str | None:
+    url = env.get("SHOCKWAVE_URL", "").strip()
+    if not url and env.get("SHOCKWAVE_ENDPOINT_FILE"):
+        try:
+            url = Path(env["SHOCKWAVE_ENDPOINT_FILE"]).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+    return url.rstrip("/") if url.startswith(("http://", "https://")) else None
+
+
+def _post(url: str, data: bytes, deadline: float) -> str:
+    """``accepted``, ``refused`` (a 4xx: sending it again would not help) or
+    ``unreachable`` (no answer, a 5xx, or no credential could be made)."""
+    cred = _credential(hashlib.sha256(data).hexdigest().encode())
+    timeout = max(0.1, min(TIMEOUT_S, deadline - time.monotonic()))
+    if cred is None:
+        return "unreachable"
+    request = urllib.request.Request(
+        f"{url}/v1/report", data=data, method="POST",
+        headers={"Content-Type": "application/json", CRED_HEADER: cred})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return "accepted" if resp.status == 202 else "refused"
+    except urllib.error.HTTPError as exc:
+        return "refused" if 400 <= exc.code < 500 else "unreachable"
+    except Exception:  # refused connection, timeout, DNS, a reset
+        return "unreachable"
+
+
+# -- MUNGE ----------------------------------------------------------------------------------
+
+_libmunge: Any = None
+_libmunge_tried = False
+
+
+def _munge_lib() -> Any:
+    global _libmunge, _libmunge_tried
+    if not _libmunge_tried:
+        _libmunge_tried = True
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("munge") or "libmunge.so.2")
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            lib.munge_encode.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p,
+                                         ctypes.c_void_p, ctypes.c_int]
+            lib.munge_encode.restype = ctypes.c_int
+            libc.free.argtypes = [ctypes.c_void_p]
+            _libmunge = (lib, libc)
+        except (OSError, AttributeError):
+            _libmunge = None
+    return _libmunge
+
+
+def _credential(payload: bytes) -> str | None:
+    """A fresh credential for ``payload`` as this process's uid, or None."""
+    lib = _munge_lib()
+    if lib is not None:
+        munge, libc = lib
+        cred = ctypes.c_char_p()
+        code = munge.munge_encode(ctypes.byref(cred), None, payload, len(payload))
+        try:
+            if code == 0 and cred.value:
+                return cred.value.decode("ascii")
+        finally:
+            if cred:
+                libc.free(ctypes.cast(cred, ctypes.c_void_p))
+    try:
+        out = subprocess.run(["munge", "-s", payload.decode()], capture_output=True,
+                             timeout=TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = out.stdout.decode(errors="replace").strip()
+    return text if out.returncode == 0 and text.startswith("MUNGE:") else None

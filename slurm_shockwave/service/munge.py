@@ -1,0 +1,154 @@
+"""MUNGE credentials: who sent a request, decoded by the local munged.
+
+``decode`` asks munged (through libmunge.so.2 with ctypes: no fork per request; else the
+``unmunge`` command) for the uid, gid and payload of a credential. munged itself refuses a
+credential decoded before (``EMUNGE_CRED_REPLAYED``), an expired one, one from another key
+or a forged one: each raises :class:`MungeError` with munged's own words. ``encode`` makes
+a credential as the calling process's uid (tests, benchmarks; the job-side client has its
+own stdlib copy).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import subprocess
+import threading
+from typing import NamedTuple
+
+EMUNGE_CRED_EXPIRED = 15
+EMUNGE_CRED_REWOUND = 16
+EMUNGE_CRED_REPLAYED = 17
+
+MAX_CRED_CHARS = 8192
+
+
+class MungeError(RuntimeError):
+    """A credential munged would not vouch for (or munged could not be asked)."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Decoded(NamedTuple):
+    uid: int
+    gid: int
+    payload: bytes
+
+
+_lib: ctypes.CDLL | None = None
+_libc: ctypes.CDLL | None = None
+_lib_tried = False
+_lib_lock = threading.Lock()
+
+
+def _libmunge() -> ctypes.CDLL | None:
+    global _lib, _libc, _lib_tried
+    with _lib_lock:
+        if not _lib_tried:
+            _lib_tried = True
+            try:
+                lib = ctypes.CDLL(ctypes.util.find_library("munge") or "libmunge.so.2")
+                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            except OSError:
+                return None
+            lib.munge_encode.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p,
+                                         ctypes.c_void_p, ctypes.c_int]
+            lib.munge_encode.restype = ctypes.c_int
+            lib.munge_decode.argtypes = [ctypes.c_char_p, ctypes.c_void_p,
+                                         ctypes.POINTER(ctypes.c_void_p),
+                                         ctypes.POINTER(ctypes.c_int),
+                                         ctypes.POINTER(ctypes.c_uint),
+                                         ctypes.POINTER(ctypes.c_uint)]
+            lib.munge_decode.restype = ctypes.c_int
+            lib.munge_strerror.argtypes = [ctypes.c_int]
+            lib.munge_strerror.restype = ctypes.c_char_p
+            libc.free.argtypes = [ctypes.c_void_p]
+            libc.free.restype = None
+            _lib, _libc = lib, libc
+        return _lib
+
+
+def backend() -> str:
+    """``libmunge`` or ``unmunge``: how credentials are decoded here."""
+    return "libmunge" if _libmunge() is not None else "unmunge"
+
+
+def _strerror(lib: ctypes.CDLL, code: int) -> str:
+    text = lib.munge_strerror(code)
+    return text.decode(errors="replace") if text else f"munge error {code}"
+
+
+def encode(payload: bytes = b"") -> str:
+    """A fresh credential for ``payload`` as this process's uid."""
+    lib = _libmunge()
+    if lib is None:
+        return _encode_cmd(payload)
+    assert _libc is not None
+    cred = ctypes.c_char_p()
+    code = lib.munge_encode(ctypes.byref(cred), None, payload or None, len(payload))
+    try:
+        if code != 0:
+            raise MungeError(f"munge_encode: {_strerror(lib, code)}", code)
+        return (cred.value or b"").decode("ascii")
+    finally:
+        if cred:
+            _libc.free(ctypes.cast(cred, ctypes.c_void_p))
+
+
+def decode(cred: str) -> Decoded:
+    """uid, gid and payload of ``cred``; MungeError if munged refuses it (bad, expired,
+    replayed, rewound, unauthorized) or cannot be reached."""
+    if not cred or len(cred) > MAX_CRED_CHARS or not cred.isascii() or "\n" in cred:
+        raise MungeError("not a MUNGE credential")
+    lib = _libmunge()
+    if lib is None:
+        return _decode_cmd(cred)
+    assert _libc is not None
+    buf = ctypes.c_void_p()
+    length = ctypes.c_int(0)
+    uid = ctypes.c_uint(0)
+    gid = ctypes.c_uint(0)
+    code = lib.munge_decode(cred.encode("ascii"), None, ctypes.byref(buf),
+                            ctypes.byref(length), ctypes.byref(uid), ctypes.byref(gid))
+    try:
+        payload = ctypes.string_at(buf, length.value) if buf and length.value > 0 else b""
+    finally:
+        if buf:
+            _libc.free(buf)
+    if code != 0:
+        raise MungeError(_strerror(lib, code), code)
+    return Decoded(uid.value, gid.value, payload)
+
+
+def _encode_cmd(payload: bytes) -> str:
+    try:
+        out = subprocess.run(["munge"], input=payload, capture_output=True, timeout=5,
+                             check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise MungeError(f"munge: {exc}") from None
+    if out.returncode != 0:
+        raise MungeError(f"munge: {out.stderr.decode(errors='replace').strip()}")
+    return out.stdout.decode("ascii").strip()
+
+
+def _decode_cmd(cred: str) -> Decoded:
+    """``unmunge`` (metadata keys uid, gid; payload after the blank line; its exit status
+    is munged's error code)."""
+    try:
+        out = subprocess.run(["unmunge", "--keys=UID,GID", "--numeric"],
+                             input=cred.encode("ascii"), capture_output=True, timeout=5,
+                             check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise MungeError(f"unmunge: {exc}") from None
+    head, _, payload = out.stdout.partition(b"\n\n")
+    meta = dict(line.split(":", 1) for line in head.decode(errors="replace").splitlines()
+                if ":" in line)
+    if out.returncode != 0:
+        text = out.stderr.decode(errors="replace").strip().removeprefix("unmunge: Error: ")
+        raise MungeError(text or f"unmunge exited {out.returncode}", out.returncode)
+    try:
+        return Decoded(int(meta["UID"].strip()), int(meta["GID"].strip()), payload)
+    except (KeyError, ValueError):
+        raise MungeError("unmunge: unexpected output") from None

@@ -1,0 +1,346 @@
+"""The progress API: training jobs tell the service how they are doing, over HTTP.
+
+``POST /v1/report`` with a JSON body and ``X-Munge-Credential``: a MUNGE credential whose
+payload is the hex SHA-256 of the exact body, so it vouches for this body only and munged
+refuses it a second time. The server runs on its own threads beside the round loop: it
+never blocks a round and never calls Slurm. It reads the job's owner from the store's
+``job_now`` (the jobs the last round saw) and writes accepted reports through its own
+SQLite connection (WAL), held by one database thread. Every refusal is a 4xx JSON
+``{"error": ..., "field": ...}`` that changed nothing. ``GET /v1/health`` says it is up.
+
+Checks, in order: body size (413), credential (401: missing, refused by munged - bad,
+expired, replayed - or for another body), JSON and its fields (400), the job is managed
+(404), the sender owns it or is an admin uid (403).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import pwd
+import socket
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from slurm_shockwave.model.report import ProgressReport, ReportKind
+from slurm_shockwave.service import munge
+from slurm_shockwave.service.store import Store
+
+log = logging.getLogger("shockwave.progress")
+
+MAX_BODY = 4096
+CRED_HEADER = "X-Munge-Credential"
+REPORT_PATH = "/v1/report"
+HEALTH_PATH = "/v1/health"
+
+_FIELDS = ("job_id", "kind", "epoch", "batch_size", "samples_per_s", "restart_count",
+           "exit_code")
+_REQUIRED = ("job_id", "kind")
+
+
+class Refused(Exception):
+    """A request refused with an HTTP status, a message and the field at fault."""
+
+    def __init__(self, status: int, error: str, field: str | None = None) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.field = field
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:7817`` for IPv6; port 0: any free port)."""
+    host, sep, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"listen address {listen!r}: expected HOST:PORT")
+    return host, int(port)
+
+
+def _reject_constant(name: str) -> float:
+    raise Refused(400, f"{name} is not a number JSON allows", "body")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise Refused(400, "duplicate key", key)
+        out[key] = value
+    return out
+
+
+def _int(data: Mapping[str, Any], name: str, lo: int, hi: int, *,
+         nullable: bool) -> int | None:
+    value = data.get(name)
+    if value is None and nullable:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise Refused(400, "must be an integer" + (" or null" if nullable else ""), name)
+    if not lo <= value <= hi:
+        raise Refused(400, f"must be from {lo:g} to {hi:g}", name)
+    return value
+
+
+def _float(data: Mapping[str, Any], name: str, hi: float) -> float | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise Refused(400, "must be a number or null", name)
+    value = float(value)
+    if not math.isfinite(value) or not 0 <= value <= hi:
+        raise Refused(400, f"must be from 0 to {hi:g}", name)
+    return value
+
+
+def parse_report(body: bytes, *, uid: int, at_s: float) -> ProgressReport:
+    """The report a body describes, or Refused(400) naming the field at fault."""
+    try:
+        data = json.loads(body.decode("utf-8"), object_pairs_hook=_no_duplicates,
+                          parse_constant=_reject_constant)
+    except Refused:
+        raise
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Refused(400, f"not JSON ({exc})", "body") from None
+    if not isinstance(data, dict):
+        raise Refused(400, "expected a JSON object", "body")
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        raise Refused(400, f"unknown key (known: {', '.join(_FIELDS)})", unknown[0])
+    for name in _REQUIRED:
+        if name not in data:
+            raise Refused(400, "missing", name)
+    job_id = _int(data, "job_id", 1, 2**32 - 1, nullable=False)
+    kind = data["kind"]
+    if kind not in {k.value for k in ReportKind}:
+        raise Refused(400, "must be progress, checkpointed or end", "kind")
+    return ProgressReport(
+        job_id=int(job_id or 0), kind=ReportKind(kind), at_s=at_s,
+        epoch=_float(data, "epoch", 1e6),
+        batch_size=_int(data, "batch_size", 1, 10_000_000, nullable=True),
+        samples_per_s=_float(data, "samples_per_s", 1e9),
+        restart_count=int(_int(data, "restart_count", 0, 1_000_000, nullable=True) or 0),
+        exit_code=_int(data, "exit_code", -255, 255, nullable=True), uid=uid)
+
+
+def body_digest(body: bytes) -> str:
+    """What the credential's payload must be: the hex SHA-256 of the exact body."""
+    return hashlib.sha256(body).hexdigest()
+
+
+def uid_of(user: str) -> int | None:
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except (KeyError, UnicodeEncodeError):
+        return None
+
+
+@dataclass
+class Counts:
+    accepted: int = 0
+    rejected: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"accepted": self.accepted, "rejected": self.rejected}
+
+
+class ProgressAPI:
+    """The HTTP server and its threads. ``start()`` returns the URL (and writes it to the
+    endpoint file); ``stop()`` shuts it down. Safe to run beside the loop's own Store on
+    the same file."""
+
+    def __init__(self, store_path: str, *, listen: str = "127.0.0.1:7817",
+                 endpoint_file: str | None = None,
+                 admin_uids: Collection[int] = frozenset({0}),
+                 clock: Callable[[], float] = time.time,
+                 decode: Callable[[str], munge.Decoded] = munge.decode,
+                 uid_of: Callable[[str], int | None] = uid_of) -> None:
+        self.store_path = store_path
+        self.host, self.port = parse_listen(listen)
+        self.endpoint_file = endpoint_file
+        self.admin_uids = frozenset(admin_uids)
+        self.clock = clock
+        self.decode = decode
+        self.uid_of = uid_of
+        self.counts = Counts()
+        self._counts_lock = threading.Lock()
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="progress-db")
+        self._local = threading.local()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self.url = ""
+
+    # -- the database thread: one connection, every read and write ------------------------
+    def _store(self) -> Store:
+        store: Store | None = getattr(self._local, "store", None)
+        if store is None:
+            store = self._local.store = Store(self.store_path)
+        return store
+
+    def _on_db(self, fn: Callable[[Store], Any]) -> Any:
+        return self._db.submit(lambda: fn(self._store())).result(timeout=30)
+
+    # -- one request ------------------------------------------------------------------------
+    def handle_report(self, body: bytes, credential: str | None) -> tuple[int, dict[str, Any]]:
+        """(status, JSON answer) for one POST; counts it."""
+        try:
+            report_id = self._accept(body, credential)
+        except Refused as exc:
+            self.count_rejected()
+            log.debug("report refused (%d): %s [%s]", exc.status, exc.error, exc.field)
+            return exc.status, {"error": exc.error, "field": exc.field}
+        with self._counts_lock:
+            self.counts.accepted += 1
+        return 202, {"accepted": report_id}
+
+    def _accept(self, body: bytes, credential: str | None) -> int:
+        if len(body) > MAX_BODY:
+            raise Refused(413, f"body over {MAX_BODY} bytes", "body")
+        if not credential:
+            raise Refused(401, "missing MUNGE credential", CRED_HEADER)
+        try:
+            uid, _gid, payload = self.decode(credential.strip())
+        except munge.MungeError as exc:
+            raise Refused(401, f"credential refused: {exc}", CRED_HEADER) from None
+        if payload.strip() != body_digest(body).encode():
+            raise Refused(401, "credential is for another body (payload must be the hex "
+                          "sha256 of the body)", CRED_HEADER)
+        report = parse_report(body, uid=uid, at_s=self.clock())
+        try:
+            user = self._on_db(lambda s: s.job_user(report.job_id))
+        except Exception as exc:
+            log.error("progress API: store unreadable: %s", exc)
+            raise Refused(503, "store unavailable", None) from None
+        if user is None:
+            raise Refused(404, "not a job the service manages", "job_id")
+        if uid not in self.admin_uids and (not user or self.uid_of(user) != uid):
+            raise Refused(403, f"uid {uid} is not the owner of job {report.job_id}",
+                          "job_id")
+        try:
+            return int(self._on_db(lambda s: s.add_report(report)))
+        except Exception as exc:
+            log.error("progress API: could not write a report: %s", exc)
+            raise Refused(503, "store unavailable", None) from None
+
+    def count_rejected(self) -> None:
+        with self._counts_lock:
+            self.counts.rejected += 1
+
+    def health(self) -> dict[str, Any]:
+        with self._counts_lock:
+            return {"ok": True, **self.counts.as_dict()}
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> str:
+        api = self
+
+        class Handler(_Handler):
+            pass
+
+        Handler.api = api
+        server_class = _Server6 if ":" in self.host else ThreadingHTTPServer
+        self._server = server_class((self.host, self.port), Handler)
+        self._server.daemon_threads = True
+        host, port = str(self._server.server_address[0]), self._server.server_address[1]
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{shown}:{port}"
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.2},
+                                        name="progress-api", daemon=True)
+        self._thread.start()
+        if self.endpoint_file:
+            write_endpoint(self.endpoint_file, self.url)
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if not self._stopped:
+            self._stopped = True
+            self._db.submit(self._close_store).result(timeout=30)
+            self._db.shutdown(wait=True)
+
+    def _close_store(self) -> None:
+        store: Store | None = getattr(self._local, "store", None)
+        if store is not None:
+            store.close()
+            self._local.store = None
+
+    def __enter__(self) -> ProgressAPI:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: ProgressAPI
+    timeout = 5  # a client that stalls mid-request loses its connection, nobody else waits
+    server_version = "shockwave-progress/1"
+
+    def do_POST(self) -> None:
+        if self.path != REPORT_PATH:
+            self._answer(404, {"error": "no such endpoint", "field": "path"})
+            return
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            self.api.count_rejected()
+            self._answer(411, {"error": "Content-Length required", "field": "body"})
+            return
+        if length < 0 or length > MAX_BODY:
+            self.api.count_rejected()
+            self.close_connection = True
+            self._answer(413, {"error": f"body over {MAX_BODY} bytes", "field": "body"})
+            return
+        body = self.rfile.read(length)
+        status, answer = self.api.handle_report(body, self.headers.get(CRED_HEADER))
+        self._answer(status, answer)
+
+    def do_GET(self) -> None:
+        if self.path == HEALTH_PATH:
+            self._answer(200, self.api.health())
+        else:
+            self._answer(404, {"error": "no such endpoint", "field": "path"})
+
+    def _answer(self, status: int, answer: Mapping[str, Any]) -> None:
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+def write_endpoint(path: str | Path, url: str) -> None:
+    """The URL, atomically, world-readable: a TaskProlog exports it to jobs."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    tmp.write_text(url + "\n", encoding="ascii")
+    tmp.chmod(0o644)
+    os.replace(tmp, target)

@@ -1,0 +1,228 @@
+"""The job-side client for real: munged, the HTTP API, subprocesses, the spool, a signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_shockwave.client import reporter
+from slurm_shockwave.service.progress_api import ProgressAPI
+from slurm_shockwave.service.store import JobRow, RoundRecord, Store
+from tests.test_progress_api import munged_running
+
+pytestmark = pytest.mark.skipif(not munged_running(),
+                                reason="munged is not running (docker-slurm/start.sh or "
+                                       ".ci/run start it)")
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV_KEYS = ("SHOCKWAVE_URL", "SHOCKWAVE_ENDPOINT_FILE", "SHOCKWAVE_SPOOL", "SHOCKWAVE_SIGNAL",
+            "SLURM_JOB_ID", "SLURM_RESTART_COUNT")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "state.db")
+    s.save_round(RoundRecord(round_index=0, at_s=1000.0, policy="fifo", dry_run=False, jobs=3,
+                             phase_s={}, solver_status=None, solver_gap=None, applied=0,
+                             rejected=0, deferred=0),
+                 [JobRow(job_id=7, user="root"), JobRow(job_id=8, user="root"),
+                  JobRow(job_id=101, user="swtest1")], [], {}, read_round_id=0)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A clean job environment: job 7, a spool directory; no service yet."""
+    for key in ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    spool = tmp_path / "spool"
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    monkeypatch.setenv("SHOCKWAVE_SPOOL", str(spool))
+    return spool
+
+
+def epochs(store: Store, job: int = 7) -> list[float | None]:
+    return [r.epoch for r in store.reports([job]).get(job, [])]
+
+
+def test_no_service_or_no_job_does_nothing(env: Path, monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    assert reporter.report(epoch=1.0) is False
+    assert reporter.end(0) is False
+    assert not env.exists()  # nothing spooled: there is no service to tell
+    monkeypatch.setenv("SHOCKWAVE_ENDPOINT_FILE", str(tmp_path / "missing"))
+    assert reporter.report(epoch=1.0) is False
+    monkeypatch.setenv("SHOCKWAVE_URL", "http://127.0.0.1:1")
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert reporter.report(epoch=1.0) is False and not env.exists()
+
+
+def test_reports_land_through_the_endpoint_file(env: Path, store: Store,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    endpoint = tmp_path / "endpoint"
+    with ProgressAPI(store.path, listen="127.0.0.1:0", endpoint_file=str(endpoint)):
+        monkeypatch.setenv("SHOCKWAVE_ENDPOINT_FILE", str(endpoint))
+        assert reporter.report(epoch=2.5, batch_size=128, samples_per_s=900.0) is True
+        assert reporter.checkpointed() is True
+        assert reporter.end(3) is True
+    [progress, ckpt, ended] = store.reports([7])[7]
+    assert (progress.epoch, progress.batch_size, progress.samples_per_s) == (2.5, 128, 900.0)
+    assert progress.restart_count == 1 and ckpt.kind.value == "checkpointed"
+    assert ended.exit_code == 3
+
+
+def test_a_refused_report_is_dropped_not_spooled(env: Path, store: Store,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    with ProgressAPI(store.path, listen="127.0.0.1:0") as api:
+        monkeypatch.setenv("SHOCKWAVE_URL", api.url)
+        monkeypatch.setenv("SLURM_JOB_ID", "999")  # not managed: 404
+        assert reporter.report(epoch=1.0) is False
+    assert not env.exists() or not list(env.iterdir())
+
+
+def test_spools_while_the_service_is_down_and_flushes_when_back(
+        env: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{port}")
+    assert reporter.report(epoch=1.0) is False
+    assert reporter.report(epoch=2.0) is False
+    files = sorted(env.iterdir())
+    assert len(files) == 2 and stat.S_IMODE(env.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+    assert json.loads(files[0].read_text())["epoch"] == 1.0
+    assert epochs(store) == []
+    with ProgressAPI(store.path, listen=f"127.0.0.1:{port}"):
+        assert reporter.report(epoch=3.0) is True
+    assert epochs(store) == [1.0, 2.0, 3.0]  # oldest first, each with its own credential
+    assert list(env.iterdir()) == []
+
+
+def test_an_unsafe_spool_is_refused(env: Path, store: Store, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{free_port()}")
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    monkeypatch.setenv("SHOCKWAVE_SPOOL", str(link))
+    assert reporter.report(epoch=1.0) is False
+    assert list(real.iterdir()) == []
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    monkeypatch.setenv("SHOCKWAVE_SPOOL", str(open_dir))
+    assert reporter.report(epoch=1.0) is False
+    assert list(open_dir.iterdir()) == []
+
+
+def run(args: list[str], env: dict[str, str], user: str | None = None,
+        ) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, *args]
+    if user is not None:
+        cmd = ["runuser", "-u", user, "--", *cmd]
+    return subprocess.run(cmd, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def job_env(**extra: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
+    return {**base, **extra}
+
+
+def test_the_report_command_always_exits_0(store: Store, tmp_path: Path) -> None:
+    with ProgressAPI(store.path, listen="127.0.0.1:0") as api:
+        env = job_env(SHOCKWAVE_URL=api.url, SLURM_JOB_ID="8")
+        cli = ["-m", "slurm_shockwave.cli", "report"]
+        assert run([*cli, "--epoch", "3", "--batch-size", "64", "--samples-per-s", "812"],
+                   env).returncode == 0
+        assert run([*cli, "--checkpointed"], env).returncode == 0
+        assert run([*cli, "--end", "0"], env).returncode == 0
+        bad = run([*cli, "--epoch", "abc", "--bogus"], env)
+        assert bad.returncode == 0 and "ignoring" in bad.stderr
+        assert run([*cli, "--epoch", "1"], job_env()).returncode == 0  # no service
+    kinds = [(r.kind.value, r.epoch, r.exit_code) for r in store.reports([8])[8]]
+    assert kinds == [("progress", 3.0, None), ("checkpointed", None, None), ("end", None, 0)]
+
+
+def test_the_epilog_flushes_only_that_jobs_spool(store: Store,
+                                                 request: pytest.FixtureRequest) -> None:
+    """Root forwards a user's spool with root's credential: only files of the job it names
+    (a forged file for another user's job stays behind)."""
+    if os.geteuid() != 0:
+        pytest.skip("the epilog's flush runs as root")
+    try:
+        owner = pwd.getpwnam("swtest1")
+    except KeyError:
+        subprocess.run(["useradd", "-m", "swtest1"], check=True, capture_output=True)
+        owner = pwd.getpwnam("swtest1")
+    base = Path(tempfile.mkdtemp(prefix="sw-spool-"))  # pytest's tmp is root's alone
+    base.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    spool = base / "user-spool"
+    spool.mkdir(mode=0o700)
+    os.chown(spool, owner.pw_uid, owner.pw_gid)
+    port = free_port()
+    env = job_env(SHOCKWAVE_URL=f"http://127.0.0.1:{port}", SLURM_JOB_ID="101",
+                  SHOCKWAVE_SPOOL=str(spool))
+    # the user's side: the single vendored file, under the system's Python (root's may be
+    # private), as swtest1
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    if system_python is None:
+        pytest.skip("no system python3 for the job's user")
+    shutil.copy(reporter.__file__, base / "reporter.py")
+    code = "import reporter\nassert reporter.report(epoch=4.0) is False\n"
+    done = subprocess.run(["runuser", "-u", "swtest1", "--", system_python, "-c", code],
+                          env={**env, "PYTHONPATH": str(base)}, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    forged = spool / f"{'0' * 20}-1-000001-101.json"  # named for job 101, body for job 7
+    forged.write_text(json.dumps({"job_id": 7, "kind": "end", "exit_code": 0}))
+    assert len(list(spool.iterdir())) == 2
+    with ProgressAPI(store.path, listen=f"127.0.0.1:{port}"):
+        out = run(["-m", "slurm_shockwave.cli", "report", "--flush-spool", str(spool),
+                   "--job-id", "101"], job_env(SHOCKWAVE_URL=f"http://127.0.0.1:{port}"))
+    assert out.returncode == 0 and "sent 1" in out.stderr, out.stderr
+    assert epochs(store, 101) == [4.0] and epochs(store, 7) == []
+    assert list(spool.iterdir()) == [forged]
+
+
+def test_should_checkpoint_flips_on_the_real_signal() -> None:
+    code = ("import os, signal\n"
+            "from slurm_shockwave.client import reporter\n"
+            "assert reporter.should_checkpoint() is False\n"
+            "os.kill(os.getpid(), signal.SIGUSR1)\n"
+            "assert reporter.should_checkpoint() is True\n"
+            "reporter.checkpointed()\n"
+            "assert reporter.should_checkpoint() is False\n"
+            "print('ok')\n")
+    done = run(["-c", code], job_env(SHOCKWAVE_SIGNAL="USR1"))
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    # without SHOCKWAVE_SIGNAL no handler is installed: the signal's default applies
+    code = ("import os, signal\n"
+            "from slurm_shockwave.client import reporter\n"
+            "assert reporter.install() is False and reporter.should_checkpoint() is False\n"
+            "signal.signal(signal.SIGUSR1, lambda *a: print('own handler'))\n"
+            "os.kill(os.getpid(), signal.SIGUSR1)\n"
+            "assert reporter.should_checkpoint() is False\n")
+    done = run(["-c", code], job_env())
+    assert done.returncode == 0 and "own handler" in done.stdout, done.stderr

@@ -1,0 +1,348 @@
+"""The progress API for real: munged, SQLite, HTTP on 127.0.0.1, real local users."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurm_shockwave.model.report import ProgressReport, ReportKind
+from slurm_shockwave.service import munge
+from slurm_shockwave.service.progress_api import (
+    CRED_HEADER,
+    ProgressAPI,
+    body_digest,
+    parse_listen,
+)
+from slurm_shockwave.service.store import JobRow, RoundRecord, Store
+
+
+def munged_running() -> bool:
+    try:
+        return subprocess.run(["pgrep", "-x", "munged"], capture_output=True,
+                              check=False).returncode == 0
+    except OSError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not munged_running() or shutil.which("munge") is None,
+                                reason="munged is not running (docker-slurm/start.sh or "
+                                       ".ci/run start it)")
+
+USERS = ("swtest1", "swtest2")
+
+
+@pytest.fixture(scope="module")
+def users() -> tuple[str, str]:
+    """Two real local users (made with useradd when missing; needs root)."""
+    for user in USERS:
+        if subprocess.run(["id", user], capture_output=True, check=False).returncode:
+            if os.geteuid() != 0:
+                pytest.skip(f"user {user} missing and not root to add it")
+            subprocess.run(["useradd", "-m", user], check=True, capture_output=True)
+    return USERS
+
+
+def record(index: int, at_s: float = 1000.0) -> RoundRecord:
+    return RoundRecord(round_index=index, at_s=at_s, policy="fifo", dry_run=False, jobs=1,
+                       phase_s={}, solver_status=None, solver_gap=None, applied=0,
+                       rejected=0, deferred=0)
+
+
+def jobs(store: Store, owners: dict[int, str], index: int = 0, at_s: float = 1000.0) -> None:
+    store.save_round(record(index, at_s), [JobRow(job_id=j, user=u, phase="running")
+                                           for j, u in owners.items()],
+                     [], {}, read_round_id=store.last_round_id())
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[ProgressAPI, Store]]:
+    path = str(tmp_path / "state.db")
+    store = Store(path)
+    jobs(store, {101: "swtest1", 102: "swtest2", 103: "root"})
+    server = ProgressAPI(path, listen="127.0.0.1:0", endpoint_file=str(tmp_path / "endpoint"))
+    server.start()
+    yield server, store
+    server.stop()
+    store.close()
+
+
+def body_of(**fields: Any) -> bytes:
+    data: dict[str, Any] = {"job_id": 101, "kind": "progress", "epoch": 1.5,
+                            "batch_size": 64, "samples_per_s": 812.0, "restart_count": 0,
+                            "exit_code": None}
+    data.update(fields)
+    return json.dumps(data).encode()
+
+
+def cred_as(user: str | None, payload: str) -> str:
+    cmd = ["munge", "-s", payload]
+    if user is not None:
+        cmd = ["runuser", "-u", user, "--", *cmd]
+    return subprocess.run(cmd, capture_output=True, check=True, text=True).stdout.strip()
+
+
+def post(server: ProgressAPI | str, body: bytes,
+         cred: str | None) -> tuple[int, dict[str, Any]]:
+    url = server if isinstance(server, str) else server.url
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    headers = {"Content-Type": "application/json"}
+    if cred is not None:
+        headers[CRED_HEADER] = cred
+    conn.request("POST", "/v1/report", body=body, headers=headers)
+    resp = conn.getresponse()
+    answer = json.loads(resp.read())
+    conn.close()
+    return resp.status, answer
+
+
+def stored(store: Store) -> list[ProgressReport]:
+    return [r for rs in store.reports().values() for r in rs]
+
+
+# -- munge --------------------------------------------------------------------------------
+
+def test_munge_round_trip_and_replay_refused_by_munged() -> None:
+    cred = munge.encode(b"payload")
+    uid, gid, payload = munge.decode(cred)
+    assert (uid, gid, payload) == (os.getuid(), os.getgid(), b"payload")
+    with pytest.raises(munge.MungeError, match=r"[Rr]eplayed") as err:
+        munge.decode(cred)
+    assert err.value.code == munge.EMUNGE_CRED_REPLAYED
+    with pytest.raises(munge.MungeError):
+        munge.decode("MUNGE:not-a-credential:")
+    with pytest.raises(munge.MungeError):
+        munge.decode("")
+
+
+def test_the_unmunge_fallback_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    cred = munge.encode(b"fallback")
+    monkeypatch.setattr(munge, "_libmunge", lambda: None)
+    assert munge.decode(cred) == (os.getuid(), os.getgid(), b"fallback")
+    with pytest.raises(munge.MungeError) as err:
+        munge.decode(cred)
+    assert err.value.code == munge.EMUNGE_CRED_REPLAYED
+    assert munge.decode(munge.encode(b"x")).payload == b"x"
+
+
+def test_a_credential_made_by_another_user_decodes_to_that_uid(users: tuple[str, str]) -> None:
+    import pwd
+    decoded = munge.decode(cred_as(users[0], "abc"))
+    assert decoded.uid == pwd.getpwnam(users[0]).pw_uid and decoded.payload == b"abc"
+
+
+# -- the API --------------------------------------------------------------------------------
+
+def test_an_accepted_report_lands_in_the_store(api: tuple[ProgressAPI, Store],
+                                               users: tuple[str, str]) -> None:
+    server, store = api
+    body = body_of()
+    status, answer = post(server, body, cred_as(users[0], body_digest(body)))
+    assert status == 202, answer
+    [report] = stored(store)
+    assert answer == {"accepted": store.last_report_id()}
+    assert report.job_id == 101 and report.kind == ReportKind.PROGRESS
+    assert (report.epoch, report.batch_size, report.samples_per_s) == (1.5, 64, 812.0)
+    import pwd
+    assert report.uid == pwd.getpwnam(users[0]).pw_uid
+    assert Path(server.endpoint_file or "").read_text().strip() == server.url
+    assert server.counts.accepted == 1
+
+
+def test_root_may_report_for_any_job_and_end_reports_are_kept(
+        api: tuple[ProgressAPI, Store]) -> None:
+    server, store = api
+    body = body_of(job_id=102, kind="end", epoch=None, batch_size=None, samples_per_s=None,
+                   exit_code=0, restart_count=2)
+    assert post(server, body, munge.encode(body_digest(body).encode()))[0] == 202
+    [report] = store.reports([102])[102]
+    assert report.kind == ReportKind.END and report.exit_code == 0 and report.restart_count == 2
+
+
+def test_a_replayed_credential_is_refused(api: tuple[ProgressAPI, Store],
+                                          users: tuple[str, str]) -> None:
+    server, store = api
+    body = body_of()
+    cred = cred_as(users[0], body_digest(body))
+    assert post(server, body, cred)[0] == 202
+    status, answer = post(server, body, cred)
+    assert status == 401 and "eplayed" in answer["error"] and answer["field"] == CRED_HEADER
+    assert len(stored(store)) == 1
+
+
+def test_a_credential_for_another_body_is_refused(api: tuple[ProgressAPI, Store],
+                                                  users: tuple[str, str]) -> None:
+    server, store = api
+    cred = cred_as(users[0], body_digest(body_of(epoch=1.0)))
+    status, answer = post(server, body_of(epoch=99.0), cred)
+    assert status == 401 and "another body" in answer["error"]
+    assert post(server, body_of(), None)[0] == 401
+    assert post(server, body_of(), "MUNGE:forged:")[0] == 401
+    assert stored(store) == []
+
+
+def test_another_users_job_is_403(api: tuple[ProgressAPI, Store],
+                                  users: tuple[str, str]) -> None:
+    server, store = api
+    for job in (102, 103):  # swtest2's and root's jobs, reported by swtest1
+        body = body_of(job_id=job)
+        status, answer = post(server, body, cred_as(users[0], body_digest(body)))
+        assert status == 403 and answer["field"] == "job_id", answer
+    assert stored(store) == []
+    assert server.counts.rejected == 2 and server.counts.accepted == 0
+
+
+def test_an_unknown_job_is_404(api: tuple[ProgressAPI, Store], users: tuple[str, str]) -> None:
+    server, store = api
+    body = body_of(job_id=999)
+    status, answer = post(server, body, cred_as(users[0], body_digest(body)))
+    assert status == 404 and answer["field"] == "job_id"
+    assert stored(store) == []
+
+
+def test_a_job_that_a_later_round_saw_is_known_at_once(api: tuple[ProgressAPI, Store],
+                                                       users: tuple[str, str]) -> None:
+    server, store = api
+    jobs(store, {101: "swtest1", 104: "swtest2"}, index=1, at_s=1100.0)
+    body = body_of(job_id=104)
+    assert post(server, body, cred_as(users[1], body_digest(body)))[0] == 202
+    body = body_of(job_id=102)  # gone from job_now in that round
+    assert post(server, body, cred_as(users[1], body_digest(body)))[0] == 404
+
+
+@pytest.mark.parametrize(("raw", "field"), [
+    (b'{"job_id": 101, "kind": "progress", "epoch": NaN}', "body"),
+    (b'{"job_id": 101, "kind": "progress", "samples_per_s": Infinity}', "body"),
+    (b'{"job_id": 101, "kind": "progress", "epoch": -1}', "epoch"),
+    (b'{"job_id": 101, "kind": "progress", "epoch": 1e7}', "epoch"),
+    (b'{"job_id": 101, "kind": "progress", "batch_size": 0}', "batch_size"),
+    (b'{"job_id": 101, "kind": "progress", "batch_size": 100000000}', "batch_size"),
+    (b'{"job_id": 101, "kind": "progress", "batch_size": 64.5}', "batch_size"),
+    (b'{"job_id": 101, "kind": "progress", "samples_per_s": 1e12}', "samples_per_s"),
+    (b'{"job_id": 101, "kind": "progress", "restart_count": -1}', "restart_count"),
+    (b'{"job_id": 101, "kind": "progress", "epoch": 1, "epoch": 2}', "epoch"),
+    (b'{"job_id": 101, "kind": "progress", "gpus": 8}', "gpus"),
+    (b'{"job_id": true, "kind": "progress"}', "job_id"),
+    (b'{"job_id": "101", "kind": "progress"}', "job_id"),
+    (b'{"job_id": 101, "kind": "finished"}', "kind"),
+    (b'{"kind": "progress"}', "job_id"),
+    (b'[101]', "body"),
+    (b'{"job_id": 101,', "body"),
+    (b'\xff\xfe', "body"),
+])
+def test_bad_bodies_are_400_and_write_nothing(api: tuple[ProgressAPI, Store], raw: bytes,
+                                              field: str) -> None:
+    server, store = api
+    status, answer = post(server, raw, munge.encode(body_digest(raw).encode()))
+    assert status == 400, answer
+    assert answer["field"] == field and answer["error"]
+    assert stored(store) == []
+
+
+def test_a_huge_body_is_413(api: tuple[ProgressAPI, Store]) -> None:
+    server, store = api
+    raw = body_of() + b" " * 5000
+    status, answer = post(server, raw, munge.encode(body_digest(raw).encode()))
+    assert status == 413 and answer["field"] == "body"
+    assert stored(store) == []
+
+
+def test_health(api: tuple[ProgressAPI, Store]) -> None:
+    server, _ = api
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    conn.request("GET", "/v1/health")
+    resp = conn.getresponse()
+    assert resp.status == 200 and json.loads(resp.read())["ok"] is True
+
+
+def test_listen_addresses() -> None:
+    assert parse_listen("127.0.0.1:7817") == ("127.0.0.1", 7817)
+    assert parse_listen("[::1]:0") == ("::1", 0)
+    for bad in ("7817", "host:", ":80", "h:99999", "h:x"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)
+
+
+# -- the store's side ------------------------------------------------------------------------
+
+def test_reports_since_and_retention(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db", retention_s=100.0)
+    jobs(store, {1: "root", 2: "root"}, at_s=1000.0)
+    ids = [store.add_report(ProgressReport(job_id=j, kind=ReportKind.PROGRESS, at_s=1000.0,
+                                           epoch=float(e), uid=0))
+           for j, e in ((1, 1), (2, 1), (1, 2))]
+    assert [r.epoch for r in store.reports([1])[1]] == [1.0, 2.0]
+    assert set(store.reports(since_id=ids[0])) == {1, 2}
+    assert store.reports([]) == {}
+    jobs(store, {2: "root"}, index=1, at_s=1050.0)  # job 1 leaves, but its reports are young
+    assert 1 in store.reports()
+    jobs(store, {2: "root"}, index=2, at_s=1200.0)  # now they are old: gone; job 2's stay
+    assert set(store.reports()) == {2}
+
+
+# -- serve runs the API beside the loop ---------------------------------------------------------
+
+def test_serve_runs_the_api_beside_the_loop_even_in_a_dry_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+    import threading
+    import time
+
+    from click.testing import CliRunner
+
+    from slurm_shockwave.cli import serve as serve_cli
+    from slurm_shockwave.cli.live_options import Live
+    from slurm_shockwave.config import Settings
+    from slurm_shockwave.slurm.fake import FakeSlurm
+    from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
+
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake.add(SlurmJob(5, "j5", "root", "shockwave", "PENDING", held=True, gpus=1,
+                      node_count=1, reason="JobHeldUser", submit_time=900,
+                      admin_comment="shockwave:v1 model=ResNet-18 bs=32 epochs=9 "
+                                    "mode=static"))
+    monkeypatch.setattr(serve_cli, "live", lambda *_a: Live(Settings(), fake))
+    endpoint = tmp_path / "endpoint"
+    path = str(tmp_path / "state.db")
+    answers: list[int] = []
+
+    def job_side() -> None:  # as a job would: find the endpoint, wait to be managed, report
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if endpoint.exists() and Path(path).exists():
+                probe = Store(path)
+                known = probe.job_user(5) is not None
+                probe.close()
+                if known:
+                    body = body_of(job_id=5)
+                    answers.append(post(endpoint.read_text().strip(), body, munge.encode(
+                        body_digest(body).encode()))[0])
+                    return
+            time.sleep(0.05)
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    sender = threading.Thread(target=job_side)
+    sender.start()
+    try:
+        result = CliRunner().invoke(serve_cli.serve, [
+            "--policy", "fifo", "--store", path, "--round-s", "1", "--rounds", "4",
+            "--dry-run", "--listen", "127.0.0.1:0", "--endpoint-file", str(endpoint)])
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        sender.join()
+    assert result.exit_code == 0, result.output
+    assert answers == [202]
+    assert endpoint.read_text().startswith("http://127.0.0.1:")
+    check = Store(path)
+    assert [r.job_id for r in check.reports()[5]] == [5]
+    check.close()
