@@ -126,8 +126,8 @@ fi
   echo "SlurmdParameters=config_overrides"
   echo "TreeWidth=65533"
   echo "JobSubmitPlugins=lua"
-  echo "Prolog=$REPO/plugin_scripts/prolog.sh"
-  echo "Epilog=$REPO/plugin_scripts/epilog.sh"
+  echo "Prolog=$STATE/etc/prolog.sh"
+  echo "Epilog=$STATE/etc/epilog.sh"
   echo "TaskProlog=$STATE/etc/task_prolog.sh"
   for ((n = 1; n <= NODES; n++)); do
     echo "NodeName=sw-node$n NodeHostname=sw-node$n NodeAddr=127.0.0.1 Port=$((NODE_PORT_BASE + n)) CPUs=16 RealMemory=64000 Gres=gpu:$GPUS State=UNKNOWN"
@@ -150,10 +150,12 @@ sed -e "s|^SHOCKWAVE_PARTITION = .*|SHOCKWAVE_PARTITION = \"shockwave\"|" \
     -e "s|^if SHOCKWAVE_IS_DEFAULT == nil then .*|SHOCKWAVE_IS_DEFAULT = $IS_DEFAULT|" \
     -e "s|^SHOCKWAVE_HEARTBEAT = .*|SHOCKWAVE_HEARTBEAT = \"$HEARTBEAT\"|" \
     "$REPO/plugin_scripts/job_submit.lua" > "$STATE/etc/job_submit.lua"
-# the TaskProlog reads the service's endpoint file beside the heartbeat
-sed -e "s|^ENDPOINT_FILE=.*|ENDPOINT_FILE=\"$(dirname "$HEARTBEAT")/endpoint\"|" \
-    "$REPO/plugin_scripts/task_prolog.sh" > "$STATE/etc/task_prolog.sh"
-chmod 755 "$STATE/etc/task_prolog.sh"
+# the TaskProlog and the Epilog read the service's endpoint file beside the heartbeat
+for script in prolog.sh epilog.sh events.sh task_prolog.sh; do
+  sed -e "s|^ENDPOINT_FILE=.*|ENDPOINT_FILE=\"$(dirname "$HEARTBEAT")/endpoint\"|" \
+      "$REPO/plugin_scripts/$script" > "$STATE/etc/$script"
+  chmod 755 "$STATE/etc/$script"
+done
 for setting in "SHOCKWAVE_PARTITION = \"shockwave\"" "SHOCKWAVE_IS_DEFAULT = $IS_DEFAULT" \
                "SHOCKWAVE_HEARTBEAT = \"$HEARTBEAT\""; do
   grep -qxF "$setting" "$STATE/etc/job_submit.lua" || die "could not set '$setting' in job_submit.lua"

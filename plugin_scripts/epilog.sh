@@ -1,9 +1,24 @@
 #!/bin/sh
 # slurm-shockwave Epilog (runs as root on the node after a job ends, requeues included).
-# Records the end for the planner's progress view in the same root-only place as
-# prolog.sh, by event() from events.sh next to this script; never fails, exits 0.
+# Records the end in the same root-only place as prolog.sh (event() from events.sh next
+# to this script), forwards the reports the job spooled while the service was away (its
+# own job id only) and reports the job's end with its exit code. Never fails; every step
+# is bounded in time; exits 0.
+ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"
 case "$0" in */*) HERE="${0%/*}" ;; *) HERE=. ;; esac
 if [ -r "$HERE/events.sh" ] && command . "$HERE/events.sh" 2>/dev/null; then
   event "$(date +%s) end job=$JOB user=${SLURM_JOB_USER:-?} node=$(hostname -s 2>/dev/null)" 2>/dev/null
+fi
+BIN="$(command -v shockwave 2>/dev/null)"
+case "${SLURM_JOB_ID:-}" in ''|*[!0-9]*) BIN="" ;; esac
+if [ -n "$BIN" ]; then
+  export SHOCKWAVE_ENDPOINT_FILE="$ENDPOINT_FILE"
+  spool="${TMPDIR:-/tmp}/shockwave-spool-$SLURM_JOB_ID"
+  [ -d "$spool" ] && timeout 5 "$BIN" report --flush-spool "$spool" \
+    --job-id "$SLURM_JOB_ID" >/dev/null 2>&1
+  code="${SLURM_JOB_EXIT_CODE2:-${SLURM_JOB_EXIT_CODE:-}}"
+  code="${code%%:*}"
+  case "$code" in ''|*[!0-9-]*) code=-1 ;; esac
+  SLURM_JOB_ID="$SLURM_JOB_ID" timeout 5 "$BIN" report --end "$code" >/dev/null 2>&1
 fi
 exit 0

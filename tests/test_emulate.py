@@ -192,7 +192,7 @@ def test_signal_checkpoints_the_last_finished_epoch_and_acknowledges(
     assert read_checkpoint(trainer.checkpoint) == Checkpoint(3, 32)
     assert [r[0] for r in fake.reports] == [1, 2, 3]
     assert out.getvalue().splitlines()[-1] == (
-        "checkpoint signal: saved 3/10 epochs, batch size 32; waiting to be requeued")
+        "checkpoint signal: saved 3/10 epochs, batch size 32; training on from it")
     # after the requeue: continues from the checkpoint
     again, _ = a_trainer(tmp_path, plan, FakeReporter(), clock=FakeClock())
     assert again.run() and again.epochs_done == 10

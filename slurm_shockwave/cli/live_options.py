@@ -15,6 +15,7 @@ import click
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.config import Settings, live_policy, load_settings
 from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.protocol import SlurmBackend
 from slurm_shockwave.slurm.pyslurm_backend import make_backend
@@ -53,8 +54,20 @@ class Live:
         svc = self.settings.service
         return Store(path or svc.store, retention_s=svc.retention_days * 86400.0)
 
-    def world(self, intents: IntentLog | None = None) -> SlurmCluster:
+    def feed(self, store: Store) -> ReportFeed:
+        """What the jobs reported, read from ``store`` once per round (refresh)."""
+        table = table_progress(bundled_table("tacc"), self.settings.slurm.prior_epoch_s)
+        feed = ReportFeed(lambda since: store.reports(since_id=since), table)
+        feed.refresh()
+        return feed
+
+    def world(self, intents: IntentLog | None = None,
+              feed: ReportFeed | None = None) -> SlurmCluster:
         s = self.settings.slurm
+        if feed is not None:
+            return SlurmCluster(self.backend, WallClock(), partition=s.partition,
+                                round_s=s.round_s, progress=feed.progress, acked=feed.acked,
+                                intents=intents)
         return SlurmCluster(self.backend, WallClock(), partition=s.partition, round_s=s.round_s,
                             progress=table_progress(bundled_table("tacc"), s.prior_epoch_s),
                             intents=intents)

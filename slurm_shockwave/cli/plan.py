@@ -45,7 +45,8 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
     if do_apply:
         with ServiceLock(path):
             store = env.store(path)
-            service = Service(env.world(store), chosen, name, store,
+            feed = env.feed(store)
+            service = Service(env.world(store, feed), chosen, name, store, feed=feed,
                               round_s=env.settings.slurm.round_s,
                               heartbeat=env.settings.service.heartbeat,
                               stale_after_s=env.settings.service.stale_after_s)
@@ -57,7 +58,7 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
         if Path(path).exists():
             store = env.store(path)
             memory = store.memory(name)
-            world = env.world(MemoryIntents(store.load_intents()))
+            world = env.world(MemoryIntents(store.load_intents()), env.feed(store))
         report = run_round(world, chosen, memory, DryRunActuator())
         bad = world.bad_hints
     rows = [{"job_id": r.job_id, "action": r.action, "outcome": r.outcome,

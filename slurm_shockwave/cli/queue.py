@@ -43,11 +43,13 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
     path = store_path or env.settings.service.store
     planned: dict[int, JobRow] = {}
     intents = MemoryIntents()
+    feed = None
     if Path(path).exists():
         store = env.store(path)
         planned = store.jobs_now()
         intents = MemoryIntents(store.load_intents())
-    world = env.world(intents)
+        feed = env.feed(store)
+    world = env.world(intents, feed)
     view = world.observe()
     rows: list[JobRow] = []
     for j in sorted(view.jobs, key=lambda j: j.job_id):

@@ -56,9 +56,10 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     period = round_s or env.settings.slurm.round_s
     with ServiceLock(path):
         store = env.store(path)
-        world = env.world(MemoryIntents(store.load_intents()) if dry_run else store)
+        feed = env.feed(store)
+        world = env.world(MemoryIntents(store.load_intents()) if dry_run else store, feed)
         world.round_s = period
-        service = Service(world, chosen, name, store, round_s=period, dry_run=dry_run,
+        service = Service(world, chosen, name, store, round_s=period, dry_run=dry_run, feed=feed,
                           heartbeat=svc.heartbeat, stale_after_s=svc.stale_after_s)
         stop = threading.Event()
 

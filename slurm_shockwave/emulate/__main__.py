@@ -82,13 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"start job {job}{label}: {args.model} bs={args.bs} mode={args.mode} "
               f"epochs={len(plan)} gpus={got} (asked {args.gpus}) full-scale "
               f"{full_scale_s(plan):.0f}s / {args.time_scale:g}", flush=True)
-        if trainer.run():
-            return 0
+        # after a checkpoint the job trains on from it (the partial epoch is lost) until
+        # the service requeues it, which kills it; or, if the plan keeps it, to the end
+        while not trainer.run():
+            pass
+        return 0
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
-    trainer.park()
-    return 0  # not reached: Slurm requeues (kills) the job
 
 
 if __name__ == "__main__":

@@ -251,13 +251,8 @@ class Trainer:
         self._save()
         self.reporter.checkpointed()
         _say(self.out, f"checkpoint signal: saved {self.epochs_done}/{len(self.plan)} "
-                       f"epochs, batch size {self.bs_now()}; waiting to be requeued")
+                       f"epochs, batch size {self.bs_now()}; training on from it")
         return False
-
-    def park(self) -> None:
-        """After a checkpoint: sleep until Slurm requeues (kills) the job."""
-        while True:
-            self.sleep(1.0)
 
 
 def job_label(env: Mapping[str, str]) -> str:

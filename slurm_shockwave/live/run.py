@@ -106,12 +106,12 @@ class _Service:
 def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
     round_s = ROUND_TRACE_S / settings.time_scale
     path = settings.work_dir / "shockwave.yaml"
-    path.write_text(json.dumps({
+    heartbeat = Path(env.get("SHOCKWAVE_HEARTBEAT", str(settings.work_dir / "heartbeat")))
+    path.write_text(json.dumps({  # JSON is YAML
         "slurm": {"round_s": round_s},
-        "service": {"store": str(settings.work_dir / "state.db"),
-                    "heartbeat": env.get("SHOCKWAVE_HEARTBEAT",
-                                         str(settings.work_dir / "heartbeat")),
-                    "stale_after_s": max(30.0, 5 * round_s)}}))
+        "service": {"store": str(settings.work_dir / "state.db"), "heartbeat": str(heartbeat),
+                    "stale_after_s": max(30.0, 5 * round_s), "listen": "127.0.0.1:0",
+                    "endpoint_file": str(heartbeat.parent / "endpoint")}}))
     return path
 
 

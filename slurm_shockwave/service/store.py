@@ -216,7 +216,7 @@ class Store:
                 since_id: int = 0) -> dict[int, list[ProgressReport]]:
         """Reports with id > ``since_id`` (of ``job_ids``, or all), per job, oldest first."""
         sql = ("SELECT job_id, kind, at_s, epoch, batch_size, samples_per_s, restart_count, "
-               "exit_code, uid FROM reports WHERE id > ?")
+               "exit_code, uid, id FROM reports WHERE id > ?")
         args: list[Any] = [since_id]
         if job_ids is not None:
             ids = sorted({int(j) for j in job_ids})
@@ -225,12 +225,12 @@ class Store:
             sql += f" AND job_id IN ({','.join('?' * len(ids))})"
             args += ids
         out: dict[int, list[ProgressReport]] = {}
-        for jid, kind, at_s, epoch, bs, sps, restarts, exit_code, uid in self.db.execute(
+        for jid, kind, at_s, epoch, bs, sps, restarts, exit_code, uid, rid in self.db.execute(
                 sql + " ORDER BY id", args):
             out.setdefault(int(jid), []).append(ProgressReport(
                 job_id=int(jid), kind=ReportKind(kind), at_s=float(at_s), epoch=epoch,
                 batch_size=bs, samples_per_s=sps, restart_count=int(restarts),
-                exit_code=exit_code, uid=int(uid)))
+                exit_code=exit_code, uid=int(uid), report_id=int(rid)))
         return out
 
     def last_report_id(self) -> int:
