@@ -25,7 +25,8 @@ from slurm_shockwave.live.run import LiveSettings, LiveStatus, run_live
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trace", default=None, help="trace file (default: the live demo trace)")
+    ap.add_argument("--trace", default="demo-live",
+                    help="trace file (default: the 16-job live demo)")
     ap.add_argument("--gpus", type=int, default=16)
     ap.add_argument("--time-scale", type=float, default=60.0)
     ap.add_argument("--policy", default="shockwave")

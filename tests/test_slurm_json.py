@@ -252,3 +252,13 @@ def test_pyslurm_resource_layout() -> None:
               "n3": {"cpu_ids": "0", "gres": {}}}
     assert alloc_from_layout(layout) == (("n1", (0, 1)), ("n2", (3, 5)))
     assert alloc_from_layout(None) == () and alloc_from_layout({"n1": {"gres": {"gpu": 2}}}) == ()
+
+
+def test_a_requeue_held_job_is_held() -> None:
+    """scontrol requeuehold leaves priority 0 and this reason (measured on 22.05)."""
+    from slurm_shockwave.slurm.json_shapes import is_held
+
+    assert is_held("PENDING", 0, "job requeued in held state")
+    assert is_held("PENDING", 0, "job_requeued_in_held_state")
+    assert is_held("PENDING", 0, "JobHeldAdmin")
+    assert not is_held("PENDING", 5, "Priority") and not is_held("RUNNING", 0, "JobHeldUser")

@@ -81,4 +81,6 @@ class Job:
 
     @property
     def is_running(self) -> bool:
-        return self.phase == Phase.RUNNING
+        """Holds its GPUs: running, or checkpointing before a requeue (the plan may still
+        keep it, which cancels the preemption; a policy must not mistake it for waiting)."""
+        return self.phase in (Phase.RUNNING, Phase.CHECKPOINTING)

@@ -123,9 +123,15 @@ def _alloc_nodes(obj: Mapping[str, Any]) -> list[str]:
         return []
 
 
+_REQUEUE_HELD = ("job requeued in held state", "job_requeued_in_held_state")
+
+
 def is_held(state: str, priority: int, reason: str) -> bool:
-    """Slurm marks a hold as priority 0 with reason JobHeldUser or JobHeldAdmin."""
-    return state == "PENDING" and priority == 0 and reason.startswith("JobHeld")
+    """Slurm marks a hold as priority 0 with reason JobHeldUser or JobHeldAdmin, and a
+    job ``scontrol requeuehold`` put back as priority 0 with reason "job requeued in held
+    state" (measured on 22.05; it too rejects a priority update until released)."""
+    return state == "PENDING" and priority == 0 and (
+        reason.startswith("JobHeld") or reason in _REQUEUE_HELD)
 
 
 def job_gpus(tres_per_node: str, tres_per_job: str, node_count: int) -> int:
