@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
-# The project's test command: install the package with its dev tools, then lint, type-check,
-# check the import contracts and run the test suite. Run from anywhere in the checkout.
+# The project's test command, the whole suite as CI runs it: install the package with its
+# dev tools, lint, type-check, check the import contracts, then pytest with the
+# real-cluster tests. With no cluster named by $SLURM_CONF it starts the local test
+# cluster (docker-slurm/start.sh, as root where Slurm is installed) and stops it at the
+# end; where it cannot, it says why in one line and the real-cluster tests skip.
+# Run from anywhere in the checkout; extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 echo "== ruff";         python3 -m ruff check .
 echo "== mypy";         python3 -m mypy
 echo "== import contracts"; lint-imports --no-cache >/dev/null && echo "contracts kept"
+if [ -z "${SLURM_CONF:-}" ]; then
+  why="$(python3 -c 'from slurm_shockwave.live.cluster import missing_for_cluster as m; print(m() or "")')"
+  if [ -z "$why" ]; then
+    STATE="$(mktemp -d /tmp/shockwave-test-slurm.XXXXXX)"
+    trap 'bash docker-slurm/stop.sh --state-dir "$STATE" --purge >/dev/null 2>&1 || true' EXIT
+    eval "$(bash docker-slurm/start.sh --state-dir "$STATE" --ctld-port 17817 --node-port-base 17900)"
+    export SLURM_CONF SHOCKWAVE_HEARTBEAT
+  else
+    echo "== no local Slurm cluster: $why; the real-cluster tests skip"
+  fi
+fi
 echo "== pytest";       python3 -m pytest -q "$@"

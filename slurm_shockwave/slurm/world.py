@@ -198,6 +198,8 @@ class SlurmCluster:
         for v in views:
             for slot in v.gpu_slots:
                 node, index = slot.rsplit(":", 1)
+                if int(index) in planned.get(node, set()):
+                    log.warning("job %d: GPU %s is claimed by another job too", v.job_id, slot)
                 planned.setdefault(node, set()).add(int(index))
         nodes = []
         for n in self.backend.list_nodes():

@@ -1,0 +1,51 @@
+"""The whole system on a local cluster of its own (marker slurm): 16 emulated jobs of mixed
+GPU counts and adaptation modes under Shockwave, the service killed with SIGKILL and
+restarted every 40 s; every job completes, reports reach the planner, and acknowledged
+checkpoints requeue jobs before their grace ends."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from slurm_shockwave.live.cluster import missing_for_cluster
+from slurm_shockwave.live.run import LiveSettings, run_live
+from slurm_shockwave.sim.inputs import LIVE_DEMO_TRACE, load_trace
+
+pytestmark = pytest.mark.slurm
+
+
+def test_sixteen_emulated_jobs_complete_through_service_kills(tmp_path: Path) -> None:
+    problem = missing_for_cluster()
+    if problem:
+        if os.environ.get("SHOCKWAVE_REQUIRE_SLURM"):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    trace = load_trace(LIVE_DEMO_TRACE)
+    assert len(trace) >= 16 and len({j.spec.gpus for j in trace}) >= 3
+    assert len({j.spec.mode for j in trace}) >= 2
+    result = run_live(LiveSettings(trace=LIVE_DEMO_TRACE, gpus=16, time_scale=60.0,
+                                   policy="shockwave", work_dir=tmp_path,
+                                   kill_service_every_s=40.0, timeout_s=900.0,
+                                   ports=(23817, 23900)))
+    assert result["completed"] == result["jobs"] == 16 and result["lost"] == 0
+    assert result["service_kills"] >= 1
+    db = sqlite3.connect(f"file:{tmp_path / 'state.db'}?mode=ro", uri=True)
+    kinds = dict(db.execute("SELECT kind, COUNT(*) FROM reports GROUP BY kind").fetchall())
+    assert kinds.get("progress", 0) > 100
+    # an acknowledged checkpoint: requeued before the hint's grace (30 s) ran out
+    rows = db.execute("SELECT a.job_id, a.outcome, r.at_s FROM actions a JOIN rounds r "
+                      "ON r.id = a.round_id WHERE a.kind = 'preempt' ORDER BY r.id").fetchall()
+    signalled: dict[int, float] = {}
+    shortened = []
+    for jid, outcome, at_s in rows:
+        if outcome == "deferred":
+            signalled.setdefault(jid, at_s)
+        elif outcome == "applied" and jid in signalled:
+            shortened.append(at_s - signalled.pop(jid))
+    if kinds.get("checkpointed"):
+        assert shortened and min(shortened) < 30.0
+    assert "Traceback" not in (tmp_path / "serve.log").read_text()
