@@ -13,9 +13,13 @@ BIN="$(command -v shockwave 2>/dev/null)"
 case "${SLURM_JOB_ID:-}" in ''|*[!0-9]*) BIN="" ;; esac
 if [ -n "$BIN" ]; then
   export SHOCKWAVE_ENDPOINT_FILE="$ENDPOINT_FILE"
-  spool="${TMPDIR:-/tmp}/shockwave-spool-$SLURM_JOB_ID"
-  [ -d "$spool" ] && timeout 5 "$BIN" report --flush-spool "$spool" \
-    --job-id "$SLURM_JOB_ID" >/dev/null 2>&1
+  # only a spool the job's own user made (another user may plant a directory of that
+  # name in /tmp to inject reports; root would forward them with its own credential)
+  spool="/tmp/shockwave-spool-$SLURM_JOB_ID"
+  if [ -d "$spool" ] && [ ! -L "$spool" ] && [ -n "${SLURM_JOB_UID:-}" ] \
+     && [ "$(stat -c %u "$spool" 2>/dev/null)" = "$SLURM_JOB_UID" ]; then
+    timeout 5 "$BIN" report --flush-spool "$spool" --job-id "$SLURM_JOB_ID" >/dev/null 2>&1
+  fi
   code="${SLURM_JOB_EXIT_CODE2:-${SLURM_JOB_EXIT_CODE:-}}"
   code="${code%%:*}"
   case "$code" in ''|*[!0-9-]*) code=-1 ;; esac

@@ -16,7 +16,7 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
   sig="$(timeout 5 scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | sed -n -E \
     's/.*AdminComment=shockwave:v1 (model=[^ ]+ )?bs=[0-9]+ epochs=[0-9]+ mode=[a-z]+ signal=([A-Z0-9]+) .*/\2/p')"
   case "$sig" in USR1|USR2|TERM|INT|HUP) printf 'export SHOCKWAVE_SIGNAL=%s\n' "$sig" ;; esac
-  spool="${TMPDIR:-/tmp}/shockwave-spool-$SLURM_JOB_ID"
+  spool="/tmp/shockwave-spool-$SLURM_JOB_ID"  # the epilog looks here, as the job's user
   if [ -d "$spool" ] && [ ! -L "$spool" ] && [ -O "$spool" ]; then
     printf 'export SHOCKWAVE_SPOOL=%s\n' "$spool"
   elif (umask 077 && mkdir "$spool") 2>/dev/null; then

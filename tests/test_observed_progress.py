@@ -55,3 +55,9 @@ def test_an_unknown_model_is_estimated_from_its_own_reports() -> None:
 def test_an_acknowledgement_counts_only_after_the_signal() -> None:
     ack = [rep(0, 50, kind=ReportKind.CHECKPOINTED)]
     assert acknowledged(ack, since_s=40) and not acknowledged(ack, since_s=60)
+
+
+def test_epochs_redone_after_a_resume_are_not_counted_twice() -> None:
+    p = observed_progress(TABLE, [rep(1, 10), rep(2, 20), rep(3, 30), rep(2, 100, restart=1),
+                                  rep(3, 110, restart=1), rep(4, 120, restart=1)])
+    assert p.bs_history == ((32, 4),) and p.epochs_done == 4

@@ -194,3 +194,23 @@ def test_an_overrun_is_logged_with_its_phases_and_the_next_round_starts_at_once(
     assert len(over) == 2 and "observe 30.00s plan 30.00s apply 30.00s persist" in over[0]
     assert waits == []  # no sleep after an overrun
     assert store.rounds()[0]["total_s"] > 60
+
+
+def test_a_checkpointing_job_whose_hint_turned_unreadable_still_completes(
+        tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 4, epochs=500))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy="srtf")
+    svc.round_once()
+    fake.tick()
+    fake.add(job(2, 4, epochs=1))
+    clock.t += 60
+    svc.round_once()
+    assert 1 in store.load_intents()
+    fake.jobs[1] = replace(fake.jobs[1], admin_comment="bs=banana")  # an admin's edit
+    clock.t += 60  # past the grace
+    svc.round_once()  # no KeyError: the stored intent is enough to requeue
+    assert fake.jobs[1].state == "PENDING" and store.load_intents() == {}

@@ -102,10 +102,12 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
     Stop the service first (it would take the partition again)."""
     env = live(config_path, partition, slurm_conf, kind)
     path = store_path or env.settings.service.store
-    if ServiceLock(path).held_elsewhere():
+    try:
+        with ServiceLock(path):  # held throughout: a service starting now waits for us
+            result = hand_back(env.backend, env.partition, env.settings.service.heartbeat)
+    except AlreadyRunning:
         raise AlreadyRunning(f"the service is running (lock {path}.lock): stop it first, "
-                             "e.g. systemctl stop slurm-shockwave")
-    result = hand_back(env.backend, env.partition, env.settings.service.heartbeat)
+                             "e.g. systemctl stop slurm-shockwave") from None
     click.echo(f"{env.partition}: handed back to Slurm; released {len(result.released)} held "
                f"jobs, unpinned {len(result.unpinned)} priorities; heartbeat "
                f"{env.settings.service.heartbeat} removed")

@@ -81,11 +81,11 @@ class _Service:
         self.kills = 0
 
     def start(self) -> None:
-        log = (self.settings.work_dir / "serve.log").open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "slurm_shockwave.cli", "serve", "--config",
-             str(self.config), "--policy", self.settings.policy],
-            env=self.env, stdout=log, stderr=log)
+        with (self.settings.work_dir / "serve.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "slurm_shockwave.cli", "serve", "--config",
+                 str(self.config), "--policy", self.settings.policy],
+                env=self.env, stdout=log, stderr=log)
 
     def kill_and_restart(self) -> None:
         if self.proc is not None:
@@ -158,15 +158,15 @@ def run_live(settings: LiveSettings,
             service.start()
         else:  # Slurm alone: no heartbeat, so job_submit.lua holds nothing
             Path(env.get("SHOCKWAVE_HEARTBEAT", "/nonexistent")).unlink(missing_ok=True)
-        submit = subprocess.Popen(
-            [sys.executable, "-m", "slurm_shockwave.cli", "trace", "submit",
-             settings.trace or "demo", "--time-scale", str(settings.time_scale),
-             "--partition", "shockwave", "--json",
-             "--checkpoint-dir", str(settings.work_dir / "checkpoints"),
-             "--output-dir", str(settings.work_dir / "out"),
-             *(["--throughputs", settings.throughputs] if settings.throughputs else [])],
-            env=env, stdout=subprocess.PIPE, stderr=(settings.work_dir / "submit.log").open("ab"),
-            text=True)
+        with (settings.work_dir / "submit.log").open("ab") as submit_log:
+            submit = subprocess.Popen(
+                [sys.executable, "-m", "slurm_shockwave.cli", "trace", "submit",
+                 settings.trace or "demo", "--time-scale", str(settings.time_scale),
+                 "--partition", "shockwave", "--json",
+                 "--checkpoint-dir", str(settings.work_dir / "checkpoints"),
+                 "--output-dir", str(settings.work_dir / "out"),
+                 *(["--throughputs", settings.throughputs] if settings.throughputs else [])],
+                env=env, stdout=subprocess.PIPE, stderr=submit_log, text=True)
 
         def read_mapping() -> None:
             assert submit.stdout is not None

@@ -34,6 +34,8 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
     for r in progress:
         epoch = float(r.epoch or 0.0)
         bs = r.batch_size or (prev.batch_size if prev else None) or guess.bs
+        # after a requeue the job resumes from its checkpoint: epochs it redoes up to
+        # the furthest it had reached are not new history
         whole = int(epoch) - int(last_epoch)
         if whole > 0:
             if history and history[-1][0] == bs:
@@ -44,7 +46,7 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
                 and epoch > float(prev.epoch or 0.0) and r.at_s > prev.at_s
                 and (prev.batch_size or bs) == bs):
             measured[bs] = (r.at_s - prev.at_s) / (epoch - float(prev.epoch or 0.0))
-        last_epoch = epoch
+        last_epoch = max(last_epoch, epoch)
         prev = r
     latest = progress[-1]
     bs = latest.batch_size or guess.bs

@@ -49,6 +49,11 @@ def job_rows(report: RoundReport, bad_hints: Mapping[int, str]) -> list[JobRow]:
             reason=str(report.reasons.get(jid, "")),
             action=r.action.kind.value if r else "wait",
             outcome=r.outcome.value if r else "", message=r.message if r else ""))
+    seen = {r.job_id for r in rows}
+    # jobs admission turned away (say, larger than every usable node together) are not
+    # in the view but must not vanish from queue and explain
+    rows += [JobRow(job_id=jid, phase="not planned", reason=str(reason))
+             for jid, reason in sorted(report.reasons.items()) if jid not in seen]
     rows += [JobRow(job_id=jid, reason=f"{ReasonCode.BAD_HINT.value}({msg})",
                     phase="not planned") for jid, msg in sorted(bad_hints.items())]
     return rows

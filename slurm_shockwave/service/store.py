@@ -54,7 +54,8 @@ CREATE TABLE IF NOT EXISTS intents (
     job_id INTEGER PRIMARY KEY, signal TEXT NOT NULL, sent_s REAL NOT NULL,
     deadline_s REAL NOT NULL, restart_count INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS reports (
-    id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, at_s REAL NOT NULL, kind TEXT NOT NULL,
+    id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, at_s REAL NOT NULL,
+    kind TEXT NOT NULL,
     epoch REAL, batch_size INTEGER, samples_per_s REAL, restart_count INTEGER NOT NULL,
     exit_code INTEGER, uid INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS reports_job ON reports(job_id, id);
@@ -312,7 +313,16 @@ class _Transaction:
         self.db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: object, *_rest: object) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        if kind is None:
+            try:
+                self.db.execute("COMMIT")
+                return
+            except sqlite3.Error:
+                if self.db.in_transaction:  # never leave the connection inside it
+                    self.db.execute("ROLLBACK")
+                raise
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
 
 
 def _row_json(row: JobRow) -> str:

@@ -310,10 +310,10 @@ class SlurmCluster:
         if job is None or job.state != "RUNNING":
             self._forget(a.job_id)
             return ActionResult(a, Outcome.APPLIED, "no longer running")
-        hint = self._hints[a.job_id]
         ck = self.intents.get(a.job_id)
         if ck is None:
-            if hint.signal is None:
+            hint = self._hints.get(a.job_id)
+            if hint is None or hint.signal is None:
                 return None  # the job handles no signal: preempt as Slurm does
             ck = CheckpointIntent(a.job_id, hint.signal, now, now + hint.grace_s,
                                   job.restart_count)
