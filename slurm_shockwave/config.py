@@ -56,6 +56,10 @@ class SlurmConfig:
     prior_epoch_s: float = 600.0
     """Epoch time of a job whose model the throughput table does not know and that has
     no time limit, until it reports its own."""
+    time_scale: float = 1.0
+    """The jobs train this many times faster than the throughput table says (emulated
+    jobs at ``--time-scale X``); the table's epoch times are divided by it, so they are
+    wall time like the round, the clock and what jobs report. 1 on a real cluster."""
 
     def validate(self) -> tuple[str, str] | None:
         if not self.partition or "," in self.partition:
@@ -66,6 +70,8 @@ class SlurmConfig:
             return "backend", "must be cli or pyslurm"
         if not (math.isfinite(self.prior_epoch_s) and self.prior_epoch_s > 0):
             return "prior_epoch_s", "must be > 0"
+        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
+            return "time_scale", "must be > 0"
         return None
 
 

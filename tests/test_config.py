@@ -18,6 +18,7 @@ def test_shipped_example_config_is_valid() -> None:
     ({"simulator": {"round_s": "fast"}}, "simulator.round_s"),
     ({"simulator": {"restore_s": 200}}, "simulator.restore_s"),
     ({"simulator": {"deadline_factor": 0.5}}, "simulator.deadline_factor"),
+    ({"slurm": {"time_scale": 0}}, "slurm.time_scale"),
     ({"policies": {"gavell": {}}}, "policies.gavell"),
     ({"policies": {"las": {"queue_thresholds_gpu_s": [10, 5]}}}, "las.queue_thresholds_gpu_s"),
     ({"policies": {"gavel": {"anything": 1}}}, "gavel.anything"),
@@ -34,3 +35,12 @@ def test_broken_yaml_names_the_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not valid YAML") as err:
         load_settings(path)
     assert err.value.line is not None
+
+
+def test_the_live_run_tells_the_service_its_time_scale(tmp_path: Path) -> None:
+    """The planner's table times must be wall time like its 2 s round (120 s / 60)."""
+    from slurm_shockwave.live.run import LiveSettings, _service_config
+
+    settings = LiveSettings(None, 16, 60.0, "shockwave", tmp_path)
+    s = load_settings(_service_config(settings, {}))
+    assert s.slurm.time_scale == 60.0 and s.slurm.round_s == 2.0

@@ -53,3 +53,18 @@ def test_diff_orders_preemptions_before_starts() -> None:
     assert [a.kind for a in actions] == [ActionKind.PREEMPT, ActionKind.START]
     kept = diff(view, place(view, Plan((1,))))
     assert [a.kind for a in kept] == [ActionKind.KEEP]
+
+
+def test_backfilled_running_jobs_keep_their_gpus() -> None:
+    """A wide job that cannot fit takes the selection's room; the running jobs behind it
+    are backfilled and must stay where they run: best fit alone moves n1's job onto n0
+    (the roomier fit), a migration, i.e. a checkpoint signal every round (seen live)."""
+    kept = a_job(1, gpus=1, running=True, slots=("n0:0",))
+    wide = a_job(2, gpus=6)
+    on_n1 = a_job(3, gpus=2, running=True, slots=("n1:0", "n1:1"))
+    on_n0 = a_job(4, gpus=2, running=True, slots=("n0:2", "n0:3"))
+    view = a_view(kept, wide, on_n1, on_n0, gpus=8, gpus_per_node=4)
+    placed = place(view, Plan((1, 2, 3, 4)))
+    assert placed.fragmented == {2}
+    assert placed.slots[3] == ("n1:0", "n1:1") and placed.slots[4] == ("n0:2", "n0:3")
+    assert {a.kind for a in diff(view, placed)} == {ActionKind.KEEP}

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Action, ActionKind, Outcome
 from slurm_shockwave.slurm.fake import FakeSlurm
+from slurm_shockwave.slurm.hints import parse_hint
 from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
-from slurm_shockwave.slurm.world import SlurmCluster
+from slurm_shockwave.slurm.world import SlurmCluster, table_progress
+from slurm_shockwave.workloads.bundled import bundled_table
 
 HINT = "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=gns signal=USR1 grace=30"
 
@@ -148,3 +152,20 @@ def test_a_batch_size_the_table_lacks_takes_the_nearest_epoch_time() -> None:
     world, _, _ = cluster(odd, near)
     jobs = {j.job_id: j for j in world.observe().jobs}
     assert jobs[7].progress.epoch_s == jobs[8].progress.epoch_s > 0
+
+
+def test_table_epoch_times_are_wall_time_under_a_time_scale() -> None:
+    """Emulated jobs train X times faster than the table: a job that has not reported
+    must not look X times longer than one that has (what the jobs report is wall time)."""
+    table = bundled_table("tacc")
+    job = held(1)
+    hint = parse_hint(HINT)
+    full = table_progress(table)(job, hint)
+    fast = table_progress(table, time_scale=60.0)(job, hint)
+    assert fast.epoch_s == pytest.approx(full.epoch_s / 60.0)
+    assert dict(fast.epoch_s_by_bs) == pytest.approx(
+        {bs: s / 60.0 for bs, s in full.epoch_s_by_bs})
+    # a prior is wall time already (a time limit, or slurm.prior_epoch_s)
+    own = replace(job, admin_comment="shockwave:v1 model=my-gpt bs=16 epochs=10 mode=static")
+    assert table_progress(table, 600.0, 60.0)(own, parse_hint(own.admin_comment)).epoch_s \
+        == 600.0

@@ -56,7 +56,8 @@ class Live:
 
     def feed(self, store: Store) -> ReportFeed:
         """What the jobs reported, read from ``store`` once per round (refresh)."""
-        table = table_progress(bundled_table("tacc"), self.settings.slurm.prior_epoch_s)
+        s = self.settings.slurm
+        table = table_progress(bundled_table("tacc"), s.prior_epoch_s, s.time_scale)
         feed = ReportFeed(lambda since: store.reports(since_id=since), table)
         feed.refresh()
         return feed
@@ -69,7 +70,8 @@ class Live:
                                 round_s=s.round_s, progress=feed.progress, acked=feed.acked,
                                 intents=intents)
         return SlurmCluster(self.backend, WallClock(), partition=s.partition, round_s=s.round_s,
-                            progress=table_progress(bundled_table("tacc"), s.prior_epoch_s),
+                            progress=table_progress(bundled_table("tacc"), s.prior_epoch_s,
+                                                    s.time_scale),
                             intents=intents)
 
 

@@ -3,7 +3,8 @@
 Rules: a job of up to K GPUs (K = GPUs per node) sits on one node; a larger job takes
 whole nodes. Running jobs keep their GPUs when they stay selected, so a round does not
 migrate work needlessly. Selection is greedy by count in the plan's order; a selected
-job that fragmentation leaves without room is skipped and later jobs backfill.
+job that fragmentation leaves without room is skipped and later jobs backfill (a running
+one on its own GPUs when they are free).
 """
 
 from __future__ import annotations
@@ -91,12 +92,16 @@ def place(view: ClusterView, plan: Plan) -> Placement:
             out.fragmented.add(job.job_id)
         else:
             out.slots[job.job_id] = got
-    # Backfill what fragmentation left, in plan order.
+    # Backfill what fragmentation left, in plan order; a running job stays where it runs
+    # if it still can (best fit alone may swap two running jobs: a needless migration).
     if out.fragmented:
         for job in order:
             if free.total == 0:
                 break
             if job.job_id in out.slots or job.job_id in out.fragmented or job.gpus > free.total:
+                continue
+            if job.is_running and job.gpu_slots and free.take_exact(job.gpu_slots):
+                out.slots[job.job_id] = job.gpu_slots
                 continue
             got = free.take(job.gpus)
             if got is not None:

@@ -108,7 +108,9 @@ def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
     path = settings.work_dir / "shockwave.yaml"
     heartbeat = Path(env.get("SHOCKWAVE_HEARTBEAT", str(settings.work_dir / "heartbeat")))
     path.write_text(json.dumps({  # JSON is YAML
-        "slurm": {"round_s": round_s},
+        # the jobs train time_scale x faster than the table: the planner's table times
+        # must be wall time too, like its round, its clock and the jobs' reports
+        "slurm": {"round_s": round_s, "time_scale": settings.time_scale},
         "service": {"store": str(settings.work_dir / "state.db"), "heartbeat": str(heartbeat),
                     "stale_after_s": max(30.0, 5 * round_s), "listen": "127.0.0.1:0",
                     "endpoint_file": str(heartbeat.parent / "endpoint")}}))

@@ -57,9 +57,15 @@ TOP_PRIORITY = 1_000_000
 PRIOR_EPOCH_S = 600.0
 
 
-def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S) -> ProgressFn:
+def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S,
+                   time_scale: float = 1.0) -> ProgressFn:
     """Before a job reports anything: no epochs done, epoch times from the throughput
-    table for its model and GPU count (what the simulator knows too).
+    table for its model and GPU count (what the simulator knows too), divided by
+    ``time_scale`` (the jobs train that many times faster than the table: emulated jobs
+    at ``--time-scale X``; 1 on a real cluster). Every time in the planner's view is wall
+    time: the round, now, arrivals, and the epoch times jobs report; a table time left
+    unscaled would make a job that has not reported yet look X times longer than one
+    that has.
 
     A batch size the table lacks takes the nearest one's epoch time (never 0, which would
     make a 5,000-epoch job look instant). A model the table does not know is planned from
@@ -71,7 +77,7 @@ def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S)
         known: dict[int, float] = {}
         info = MODELS.get(hint.model)
         if info is not None:
-            known = {bs: epoch_seconds(hint.model, bs, gpus, table)
+            known = {bs: epoch_seconds(hint.model, bs, gpus, table) / time_scale
                      for bs in {hint.bs, *info.batch_sizes, info.max_bs}
                      if table.has(hint.model, bs, gpus)}
         if not known:
