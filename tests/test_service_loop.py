@@ -214,3 +214,17 @@ def test_a_checkpointing_job_whose_hint_turned_unreadable_still_completes(
     clock.t += 60  # past the grace
     svc.round_once()  # no KeyError: the stored intent is enough to requeue
     assert fake.jobs[1].state == "PENDING" and store.load_intents() == {}
+
+
+def test_the_view_counts_time_from_the_store_origin(tmp_path: Path) -> None:
+    """Shockwave divides times: with Unix times every rho would read 1.00."""
+    fake = fake_cluster()
+    fake.add(job(1, 1))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    done = service(fake, store, clock).round_once()
+    assert done.report.view is not None and done.report.view.now_s == 0.0
+    assert done.report.view.jobs[0].spec.arrival_s == -99.0  # submitted at 901
+    assert done.record.at_s == 1000.0  # the store keeps wall-clock time
+    clock.t += 500
+    again = service(fake, Store(tmp_path / "s.db"), clock).round_once()  # a restart
+    assert again.report.view is not None and again.report.view.now_s == 500.0

@@ -59,6 +59,7 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
             store = env.store(path)
             memory = store.memory(name)
             world = env.world(MemoryIntents(store.load_intents()), env.feed(store))
+            world.origin_s = float(store.meta_value("origin_s") or 0.0)
         report = run_round(world, chosen, memory, DryRunActuator())
         bad = world.bad_hints
     rows = [{"job_id": r.job_id, "action": r.action, "outcome": r.outcome,

@@ -59,6 +59,7 @@ class Service:
         self.feed = feed
         self.memory: Memory = store.memory(policy_name)
         world.round_index = store.next_round_index()
+        world.origin_s = store.origin_s(world.clock.now())
 
     def round_once(self) -> RoundDone:
         """One whole round; raises (and writes nothing) if it cannot finish."""
@@ -71,7 +72,7 @@ class Service:
         before_persist = self.timer()
         phase_s = {**report.phase_s, "persist": 0.0}
         record = round_record(report, policy=self.policy_name, dry_run=self.dry_run,
-                              phase_s=phase_s)
+                              phase_s=phase_s, origin_s=self.world.origin_s)
         round_id = self.store.save_round(record, job_rows(report, self.world.bad_hints),
                                          action_rows(report), report.memory,
                                          read_round_id=read_id)
@@ -82,7 +83,7 @@ class Service:
         phase_s.update(persist=end - before_persist, total=end - start)
         self.store.set_timings(round_id, phase_s)
         if self.heartbeat:
-            write_heartbeat(self.heartbeat, report.now_s, self.stale_after_s)
+            write_heartbeat(self.heartbeat, self.world.clock.now(), self.stale_after_s)
         return RoundDone(report, RoundRecord(**{**record.__dict__, "phase_s": phase_s}),
                          round_id)
 

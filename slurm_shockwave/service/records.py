@@ -60,11 +60,13 @@ def job_rows(report: RoundReport, bad_hints: Mapping[int, str]) -> list[JobRow]:
 
 
 def round_record(report: RoundReport, *, policy: str, dry_run: bool,
-                 phase_s: Mapping[str, float]) -> RoundRecord:
+                 phase_s: Mapping[str, float], origin_s: float = 0.0) -> RoundRecord:
+    """``origin_s``: the view's time zero, so the record's time is wall-clock time."""
     status, gap = solver_summary(report.memory)
     res = report.result
     return RoundRecord(
-        round_index=report.round_index, at_s=report.now_s, policy=policy, dry_run=dry_run,
+        round_index=report.round_index, at_s=report.now_s + origin_s, policy=policy,
+        dry_run=dry_run,
         jobs=len(report.view.jobs) if report.view else 0, phase_s=dict(phase_s),
         solver_status=status, solver_gap=gap, applied=res.count(Outcome.APPLIED),
         rejected=res.count(Outcome.REJECTED), deferred=res.count(Outcome.DEFERRED))

@@ -138,6 +138,19 @@ class Store:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def meta_value(self, key: str) -> str | None:
+        return self._meta(key)
+
+    def origin_s(self, default: float) -> float:
+        """The live view's time zero, fixed when the store is first used (``default``)."""
+        value = self._meta("origin_s")
+        if value is None:
+            with self._transaction():
+                self.db.execute("INSERT OR IGNORE INTO meta VALUES ('origin_s', ?)",
+                                (repr(float(default)),))
+            value = self._meta("origin_s")
+        return float(value or default)
+
     # -- reads --------------------------------------------------------------------------------
     def last_round_id(self) -> int:
         row = self.db.execute("SELECT MAX(id) FROM rounds").fetchone()

@@ -163,7 +163,8 @@ class SlurmCluster:
     def __init__(self, backend: SlurmBackend, clock: Clock, *, partition: str = "shockwave",
                  round_s: float = 120.0, progress: ProgressFn | None = None,
                  acked: Callable[[int, float], bool] = lambda _job_id, _since_s: False,
-                 intents: IntentLog | None = None, round_index: int = 0) -> None:
+                 intents: IntentLog | None = None, round_index: int = 0,
+                 origin_s: float = 0.0) -> None:
         self.backend = backend
         self.clock = clock
         self.partition = partition
@@ -173,6 +174,10 @@ class SlurmCluster:
         self.intent_log: IntentLog = intents or MemoryIntents()
         self.intents = self.intent_log.load_intents()
         self.round_index = round_index
+        self.origin_s = origin_s
+        """The view's time zero (wall clock): the policies' times are measured from it, as
+        the simulator's are from the trace's start. Shockwave's finish-time ratios divide
+        times, so with Unix times (1.8e9 s) every job would read rho 1.00."""
         self._jobs: dict[int, SlurmJob] = {}
         self._hints: dict[int, Hint] = {}
         self._parsed: dict[int, tuple[str, Hint | str]] = {}
@@ -195,7 +200,7 @@ class SlurmCluster:
                      else Phase.RUNNING if j.state == "RUNNING"
                      else Phase.HELD if j.held else Phase.PENDING)
             spec = JobSpec(j.job_id, hint.model, hint.bs, max(j.gpus, 1), hint.mode,
-                           float(j.submit_time), hint.epochs, user=j.user)
+                           float(j.submit_time) - self.origin_s, hint.epochs, user=j.user)
             slots = job_slots(j) if j.state == "RUNNING" else ()
             views.append(Job(spec, self.progress(j, hint), phase, slots))
         self._parsed = {jid: v for jid, v in self._parsed.items() if jid in self._jobs}
@@ -213,7 +218,8 @@ class SlurmCluster:
                 idx = usable_gpus(n, planned.get(n.name, set()))
                 if idx:
                     nodes.append(GpuNode(n.name, len(idx), idx))
-        view = ClusterView(now_s=self.clock.now(), round_index=self.round_index,
+        view = ClusterView(now_s=self.clock.now() - self.origin_s,
+                           round_index=self.round_index,
                            round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views))
         self.round_index += 1
         return view
