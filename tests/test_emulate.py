@@ -23,7 +23,6 @@ from slurm_shockwave.emulate.train import (
     Trainer,
     epoch_plan,
     load_reporter,
-    load_table,
     read_checkpoint,
     visible_gpus,
     write_checkpoint,
@@ -31,6 +30,7 @@ from slurm_shockwave.emulate.train import (
 from slurm_shockwave.model.job import AdaptationMode
 from slurm_shockwave.sim.inputs import build_workload, load_throughputs
 from slurm_shockwave.sim.trace import parse_trace
+from slurm_shockwave.workloads.bundled import load_table
 from slurm_shockwave.workloads.profile import epoch_seconds
 
 JOBS = [  # (model, batch size, GPUs, epochs): catalogue jobs whose patterns change

@@ -49,6 +49,21 @@ def service(fake: FakeSlurm, store: Store, clock: Clock, policy: str = "fifo",
                    **kw)  # type: ignore[arg-type]
 
 
+def srtf_preempting_job_1(tmp_path: Path, hint: str = SIGNAL
+                          ) -> tuple[FakeSlurm, Store, Clock, Service]:
+    """A whole-cluster long job 1 running, then a short job 2 arrives: SRTF preempts 1."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 4, epochs=500, hint=hint))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy="srtf")
+    svc.round_once()
+    fake.tick()
+    fake.add(job(2, 4, epochs=1, hint=hint))
+    clock.t += 60
+    svc.round_once()
+    return fake, store, clock, svc
+
+
 def test_fifo_never_signals_jobs_it_keeps(tmp_path: Path) -> None:
     """Two jobs on one node, a two-node job and another partition's job on a shared node:
     the real slots keep every running job where it is, round after round."""
@@ -75,15 +90,7 @@ def test_fifo_never_signals_jobs_it_keeps(tmp_path: Path) -> None:
 
 def test_a_restarted_service_does_not_signal_again_and_requeues_at_the_deadline(
         tmp_path: Path) -> None:
-    fake = fake_cluster(nodes=1, gpus=4)
-    fake.add(job(1, 4, epochs=500))
-    store, clock = Store(tmp_path / "s.db"), Clock()
-    svc = service(fake, store, clock, policy="srtf")
-    svc.round_once()
-    fake.tick()
-    fake.add(job(2, 4, epochs=1))  # shorter: SRTF preempts job 1
-    clock.t += 60
-    svc.round_once()
+    fake, store, clock, _ = srtf_preempting_job_1(tmp_path)
     assert fake.signals == [(1, "USR1")]
     assert 1 in store.load_intents()
     # "kill -9": a new service over the same store and cluster
@@ -102,15 +109,7 @@ def test_a_restarted_service_does_not_signal_again_and_requeues_at_the_deadline(
 
 
 def test_a_job_without_a_signal_is_requeued_as_slurm_would(tmp_path: Path) -> None:
-    fake = fake_cluster(nodes=1, gpus=4)
-    fake.add(job(1, 4, epochs=500, hint=PLAIN))
-    store, clock = Store(tmp_path / "s.db"), Clock()
-    svc = service(fake, store, clock, policy="srtf")
-    svc.round_once()
-    fake.tick()
-    fake.add(job(2, 4, epochs=1, hint=PLAIN))
-    clock.t += 60
-    svc.round_once()
+    fake, _, _, _ = srtf_preempting_job_1(tmp_path, PLAIN)
     assert fake.signals == []
     assert fake.jobs[1].restart_count == 1 and fake.jobs[1].held
 
@@ -200,15 +199,7 @@ def test_a_checkpointing_job_whose_hint_turned_unreadable_still_completes(
         tmp_path: Path) -> None:
     from dataclasses import replace
 
-    fake = fake_cluster(nodes=1, gpus=4)
-    fake.add(job(1, 4, epochs=500))
-    store, clock = Store(tmp_path / "s.db"), Clock()
-    svc = service(fake, store, clock, policy="srtf")
-    svc.round_once()
-    fake.tick()
-    fake.add(job(2, 4, epochs=1))
-    clock.t += 60
-    svc.round_once()
+    fake, store, clock, svc = srtf_preempting_job_1(tmp_path)
     assert 1 in store.load_intents()
     fake.jobs[1] = replace(fake.jobs[1], admin_comment="bs=banana")  # an admin's edit
     clock.t += 60  # past the grace

@@ -18,12 +18,12 @@ from slurm_shockwave.emulate.train import (
     epoch_plan,
     full_scale_s,
     job_label,
-    load_table,
     restart_count,
     visible_gpus,
 )
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import AdaptationMode
+from slurm_shockwave.workloads.bundled import load_table
 from slurm_shockwave.workloads.catalog import MODELS
 
 

@@ -22,9 +22,8 @@ from typing import Any, Protocol, TextIO
 
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
-from slurm_shockwave.model.throughputs import ThroughputTable, from_gavel
+from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.workloads.adaptation import bs_schedule
-from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.catalog import MODELS
 from slurm_shockwave.workloads.profile import build_profile, epoch_seconds
 
@@ -37,21 +36,6 @@ class Epoch:
     bs: int
     seconds: float
     """Wall time at full scale (time scale 1)."""
-
-
-def load_table(spec: str | None) -> ThroughputTable:
-    """``builtin:tacc|wisr`` (default tacc) or a Gavel-format JSON file."""
-    if spec is None or spec.startswith("builtin:"):
-        return bundled_table("tacc" if spec is None else spec.split(":", 1)[1])
-    try:
-        data = json.loads(Path(spec).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror})", source=spec,
-                         field="throughputs") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg})", source=spec, line=exc.lineno,
-                         field="throughputs") from None
-    return from_gavel(data, source=spec)
 
 
 def epoch_plan(model: str, init_bs: int, epochs: int, mode: AdaptationMode, gpus: int,

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.model.throughputs import ThroughputTable, from_gavel
+from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.sim.trace import TraceJob, read_trace
-from slurm_shockwave.workloads.bundled import bundled_table
+from slurm_shockwave.workloads.bundled import load_table
 from slurm_shockwave.workloads.profile import JobProfile, build_profile
 
 DEMO_TRACE = "demo"
@@ -20,20 +19,7 @@ LIVE_DEMO_TRACE = "demo-live"
 
 def load_throughputs(spec: str | Path | None) -> ThroughputTable:
     """A path to a Gavel-format JSON file, or ``builtin:tacc`` / ``builtin:wisr``."""
-    if spec is None:
-        return bundled_table("tacc")
-    text = str(spec)
-    if text.startswith("builtin:"):
-        return bundled_table(text.split(":", 1)[1])
-    try:
-        data = json.loads(Path(text).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror})", source=text,
-                         field="throughputs") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg})", source=text, line=exc.lineno,
-                         field="throughputs") from None
-    return from_gavel(data, source=text)
+    return load_table(spec)
 
 
 def demo_trace_path() -> Path:
