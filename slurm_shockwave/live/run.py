@@ -15,6 +15,7 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -112,9 +113,18 @@ def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
         # must be wall time too, like its round, its clock and the jobs' reports
         "slurm": {"round_s": round_s, "time_scale": settings.time_scale},
         "service": {"store": str(settings.work_dir / "state.db"), "heartbeat": str(heartbeat),
-                    "stale_after_s": max(30.0, 5 * round_s), "listen": "127.0.0.1:0",
+                    "stale_after_s": max(30.0, 5 * round_s),
+                    # one port for the whole run: a restarted service must be where the
+                    # jobs' SHOCKWAVE_URL (fixed when they started) says it is
+                    "listen": f"127.0.0.1:{_free_port()}",
                     "endpoint_file": str(heartbeat.parent / "endpoint")}}))
     return path
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _poll(env: dict[str, str], jobs: dict[int, JobState]) -> None:
