@@ -34,12 +34,16 @@ class SimulatorConfig:
     restore_s: float = 20.0
     deadline_factor: float | None = None
     """Force-complete a job after this many times its exclusive runtime (paper: 1.5)."""
+    requeue_delay_s: float = 0.0
+    """A preempted job may start again only this much later (a live Slurm: cred_expire+1)."""
 
     def validate(self) -> tuple[str, str] | None:
         if self.round_s <= 0:
             return "round_s", "must be > 0"
         if not 0 <= self.restore_s < self.round_s:
             return "restore_s", "must be >= 0 and < round_s"
+        if not (math.isfinite(self.requeue_delay_s) and self.requeue_delay_s >= 0):
+            return "requeue_delay_s", "must be >= 0"
         if self.deadline_factor is not None and self.deadline_factor <= 1:
             return "deadline_factor", "must be > 1"
         return None

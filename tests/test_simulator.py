@@ -72,3 +72,27 @@ def test_nodes_and_validation() -> None:
         make_nodes(10, 4)
     with pytest.raises(ValueError, match="needs 8 GPUs"):
         simulate(a_workload(a_spec(gpus=8)), make_policy("fifo"), gpus=4)
+
+
+def test_a_requeued_job_waits_out_the_requeue_delay() -> None:
+    """The live cluster's cred_expire + 1 s, modelled: a preempted job is out of the view
+    until then, so a delay can only lengthen the run (SRTF preempts the long job)."""
+    from slurm_shockwave.model.plan import Action, ActionKind
+    from slurm_shockwave.sim.world import SimulatedCluster
+
+    w = a_workload(a_spec(1, epochs=50), a_spec(2, epochs=2, arrival_s=300.0))
+    world = SimulatedCluster(w, make_nodes(1), requeue_delay_s=500.0)
+    world.observe()
+    world.apply([Action(ActionKind.START, 1, ("pool:0",))])
+    world.advance()
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1, ("pool:0",))])
+    assert [j.job_id for j in world.observe().jobs] == []
+    for _ in range(5):
+        world.advance()
+    assert 1 in {j.job_id for j in world.observe().jobs}
+    plain = simulate(w, make_policy("srtf"), gpus=1).summary
+    delayed = simulate(w, make_policy("srtf"), gpus=1, requeue_delay_s=500.0).summary
+    assert delayed.makespan_s >= plain.makespan_s
+    with pytest.raises(ValueError):
+        SimulatedCluster(w, make_nodes(1), requeue_delay_s=-1.0)

@@ -85,6 +85,7 @@ def run_policy(inputs: RunInputs, name: str) -> SimResult:
     kwargs: dict[str, Any] = dict(gpus=inputs.gpus, gpus_per_node=inputs.gpus_per_node,
                                   round_s=inputs.round_s,
                                   restore_s=inputs.settings.simulator.restore_s,
+                                  requeue_delay_s=inputs.settings.simulator.requeue_delay_s,
                                   deadline_factor=inputs.cutoff)
     if not inputs.progress:
         return simulate(inputs.workload, policy, **kwargs)

@@ -43,7 +43,8 @@ class SimResult:
 
 def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
              gpus_per_node: int | None = None, round_s: float = 120.0, restore_s: float = 20.0,
-             deadline_factor: float | None = None, max_rounds: int = 1_000_000,
+             deadline_factor: float | None = None, requeue_delay_s: float = 0.0,
+             max_rounds: int = 1_000_000,
              on_round: ProgressFn | None = None) -> SimResult:
     started = time.perf_counter()
     nodes = make_nodes(gpus, gpus_per_node)
@@ -54,7 +55,7 @@ def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
         s = too_big[0]
         raise ValueError(f"job {s.job_id} needs {s.gpus} GPUs; the cluster cannot place it")
     world = SimulatedCluster(workload, nodes, round_s=round_s, restore_s=restore_s,
-                             deadline_factor=deadline_factor)
+                             deadline_factor=deadline_factor, requeue_delay_s=requeue_delay_s)
     memory: Memory = {}
     total = len(workload.jobs)
     rounds = 0

@@ -3,7 +3,9 @@
 Time model (NOTES.md §3.2, the paper's simulator): synchronous rounds of ``round_s``;
 a job started this round (first start, restart after preemption, or migration) loses
 ``restore_s`` to checkpoint restore; a GPU freed mid-round stays idle until the round
-ends; a round ends early only when every running job finished early; with nothing
+ends; a preempted job may start again only ``requeue_delay_s`` later (0 as in the
+paper; a live Slurm's cred_expire + 1 s); a round ends early only when every running job
+finished early; with nothing
 running and nothing waiting the clock jumps to the next arrival. A batch-size change
 takes effect at the end of the round in which the job reached the epoch that calls for
 it, and progress is kept in epochs, so steps are rescaled and epochs preserved.
@@ -44,6 +46,8 @@ class _SimJob:
     phase: Phase = Phase.PENDING
     slots: tuple[str, ...] = ()
     started_this_round: bool = False
+    eligible_s: float = 0.0
+    """A requeued job is back in the view only from here (Slurm's BeginTime)."""
     finish_s: float | None = None
     cut_off: bool = False
     history: list[list[int]] = field(default_factory=list)
@@ -81,9 +85,13 @@ class SimulatedCluster:
     """Implements ClusterSource and Actuator over a trace; ``advance`` runs one round."""
 
     def __init__(self, workload: Workload, nodes: Sequence[GpuNode], *, round_s: float = 120.0,
-                 restore_s: float = 20.0, deadline_factor: float | None = None) -> None:
+                 restore_s: float = 20.0, deadline_factor: float | None = None,
+                 requeue_delay_s: float = 0.0) -> None:
         if round_s <= 0 or restore_s < 0 or restore_s >= round_s:
             raise ValueError("need 0 <= restore_s < round_s")
+        if requeue_delay_s < 0:
+            raise ValueError("need requeue_delay_s >= 0")
+        self.requeue_delay_s = requeue_delay_s
         self.nodes = tuple(nodes)
         self.round_s = round_s
         self.restore_s = restore_s
@@ -109,7 +117,8 @@ class SimulatedCluster:
             self._active[j.spec.job_id] = j
         self._next = max(self._next, end)
         return ClusterView(now_s=now, round_index=self.round_index, round_s=self.round_s,
-                           nodes=self.nodes, jobs=tuple(j.view() for j in self._active.values()),
+                           nodes=self.nodes, jobs=tuple(j.view() for j in self._active.values()
+                                                        if j.eligible_s <= now),
                            num_jobs_total=len(self._all))
 
     # -- Actuator ---------------------------------------------------------------------------
@@ -126,6 +135,7 @@ class SimulatedCluster:
                 for phase in (Phase.CHECKPOINTING, Phase.REQUEUED, Phase.PENDING):
                     job.set_phase(phase)
                 job.slots = ()
+                job.eligible_s = self.clock.now() + self.requeue_delay_s
             elif action.kind == ActionKind.START:
                 if held.intersection(action.gpu_slots):
                     results.append(ActionResult(action, Outcome.REJECTED, "GPU already in use"))
