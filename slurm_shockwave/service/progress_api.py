@@ -15,6 +15,7 @@ expired, replayed - or for another body), JSON and its fields (400), the job is 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -154,6 +155,9 @@ class Counts:
         return {"accepted": self.accepted, "rejected": self.rejected}
 
 
+MAX_CONNECTIONS = 64
+
+
 class ProgressAPI:
     """The HTTP server and its threads. ``start()`` returns the URL (and writes it to the
     endpoint file); ``stop()`` shuts it down. Safe to run beside the loop's own Store on
@@ -176,7 +180,7 @@ class ProgressAPI:
         self._counts_lock = threading.Lock()
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="progress-db")
         self._local = threading.local()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._stopped = False
         self.url = ""
@@ -249,10 +253,12 @@ class ProgressAPI:
             pass
 
         Handler.api = api
-        server_class = _Server6 if ":" in self.host else ThreadingHTTPServer
+        server_class = _Server6 if ":" in self.host else _Server
         self._server = server_class((self.host, self.port), Handler)
         self._server.daemon_threads = True
         host, port = str(self._server.server_address[0]), self._server.server_address[1]
+        if host in ("0.0.0.0", "::", ""):  # listening everywhere: jobs on other nodes need a name
+            host = socket.getfqdn()
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{port}"
         self._thread = threading.Thread(target=self._server.serve_forever,
@@ -290,7 +296,35 @@ class ProgressAPI:
         self.stop()
 
 
-class _Server6(ThreadingHTTPServer):
+class _Server(ThreadingHTTPServer):
+    """At most MAX_CONNECTIONS requests at once (a thread each); the next is answered 503
+    at once and closed, so a flood cannot take the memory the round loop needs."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                                b"Connection: close\r\n\r\n")
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class _Server6(_Server):
     address_family = socket.AF_INET6
 
 

@@ -204,7 +204,12 @@ class CliBackend:
         c = _COL
         self._load_details((int(r[0]), r[c["State"]].strip(), r[c["RestartCnt"]].strip(),
                             r[c["StartTime"]].strip()) for r in rows)
-        return [self._job_from_row(r, partition) for r in rows]
+        jobs = [self._job_from_row(r, partition) for r in rows]
+        if len(self._details) > 4 * len(rows) + 1000:  # a long-running service: forget the gone
+            listed = {j.job_id for j in jobs}
+            self._details = {jid: d for jid, d in self._details.items()
+                             if jid in listed or d.state in ("RUNNING", "COMPLETING")}
+        return jobs
 
     def _job_from_row(self, r: list[str], partition: str) -> SlurmJob:
         c = _COL
