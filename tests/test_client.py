@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,6 +107,7 @@ def test_spools_while_the_service_is_down_and_flushes_when_back(
     monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{port}")
     assert reporter.report(epoch=1.0) is False
     assert reporter.report(epoch=2.0) is False
+    time.sleep(0.5)  # spooled at least this long before the flush
     files = sorted(env.iterdir())
     assert len(files) == 2 and stat.S_IMODE(env.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
@@ -115,6 +117,9 @@ def test_spools_while_the_service_is_down_and_flushes_when_back(
         assert reporter.report(epoch=3.0) is True
     assert epochs(store) == [1.0, 2.0, 3.0]  # oldest first, each with its own credential
     assert list(env.iterdir()) == []
+    # dated back by their age in the spool: no epoch time measured between them
+    at = [r.at_s for rs in store.reports().values() for r in rs]
+    assert at[2] - at[0] >= 0.45
 
 
 def test_an_unsafe_spool_is_refused(env: Path, store: Store, tmp_path: Path,

@@ -237,13 +237,27 @@ class _Client:
             data = _read_spooled(path / name)
             if data is None or _body_job(data) != self.job_id:
                 continue  # not this job's (or not a report): left alone
-            outcome = _post(self.url, data, deadline)
+            outcome = _post(self.url, _with_age(data, name), deadline)
             if outcome == "unreachable":
                 return sent, False
             with contextlib.suppress(OSError):
                 os.unlink(path / name)  # accepted, or refused for good (a 4xx)
             sent += outcome == "accepted"
         return sent, True
+
+
+def _with_age(data: bytes, name: str) -> bytes:
+    """The spooled body with ``age_s``, the seconds since it was spooled (the file name
+    starts with that time in ns): the service dates the report back, so an epoch time is
+    not measured between reports flushed together, nor a stale ack taken as fresh."""
+    try:
+        age = max(0.0, (time.time_ns() - int(name.split("-", 1)[0])) / 1e9)
+        body = json.loads(data)
+        body["age_s"] = round(min(age, 7 * 86400.0), 3)
+        return json.dumps(body, sort_keys=True, separators=(",", ":"),
+                          allow_nan=False).encode()
+    except (ValueError, TypeError, AttributeError):
+        return data
 
 
 def _read_spooled(path: Path) -> bytes | None:

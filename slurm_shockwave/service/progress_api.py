@@ -44,7 +44,7 @@ REPORT_PATH = "/v1/report"
 HEALTH_PATH = "/v1/health"
 
 _FIELDS = ("job_id", "kind", "epoch", "batch_size", "samples_per_s", "restart_count",
-           "exit_code")
+           "exit_code", "age_s")
 _REQUIRED = ("job_id", "kind")
 
 
@@ -125,8 +125,9 @@ def parse_report(body: bytes, *, uid: int, at_s: float) -> ProgressReport:
     kind = data["kind"]
     if kind not in {k.value for k in ReportKind}:
         raise Refused(400, "must be progress, checkpointed or end", "kind")
+    age = _float(data, "age_s", 7 * 86400.0) or 0.0  # a spooled report, sent late
     return ProgressReport(
-        job_id=int(job_id or 0), kind=ReportKind(kind), at_s=at_s,
+        job_id=int(job_id or 0), kind=ReportKind(kind), at_s=at_s - age,
         epoch=_float(data, "epoch", 1e6),
         batch_size=_int(data, "batch_size", 1, 10_000_000, nullable=True),
         samples_per_s=_float(data, "samples_per_s", 1e9),
