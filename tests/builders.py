@@ -55,3 +55,13 @@ def a_spec(job_id: int = 0, *, gpus: int = 1, epochs: int = 10, arrival_s: float
            model: str = "Transformer", bs: int = 16,
            mode: AdaptationMode = AdaptationMode.STATIC) -> JobSpec:
     return JobSpec(job_id, model, bs, gpus, mode, arrival_s, epochs)
+
+
+class WallLikeClock:
+    """A settable clock for live-world tests: starts at 1000 s, moved by hand (``t``)."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def now(self) -> float:
+        return self.t

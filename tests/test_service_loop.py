@@ -16,17 +16,11 @@ from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 from slurm_shockwave.slurm.world import SlurmCluster
+from tests.builders import WallLikeClock as Clock
 
 SIGNAL = "shockwave:v1 model=ResNet-18 bs=32 epochs={e} mode=static signal=USR1 grace=30"
 PLAIN = "shockwave:v1 model=ResNet-18 bs=32 epochs={e} mode=static"
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def now(self) -> float:
-        return self.t
 
 
 def job(jid: int, gpus: int, epochs: int = 9, *, hint: str = SIGNAL, nodes: int = 1,

@@ -13,16 +13,10 @@ from slurm_shockwave.slurm.hints import parse_hint
 from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
 from slurm_shockwave.slurm.world import SlurmCluster, table_progress
 from slurm_shockwave.workloads.bundled import bundled_table
+from tests.builders import WallLikeClock as Clock
 
 HINT = "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=gns signal=USR1 grace=30"
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def now(self) -> float:
-        return self.t
 
 
 def cluster(*jobs: SlurmJob) -> tuple[SlurmCluster, FakeSlurm, Clock]:
