@@ -1,1 +1,2 @@
-"""Evaluation metrics exactly as the Shockwave paper defines them (NOTES.md §5)."""
+"""Evaluation metrics exactly as the Shockwave paper defines them
+(../shared/reference/shockwave/NOTES.md §5)."""

@@ -1,4 +1,5 @@
-"""Bayesian remaining-runtime prediction over batch-size regimes (NOTES.md §2.6).
+"""Bayesian remaining-runtime prediction over batch-size regimes
+(../shared/reference/shockwave/NOTES.md §2.6).
 
 A job trains in regimes, one per batch size it may use. The prior over the share of
 epochs spent in each regime is a symmetric Dirichlet with mass E (total epochs); the

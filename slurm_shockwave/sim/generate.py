@@ -1,4 +1,4 @@
-"""Synthetic traces shaped like the paper's generator (NOTES.md §3.5).
+"""Synthetic traces shaped like the paper's generator (../shared/reference/shockwave/NOTES.md §3.5).
 
 Poisson arrivals with mean gap ``mean_gap_s``; a nominal duration from ``num_durations``
 evenly spaced values between ``min_h`` and ``max_h`` hours, picked by bucket (72% from the

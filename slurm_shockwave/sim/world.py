@@ -1,6 +1,7 @@
 """The simulated cluster: the only place the progress model lives.
 
-Time model (NOTES.md §3.2, the paper's simulator): synchronous rounds of ``round_s``;
+Time model (../shared/reference/shockwave/NOTES.md §3.2, the paper's simulator):
+synchronous rounds of ``round_s``;
 a job started this round (first start, restart after preemption, or migration) loses
 ``restore_s`` to checkpoint restore; a GPU freed mid-round stays idle until the round
 ends; a preempted job may start again only ``requeue_delay_s`` later (0 as in the

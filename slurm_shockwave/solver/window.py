@@ -1,4 +1,5 @@
-"""Shockwave's window program (NOTES.md §2.2), built as one sparse MILP.
+"""Shockwave's window program (../shared/reference/shockwave/NOTES.md §2.2),
+built as one sparse MILP.
 
 For N jobs over a window of T rounds of tau seconds on G GPUs:
 

@@ -1,4 +1,5 @@
-"""Batch-size trajectories of adaptive jobs: Accordion and GNS (NOTES.md §3.4).
+"""Batch-size trajectories of adaptive jobs: Accordion and GNS
+(../shared/reference/shockwave/NOTES.md §3.4).
 
 Both return the batch size of every epoch. They follow the per-epoch profiles of the
 Shockwave artefact, which the tests check against every job of the reference traces.

@@ -1,4 +1,5 @@
-"""The momentum-averaged fair finish time each job is held to (NOTES.md §2.4).
+"""The momentum-averaged fair finish time each job is held to
+(../shared/reference/shockwave/NOTES.md §2.4).
 
 Each time the job set changes, every active job gets a new estimate of when it would
 finish with an equal 1/N share since arrival:

@@ -1,11 +1,11 @@
 """The Shockwave policy: plan a window of rounds with the market program, run its first.
 
-Per round (NOTES.md §2): predict each job's remaining time; when the job set changed,
-re-estimate fair finish times; re-solve the window program on arrival, completion and
-every ``reopt_rounds`` rounds, otherwise follow the cached window; when the fairness
-constraints cannot all hold, drop them and weight each job's log progress by
-``rho^lambda`` so the furthest-behind jobs move first; pack the rounds per job into a
-schedule; run the current round's jobs and backfill idle GPUs with the longest
+Per round (../shared/reference/shockwave/NOTES.md §2): predict each job's remaining time;
+when the job set changed, re-estimate fair finish times; re-solve the window program on
+arrival, completion and every ``reopt_rounds`` rounds, otherwise follow the cached
+window; when the fairness constraints cannot all hold, drop them and weight each job's
+log progress by ``rho^lambda`` so the furthest-behind jobs move first; pack the rounds
+per job into a schedule; run the current round's jobs and backfill idle GPUs with the longest
 predicted remaining work.
 """
 
