@@ -30,11 +30,6 @@ def read_heartbeat(path: str | Path) -> tuple[int, int] | None:
         return None
 
 
-def heartbeat_fresh(path: str | Path, now_s: float) -> bool:
-    beat = read_heartbeat(path)
-    return beat is not None and now_s - beat[0] <= beat[1]
-
-
 def remove_heartbeat(path: str | Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         Path(path).unlink()

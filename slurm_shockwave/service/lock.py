@@ -35,15 +35,6 @@ class ServiceLock:
         self._fd = fd
         return self
 
-    def held_elsewhere(self) -> bool:
-        """True if a live process holds the lock (for commands that must not race it)."""
-        try:
-            self.acquire()
-        except AlreadyRunning:
-            return True
-        self.release()
-        return False
-
     def release(self) -> None:
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -341,5 +341,3 @@ class _Transaction:
 def _row_json(row: JobRow) -> str:
     return json.dumps(asdict(row), sort_keys=True, allow_nan=False)
 
-
-JOB_ROW_FIELDS = tuple(f.name for f in fields(JobRow))
