@@ -82,10 +82,8 @@ def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S,
                      if table.has(hint.model, bs, gpus)}
         if not known:
             limit = job.time_limit_s
-            return JobProgress(bs=hint.bs, epoch_s=limit / hint.epochs if limit > 0
-                               else prior_epoch_s,
-                               epoch_s_by_bs=((hint.bs, limit / hint.epochs if limit > 0
-                                               else prior_epoch_s),))
+            prior = limit / hint.epochs if limit > 0 else prior_epoch_s
+            return JobProgress(bs=hint.bs, epoch_s=prior, epoch_s_by_bs=((hint.bs, prior),))
         if hint.bs not in known:
             nearest = min(known, key=lambda b: (abs(math.log(b / hint.bs)), b))
             known[hint.bs] = known[nearest]
@@ -179,8 +177,8 @@ class SlurmCluster:
         the simulator's are from the trace's start. Shockwave's finish-time ratios divide
         times, so with Unix times (1.8e9 s) every job would read rho 1.00."""
         self._jobs: dict[int, SlurmJob] = {}
-        self._hints: dict[int, Hint] = {}
         self._parsed: dict[int, tuple[str, Hint | str]] = {}
+        """Each observed job's hint text and what it parsed to (a Hint, or the error)."""
         self.bad_hints: dict[int, str] = {}
         self.rehold_failures: dict[int, str] = {}
 
@@ -204,7 +202,6 @@ class SlurmCluster:
             slots = job_slots(j) if j.state == "RUNNING" else ()
             views.append(Job(spec, self.progress(j, hint), phase, slots))
         self._parsed = {jid: v for jid, v in self._parsed.items() if jid in self._jobs}
-        self._hints = {jid: v for jid, v in self._hints.items() if jid in self._jobs}
         planned: dict[str, set[int]] = {}
         for v in views:
             for slot in v.gpu_slots:
@@ -245,10 +242,13 @@ class SlurmCluster:
             cached = self._parsed[job.job_id] = (text, parsed)
         if isinstance(cached[1], str):
             self.bad_hints[job.job_id] = cached[1]
-            self._hints.pop(job.job_id, None)
             return None
-        self._hints[job.job_id] = cached[1]
         return cached[1]
+
+    def _planned_hint(self, job_id: int) -> Hint | None:
+        """The hint of a job this round planned (None: unreadable, or not observed)."""
+        parsed = self._parsed.get(job_id)
+        return parsed[1] if parsed is not None and isinstance(parsed[1], Hint) else None
 
     # -- Actuator -----------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> ApplyResult:
@@ -310,7 +310,7 @@ class SlurmCluster:
         # root's `scontrol hold` turns it into JobHeldAdmin, which users cannot release
         rehold = [j.job_id for j in self._jobs.values()
                   if j.state == "PENDING" and j.job_id not in approved
-                  and j.job_id in self._hints
+                  and self._planned_hint(j.job_id) is not None
                   and (not j.held or j.reason == "JobHeldUser")]
         self.rehold_failures = {jid: err for jid, err in each_job(rehold, self.backend.hold).items()
                                 if err}
@@ -324,7 +324,7 @@ class SlurmCluster:
             return ActionResult(a, Outcome.APPLIED, "no longer running")
         ck = self.intents.get(a.job_id)
         if ck is None:
-            hint = self._hints.get(a.job_id)
+            hint = self._planned_hint(a.job_id)
             if hint is None or hint.signal is None:
                 return None  # the job handles no signal: preempt as Slurm does
             ck = CheckpointIntent(a.job_id, hint.signal, now, now + hint.grace_s,
