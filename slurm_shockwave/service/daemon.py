@@ -78,7 +78,7 @@ class Service:
                                          read_round_id=read_id)
         self.memory = report.memory
         if self.feed is not None and report.view is not None:
-            self.feed.refresh(keep=[j.job_id for j in report.view.jobs])
+            self.feed.keep_only(j.job_id for j in report.view.jobs)
         end = self.timer()
         phase_s.update(persist=end - before_persist, total=end - start)
         self.store.set_timings(round_id, phase_s)

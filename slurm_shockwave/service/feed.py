@@ -25,19 +25,20 @@ class ReportFeed:
         self.reports: dict[int, list[ProgressReport]] = {}
         self.last_id = 0
 
-    def refresh(self, keep: Iterable[int] | None = None) -> int:
-        """Read the reports that arrived since the last call; drop jobs not in ``keep``.
-        Returns how many arrived."""
+    def refresh(self) -> int:
+        """Read the reports that arrived since the last call; how many arrived."""
         new = 0
         for jid, reports in self.read(self.last_id).items():
             for r in reports:
                 self.reports.setdefault(jid, []).append(r)
                 self.last_id = max(self.last_id, r.report_id)
                 new += 1
-        if keep is not None:
-            wanted = set(keep)
-            self.reports = {j: r for j, r in self.reports.items() if j in wanted}
         return new
+
+    def keep_only(self, job_ids: Iterable[int]) -> None:
+        """Forget the reports of jobs no longer around (no I/O)."""
+        wanted = set(job_ids)
+        self.reports = {j: r for j, r in self.reports.items() if j in wanted}
 
     def progress(self, job: SlurmJob, hint: Hint) -> JobProgress:
         return observed_progress(self.table(job, hint), self.reports.get(job.job_id, ()))
