@@ -19,7 +19,7 @@ from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.protocol import SlurmBackend
 from slurm_shockwave.slurm.pyslurm_backend import make_backend
-from slurm_shockwave.slurm.world import IntentLog, SlurmCluster, table_progress
+from slurm_shockwave.slurm.world import IntentLog, ProgressFn, SlurmCluster, table_progress
 from slurm_shockwave.workloads.bundled import bundled_table
 
 
@@ -54,25 +54,26 @@ class Live:
         svc = self.settings.service
         return Store(path or svc.store, retention_s=svc.retention_days * 86400.0)
 
+    def table(self) -> ProgressFn:
+        """Progress before a job reports: the bundled table, scaled, or the prior."""
+        s = self.settings.slurm
+        return table_progress(bundled_table("tacc"), s.prior_epoch_s, s.time_scale)
+
     def feed(self, store: Store) -> ReportFeed:
         """What the jobs reported, read from ``store`` once per round (refresh)."""
-        s = self.settings.slurm
-        table = table_progress(bundled_table("tacc"), s.prior_epoch_s, s.time_scale)
-        feed = ReportFeed(lambda since: store.reports(since_id=since), table)
+        feed = ReportFeed(lambda since: store.reports(since_id=since), self.table())
         feed.refresh()
         return feed
 
     def world(self, intents: IntentLog | None = None,
               feed: ReportFeed | None = None) -> SlurmCluster:
+        """The live world; with ``feed``, progress and acknowledgements from the reports."""
         s = self.settings.slurm
+        world = SlurmCluster(self.backend, WallClock(), partition=s.partition,
+                             round_s=s.round_s, progress=self.table(), intents=intents)
         if feed is not None:
-            return SlurmCluster(self.backend, WallClock(), partition=s.partition,
-                                round_s=s.round_s, progress=feed.progress, acked=feed.acked,
-                                intents=intents)
-        return SlurmCluster(self.backend, WallClock(), partition=s.partition, round_s=s.round_s,
-                            progress=table_progress(bundled_table("tacc"), s.prior_epoch_s,
-                                                    s.time_scale),
-                            intents=intents)
+            world.progress, world.acked = feed.progress, feed.acked
+        return world
 
 
 def live(config_path: str | None, partition: str | None, slurm_conf: str | None,
