@@ -15,11 +15,18 @@ import click
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.config import Settings, live_policy, load_settings
 from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.protocol import SlurmBackend
 from slurm_shockwave.slurm.pyslurm_backend import make_backend
-from slurm_shockwave.slurm.world import IntentLog, ProgressFn, SlurmCluster, table_progress
+from slurm_shockwave.slurm.world import (
+    IntentLog,
+    MemoryIntents,
+    ProgressFn,
+    SlurmCluster,
+    table_progress,
+)
 from slurm_shockwave.workloads.bundled import bundled_table
 
 
@@ -74,6 +81,20 @@ class Live:
         if feed is not None:
             world.progress, world.acked = feed.progress, feed.acked
         return world
+
+
+def service(env: Live, store: Store, policy_name: str, *, round_s: float | None = None,
+            dry_run: bool = False) -> Service:
+    """The service over ``store``: the world reads the jobs' reports and keeps its
+    checkpoint intents in the store (in memory for a dry run, which writes none)."""
+    svc = env.settings.service
+    period = round_s or env.settings.slurm.round_s
+    feed = env.feed(store)
+    world = env.world(MemoryIntents(store.load_intents()) if dry_run else store, feed)
+    world.round_s = period
+    return Service(world, env.policy(policy_name), policy_name, store, round_s=period,
+                   dry_run=dry_run, feed=feed, heartbeat=svc.heartbeat,
+                   stale_after_s=svc.stale_after_s)
 
 
 def live(config_path: str | None, partition: str | None, slurm_conf: str | None,

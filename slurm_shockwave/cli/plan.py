@@ -14,12 +14,11 @@ from typing import Any
 import click
 
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.cli.live_options import live, live_options
+from slurm_shockwave.cli.live_options import live, live_options, service
 from slurm_shockwave.engine.dry_run import DryRunActuator
 from slurm_shockwave.engine.round import run_round
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.tables import console, rows_table
-from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.lock import ServiceLock
 from slurm_shockwave.service.records import job_rows
 from slurm_shockwave.slurm.world import MemoryIntents
@@ -40,18 +39,12 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
     """Plan one round for the managed partition and show each job's action and reason."""
     env = live(config_path, partition, slurm_conf, kind)
     name = policy or env.settings.service.policy
-    chosen = env.policy(name)
     path = store_path or env.settings.service.store
     if do_apply:
         with ServiceLock(path):
-            store = env.store(path)
-            feed = env.feed(store)
-            service = Service(env.world(store, feed), chosen, name, store, feed=feed,
-                              round_s=env.settings.slurm.round_s,
-                              heartbeat=env.settings.service.heartbeat,
-                              stale_after_s=env.settings.service.stale_after_s)
-            report = service.round_once().report
-            bad = service.world.bad_hints
+            one = service(env, env.store(path), name)
+            report = one.round_once().report
+            bad = one.world.bad_hints
     else:  # read the store if there is one, write nothing anywhere
         memory: dict[str, Any] = {}
         world = env.world()
@@ -60,7 +53,7 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
             memory = store.memory(name)
             world = env.world(MemoryIntents(store.load_intents()), env.feed(store))
             world.origin_s = float(store.meta_value("origin_s") or 0.0)
-        report = run_round(world, chosen, memory, DryRunActuator())
+        report = run_round(world, env.policy(name), memory, DryRunActuator())
         bad = world.bad_hints
     rows = [{"job_id": r.job_id, "action": r.action, "outcome": r.outcome,
              "message": r.message, "reason": r.reason} for r in job_rows(report, bad)]

@@ -11,13 +11,11 @@ from typing import Any
 import click
 
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.cli.live_options import live, live_options
+from slurm_shockwave.cli.live_options import live, live_options, service
 from slurm_shockwave.policies.registry import POLICIES
-from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.handback import hand_back
 from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
 from slurm_shockwave.service.progress_api import ProgressAPI
-from slurm_shockwave.slurm.world import MemoryIntents
 
 log = logging.getLogger("shockwave.service")
 
@@ -51,16 +49,10 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     env = live(config_path, partition, slurm_conf, kind)
     svc = env.settings.service
     name = policy or svc.policy
-    chosen = env.policy(name)
     path = store_path or svc.store
     period = round_s or env.settings.slurm.round_s
     with ServiceLock(path):
-        store = env.store(path)
-        feed = env.feed(store)
-        world = env.world(MemoryIntents(store.load_intents()) if dry_run else store, feed)
-        world.round_s = period
-        service = Service(world, chosen, name, store, round_s=period, dry_run=dry_run, feed=feed,
-                          heartbeat=svc.heartbeat, stale_after_s=svc.stale_after_s)
+        loop = service(env, env.store(path), name, round_s=period, dry_run=dry_run)
         stop = threading.Event()
 
         def on_signal(signum: int, _frame: Any) -> None:
@@ -73,7 +65,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
         log.info("shockwave serve: policy %s, partition %s, backend %s, round %g s, store %s, "
                  "heartbeat %s%s", name, env.partition, env.settings.slurm.backend, period,
                  path, "none (dry run)" if dry_run else
-                 f"{svc.heartbeat} (stale after {service.stale_after_s:g} s)",
+                 f"{svc.heartbeat} (stale after {loop.stale_after_s:g} s)",
                  ", DRY RUN" if dry_run else "")
         api = ProgressAPI(path, listen=listen or svc.listen,
                           endpoint_file=endpoint_file or svc.endpoint_file,
@@ -84,7 +76,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
             raise ValueError(f"progress API on {listen or svc.listen}: {exc}") from None
         log.info("progress API at %s (endpoint file %s)", url, api.endpoint_file)
         try:
-            done = service.run(stop, max_rounds=rounds)
+            done = loop.run(stop, max_rounds=rounds)
         finally:
             api.stop()
         log.info("stopped after %d rounds; progress API: %d reports accepted, %d refused",
