@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slurm_shockwave.engine.dry_run import DryRunActuator
@@ -84,8 +84,7 @@ class Service:
         self.store.set_timings(round_id, phase_s)
         if self.heartbeat:
             write_heartbeat(self.heartbeat, self.world.clock.now(), self.stale_after_s)
-        return RoundDone(report, RoundRecord(**{**record.__dict__, "phase_s": phase_s}),
-                         round_id)
+        return RoundDone(report, replace(record, phase_s=phase_s), round_id)
 
     def run(self, stop: threading.Event, *, max_rounds: int | None = None,
             on_round: Callable[[RoundDone], None] | None = None) -> int:
