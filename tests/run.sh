@@ -6,8 +6,12 @@
 # end; where it cannot, it says why in one line and the real-cluster tests skip.
 # Run from anywhere in the checkout; extra arguments go to pytest.
 set -euo pipefail
+# Two checkouts can test at once on one machine: SHOCKWAVE_TEST_PORT_OFFSET shifts every port.
+OFF="${SHOCKWAVE_TEST_PORT_OFFSET:-0}"
 cd "$(dirname "$0")/.."
-python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
+# SHOCKWAVE_SKIP_INSTALL=1: a second checkout tests itself through PYTHONPATH instead of
+# re-pointing the one editable install.
+[ -n "${SHOCKWAVE_SKIP_INSTALL:-}" ] || python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 echo "== ruff";         python3 -m ruff check .
 echo "== mypy";         python3 -m mypy
 echo "== import contracts"; lint-imports --no-cache >/dev/null && echo "contracts kept"
@@ -16,7 +20,7 @@ if [ -z "${SLURM_CONF:-}" ]; then
   if [ -z "$why" ]; then
     STATE="$(mktemp -d /tmp/shockwave-test-slurm.XXXXXX)"
     trap 'bash docker-slurm/stop.sh --state-dir "$STATE" --purge >/dev/null 2>&1 || true' EXIT
-    eval "$(bash docker-slurm/start.sh --state-dir "$STATE" --ctld-port 17817 --node-port-base 17900)"
+    eval "$(bash docker-slurm/start.sh --state-dir "$STATE" --ctld-port $((17817 + OFF)) --node-port-base $((17900 + OFF)))"
     export SLURM_CONF SHOCKWAVE_HEARTBEAT
   else
     echo "== no local Slurm cluster: $why; the real-cluster tests skip"

@@ -18,6 +18,10 @@ from slurm_shockwave.sim.inputs import LIVE_DEMO_TRACE, load_trace
 pytestmark = pytest.mark.slurm
 
 
+# SHOCKWAVE_TEST_PORT_OFFSET lets two checkouts run this beside each other (tests/run.sh)
+PORT_OFFSET = int(os.environ.get("SHOCKWAVE_TEST_PORT_OFFSET", "0"))
+
+
 def test_sixteen_emulated_jobs_complete_through_service_kills(tmp_path: Path) -> None:
     problem = missing_for_cluster()
     if problem:
@@ -30,7 +34,7 @@ def test_sixteen_emulated_jobs_complete_through_service_kills(tmp_path: Path) ->
     result = run_live(LiveSettings(trace=LIVE_DEMO_TRACE, gpus=16, time_scale=60.0,
                                    policy="shockwave", work_dir=tmp_path,
                                    kill_service_every_s=40.0, timeout_s=900.0,
-                                   ports=(23817, 23900)))
+                                   ports=(23817 + PORT_OFFSET, 23900 + PORT_OFFSET)))
     assert result["completed"] == result["jobs"] == 16 and result["lost"] == 0
     assert result["service_kills"] >= 1
     db = sqlite3.connect(f"file:{tmp_path / 'state.db'}?mode=ro", uri=True)
