@@ -60,6 +60,10 @@ class SlurmConfig:
     prior_epoch_s: float = 600.0
     """Epoch time of a job whose model the throughput table does not know and that has
     no time limit, until it reports its own."""
+    restart_cost_s: float = 60.0
+    """Seconds a job loses at each (re)start: its checkpoint restore plus Slurm's start
+    latency (prolog, the next scheduling pass). Shockwave leases a started job enough
+    rounds to pay for it (docs/planner.md)."""
     time_scale: float = 1.0
     """The jobs train this many times faster than the throughput table says (emulated
     jobs at ``--time-scale X``); the table's epoch times are divided by it, so they are
@@ -74,6 +78,8 @@ class SlurmConfig:
             return "backend", "must be cli or pyslurm"
         if not (math.isfinite(self.prior_epoch_s) and self.prior_epoch_s > 0):
             return "prior_epoch_s", "must be > 0"
+        if not (math.isfinite(self.restart_cost_s) and 0 <= self.restart_cost_s <= 86400):
+            return "restart_cost_s", "must be from 0 to 86400 seconds"
         if not (math.isfinite(self.time_scale) and self.time_scale > 0):
             return "time_scale", "must be > 0"
         return None

@@ -25,6 +25,12 @@ class ShockwaveConfig:
     """Weight of the time-averaged fair finish time against the latest estimate."""
     reopt_rounds: int = 8
     """Re-solve at least this often even when no job arrives or leaves."""
+    lease_overhead: float = 0.1
+    """A started job keeps its GPUs for the fewest rounds that hold its restart cost (the
+    world's ``restart_cost_s``) within this fraction of its run (the lease); 0: no lease."""
+    critical_frac: float = 0.95
+    """Jobs whose predicted finish, run from now without a break, reaches this fraction
+    of the makespan's lower bound run first (the critical path); 0 turns it off."""
     solver: str = "highs"
     """highs | gurobi | auto (Gurobi when licensed, else HiGHS)."""
     time_limit_s: float = 15.0
@@ -43,6 +49,8 @@ class ShockwaveConfig:
             ("momentum", 0 <= self.momentum <= 1, "must be in [0, 1]"),
             ("reopt_rounds", self.reopt_rounds >= 1, "must be >= 1"),
             ("rescue_rho", self.rescue_rho > 0, "must be > 0"),
+            ("lease_overhead", 0 <= self.lease_overhead < 1, "must be in [0, 1)"),
+            ("critical_frac", 0 <= self.critical_frac <= 1, "must be in [0, 1]"),
             ("solver", self.solver in BACKEND_NAMES, f"must be one of {', '.join(BACKEND_NAMES)}"),
             ("time_limit_s", self.time_limit_s > 0, "must be > 0"),
             ("threads", self.threads >= 0, "must be >= 0"),

@@ -21,6 +21,12 @@ from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.shockwave import fairness
+from slurm_shockwave.policies.shockwave.commitments import (
+    critical_path,
+    lease_rounds,
+    leased,
+    run_starts,
+)
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
 from slurm_shockwave.policies.shockwave.estimates import Estimate, estimate
 from slurm_shockwave.policies.shockwave.schedule import pack, window_order
@@ -76,9 +82,16 @@ class Shockwave(Policy[ShockwaveConfig]):
             cached = self._solve(view, jobs, est, fair, share)
             age = 0
         scheduled = [jid for jid in cached["rounds"][age] if jid in est]
+        starts = run_starts(jobs, memory.get("run_start", {}), view.round_index)
+        lease = lease_rounds(view.restart_cost_s, cfg.lease_overhead, view.round_s)
+        crit = critical_path({j.job_id: est[j.job_id].remaining_s for j in jobs},
+                             {j.job_id: j.gpus for j in jobs}, view.total_gpus,
+                             cfg.critical_frac)
+        keep = crit + [jid for jid in leased(jobs, starts, view.round_index, lease)
+                       if jid not in crit]
         new_memory = {"fair": fair_states, "jobset": ids, "plan": cached,
-                      "solves": memory.get("solves", 0) + (age == 0)}
-        return Planned(self._order(view, jobs, est, scheduled, cached), new_memory)
+                      "solves": memory.get("solves", 0) + (age == 0), "run_start": starts}
+        return Planned(self._order(jobs, est, scheduled, cached, keep, crit, lease), new_memory)
 
     def _solve(self, view: ClusterView, jobs: list[Job], est: Mapping[JobId, Estimate],
                fair: Mapping[JobId, float], share: float) -> dict[str, Any]:
@@ -133,14 +146,24 @@ class Shockwave(Policy[ShockwaveConfig]):
         return solve_window(inputs, backend=cfg.solver, time_limit_s=cfg.time_limit_s,
                             rel_gap=cfg.rel_gap, threads=cfg.threads)
 
-    def _order(self, view: ClusterView, jobs: list[Job], est: Mapping[JobId, Estimate],
-               scheduled: list[JobId], cached: Mapping[str, Any]) -> Plan:
+    def _order(self, jobs: list[Job], est: Mapping[JobId, Estimate], scheduled: list[JobId],
+               cached: Mapping[str, Any], keep: list[JobId], crit: list[JobId],
+               lease: int) -> Plan:
+        """The critical path and leased jobs first, then the window's round, then backfill."""
+        running = {j.job_id for j in jobs if j.is_running}
+        planned = set(scheduled)
+        kept = [jid for jid in keep if jid not in planned]
+        scheduled = kept + scheduled
         chosen = set(scheduled)
         backfill = sorted((j for j in jobs if j.job_id not in chosen),
                           key=lambda j: (-est[j.job_id].remaining_s, j.job_id))
         status = cached["solve"]["status"]
         reasons: dict[JobId, Reason] = {}
-        for jid in scheduled:
+        for jid in kept:
+            why = "critical path" if jid in crit else f"lease of {lease} rounds"
+            reasons[jid] = Reason(ReasonCode.KEPT_RUNNING if jid in running else
+                                  ReasonCode.SCHEDULED, why)
+        for jid in scheduled[len(kept):]:
             detail = (f"rounds={cached['per_job'].get(str(jid), 0)}/"
                       f"{self.config.window_rounds} rho~{cached['rho'].get(str(jid), 0.0):.2f}")
             if status in _FALLBACKS:
