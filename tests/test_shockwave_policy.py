@@ -223,3 +223,17 @@ def test_memory_survives_a_json_round_trip_with_the_same_decisions() -> None:
         return trace
 
     assert run(round_trip=True) == run(round_trip=False)
+
+
+def test_notes_citations_point_at_the_shared_reference() -> None:
+    """NOTES.md is not in this repository: every citation names its path explicitly."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = [root / "README.md", *(root / "docs").glob("*.md"),
+             *(root / "slurm_shockwave").rglob("*.py"), *(root / "benchmarks").glob("*.py")]
+    bare = [f"{f.relative_to(root)}: {m.group(0)}" for f in files
+            for m in re.finditer(r".{0,30}NOTES\.md", f.read_text(encoding="utf-8"))
+            if not m.group(0).endswith("../shared/reference/shockwave/NOTES.md")]
+    assert not bare

@@ -34,7 +34,7 @@ def window_inputs(jobs: Sequence[Job], est: Mapping[JobId, Estimate], *, capacit
                   rounds: int, round_s: float, k: float,
                   cap_s: np.ndarray | None = None) -> WindowInputs:
     """The window program's arrays for these jobs: no fairness caps unless given, equal
-    weights. The solver benchmark builds its rounds with this too."""
+    weights."""
     n = len(jobs)
     return WindowInputs(
         gpus=np.array([j.gpus for j in jobs], dtype=float),
@@ -142,6 +142,7 @@ class Shockwave(Policy[ShockwaveConfig]):
                     for i in range(len(jobs))},
             "relaxed": relaxed,
             "solve": {"status": solution.status, "wall_s": solution.wall_s,
+                      "build_s": solution.build_s,
                       "backend": solution.backend, "message": solution.message,
                       **certificate(inputs, solution, schedule, [j.job_id for j in jobs])},
         }
