@@ -107,8 +107,9 @@ class ServiceConfig:
     stale_after_s: float = 0.0
     """Heartbeat age after which new jobs run under Slurm alone (0: three rounds)."""
     solver_time_limit_s: float = 1.5
-    """The service caps a policy's solver time limit at this, so a round of 2,000 jobs
-    fits in seconds (the simulator keeps the policy's own limit)."""
+    """The service caps a policy's solver time at this wall-clock limit, so a round of
+    2,000 jobs fits in seconds (the simulator has none: its results must not depend on
+    the machine's load)."""
     listen: str = "127.0.0.1:7817"
     """HOST:PORT of the progress API (port 0: any free port; the endpoint file says which)."""
     endpoint_file: str = field(default_factory=_default_endpoint_file)
@@ -173,7 +174,8 @@ def live_policy(settings: Settings, name: str) -> Policy[Any]:
     cls = POLICIES.get(name)
     cap = settings.service.solver_time_limit_s
     if cls is not None and "time_limit_s" in {f.name for f in fields(cls.Config)}:
-        section["time_limit_s"] = min(float(section.get("time_limit_s", cap)), cap)
+        own = section.get("time_limit_s")
+        section["time_limit_s"] = cap if own is None else min(float(own), cap)
     return make_policy(name, section, source=settings.source)
 
 
