@@ -96,21 +96,30 @@ def _place_selected(view: ClusterView, selected: list[Job],
 def _defragment(view: ClusterView, selected: list[Job], out: Placement,
                 free: _FreeSlots) -> tuple[Placement, _FreeSlots]:
     """Selected jobs that fragmentation left out (small jobs scattered over every node, so
-    no node has room for a wide one) get nodes cleared for them: the nodes whose selected
-    running jobs hold the fewest GPUs, those jobs moving elsewhere. Kept only when every
-    job placed before still is and more of the selection runs; without it a wide job can
-    wait until the cluster drains."""
+    no node has room for a wide one) get nodes cleared for them: nodes whose running jobs
+    all come later in the plan's order (a job never displaces one the policy ranks above
+    it, so a policy that runs the running jobs first, FIFO's, never moves one), those
+    holding the fewest GPUs first; their jobs move elsewhere. Kept only when every job
+    placed before still is and more of the selection runs; without it a wide job can wait
+    until the cluster drains."""
+    rank = {j.job_id: i for i, j in enumerate(selected)}
     jobs = {j.job_id: j for j in selected}
-    held: dict[str, int] = {n.name: 0 for n in view.nodes}
+    held: dict[str, list[JobId]] = {n.name: [] for n in view.nodes}
     for jid, slots in out.slots.items():
         if jobs[jid].is_running:
-            for s in slots:
-                held[_node(s)] += 1
+            for node in {_node(s) for s in slots}:
+                held[node].append(jid)
+    used = {n: sum(len(jobs[j].gpu_slots) for j in jids) for n, jids in held.items()}
     cleared: set[str] = set()
-    for jid in sorted(out.fragmented, key=lambda j: -jobs[j].gpus):
+    for jid in sorted(out.fragmented, key=lambda j: (-jobs[j].gpus, rank[j])):
         need = -(-jobs[jid].gpus // max(view.gpus_per_node, 1))
-        cleared.update(sorted((n for n in held if n not in cleared),
-                              key=lambda n: (held[n], n))[:need])
+        movable = sorted((n for n, jids in held.items() if n not in cleared
+                          and all(rank[j] > rank[jid] for j in jids)),
+                         key=lambda n: (used[n], n))
+        if len(movable) >= need:
+            cleared.update(movable[:need])
+    if not cleared:
+        return out, free
     again, left = _place_selected(view, selected, frozenset(cleared))
 
     def placed(p: Placement) -> int:
