@@ -256,8 +256,13 @@ class SlurmCluster:
     def apply(self, actions: Sequence[Action]) -> ApplyResult:
         now = self.clock.now()
         results: list[ActionResult] = []
-        starts = [a for a in actions if a.kind == ActionKind.START]
-        approved = {a.job_id for a in actions if a.kind != ActionKind.PREEMPT}
+        moving = ({a.job_id for a in actions if a.kind == ActionKind.PREEMPT}
+                  & {a.job_id for a in actions if a.kind == ActionKind.START})
+        # a migration (preempt + start of one job) is a preemption now and a start once
+        # the job is pending again: its checkpoint must not be forgotten as "kept"
+        starts = [a for a in actions if a.kind == ActionKind.START and a.job_id not in moving]
+        approved = {a.job_id for a in actions
+                    if a.kind != ActionKind.PREEMPT and a.job_id not in moving}
 
         # 1. preemption: signal (if the job handles one) then requeue-hold. A checkpoint
         # in flight from an earlier round (or an earlier process) goes on unless the plan
@@ -306,6 +311,8 @@ class SlurmCluster:
                 results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
         results += [ActionResult(a, Outcome.APPLIED) for a in actions
                     if a.kind == ActionKind.KEEP]
+        results += [ActionResult(a, Outcome.DEFERRED, "moving: starts once requeued")
+                    for a in actions if a.kind == ActionKind.START and a.job_id in moving]
 
         # 3. everything else pending in the managed partition waits, held by the admin:
         # job_submit.lua's hold is a user hold (JobHeldUser) that the owner may release;
