@@ -69,7 +69,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
                  ", DRY RUN" if dry_run else "")
         api = ProgressAPI(path, listen=listen or svc.listen,
                           endpoint_file=endpoint_file or svc.endpoint_file,
-                          admin_uids={0, *admin_uids})
+                          admin_uids={0, *admin_uids}, on_checkpointed=loop.checkpointed)
         try:
             url = api.start()
         except (OSError, ValueError) as exc:

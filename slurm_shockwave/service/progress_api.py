@@ -169,8 +169,10 @@ class ProgressAPI:
                  admin_uids: Collection[int] = frozenset({0}),
                  clock: Callable[[], float] = time.time,
                  decode: Callable[[str], munge.Decoded] = munge.decode,
-                 uid_of: Callable[[str], int | None] = uid_of) -> None:
+                 uid_of: Callable[[str], int | None] = uid_of,
+                 on_checkpointed: Callable[[int], None] | None = None) -> None:
         self.store_path = store_path
+        self.on_checkpointed = on_checkpointed
         self.host, self.port = parse_listen(listen)
         self.endpoint_file = endpoint_file
         self.admin_uids = frozenset(admin_uids)
@@ -233,10 +235,13 @@ class ProgressAPI:
             raise Refused(403, f"uid {uid} is not the owner of job {report.job_id}",
                           "job_id")
         try:
-            return int(self._on_db(lambda s: s.add_report(report)))
+            report_id = int(self._on_db(lambda s: s.add_report(report)))
         except Exception as exc:
             log.error("progress API: could not write a report: %s", exc)
             raise Refused(503, "store unavailable", None) from None
+        if report.kind == ReportKind.CHECKPOINTED and self.on_checkpointed is not None:
+            self.on_checkpointed(report.job_id)
+        return report_id
 
     def count_rejected(self) -> None:
         with self._counts_lock:

@@ -350,6 +350,15 @@ class SlurmCluster:
         return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} sent; requeue after ack or "
                                                  f"at +{ck.deadline_s - now:.0f}s")
 
+    def complete_checkpoint(self, job_id: int) -> bool:
+        """Between rounds: requeue-hold a job whose checkpoint (signalled by an earlier
+        round) it acknowledged just now. False when no checkpoint of it is in flight."""
+        if job_id not in self.intents:
+            return False
+        self.backend.requeue([job_id], hold=True)
+        self._forget(job_id)
+        return True
+
     def _forget(self, job_id: int) -> None:
         if self.intents.pop(job_id, None) is not None:
             self.intent_log.forget_intent(job_id)
