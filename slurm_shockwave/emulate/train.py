@@ -7,6 +7,7 @@ profile code (``workloads/profile.py``), so an emulated job on Slurm and the sam
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import json
@@ -148,6 +149,8 @@ class LocalReporter:
         sig = getattr(signal, "SIG" + name.removeprefix("SIG"), None)
         if isinstance(sig, signal.Signals):
             signal.signal(sig, self._caught)
+            # a signal sent as the job finishes must not kill it (reporter.install says why)
+            atexit.register(signal.signal, sig, signal.SIG_IGN)
 
     def _caught(self, signum: int, frame: FrameType | None) -> None:
         self.signalled = True
