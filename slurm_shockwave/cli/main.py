@@ -6,6 +6,7 @@ import click
 
 from slurm_shockwave import __version__
 from slurm_shockwave.cli.demo import demo
+from slurm_shockwave.cli.doctor import doctor
 from slurm_shockwave.cli.install_scripts import install_scripts
 from slurm_shockwave.cli.plan import plan
 from slurm_shockwave.cli.policies import policies
@@ -32,5 +33,6 @@ cli.add_command(explain)
 cli.add_command(serve)
 cli.add_command(handback)
 cli.add_command(install_scripts)
+cli.add_command(doctor)
 cli.add_command(demo)
 cli.add_command(report)
