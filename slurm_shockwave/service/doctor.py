@@ -18,12 +18,15 @@ from enum import Enum
 from slurm_shockwave.slurm.plugin_files import (
     ScriptSettings,
     file_problem,
+    is_glob,
     settings_in,
     version_of,
 )
 from slurm_shockwave.slurm.protocol import SlurmNode
 from slurm_shockwave.slurm.slurm_conf import SlurmSettings
 
+SCRIPTS_DIR = "/opt/slurm-shockwave/plugin_scripts"
+"""Where docs/admin.md and etc/slurm.conf.shockwave put the node scripts."""
 INSTALL = "shockwave install-scripts --config <the service's config>"
 
 
@@ -135,10 +138,16 @@ def script_checks(conf: SlurmSettings, want: Expected) -> list[Check]:
         paths = conf.paths(setting)
         if not paths:
             out.append(Check(setting, Status.WARN, f"not set: {_WHY[name]}",
-                             f"slurm.conf: {setting}=/etc/slurm/shockwave/{name}, then "
-                             f"{INSTALL} and scontrol reconfigure"))
+                             f"slurm.conf: {setting}={SCRIPTS_DIR}/{name}, then {INSTALL} "
+                             "and scontrol reconfigure"))
             continue
         path = next((p for p in paths if p.endswith("/" + name)), paths[0])
+        if is_glob(path):
+            out.append(Check(setting, Status.WARN, f"{setting}={conf.get(setting)}: a glob; "
+                             f"doctor cannot tell whether it runs ours",
+                             f"{INSTALL} --dest DIR, and call DIR/{name} from your "
+                             f"{setting.lower()} (not from a glob: events.sh would run too)"))
+            continue
         check = _script(name, path, settings, required=False, executable=True,
                         label=setting)
         if check.status == Status.OK and name != "task_prolog.sh":

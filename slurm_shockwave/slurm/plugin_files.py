@@ -117,10 +117,16 @@ class Target:
     """The slurm.conf setting that names the place (job_submit.lua: its directory)."""
 
 
+def is_glob(path: str) -> bool:
+    """Slurm 22.05 takes a glob for Prolog= and Epilog= (``/etc/slurm/prolog.d/*``)."""
+    return any(c in path for c in "*?[")
+
+
 def _program_path(conf: SlurmSettings, setting: str, name: str) -> str | None:
-    """Where ``setting`` runs our ``name``: its only path, or the one named like ours."""
+    """Where ``setting`` runs our ``name``: its path, unless that is a glob (every file
+    there would run, events.sh too: a site with a prolog.d calls ours from its own)."""
     paths = conf.paths(setting)
-    if len(paths) == 1:
+    if len(paths) == 1 and not is_glob(paths[0]):
         return paths[0]
     return next((p for p in paths if Path(p).name == name), None)
 
@@ -147,8 +153,8 @@ def targets(conf: SlurmSettings, dest: str | None = None) -> tuple[list[Target],
             missing.append(f"{setting} is not set in {conf.conf_path}: add "
                            f"{setting}=<dir>/{name} there, or pass --dest DIR"
                            if not conf.paths(setting) else
-                           f"{setting}={conf.get(setting)} names no {name}: add its path "
-                           "to the list, or pass --dest DIR")
+                           f"{setting}={conf.get(setting)} is not one file: pass --dest DIR "
+                           f"and call DIR/{name} from your own {setting.lower()}")
             continue
         if not os.path.isabs(path):
             raise InputError(f"{path}: Slurm needs an absolute path", source=conf.conf_path,
