@@ -69,7 +69,8 @@ def slurm_checks(conf: SlurmSettings, partitions: Mapping[str, Mapping[str, str]
     """The controller's settings, the managed partition and its GPU nodes."""
     out = []
     plugins = conf.plugins("JobSubmitPlugins")
-    out.append(ok("JobSubmitPlugins", f"lua ({conf.get('JobSubmitPlugins')})")
+    out.append(ok("JobSubmitPlugins", f"{conf.get('JobSubmitPlugins')}: new jobs are "
+                  "checked and, while the service runs, held for it")
                if "lua" in plugins else
                Check("JobSubmitPlugins", Status.FAIL,
                      f"is {conf.get('JobSubmitPlugins') or 'not set'}: new jobs are neither "
