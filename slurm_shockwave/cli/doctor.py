@@ -12,7 +12,7 @@ from slurm_shockwave.cli.live_options import Live, live_options
 from slurm_shockwave.config import load_settings
 from slurm_shockwave.service.doctor import Check, Expected, Status, ok, script_checks, slurm_checks
 from slurm_shockwave.service.doctor_host import munge_check, service_checks, store_check
-from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.protocol import SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import make_backend
 from slurm_shockwave.slurm.slurm_conf import parse_show_config, parse_show_partitions
@@ -56,7 +56,9 @@ def doctor(config_path: str | None, partition: str | None, slurm_conf: str | Non
                        make_backend(s.backend, slurm_conf=s.slurm_conf)).backend_in_use
         checks = [ok("backend", backend)]
     except SlurmError as exc:
-        checks = [Check("backend", Status.FAIL, str(exc),
+        checks = [Check("backend", Status.SKIP, "needs the Slurm configuration (below)")
+                  if slurm_conf_problem(s.slurm_conf) else
+                  Check("backend", Status.FAIL, str(exc),
                         "slurm.backend: cli, or make the one named usable")]
     checks += _slurm(s.slurm_conf, want)
     checks += [munge_check(), store_check(want.store), *service_checks(want)]
