@@ -24,7 +24,6 @@ from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.protocol import SlurmJob
 from tests.live_cluster import Submitter, heartbeat_path, job, wait_for
-from tests.test_client import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +59,9 @@ class Env:
         cfg = self.tmp / "shockwave.yaml"
         cfg.write_text(f"slurm: {{round_s: {round_s}}}\n"
                        f"service: {{store: {self.store}, heartbeat: {self.heartbeat}, "
-                       f"stale_after_s: {stale_after_s}{service_extra}}}\n")
+                       # any free port: checkouts testing at once never share 7817
+                       f"stale_after_s: {stale_after_s}, listen: '127.0.0.1:0'"
+                       f"{service_extra}}}\n")
         return cfg
 
     def serve(self, policy: str, *extra: str, log: str = "serve.log",
@@ -220,8 +221,7 @@ def test_an_acknowledged_checkpoint_requeues_long_before_the_grace(
     trainer = submitter(job_script(spec, settings), "-o", str(env.tmp / "%j.out"),
                         "--open-mode=append", "--requeue")
     try:
-        proc = env.serve("srtf", service_extra=f", listen: '127.0.0.1:{free_port()}', "
-                                               f"endpoint_file: {endpoint}")
+        proc = env.serve("srtf", service_extra=f", endpoint_file: {endpoint}")
         long = trainer(*gpu_args(8), f"--comment={hint_comment(spec)}")
         wait_for(lambda: env.job(long).state == "RUNNING", 60, "the trainer runs")
         wait_for(lambda: env.query("SELECT COUNT(*) FROM reports WHERE kind = 'progress' "
