@@ -35,6 +35,8 @@ import random
 import time
 from typing import Any
 
+import numpy as np
+
 from slurm_shockwave.model.cluster import ClusterView, GpuNode
 from slurm_shockwave.model.job import Job, JobProgress
 from slurm_shockwave.model.lifecycle import Phase
@@ -80,6 +82,7 @@ def record(solve: dict[str, Any], jobs: int, relaxed: bool) -> dict[str, Any]:
     return {"jobs": jobs, "build_s": round(solve["build_s"], 4),
             "solve_s": round(solve["wall_s"] - solve["build_s"], 4),
             "wall_s": round(solve["wall_s"], 4), "certified_gap": solve["gap"],
+            "solver_gap": solve["solver_gap"],
             "objective": solve["objective"], "bound": solve["bound"],
             "status": solve["status"], "backend": solve["backend"],
             "feasible": solve["feasible"], "rounds_lost_in_packing": solve["rounds_lost"],
@@ -116,6 +119,8 @@ def in_simulation(trace: str, config: ShockwaveConfig, max_rounds: int) -> dict[
         "wall_s_total": round(sum(r["wall_s"] for r in solves), 3),
         "wall_s_max": slowest["wall_s"],
         "certified_gap_max_known": max(finite, default=float("inf")),
+        "certified_gap_median_known": float(np.median(finite)) if finite else float("inf"),
+        "solver_gap_max": max(r["solver_gap"] for r in solves),
         "gap_unknown": len(solves) - len(finite),
         "stopped_at_node_limit": sum(r["status"] == "feasible" for r in solves),
         "rounds_lost_in_packing": sum(r["rounds_lost_in_packing"] for r in solves)}}
