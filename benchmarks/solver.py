@@ -28,6 +28,7 @@ slower of the two rounds; both are under ``solves``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -110,12 +111,13 @@ def in_simulation(trace: str, config: ShockwaveConfig, max_rounds: int) -> dict[
     workload, gpus = reference_workload(trace)
     policy = Recording(config)
     policy.solves = []
-    simulate(workload, policy, gpus=gpus, max_rounds=max_rounds)
+    with contextlib.suppress(RuntimeError):  # stopped at --max-rounds: solves so far count
+        simulate(workload, policy, gpus=gpus, max_rounds=max_rounds)
     solves = policy.solves
     slowest = max(solves, key=lambda r: r["wall_s"])
     finite = [r["certified_gap"] for r in solves if r["certified_gap"] != float("inf")]
     return {**slowest, "gpus": gpus, "simulation": {
-        "trace": trace, "solves": len(solves),
+        "trace": trace, "max_rounds": max_rounds, "solves": len(solves),
         "wall_s_total": round(sum(r["wall_s"] for r in solves), 3),
         "wall_s_max": slowest["wall_s"],
         "certified_gap_max_known": max(finite, default=float("inf")),
