@@ -17,7 +17,7 @@ keys are the slowest solve's, with a summary of all under ``simulation``.
 
 ``certified_gap`` is the policy's own certificate: |bound - objective| /
 |objective| where ``objective`` is the packed schedule's value (the plan that runs) and
-``bound`` the optimum of a finished LP relaxation or MILP (inf, "unknown", when every
+``bound`` the optimum of a finished LP relaxation or MILP (null, "unknown", when every
 solve stopped at a limit, or when packing broke a fairness cap). Top-level keys are the
 slower of the two rounds; both are under ``solves``.
 
@@ -115,14 +115,15 @@ def in_simulation(trace: str, config: ShockwaveConfig, max_rounds: int) -> dict[
         simulate(workload, policy, gpus=gpus, max_rounds=max_rounds)
     solves = policy.solves
     slowest = max(solves, key=lambda r: r["wall_s"])
-    finite = [r["certified_gap"] for r in solves if r["certified_gap"] != float("inf")]
+    finite = [r["certified_gap"] for r in solves if r["certified_gap"] is not None]
     return {**slowest, "gpus": gpus, "simulation": {
         "trace": trace, "max_rounds": max_rounds, "solves": len(solves),
         "wall_s_total": round(sum(r["wall_s"] for r in solves), 3),
         "wall_s_max": slowest["wall_s"],
-        "certified_gap_max_known": max(finite, default=float("inf")),
-        "certified_gap_median_known": float(np.median(finite)) if finite else float("inf"),
-        "solver_gap_max": max(r["solver_gap"] for r in solves),
+        "certified_gap_max_known": max(finite, default=None),
+        "certified_gap_median_known": float(np.median(finite)) if finite else None,
+        "solver_gap_max": max((r["solver_gap"] for r in solves if r["solver_gap"] is not None),
+                              default=None),
         "gap_unknown": len(solves) - len(finite),
         "stopped_at_node_limit": sum(r["status"] == "feasible" for r in solves),
         "rounds_lost_in_packing": sum(r["rounds_lost_in_packing"] for r in solves)}}

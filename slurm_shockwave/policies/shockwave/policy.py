@@ -51,8 +51,9 @@ def certificate(inputs: WindowInputs, solution: WindowSolution, schedule: list[l
     """The gap of the plan that runs: the packed schedule (what ``pack`` kept of the
     solver's rounds) valued by the window program, against the solver's bound.
 
-    ``gap`` is inf ("unknown") when no finished solve gave a bound, or when packing lost
-    rounds a fairness cap needed (the plan that runs then breaks the program).
+    ``gap`` is None ("unknown") when no finished solve gave a bound, or when packing lost
+    rounds a fairness cap needed (the plan that runs then breaks the program). Values are
+    finite or None: the live store keeps memory as strict JSON.
     """
     index = {jid: i for i, jid in enumerate(ids)}
     placed = np.zeros(len(ids), dtype=int)
@@ -61,9 +62,14 @@ def certificate(inputs: WindowInputs, solution: WindowSolution, schedule: list[l
             placed[index[jid]] += 1
     objective, feasible = evaluate(inputs, placed)
     gap = relative_gap(solution.bound, objective) if feasible else float("inf")
-    return {"gap": gap, "objective": objective, "bound": solution.bound,
-            "solver_gap": solution.gap,  # of the unpacked rounds: what packing costs shows
+    return {"gap": _known(gap), "objective": _known(objective),
+            "bound": _known(solution.bound),
+            "solver_gap": _known(solution.gap),  # of the unpacked rounds: packing's cost shows
             "feasible": feasible, "rounds_lost": int((solution.rounds - placed).sum())}
+
+
+def _known(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
 
 
 _FALLBACKS = ("rounded_lp", "greedy")
