@@ -9,7 +9,6 @@ jobs. The "tune" traces are the ones the defaults were tuned on; the paper's val
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks.reference_runs import SETTINGS, reference_workload
@@ -57,7 +56,7 @@ def load(name: str) -> tuple[Workload, int]:
 def lower_bound_s(workload: Workload, gpus: int) -> float:
     """No schedule finishes before the latest (arrival + exclusive runtime), nor before
     all GPU-work spread over every GPU."""
-    jobs: Sequence = workload.jobs
+    jobs = workload.jobs
     latest = max(j.spec.arrival_s + workload.profiles[j.spec.job_id].exclusive_s for j in jobs)
     work = sum(j.spec.gpus * workload.profiles[j.spec.job_id].exclusive_s for j in jobs)
     return max(latest, work / gpus)

@@ -103,7 +103,7 @@ def main() -> None:
             for rescue in GUARD_RESCUES:
                 print(f"{name}: guard slack={slack} rescue={rescue}", file=sys.stderr,
                       flush=True)
-                guard = Guard(GuardConfig(slack, rescue))
+                guard: Policy[Any] = Guard(GuardConfig(slack, rescue))
                 runs.append(("guard", {"slack_rounds": slack, "rescue": rescue},
                              summary_record(simulate(workload, guard, gpus=gpus))))
         if not args.no_shockwave:
