@@ -30,3 +30,29 @@ def test_seeded_and_shaped_like_the_paper() -> None:
 def test_bad_shape_is_rejected() -> None:
     with pytest.raises(ValueError, match="mode_mix"):
         generate(TraceShape(mode_mix=(0.5, 0.5, 0.5)), bundled_table(), seed=0)
+
+
+def test_diurnal_arrivals_crowd_the_day_and_thin_the_night() -> None:
+    shape = TraceShape(num_jobs=3000, mean_gap_s=60, arrivals="diurnal", diurnal_depth=0.8)
+    jobs = generate(shape, bundled_table("wisr"), seed=1)
+    hours = [(j.spec.arrival_s % 86_400) / 3600 for j in jobs]
+    day = sum(9 <= h < 15 for h in hours)  # around the peak at noon
+    night = sum(h < 3 or h >= 21 for h in hours)  # around the trough at midnight
+    assert day > 3 * night
+
+
+def test_pareto_durations_are_heavy_tailed_and_bounded() -> None:
+    shape = TraceShape(num_jobs=3000, min_h=0.25, max_h=12.0, durations="pareto",
+                       tail_alpha=1.1)
+    nominal_h = sorted(j.nominal_s / 3600 for j in generate(shape, bundled_table("wisr"),
+                                                             seed=2))
+    assert nominal_h[0] >= 0.25 and nominal_h[-1] <= 12.0
+    median = nominal_h[len(nominal_h) // 2]
+    assert median < 0.6 and nominal_h[int(0.99 * len(nominal_h))] > 10 * median
+
+
+@pytest.mark.parametrize(("field", "value"), [("arrivals", "bursty"), ("durations", "flat"),
+                                              ("diurnal_depth", 1.0), ("tail_alpha", 0.0)])
+def test_bad_new_shape_fields_are_named(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        generate(TraceShape(**{field: value}), bundled_table(), seed=0)  # type: ignore[arg-type]

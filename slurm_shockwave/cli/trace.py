@@ -16,7 +16,7 @@ from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.emulate.submit import EmulatorSettings, hint_comment, job_script, sbatch_args
 from slurm_shockwave.model.typed_config import build_config
 from slurm_shockwave.report.tables import console, rows_table
-from slurm_shockwave.sim.generate import TraceShape, generate
+from slurm_shockwave.sim.generate import ARRIVALS, DURATIONS, TraceShape, generate
 from slurm_shockwave.sim.inputs import DEMO_TRACE, build_workload, load_throughputs, load_trace
 from slurm_shockwave.sim.trace import TraceJob, to_gavel_line, to_json_line
 from slurm_shockwave.slurm.cli_backend import CliBackend
@@ -51,6 +51,14 @@ def _floats(text: str, n: int, name: str) -> list[float]:
               help="Probabilities of static,accordion,gns.")
 @click.option("--gpu-mix", default="0.6,0.3,0.09,0.01", show_default=True,
               help="Probabilities of 1,2,4,8 GPUs.")
+@click.option("--arrivals", type=click.Choice(ARRIVALS), default="poisson", show_default=True,
+              help="diurnal: a day/night cycle, --mean-gap-s at the daily peak.")
+@click.option("--diurnal-depth", type=float, default=0.8, show_default=True,
+              help="How much quieter the night is (0..1).")
+@click.option("--duration-dist", type=click.Choice(DURATIONS), default="buckets",
+              show_default=True, help="pareto: heavy-tailed from --min-h, capped at --max-h.")
+@click.option("--tail-alpha", type=float, default=1.2, show_default=True,
+              help="Pareto shape (smaller: heavier tail).")
 @click.option("--throughputs", default=None, help="Table for steps (default builtin:tacc).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "gavel"]), default="jsonl",
@@ -59,13 +67,16 @@ def _floats(text: str, n: int, name: str) -> list[float]:
               help="Write here (default: standard output).")
 @one_line_errors
 def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
-                 num_durations: int, mode_mix: str, gpu_mix: str, throughputs: str | None,
-                 seed: int, fmt: str, out: str | None) -> None:
+                 num_durations: int, mode_mix: str, gpu_mix: str, arrivals: str,
+                 diurnal_depth: float, duration_dist: str, tail_alpha: float,
+                 throughputs: str | None, seed: int, fmt: str, out: str | None) -> None:
     """Generate a seeded synthetic trace shaped like the paper's."""
     shape = build_config(TraceShape, {
         "num_jobs": num_jobs, "mean_gap_s": mean_gap_s, "min_h": min_h, "max_h": max_h,
         "num_durations": num_durations, "mode_mix": _floats(mode_mix, 3, "--mode-mix"),
-        "gpu_mix": _floats(gpu_mix, 4, "--gpu-mix")}, source="options")
+        "gpu_mix": _floats(gpu_mix, 4, "--gpu-mix"), "arrivals": arrivals,
+        "diurnal_depth": diurnal_depth, "durations": duration_dist, "tail_alpha": tail_alpha},
+        source="options")
     jobs = generate(shape, load_throughputs(throughputs), seed)
     line = to_json_line if fmt == "jsonl" else to_gavel_line
     text = "\n".join(line(j) for j in jobs) + "\n"

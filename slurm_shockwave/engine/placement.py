@@ -36,10 +36,11 @@ class _FreeSlots:
             by_node.setdefault(s.rsplit(":", 1)[0], []).append(s)
         for node, wanted in by_node.items():
             have = self.free.get(node)
-            if have is None or any(s not in have for s in wanted):
+            if have is None or not set(wanted).issubset(have):
                 return False
         for node, wanted in by_node.items():
-            self.free[node] = [s for s in self.free[node] if s not in wanted]
+            gone = set(wanted)  # a set: a pool node holds hundreds of slots
+            self.free[node] = [s for s in self.free[node] if s not in gone]
         self.total -= len(slots)
         return True
 

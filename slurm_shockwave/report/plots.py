@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import ScalarFormatter
 
 from slurm_shockwave.sim.run import SimResult
 
@@ -56,3 +57,45 @@ def write_plots(results: Sequence[SimResult], out: Path, title: str) -> list[Pat
     paths.append(_save(fig, ax, out / "gpus_busy.png", xlabel="time (h)", ylabel="GPUs busy",
                        title=f"GPUs busy over time: {title}"))
     return paths
+
+
+def write_pareto(records: Sequence[Mapping[str, Any]], path: Path, title: str,
+                 bound_s: float) -> Path:
+    """Makespan and average JCT against worst rho, one point per policy: lower-left is
+    better on both axes; the dashed lines are the issue's limits (1.1 x the makespan
+    bound, the best baseline's worst rho)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    baselines = [r for r in records if r["policy"] != "shockwave"]
+    best_rho = min((float(r["worst_rho"]) for r in baselines), default=None)
+    for ax, key, label in ((axes[0], "makespan_s", "makespan (h)"),
+                           (axes[1], "avg_jct_s", "average JCT (h)")):
+        for r in records:
+            mine = r["policy"] == "shockwave"
+            x, y = float(r[key]) / 3600, float(r["worst_rho"])
+            ax.scatter([x], [y], s=90 if mine else 40, marker="*" if mine else "o",
+                       color="crimson" if mine else "steelblue", zorder=3)
+            ax.annotate(str(r["policy"]), (x, y), textcoords="offset points", xytext=(5, 4),
+                        fontsize=8, fontweight="bold" if mine else "normal")
+        if key == "makespan_s":
+            ax.axvline(bound_s / 3600, color="black", linewidth=1, label="lower bound")
+            ax.axvline(1.1 * bound_s / 3600, color="grey", linestyle="--", linewidth=1,
+                       label="1.1 x lower bound")
+        else:
+            best_jct = min(float(r[key]) for r in baselines) if baselines else None
+            if best_jct is not None:
+                ax.axvline(1.1 * best_jct / 3600, color="grey", linestyle="--", linewidth=1,
+                           label="1.1 x best baseline")
+        if best_rho is not None:
+            ax.axhline(best_rho, color="grey", linestyle=":", linewidth=1,
+                       label="best baseline worst rho")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
+        ax.set(xlabel=label, ylabel="worst rho (log)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Pareto view: {title}")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path

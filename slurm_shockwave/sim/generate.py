@@ -6,6 +6,12 @@ shortest fifth, 20% from the next 30%, 5% from the next 40%, 3% from the longest
 a (model, batch size) template uniformly; GPUs from ``gpu_mix`` over 1/2/4/8 for models
 that train on several GPUs; an adaptation mode from ``mode_mix`` (accordion jobs under
 1000 s become static, as in the artefact); total steps = duration x isolated throughput.
+
+Other shapes for the scale study (docs/evaluation.md), off by default so the paper-shaped
+traces keep their seeds: ``arrivals="diurnal"`` thins a Poisson process of peak rate
+1/mean_gap_s by a day-long sinusoid (busy days, quiet nights); ``durations="pareto"``
+draws a heavy-tailed duration (Pareto, shape ``tail_alpha``, from ``min_h``, capped at
+``max_h``) instead of the buckets.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from slurm_shockwave.workloads.profile import epochs_from_steps
 
 _BUCKETS = ((0.0, 0.2, 0.72), (0.2, 0.5, 0.20), (0.5, 0.9, 0.05), (0.9, 1.0, 0.03))
 GPU_CHOICES = (1, 2, 4, 8)
+ARRIVALS = ("poisson", "diurnal")
+DURATIONS = ("buckets", "pareto")
+_DAY_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,12 @@ class TraceShape:
     """Probabilities of static, accordion, gns."""
     gpu_mix: tuple[float, float, float, float] = (0.6, 0.3, 0.09, 0.01)
     """Probabilities of 1, 2, 4, 8 GPUs."""
+    arrivals: str = "poisson"
+    """poisson | diurnal (rate between ``1 - diurnal_depth`` and 1 times the peak, 24 h period)."""
+    diurnal_depth: float = 0.8
+    durations: str = "buckets"
+    """buckets (the paper's) | pareto (heavy tail of shape ``tail_alpha``)."""
+    tail_alpha: float = 1.2
 
     def validate(self) -> tuple[str, str] | None:
         if self.num_jobs < 1:
@@ -45,6 +60,14 @@ class TraceShape:
             return "min_h", "need 0 < min_h <= max_h"
         if self.num_durations < 1:
             return "num_durations", "must be >= 1"
+        if self.arrivals not in ARRIVALS:
+            return "arrivals", f"must be one of {', '.join(ARRIVALS)}"
+        if not 0 <= self.diurnal_depth < 1:
+            return "diurnal_depth", "must be in [0, 1)"
+        if self.durations not in DURATIONS:
+            return "durations", f"must be one of {', '.join(DURATIONS)}"
+        if self.tail_alpha <= 0:
+            return "tail_alpha", "must be > 0"
         for name, mix in (("mode_mix", self.mode_mix), ("gpu_mix", self.gpu_mix)):
             if any(p < 0 for p in mix) or not math.isclose(sum(mix), 1.0, abs_tol=1e-6):
                 return name, "probabilities must be >= 0 and sum to 1"
@@ -52,12 +75,25 @@ class TraceShape:
 
 
 def _duration_s(rng: random.Random, shape: TraceShape) -> float:
+    if shape.durations == "pareto":
+        return min(shape.max_h, shape.min_h * rng.paretovariate(shape.tail_alpha)) * 3600.0
     n = shape.num_durations
     values = [shape.min_h + (shape.max_h - shape.min_h) * i / max(1, n - 1) for i in range(n)]
     lo, hi, _ = rng.choices(_BUCKETS, weights=[b[2] for b in _BUCKETS])[0]
     first = min(n - 1, int(lo * n))
     last = max(first, min(n - 1, math.ceil(hi * n) - 1))
     return values[rng.randint(first, last)] * 3600.0
+
+
+def _next_arrival(rng: random.Random, shape: TraceShape, now: float) -> float:
+    """The next arrival after ``now``; diurnal by thinning (accept with the day's rate)."""
+    while True:
+        now += -math.log(1.0 - rng.random()) * shape.mean_gap_s
+        if shape.arrivals == "poisson":
+            return now
+        level = 1.0 - shape.diurnal_depth * 0.5 * (1.0 + math.cos(2 * math.pi * now / _DAY_S))
+        if rng.random() < level:
+            return now
 
 
 def generate(shape: TraceShape, table: ThroughputTable, seed: int = 0) -> list[TraceJob]:
@@ -74,7 +110,7 @@ def generate(shape: TraceShape, table: ThroughputTable, seed: int = 0) -> list[T
     arrival = 0.0
     for index in range(shape.num_jobs):
         if index:
-            arrival += -math.log(1.0 - rng.random()) * shape.mean_gap_s
+            arrival = _next_arrival(rng, shape, arrival)
         model, bs = rng.choice(templates)
         gpus = rng.choices(GPU_CHOICES, weights=shape.gpu_mix)[0] if MODELS[model].multi_gpu else 1
         if not table.has(model, bs, gpus):

@@ -28,9 +28,7 @@ def pack(rounds: Mapping[JobId, int], gpus: Mapping[JobId, int], order: Sequence
         need, width = min(rounds.get(jid, 0), window), gpus[jid]
         if need <= 0 or width > capacity:
             continue
-        start = next((s for s in range(window - need + 1)
-                      if all(free[t] >= width for t in range(s, s + need))), None) \
-            if contiguous else None
+        start = _first_run(free, width, need) if contiguous else None
         if start is not None:
             chosen = list(range(start, start + need))
         else:
@@ -40,6 +38,17 @@ def pack(rounds: Mapping[JobId, int], gpus: Mapping[JobId, int], order: Sequence
             free[t] -= width
             plan[t].append(jid)
     return plan
+
+
+def _first_run(free: Sequence[int], width: int, need: int) -> int | None:
+    """The earliest start of ``need`` consecutive rounds with ``width`` GPUs free, in one
+    pass (the packing's hot loop at hundreds of jobs)."""
+    run = 0
+    for t, room in enumerate(free):
+        run = run + 1 if room >= width else 0
+        if run >= need:
+            return t - need + 1
+    return None
 
 
 def window_order(rounds: np.ndarray, remaining_s: np.ndarray, priority: np.ndarray,

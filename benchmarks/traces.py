@@ -1,0 +1,62 @@
+"""The traces of the scale study: the paper's three and our own generated shapes.
+
+The paper's (120 jobs / 32 GPUs on tacc, 220 / 64 and 900 / 256 on wisr) are read from
+../shared/reference/shockwave/traces. Ours are seeded generator shapes defined here (no
+data files), each stressing what the paper's traces do not: steady arrivals over many
+hours, a day/night cycle, heavy-tailed durations, and a small cluster crowded with short
+jobs. The "tune" traces are the ones the defaults were tuned on; the paper's validate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmarks.reference_runs import SETTINGS, reference_workload
+from slurm_shockwave.sim.generate import TraceShape, generate
+from slurm_shockwave.sim.inputs import Workload, build_workload
+from slurm_shockwave.workloads.bundled import bundled_table
+
+
+@dataclass(frozen=True)
+class Generated:
+    gpus: int
+    shape: TraceShape
+    seed: int
+    table: str = "wisr"
+    about: str = ""
+
+
+GENERATED: dict[str, Generated] = {
+    "poisson": Generated(32, TraceShape(num_jobs=300, mean_gap_s=180.0), seed=11,
+                         about="steady Poisson arrivals over 15 h"),
+    "diurnal": Generated(40, TraceShape(num_jobs=600, mean_gap_s=100.0, arrivals="diurnal"),
+                         seed=12, about="a day/night cycle over more than a day"),
+    "heavy_tail": Generated(32, TraceShape(num_jobs=160, mean_gap_s=90.0, min_h=0.25,
+                                           max_h=12.0, durations="pareto", tail_alpha=1.1),
+                            seed=13, about="Pareto durations (shape 1.1) from 15 min to 12 h"),
+    "small": Generated(12, TraceShape(num_jobs=48, mean_gap_s=30.0, min_h=0.1, max_h=1.45,
+                                      gpu_mix=(0.6, 0.3, 0.1, 0.0)),
+                       seed=14, about="48 jobs under 90 min crowding 12 GPUs"),
+}
+PAPER = tuple(SETTINGS)
+ALL = PAPER + tuple(GENERATED)
+
+
+def load(name: str) -> tuple[Workload, int]:
+    if name in SETTINGS:
+        return reference_workload(name)
+    if name not in GENERATED:
+        raise SystemExit(f"unknown trace {name!r} (known: {', '.join(ALL)})")
+    g = GENERATED[name]
+    table = bundled_table(g.table)
+    jobs = generate(g.shape, table, g.seed)
+    return build_workload(jobs, table, source=f"generated:{name}"), g.gpus
+
+
+def lower_bound_s(workload: Workload, gpus: int) -> float:
+    """No schedule finishes before the latest (arrival + exclusive runtime), nor before
+    all GPU-work spread over every GPU."""
+    jobs = workload.jobs
+    latest = max(j.spec.arrival_s + workload.profiles[j.spec.job_id].exclusive_s for j in jobs)
+    work = sum(j.spec.gpus * workload.profiles[j.spec.job_id].exclusive_s for j in jobs)
+    return max(latest, work / gpus)

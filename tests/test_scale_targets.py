@@ -1,0 +1,43 @@
+"""The scale study's targets and lower bound (benchmarks/scale.py, benchmarks/traces.py)."""
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import traces
+from benchmarks.scale import BASELINES, targets
+from slurm_shockwave.report.plots import write_pareto
+from tests.builders import a_spec, a_workload
+
+
+def _record(policy: str, makespan: float, jct: float, rho: float, unfair: float) -> dict:
+    return {"policy": policy, "makespan_s": makespan, "avg_jct_s": jct, "worst_rho": rho,
+            "unfair_fraction": unfair}
+
+
+def test_nine_baselines_and_targets_against_the_best_of_them() -> None:
+    assert len(BASELINES) == 9 and "shockwave" not in BASELINES
+    records = {b: _record(b, 200.0, 100.0, 2.0, 0.1) for b in BASELINES}
+    records["srtf"] = _record("srtf", 300.0, 50.0, 1.0, 0.0)
+    records["shockwave"] = _record("shockwave", 109.0, 54.0, 1.01, 0.02)
+    t = targets(records, bound_s=100.0)
+    assert t["makespan"]["pass"] and t["makespan"]["limit"] == pytest.approx(110.0)
+    assert not t["worst_rho"]["pass"] and "srtf" in t["worst_rho"]["against"]
+    assert t["avg_jct"]["pass"] and t["avg_jct"]["limit"] == pytest.approx(55.0)
+    assert t["unfair_fraction"]["pass"]
+
+
+def test_lower_bound_is_the_latest_finish_or_the_work_over_the_gpus() -> None:
+    # Transformer bs16 on 1 GPU: 62.5 s per epoch (tests/builders.py's table)
+    w = a_workload(a_spec(0, epochs=8), a_spec(1, epochs=8, arrival_s=1000))
+    assert traces.lower_bound_s(w, 2) == pytest.approx(1000 + 500)
+    assert traces.lower_bound_s(w, 1) == pytest.approx(max(1500, 1000))
+    wide = a_workload(*(a_spec(i, epochs=8) for i in range(8)))
+    assert traces.lower_bound_s(wide, 2) == pytest.approx(8 * 500 / 2)
+
+
+def test_pareto_plot_is_written(tmp_path: Path) -> None:
+    records = [_record(p, 100.0 + i, 50.0 + i, 1.0 + i / 10, 0.0)
+               for i, p in enumerate(("shockwave", *BASELINES))]
+    path = write_pareto(records, tmp_path / "p.png", "t", bound_s=90.0)
+    assert path.stat().st_size > 1000
