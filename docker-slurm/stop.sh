@@ -59,7 +59,11 @@ for f in "$STATE"/run/slurmd-*.pid "$STATE/run/slurmctld.pid"; do
   rm -f "$f"
 done
 if [ -f "$STATE/run/munged.started" ]; then
-  [ -f /run/munge/munged.pid ] && kill "$(cat /run/munge/munged.pid)" 2>/dev/null
+  # ...but never from under another cluster on this machine: they authenticate with it
+  # too (seen: a test run's teardown cut munge from a live benchmark's cluster)
+  if ! pgrep -x slurmctld >/dev/null && ! pgrep -x slurmd >/dev/null; then
+    [ -f /run/munge/munged.pid ] && kill "$(cat /run/munge/munged.pid)" 2>/dev/null
+  fi
   rm -f "$STATE/run/munged.started"
 fi
 for _ in $(seq 1 50); do
