@@ -18,6 +18,7 @@ from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.store import Store
+from slurm_shockwave.slurm.backend_choice import BACKENDS
 from slurm_shockwave.slurm.protocol import SlurmBackend
 from slurm_shockwave.slurm.pyslurm_backend import make_backend
 from slurm_shockwave.slurm.world import (
@@ -38,8 +39,9 @@ def live_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="The managed partition [config slurm.partition: shockwave]."),
         click.option("--slurm-conf", default=None,
                      help="slurm.conf [config slurm.slurm_conf, else $SLURM_CONF]."),
-        click.option("--backend", "kind", type=click.Choice(["cli", "pyslurm"]), default=None,
-                     help="How Slurm is reached [config slurm.backend: cli]."),
+        click.option("--backend", "kind", type=click.Choice(BACKENDS), default=None,
+                     help="How Slurm is reached: auto takes pyslurm where it imports and "
+                          "matches the running Slurm, else cli [config slurm.backend: auto]."),
     )):
         fn = opt(fn)
     return fn

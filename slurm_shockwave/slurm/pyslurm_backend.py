@@ -11,13 +11,11 @@ skipped with the reason elsewhere. Not exercised on this project's Slurm 22.05 m
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
+from slurm_shockwave.slurm.backend_choice import BACKENDS, probe_pyslurm, resolve_backend
 from slurm_shockwave.slurm.cli_backend import slurm_conf_problem
 from slurm_shockwave.slurm.hostlist import expand_indices
 from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held
@@ -73,18 +71,9 @@ def alloc_from_layout(layout: Any) -> Alloc:
     return tuple(out)
 
 
-def pyslurm_problem() -> str | None:
-    """Why pyslurm cannot be used here, in one line; None if it can."""
-    conf = os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")
-    if not Path(conf).is_file():
-        return f"pyslurm needs a slurm.conf (none at {conf}; set SLURM_CONF)"
-    probe = subprocess.run([sys.executable, "-c", "import pyslurm"], capture_output=True,
-                           text=True, timeout=60, check=False)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
-        return ("pyslurm does not import (pip install 'slurm-shockwave[pyslurm]'; it needs "
-                f"Slurm 25.11's libslurm): {last}")
-    return None
+def pyslurm_problem(slurm_conf: str | None = None) -> str | None:
+    """Why pyslurm cannot drive this cluster, in one line; None if it can."""
+    return slurm_conf_problem(slurm_conf) or probe_pyslurm(slurm_conf).problem()
 
 
 def _get(obj: Any, *names: str, default: Any = None) -> Any:
@@ -96,8 +85,8 @@ def _get(obj: Any, *names: str, default: Any = None) -> Any:
 
 
 class PyslurmBackend:
-    def __init__(self) -> None:
-        problem = pyslurm_problem()
+    def __init__(self, slurm_conf: str | None = None) -> None:
+        problem = pyslurm_problem(slurm_conf)
         if problem:
             raise SlurmError(problem)
         import pyslurm
@@ -201,18 +190,26 @@ class PyslurmBackend:
         self._call(f"cancel {job_id}", self._ps.Job(job_id).cancel)
 
 
-def make_backend(kind: str = "cli", *, slurm_conf: str | None = None) -> Any:
-    """``cli`` (default) or ``pyslurm``; a bad name, a missing slurm.conf or an unusable
-    pyslurm is one SlurmError line."""
-    if kind not in ("cli", "pyslurm"):
-        raise SlurmError(f"slurm.backend: unknown backend {kind!r} (cli or pyslurm)")
+def make_backend(kind: str = "auto", *, slurm_conf: str | None = None) -> Any:
+    """``auto`` (default: pyslurm where it imports and matches the running Slurm, else
+    the CLI; backend_choice.resolve_backend says which and why), ``cli`` or ``pyslurm``;
+    a bad name, a missing slurm.conf or an unusable pyslurm is one SlurmError line."""
+    if kind not in BACKENDS:
+        raise SlurmError(f"slurm.backend: unknown backend {kind!r} ({', '.join(BACKENDS)})")
     problem = slurm_conf_problem(slurm_conf)
     if problem:
         raise SlurmError(problem)
     if slurm_conf:
         os.environ["SLURM_CONF"] = slurm_conf
-    if kind == "cli":
+    chosen = resolve_backend(_Target(kind, slurm_conf)).backend
+    if chosen == "cli":
         from slurm_shockwave.slurm.cli_backend import CliBackend
 
         return CliBackend(slurm_conf=slurm_conf)
-    return PyslurmBackend()
+    return PyslurmBackend(slurm_conf)
+
+
+@dataclass(frozen=True)
+class _Target:
+    backend: str
+    slurm_conf: str | None
