@@ -13,7 +13,8 @@
 # checkout. Without it the script prints one line saying so and exits 3 (nothing built).
 # Idempotent: each step leaves a stamp in the prefix and is skipped when its stamp
 # matches the tarball's sha256 (Slurm about 5 minutes on 2 cores, pyslurm about 4).
-# Prints, last, the export line for PATH, LD_LIBRARY_PATH and PYTHONPATH (pyslurm).
+# Prints, last, the export line for PATH, LD_LIBRARY_PATH and PYTHONPATH (pyslurm), and
+# SHOCKWAVE_SLURM_25_11 (the prefix; tests/test_backend_choice.py reads it).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
@@ -39,7 +40,7 @@ SUM="$(sha256sum "$TARBALL" | cut -d' ' -f1)"
 SITE="$PREFIX/pyslurm-site"
 LOG="$PREFIX/build.log"
 exports() {
-  echo "export PATH=$PREFIX/sbin:$PREFIX/bin:\$PATH LD_LIBRARY_PATH=$PREFIX/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH} PYTHONPATH=\${PYTHONPATH:+\$PYTHONPATH:}$SITE"
+  echo "export SHOCKWAVE_SLURM_25_11=$PREFIX PATH=$PREFIX/sbin:$PREFIX/bin:\$PATH LD_LIBRARY_PATH=$PREFIX/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH} PYTHONPATH=\${PYTHONPATH:+\$PYTHONPATH:}$SITE"
 }
 stamped() { [ "$(cat "$PREFIX/.stamp-$1" 2>/dev/null)" = "$SUM" ]; }
 
