@@ -85,5 +85,5 @@ if ! stamped pyslurm; then
     || { tail -20 "$LOG" >&2; die "pyslurm build failed (full log: $LOG)"; }
   echo "$SUM" >"$PREFIX/.stamp-pyslurm"
 fi
-echo "build-slurm-25.11.sh: done; $(LD_LIBRARY_PATH=$PREFIX/lib "$PREFIX/bin/sinfo" --version)" >&2
+echo "build-slurm-25.11.sh: done; $(LD_LIBRARY_PATH=$PREFIX/lib "$PREFIX/sbin/slurmd" -V) in $PREFIX" >&2
 exports

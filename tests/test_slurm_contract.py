@@ -122,8 +122,10 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
     script = tmp_path / "w.sh"
     script.write_text("#!/bin/sh\nsleep 600\n")
     out = ["-o", "/dev/null"]
-    mine = [cli.submit(str(script), [*out, "--gres=gpu:1", "--comment=model=lm bs=10"]),
-            cli.submit(str(script), [*out, "--gpus=3", "-t", "90"]),
+    mine = [cli.submit(str(script), [*out, "--gres=gpu:1",
+                                     "--comment=model=lm bs=10 epochs=3"]),
+            cli.submit(str(script), [*out, "--gpus=3", "-t", "90",
+                                     "--comment=model=lm bs=20 epochs=2"]),
             cli.submit(str(script), [*out, "-p", "other", "--gres=gpu:2", "-J", "one node"]),
             cli.submit(str(script), [*out, "-p", "other", "-N", "2", "--gres=gpu:8"])]
     try:

@@ -22,6 +22,8 @@ from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 
 Alloc = tuple[tuple[str, tuple[int, ...]], ...]
+# the states a partition's listing holds, as the CLI backend's (squeue -t PD,R,CG,S)
+_LISTED = ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED")
 
 
 def _is_gpu_key(key: Any) -> bool:
@@ -92,6 +94,7 @@ class PyslurmBackend:
         import pyslurm
 
         self._ps: Any = pyslurm
+        self._slurm_conf = slurm_conf
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -104,7 +107,10 @@ class PyslurmBackend:
         out = []
         for j in jobs.values():
             state = str(_get(j, "state", default="UNKNOWN")).upper()
-            reason = str(_get(j, "state_reason", default=""))
+            if partition is not None and not (_get(j, "partition") == partition
+                                              and state in _LISTED):
+                continue
+            reason = str(_get(j, "state_reason", default="") or "")
             priority = int(_get(j, "priority", default=0) or 0)
             nodes = int(_get(j, "num_nodes", default=1) or 1)
             state_ok = holds_alloc(state)
@@ -114,6 +120,7 @@ class PyslurmBackend:
                     layout = j.get_resource_layout_per_node()
                 except Exception:  # pyslurm raises ValueError on an odd host list
                     layout = {}
+            alloc = alloc_from_layout(layout)
             limit = _get(j, "time_limit", default=0)
             out.append(SlurmJob(
                 job_id=int(j.id), name=str(_get(j, "name", default="")),
@@ -123,37 +130,50 @@ class PyslurmBackend:
                 held=is_held(state, priority, reason),
                 comment=str(_get(j, "comment", default="") or ""),
                 admin_comment=str(_get(j, "admin_comment", default="") or ""),
-                gpus=gres_gpus(_get(j, "gres_per_node", "tres_per_node")) * nodes,
+                # --gres=gpu:N per node; a running --gpus=N job: what it was given
+                gpus=(gres_gpus(_get(j, "gres_per_node")) * nodes
+                      or sum(len(idx) for _, idx in alloc)),
                 node_count=nodes,
-                nodes=str(_get(j, "allocated_nodes", "nodelist", default="") or ""),
-                restart_count=int(_get(j, "requeue_count", "restart_count", default=0) or 0),
+                nodes=str(_get(j, "allocated_nodes", default="") or "") if state_ok else "",
+                restart_count=int(_get(j, "requeue_count", default=0) or 0),
                 submit_time=int(_get(j, "submit_time", default=0) or 0),
                 start_time=int(_get(j, "start_time", default=0) or 0) if state_ok else 0,
-                gpu_alloc=alloc_from_layout(layout),
+                gpu_alloc=alloc,
                 time_limit_s=int(limit) * 60 if isinstance(limit, int) and limit > 0 else 0))
-        if partition is not None:
-            out = [j for j in out if j.partition == partition
-                   and j.state in ("PENDING", "RUNNING")]
-        return out
+        return self._with_per_job_gpus(out)
+
+    def _with_per_job_gpus(self, jobs: list[SlurmJob]) -> list[SlurmJob]:
+        """pyslurm 25.11 does not read a job's TresPerJob (``gres/gpu:N``, from
+        ``--gpus=N``: its TRES parser expects ``name=count``), and the job's requested
+        TRES count GPUs only where slurmdbd tracks gres/gpu. So a pending job that shows no
+        GPUs per node is asked of squeue, all such jobs in one call."""
+        unknown = [j.job_id for j in jobs if not j.gpus and j.state == "PENDING"]
+        if not unknown:
+            return jobs
+        from slurm_shockwave.slurm.cli_backend import CliBackend
+
+        per_job = CliBackend(slurm_conf=self._slurm_conf).gpus_per_job(unknown)
+        return [replace(j, gpus=per_job[j.job_id]) if per_job.get(j.job_id) else j
+                for j in jobs]
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = self._call("load nodes", self._ps.Nodes.load)
+        # A node's allocated TRES count GPUs only where slurmdbd tracks gres/gpu, and never
+        # say which: both come from the jobs holding nodes, of every partition.
+        used: dict[str, set[int]] = {}
+        for job in self.list_jobs():
+            for node, idx in job.gpu_alloc:
+                used.setdefault(node, set()).update(idx)
         out: list[SlurmNode] = []
         for n in nodes.values():
             state = tuple(str(s).upper() for s in str(_get(n, "state", default="")).split("+"))
+            idx = tuple(sorted(used.get(str(n.name), ())))
             out.append(SlurmNode(
                 name=str(n.name), state=state,
                 gpus=gres_gpus(_get(n, "configured_gres")),
-                gpus_used=gres_gpus(_get(n, "allocated_gres")),
+                gpus_used=max(gres_gpus(_get(n, "allocated_gres")), len(idx)),
+                gpus_used_idx=idx,
                 partitions=tuple(_get(n, "partitions", default=()) or ())))
-        if any(n.gpus_used for n in out):
-            # pyslurm's nodes count allocated GRES without indices: take them from the
-            # jobs holding nodes, of every partition
-            used: dict[str, set[int]] = {}
-            for job in self.list_jobs():
-                for node, idx in job.gpu_alloc:
-                    used.setdefault(node, set()).update(idx)
-            out = [replace(n, gpus_used_idx=tuple(sorted(used.get(n.name, ())))) for n in out]
         return out
 
     def set_priority(self, job_id: int, priority: int) -> None:
@@ -184,7 +204,7 @@ class PyslurmBackend:
         # sbatch's option parsing is not in pyslurm's API: submission goes through sbatch
         from slurm_shockwave.slurm.cli_backend import CliBackend
 
-        return CliBackend().submit(script, args)
+        return CliBackend(slurm_conf=self._slurm_conf).submit(script, args)
 
     def cancel(self, job_id: int) -> None:
         self._call(f"cancel {job_id}", self._ps.Job(job_id).cancel)
