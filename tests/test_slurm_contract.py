@@ -154,3 +154,20 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
     finally:
         for jid in mine:
             cli.cancel(jid)
+
+
+@pytest.mark.slurm
+@pytest.mark.usefixtures("managed_heartbeat")
+def test_gpus_per_job_reads_what_gpus_asked(tmp_path) -> None:
+    """What the pyslurm backend asks of squeue for a pending --gpus job (on 22.05 too);
+    a job id that is not pending is left out."""
+    cli = _backend("cli")
+    script = tmp_path / "w.sh"
+    script.write_text("#!/bin/sh\nsleep 600\n")
+    jid = cli.submit(str(script), ["-o", "/dev/null", "--gpus=3", "-H",
+                                   "--comment=model=lm bs=20 epochs=2"])
+    try:
+        assert cli.gpus_per_job([jid, 999999]) == {jid: 3}
+        assert next(j for j in cli.list_jobs() if j.job_id == jid).gpus == 3
+    finally:
+        cli.cancel(jid)

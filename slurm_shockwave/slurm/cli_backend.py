@@ -289,15 +289,14 @@ class CliBackend:
         return used
 
     def gpus_per_job(self, job_ids: Sequence[int]) -> dict[int, int]:
-        """GPUs each job asked for with ``--gpus`` (its TresPerJob), for the pyslurm
-        backend, which cannot read it; jobs gone since are left out."""
-        try:
-            text = self._run(["squeue", "-h", "-t", "all", "-j", ",".join(map(str, job_ids)),
-                              "-O", "JobID:|,tres-per-job:"])
-        except SlurmError:  # every one of them ended and was purged
-            return {}
+        """GPUs each pending job of ``job_ids`` asked for with ``--gpus`` (its
+        TresPerJob), for the pyslurm backend, which cannot read it. One listing of the
+        pending jobs: ``squeue -j`` fails whole when one of the ids has gone."""
+        text = self._run(["squeue", "-h", "-t", "PD", "-O", "JobID:|,tres-per-job:"])
+        wanted = set(job_ids)
         rows = (line.split("|", 1) for line in text.splitlines())
-        return {int(r[0]): gpus_in(r[1]) for r in rows if len(r) == 2 and r[0].isdigit()}
+        return {int(r[0]): gpus_in(r[1]) for r in rows
+                if len(r) == 2 and r[0].isdigit() and int(r[0]) in wanted}
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = nodes_from(self._json(["sinfo", "--json"]))
