@@ -54,7 +54,8 @@ class Env:
         cfg = self.tmp / "shockwave.yaml"
         cfg.write_text(f"slurm: {{round_s: {round_s}}}\n"
                        f"service: {{store: {self.store}, heartbeat: {self.heartbeat}, "
-                       f"stale_after_s: {stale_after_s}}}\n")
+                       # any free port: checkouts testing at once never share 7817
+                       f"stale_after_s: {stale_after_s}, listen: '127.0.0.1:0'}}\n")
         return cfg
 
     def serve(self, policy: str, *extra: str, log: str = "serve.log",

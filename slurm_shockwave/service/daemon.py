@@ -87,9 +87,12 @@ class Service:
         return RoundDone(report, replace(record, phase_s=phase_s), round_id)
 
     def run(self, stop: threading.Event, *, max_rounds: int | None = None,
-            on_round: Callable[[RoundDone], None] | None = None) -> int:
+            on_round: Callable[[RoundDone], None] | None = None,
+            on_failure: Callable[[str], None] | None = None) -> int:
         """Plan rounds until ``stop`` is set (SIGTERM/SIGINT) or ``max_rounds`` are done;
-        the round in progress always finishes. Returns the rounds completed."""
+        the round in progress always finishes. Returns the rounds completed. ``on_round``
+        gets every round done, ``on_failure`` the cause of every failed one (``slurm``:
+        unreachable, ``error``: a bug)."""
         done = 0
         backoff = 0.0
         outage_since: float | None = None
@@ -101,11 +104,15 @@ class Service:
                 if outage_since is None:
                     outage_since = self.timer()
                     log.error("Slurm unreachable: %s; retrying with backoff", exc)
+                if on_failure is not None:
+                    on_failure("slurm")
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
             except Exception:  # a bug: log it whole, keep the cluster scheduled
                 log.exception("round failed; nothing of it was written; retrying")
+                if on_failure is not None:
+                    on_failure("error")
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
