@@ -49,8 +49,8 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 TreeWidth=65533
-NodeName=n1 NodeHostname=n1 NodeAddr=127.0.0.1 Port=6901 CPUs=4 RealMemory=4000 Gres=gpu:4 State=UNKNOWN
-NodeName=n2 NodeHostname=n2 NodeAddr=127.0.0.1 Port=6902 CPUs=4 RealMemory=4000 Gres=gpu:4 State=UNKNOWN
+NodeName=n1 NodeHostname=n1 NodeAddr=127.0.0.1 Port=6901 CPUs=4 Gres=gpu:4 State=UNKNOWN
+NodeName=n2 NodeHostname=n2 NodeAddr=127.0.0.1 Port=6902 CPUs=4 Gres=gpu:4 State=UNKNOWN
 PartitionName=batch Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 CONF
 echo "NodeName=n[1-2] Name=gpu File=/dev/fakegpu/nvidia[0-3]" > /etc/slurm/gres.conf
