@@ -15,7 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from slurm_shockwave.slurm.backend_choice import BACKENDS, probe_pyslurm, resolve_backend
+from slurm_shockwave.slurm.backend_choice import (
+    BACKENDS,
+    BackendChoice,
+    probe_pyslurm,
+    resolve_backend,
+)
 from slurm_shockwave.slurm.cli_backend import slurm_conf_problem
 from slurm_shockwave.slurm.hostlist import expand_indices
 from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held
@@ -212,8 +217,15 @@ class PyslurmBackend:
 
 def make_backend(kind: str = "auto", *, slurm_conf: str | None = None) -> Any:
     """``auto`` (default: pyslurm where it imports and matches the running Slurm, else
-    the CLI; backend_choice.resolve_backend says which and why), ``cli`` or ``pyslurm``;
-    a bad name, a missing slurm.conf or an unusable pyslurm is one SlurmError line."""
+    the CLI), ``cli`` or ``pyslurm``; a bad name, a missing slurm.conf or an unusable
+    pyslurm is one SlurmError line."""
+    return open_backend(kind, slurm_conf=slurm_conf)[0]
+
+
+def open_backend(kind: str = "auto", *, slurm_conf: str | None = None
+                 ) -> tuple[Any, BackendChoice]:
+    """make_backend's backend, and which one ``kind`` resolved to and why
+    (backend_choice.resolve_backend), for the service's first log line."""
     if kind not in BACKENDS:
         raise SlurmError(f"slurm.backend: unknown backend {kind!r} ({', '.join(BACKENDS)})")
     problem = slurm_conf_problem(slurm_conf)
@@ -221,12 +233,12 @@ def make_backend(kind: str = "auto", *, slurm_conf: str | None = None) -> Any:
         raise SlurmError(problem)
     if slurm_conf:
         os.environ["SLURM_CONF"] = slurm_conf
-    chosen = resolve_backend(_Target(kind, slurm_conf)).backend
-    if chosen == "cli":
+    choice = resolve_backend(_Target(kind, slurm_conf))
+    if choice.backend == "cli":
         from slurm_shockwave.slurm.cli_backend import CliBackend
 
-        return CliBackend(slurm_conf=slurm_conf)
-    return PyslurmBackend(slurm_conf)
+        return CliBackend(slurm_conf=slurm_conf), choice
+    return PyslurmBackend(slurm_conf), choice
 
 
 @dataclass(frozen=True)
