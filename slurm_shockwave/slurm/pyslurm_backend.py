@@ -4,8 +4,9 @@ pyslurm on PyPI exists only for Slurm 25.11, and ``import pyslurm`` ends the who
 process when no slurm.conf is found. So nothing imports pyslurm at module load: the
 backend first checks for a slurm.conf, then probes the import in a child process, and
 only then imports it here; each failure becomes one SlurmError line saying what is
-missing. Contract tests (tests/test_slurm_contract.py) run where pyslurm imports and are
-skipped with the reason elsewhere. Not exercised on this project's Slurm 22.05 machines.
+missing. The contract tests (tests/test_slurm_contract.py) run it against a Slurm 25.11
+cluster built from source (tests/run-25.11.sh, in CI), where it lists the same jobs and
+nodes as the CLI backend; on Debian's 22.05 they skip with the reason.
 """
 
 from __future__ import annotations
