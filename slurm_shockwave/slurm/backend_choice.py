@@ -15,10 +15,12 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
-from slurm_shockwave.slurm.cli_backend import slurm_conf_problem
+from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
+from slurm_shockwave.slurm.protocol import SlurmError
+from slurm_shockwave.slurm.slurm_conf import parse_show_config
 
 BACKENDS = ("auto", "cli", "pyslurm")
 
@@ -97,6 +99,16 @@ def probe_pyslurm(slurm_conf: str | None = None, *, timeout_s: float = 60.0) -> 
     return PyslurmProbe(str(found["pyslurm"]), found.get("slurmctld"), found.get("error", ""))
 
 
+def running_version(slurm_conf: str | None = None) -> str | None:
+    """The running slurmctld's version as the CLI tools read it (``scontrol show
+    config``'s SLURM_VERSION), or None if they cannot."""
+    try:
+        text = CliBackend(slurm_conf=slurm_conf).scontrol("show", "config")
+    except SlurmError:
+        return None
+    return parse_show_config(text).values.get("slurm_version") or None
+
+
 def resolve_backend(config: SlurmTarget) -> BackendChoice:
     """The backend ``config.backend`` means here, and why, in one line. A named backend
     is taken as named (making it reports what is wrong with it); ``auto`` probes."""
@@ -107,6 +119,10 @@ def resolve_backend(config: SlurmTarget) -> BackendChoice:
     if conf:
         return BackendChoice("cli", f"auto: {conf}")
     probe = probe_pyslurm(config.slurm_conf)
+    if probe.pyslurm is not None and probe.slurmctld is None:
+        # a libslurm of another release may not even read the controller's answer
+        # ("Zero Bytes were transmitted or received" from 25.11 to 22.05, measured)
+        probe = replace(probe, slurmctld=running_version(config.slurm_conf))
     problem = probe.problem()
     if problem:
         return BackendChoice("cli", f"auto: {problem}")
