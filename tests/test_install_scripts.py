@@ -110,3 +110,20 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     conf = _conf(tmp_path, "Include extra.conf\n")
     (tmp_path / "etc" / "extra.conf").write_text("TaskProlog=/a/task_prolog.sh\n")
     assert read_slurm_conf(conf).paths("TaskProlog") == ["/a/task_prolog.sh"]
+
+
+def test_the_service_url_for_nodes_without_the_endpoint_file() -> None:
+    from slurm_shockwave.model.errors import InputError
+    from slurm_shockwave.slurm.plugin_files import ScriptSettings, render, settings_in
+
+    url = ScriptSettings(service_url="http://ctl.example.org:7817")
+    for name in ("task_prolog.sh", "epilog.sh"):
+        text = render(name, url)
+        assert 'SERVICE_URL="http://ctl.example.org:7817"' in text
+        assert settings_in(text)["endpoint_file"] == url.endpoint_file
+    try:
+        render("task_prolog.sh", ScriptSettings(service_url="http://x:1; rm -rf /"))
+    except InputError as exc:
+        assert exc.field == "--service-url"
+    else:
+        raise AssertionError("a URL with shell in it was written into a script")

@@ -23,11 +23,14 @@ from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, read_slurm_conf
 @click.option("--dest", default=None, type=click.Path(file_okay=False),
               help="Put prolog.sh, epilog.sh, task_prolog.sh and events.sh here instead of "
                    "where slurm.conf's Prolog/Epilog/TaskProlog name them.")
+@click.option("--service-url", default="",
+              help="The service's URL (http://HOST:PORT) for nodes that cannot read its "
+                   "endpoint file: the service on another host, no shared file system.")
 @click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
 @click.option("--force", is_flag=True, help="Replace files there that are not ours.")
 @one_line_errors
 def install_scripts(config_path: str | None, partition: str | None, slurm_conf: str | None,
-                    dest: str | None, dry_run: bool, force: bool) -> None:
+                    dest: str | None, service_url: str, dry_run: bool, force: bool) -> None:
     """Install the plugin scripts as Slurm needs them (root-owned, writable by root only;
     job_submit.lua beside slurm.conf), with the service's settings written into them.
     Run as root on the slurmctld host and on every node (Prolog, Epilog, TaskProlog)."""
@@ -39,7 +42,7 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
     is_default = conf.partitions.get(part, {}).get("default", "no").lower() == "yes"
     values = ScriptSettings(partition=part, heartbeat=settings.service.heartbeat,
                             endpoint_file=settings.service.endpoint_file,
-                            is_default=is_default)
+                            is_default=is_default, service_url=service_url)
     if dest and not os.path.isabs(dest):
         raise InputError("must be an absolute path (slurm.conf names it)", field="--dest")
     if not dry_run and os.geteuid() != 0:

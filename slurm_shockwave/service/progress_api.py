@@ -175,8 +175,11 @@ class ProgressAPI:
                  clock: Callable[[], float] = time.time,
                  decode: Callable[[str], munge.Decoded] = munge.decode,
                  uid_of: Callable[[str], int | None] = uid_of,
-                 metrics: Callable[[], tuple[bytes, str]] | None = None) -> None:
+                 metrics: Callable[[], tuple[bytes, str]] | None = None,
+                 on_checkpointed: Callable[[int], None] | None = None) -> None:
         self.store_path = store_path
+        self.on_checkpointed = on_checkpointed
+        """Told each accepted `checkpointed` report's job (the loop requeues it at once)."""
         self.metrics = metrics
         """``() -> (body, content type)`` for GET /metrics; None: 404."""
         self.host, self.port = parse_listen(listen)
@@ -241,10 +244,13 @@ class ProgressAPI:
             raise Refused(403, f"uid {uid} is not the owner of job {report.job_id}",
                           "job_id")
         try:
-            return int(self._on_db(lambda s: s.add_report(report)))
+            report_id = int(self._on_db(lambda s: s.add_report(report)))
         except Exception as exc:
             log.error("progress API: could not write a report: %s", exc)
             raise Refused(503, "store unavailable", None) from None
+        if report.kind == ReportKind.CHECKPOINTED and self.on_checkpointed is not None:
+            self.on_checkpointed(report.job_id)
+        return report_id
 
     def count_rejected(self) -> None:
         with self._counts_lock:

@@ -26,6 +26,7 @@ MARK = "slurm-shockwave"
 """Every shipped script names the project in its first lines."""
 
 _PATH = re.compile(r"^/[A-Za-z0-9._/+-]+$")
+_URL = re.compile(r"^http://[A-Za-z0-9.-]+:[0-9]{1,5}$")
 _PARTITION = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
@@ -37,6 +38,8 @@ class ScriptSettings:
     heartbeat: str = "/var/lib/slurm-shockwave/heartbeat"
     endpoint_file: str = "/var/lib/slurm-shockwave/endpoint"
     is_default: bool = False
+    service_url: str = ""
+    """The service's URL for nodes that cannot read the endpoint file ("" : none)."""
 
     def validate(self) -> None:
         if not _PARTITION.match(self.partition):
@@ -46,6 +49,9 @@ class ScriptSettings:
             if not _PATH.match(getattr(self, name)):
                 raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is "
                                  "written into the plugin scripts)", field=f"service.{name}")
+        if self.service_url and not _URL.match(self.service_url):
+            raise InputError("must be http://HOST:PORT of [A-Za-z0-9.-] (it is written into "
+                             "the plugin scripts)", field="--service-url")
 
 
 def _lua_lines(s: ScriptSettings) -> dict[str, str]:
@@ -56,7 +62,8 @@ def _lua_lines(s: ScriptSettings) -> dict[str, str]:
 
 
 def _sh_lines(s: ScriptSettings) -> dict[str, str]:
-    return {r"^ENDPOINT_FILE=.*$": f'ENDPOINT_FILE="{s.endpoint_file}"'}
+    return {r"^ENDPOINT_FILE=.*$": f'ENDPOINT_FILE="{s.endpoint_file}"',
+            r"^SERVICE_URL=.*$": f'SERVICE_URL="{s.service_url}"'}
 
 
 def _settings_lines(name: str, s: ScriptSettings) -> dict[str, str]:
