@@ -2,7 +2,7 @@
 
 ```yaml
 simulator: {round_s: 120, restore_s: 20, deadline_factor: null}
-slurm: {partition: shockwave, round_s: 120, backend: cli, slurm_conf: null}
+slurm: {partition: shockwave, round_s: 120, backend: auto, slurm_conf: null}
 service: {policy: shockwave, store: /var/lib/slurm-shockwave/state.db, retention_days: 14,
           listen: "127.0.0.1:7817", endpoint_file: /var/lib/slurm-shockwave/endpoint}
 policies:
@@ -26,6 +26,7 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.typed_config import build_config
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.registry import POLICIES, make_policy
+from slurm_shockwave.slurm.backend_choice import BACKENDS
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,9 @@ class SlurmConfig:
 
     partition: str = "shockwave"
     round_s: float = 120.0
-    backend: str = "cli"
+    backend: str = "auto"
+    """auto (pyslurm where it imports and matches the running Slurm, else cli), cli or
+    pyslurm: slurm/backend_choice.py."""
     slurm_conf: str | None = None
     prior_epoch_s: float = 600.0
     """Epoch time of a job whose model the throughput table does not know and that has
@@ -74,8 +77,8 @@ class SlurmConfig:
             return "partition", "must be one partition name"
         if not (math.isfinite(self.round_s) and 1 <= self.round_s <= 86400):
             return "round_s", "must be from 1 to 86400 seconds"
-        if self.backend not in ("cli", "pyslurm"):
-            return "backend", "must be cli or pyslurm"
+        if self.backend not in BACKENDS:
+            return "backend", f"must be one of {', '.join(BACKENDS)}"
         if not (math.isfinite(self.prior_epoch_s) and self.prior_epoch_s > 0):
             return "prior_epoch_s", "must be > 0"
         if not (math.isfinite(self.restart_cost_s) and 0 <= self.restart_cost_s <= 86400):

@@ -91,7 +91,8 @@ def test_doctor_passes_and_metrics_show_rounds_and_gap(
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
-        assert "backend cli," in (tmp_path / "serve.log").read_text().splitlines()[0]
+        first_line = (tmp_path / "serve.log").read_text().splitlines()[0]
+        assert "backend cli (config: auto) [auto: pyslurm does not import" in first_line
 
 
 # -- a cluster of our own, broken one setting at a time ------------------------------------

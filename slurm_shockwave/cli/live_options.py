@@ -18,8 +18,9 @@ from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.store import Store
+from slurm_shockwave.slurm.backend_choice import BACKENDS, BackendChoice
 from slurm_shockwave.slurm.protocol import SlurmBackend
-from slurm_shockwave.slurm.pyslurm_backend import make_backend
+from slurm_shockwave.slurm.pyslurm_backend import open_backend
 from slurm_shockwave.slurm.world import (
     IntentLog,
     MemoryIntents,
@@ -38,8 +39,9 @@ def live_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="The managed partition [config slurm.partition: shockwave]."),
         click.option("--slurm-conf", default=None,
                      help="slurm.conf [config slurm.slurm_conf, else $SLURM_CONF]."),
-        click.option("--backend", "kind", type=click.Choice(["cli", "pyslurm"]), default=None,
-                     help="How Slurm is reached [config slurm.backend: cli]."),
+        click.option("--backend", "kind", type=click.Choice(BACKENDS), default=None,
+                     help="How Slurm is reached: auto takes pyslurm where it imports and "
+                          "matches the running Slurm, else cli [config slurm.backend: auto]."),
     )):
         fn = opt(fn)
     return fn
@@ -49,6 +51,8 @@ def live_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 class Live:
     settings: Settings
     backend: SlurmBackend
+    choice: BackendChoice | None = None
+    """Which backend the config's slurm.backend resolved to, and why."""
 
     @property
     def partition(self) -> str:
@@ -61,6 +65,13 @@ class Live:
         name = type(self.backend).__name__.removesuffix("Backend").lower()
         configured = self.settings.slurm.backend
         return name if name == configured else f"{name} (config: {configured})"
+
+    @property
+    def backend_reason(self) -> str:
+        """Why that backend, in one line (``auto: pyslurm does not import ...``)."""
+        if self.choice is None:  # built around a given backend (tests)
+            return f"slurm.backend is {self.settings.slurm.backend}"
+        return self.choice.reason
 
     def policy(self, name: str) -> Policy[Any]:
         return live_policy(self.settings, name)
@@ -113,4 +124,4 @@ def live(config_path: str | None, partition: str | None, slurm_conf: str | None,
     s = replace(s, partition=partition or s.partition, slurm_conf=slurm_conf or s.slurm_conf,
                 backend=kind or s.backend)
     settings = replace(settings, slurm=s)
-    return Live(settings, make_backend(s.backend, slurm_conf=s.slurm_conf))
+    return Live(settings, *open_backend(s.backend, slurm_conf=s.slurm_conf))

@@ -63,8 +63,9 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        log.info("shockwave serve: policy %s, partition %s, backend %s, round %g s, store %s, "
-                 "heartbeat %s%s", name, env.partition, env.backend_in_use, period,
+        log.info("shockwave serve: policy %s, partition %s, backend %s [%s], round %g s, "
+                 "store %s, heartbeat %s%s", name, env.partition, env.backend_in_use,
+                 env.backend_reason, period,
                  path, "none (dry run)" if dry_run else
                  f"{svc.heartbeat} (stale after {loop.stale_after_s:g} s)",
                  ", DRY RUN" if dry_run else "")

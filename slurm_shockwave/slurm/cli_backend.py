@@ -18,6 +18,7 @@ from typing import Any
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import (
+    gpus_in,
     gres_gpu_indices,
     holds_alloc,
     is_held,
@@ -286,6 +287,16 @@ class CliBackend:
                 for node, idx in _within(detail.gpu_alloc, r[4].strip()):
                     used.setdefault(node, set()).update(idx)
         return used
+
+    def gpus_per_job(self, job_ids: Sequence[int]) -> dict[int, int]:
+        """GPUs each pending job of ``job_ids`` asked for with ``--gpus`` (its
+        TresPerJob), for the pyslurm backend, which cannot read it. One listing of the
+        pending jobs: ``squeue -j`` fails whole when one of the ids has gone."""
+        text = self._run(["squeue", "-h", "-t", "PD", "-O", "JobID:|,tres-per-job:"])
+        wanted = set(job_ids)
+        rows = (line.split("|", 1) for line in text.splitlines())
+        return {int(r[0]): gpus_in(r[1]) for r in rows
+                if len(r) == 2 and r[0].isdigit() and int(r[0]) in wanted}
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = nodes_from(self._json(["sinfo", "--json"]))

@@ -4,26 +4,32 @@ pyslurm on PyPI exists only for Slurm 25.11, and ``import pyslurm`` ends the who
 process when no slurm.conf is found. So nothing imports pyslurm at module load: the
 backend first checks for a slurm.conf, then probes the import in a child process, and
 only then imports it here; each failure becomes one SlurmError line saying what is
-missing. Contract tests (tests/test_slurm_contract.py) run where pyslurm imports and are
-skipped with the reason elsewhere. Not exercised on this project's Slurm 22.05 machines.
+missing. The contract tests (tests/test_slurm_contract.py) run it against a Slurm 25.11
+cluster built from source (tests/run-25.11.sh, in CI), where it lists the same jobs and
+nodes as the CLI backend; on Debian's 22.05 they skip with the reason.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
+from slurm_shockwave.slurm.backend_choice import (
+    BACKENDS,
+    BackendChoice,
+    probe_pyslurm,
+    resolve_backend,
+)
 from slurm_shockwave.slurm.cli_backend import slurm_conf_problem
 from slurm_shockwave.slurm.hostlist import expand_indices
 from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 
 Alloc = tuple[tuple[str, tuple[int, ...]], ...]
+# the states a partition's listing holds, as the CLI backend's (squeue -t PD,R,CG,S)
+_LISTED = ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED")
 
 
 def _is_gpu_key(key: Any) -> bool:
@@ -73,18 +79,9 @@ def alloc_from_layout(layout: Any) -> Alloc:
     return tuple(out)
 
 
-def pyslurm_problem() -> str | None:
-    """Why pyslurm cannot be used here, in one line; None if it can."""
-    conf = os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")
-    if not Path(conf).is_file():
-        return f"pyslurm needs a slurm.conf (none at {conf}; set SLURM_CONF)"
-    probe = subprocess.run([sys.executable, "-c", "import pyslurm"], capture_output=True,
-                           text=True, timeout=60, check=False)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
-        return ("pyslurm does not import (pip install 'slurm-shockwave[pyslurm]'; it needs "
-                f"Slurm 25.11's libslurm): {last}")
-    return None
+def pyslurm_problem(slurm_conf: str | None = None) -> str | None:
+    """Why pyslurm cannot drive this cluster, in one line; None if it can."""
+    return slurm_conf_problem(slurm_conf) or probe_pyslurm(slurm_conf).problem()
 
 
 def _get(obj: Any, *names: str, default: Any = None) -> Any:
@@ -96,13 +93,14 @@ def _get(obj: Any, *names: str, default: Any = None) -> Any:
 
 
 class PyslurmBackend:
-    def __init__(self) -> None:
-        problem = pyslurm_problem()
+    def __init__(self, slurm_conf: str | None = None) -> None:
+        problem = pyslurm_problem(slurm_conf)
         if problem:
             raise SlurmError(problem)
         import pyslurm
 
         self._ps: Any = pyslurm
+        self._slurm_conf = slurm_conf
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -115,7 +113,10 @@ class PyslurmBackend:
         out = []
         for j in jobs.values():
             state = str(_get(j, "state", default="UNKNOWN")).upper()
-            reason = str(_get(j, "state_reason", default=""))
+            if partition is not None and not (_get(j, "partition") == partition
+                                              and state in _LISTED):
+                continue
+            reason = str(_get(j, "state_reason", default="") or "")
             priority = int(_get(j, "priority", default=0) or 0)
             nodes = int(_get(j, "num_nodes", default=1) or 1)
             state_ok = holds_alloc(state)
@@ -125,6 +126,7 @@ class PyslurmBackend:
                     layout = j.get_resource_layout_per_node()
                 except Exception:  # pyslurm raises ValueError on an odd host list
                     layout = {}
+            alloc = alloc_from_layout(layout)
             limit = _get(j, "time_limit", default=0)
             out.append(SlurmJob(
                 job_id=int(j.id), name=str(_get(j, "name", default="")),
@@ -134,37 +136,50 @@ class PyslurmBackend:
                 held=is_held(state, priority, reason),
                 comment=str(_get(j, "comment", default="") or ""),
                 admin_comment=str(_get(j, "admin_comment", default="") or ""),
-                gpus=gres_gpus(_get(j, "gres_per_node", "tres_per_node")) * nodes,
+                # --gres=gpu:N per node; a running --gpus=N job: what it was given
+                gpus=(gres_gpus(_get(j, "gres_per_node")) * nodes
+                      or sum(len(idx) for _, idx in alloc)),
                 node_count=nodes,
-                nodes=str(_get(j, "allocated_nodes", "nodelist", default="") or ""),
-                restart_count=int(_get(j, "requeue_count", "restart_count", default=0) or 0),
+                nodes=str(_get(j, "allocated_nodes", default="") or "") if state_ok else "",
+                restart_count=int(_get(j, "requeue_count", default=0) or 0),
                 submit_time=int(_get(j, "submit_time", default=0) or 0),
                 start_time=int(_get(j, "start_time", default=0) or 0) if state_ok else 0,
-                gpu_alloc=alloc_from_layout(layout),
+                gpu_alloc=alloc,
                 time_limit_s=int(limit) * 60 if isinstance(limit, int) and limit > 0 else 0))
-        if partition is not None:
-            out = [j for j in out if j.partition == partition
-                   and j.state in ("PENDING", "RUNNING")]
-        return out
+        return self._with_per_job_gpus(out)
+
+    def _with_per_job_gpus(self, jobs: list[SlurmJob]) -> list[SlurmJob]:
+        """pyslurm 25.11 does not read a job's TresPerJob (``gres/gpu:N``, from
+        ``--gpus=N``: its TRES parser expects ``name=count``), and the job's requested
+        TRES count GPUs only where slurmdbd tracks gres/gpu. So a pending job that shows no
+        GPUs per node is asked of squeue, all such jobs in one call."""
+        unknown = [j.job_id for j in jobs if not j.gpus and j.state == "PENDING"]
+        if not unknown:
+            return jobs
+        from slurm_shockwave.slurm.cli_backend import CliBackend
+
+        per_job = CliBackend(slurm_conf=self._slurm_conf).gpus_per_job(unknown)
+        return [replace(j, gpus=per_job[j.job_id]) if per_job.get(j.job_id) else j
+                for j in jobs]
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = self._call("load nodes", self._ps.Nodes.load)
+        # A node's allocated TRES count GPUs only where slurmdbd tracks gres/gpu, and never
+        # say which: both come from the jobs holding nodes, of every partition.
+        used: dict[str, set[int]] = {}
+        for job in self.list_jobs():
+            for node, idx in job.gpu_alloc:
+                used.setdefault(node, set()).update(idx)
         out: list[SlurmNode] = []
         for n in nodes.values():
             state = tuple(str(s).upper() for s in str(_get(n, "state", default="")).split("+"))
+            idx = tuple(sorted(used.get(str(n.name), ())))
             out.append(SlurmNode(
                 name=str(n.name), state=state,
                 gpus=gres_gpus(_get(n, "configured_gres")),
-                gpus_used=gres_gpus(_get(n, "allocated_gres")),
+                gpus_used=max(gres_gpus(_get(n, "allocated_gres")), len(idx)),
+                gpus_used_idx=idx,
                 partitions=tuple(_get(n, "partitions", default=()) or ())))
-        if any(n.gpus_used for n in out):
-            # pyslurm's nodes count allocated GRES without indices: take them from the
-            # jobs holding nodes, of every partition
-            used: dict[str, set[int]] = {}
-            for job in self.list_jobs():
-                for node, idx in job.gpu_alloc:
-                    used.setdefault(node, set()).update(idx)
-            out = [replace(n, gpus_used_idx=tuple(sorted(used.get(n.name, ())))) for n in out]
         return out
 
     def set_priority(self, job_id: int, priority: int) -> None:
@@ -195,24 +210,39 @@ class PyslurmBackend:
         # sbatch's option parsing is not in pyslurm's API: submission goes through sbatch
         from slurm_shockwave.slurm.cli_backend import CliBackend
 
-        return CliBackend().submit(script, args)
+        return CliBackend(slurm_conf=self._slurm_conf).submit(script, args)
 
     def cancel(self, job_id: int) -> None:
         self._call(f"cancel {job_id}", self._ps.Job(job_id).cancel)
 
 
-def make_backend(kind: str = "cli", *, slurm_conf: str | None = None) -> Any:
-    """``cli`` (default) or ``pyslurm``; a bad name, a missing slurm.conf or an unusable
+def make_backend(kind: str = "auto", *, slurm_conf: str | None = None) -> Any:
+    """``auto`` (default: pyslurm where it imports and matches the running Slurm, else
+    the CLI), ``cli`` or ``pyslurm``; a bad name, a missing slurm.conf or an unusable
     pyslurm is one SlurmError line."""
-    if kind not in ("cli", "pyslurm"):
-        raise SlurmError(f"slurm.backend: unknown backend {kind!r} (cli or pyslurm)")
+    return open_backend(kind, slurm_conf=slurm_conf)[0]
+
+
+def open_backend(kind: str = "auto", *, slurm_conf: str | None = None
+                 ) -> tuple[Any, BackendChoice]:
+    """make_backend's backend, and which one ``kind`` resolved to and why
+    (backend_choice.resolve_backend), for the service's first log line."""
+    if kind not in BACKENDS:
+        raise SlurmError(f"slurm.backend: unknown backend {kind!r} ({', '.join(BACKENDS)})")
     problem = slurm_conf_problem(slurm_conf)
     if problem:
         raise SlurmError(problem)
     if slurm_conf:
         os.environ["SLURM_CONF"] = slurm_conf
-    if kind == "cli":
+    choice = resolve_backend(_Target(kind, slurm_conf))
+    if choice.backend == "cli":
         from slurm_shockwave.slurm.cli_backend import CliBackend
 
-        return CliBackend(slurm_conf=slurm_conf)
-    return PyslurmBackend()
+        return CliBackend(slurm_conf=slurm_conf), choice
+    return PyslurmBackend(slurm_conf), choice
+
+
+@dataclass(frozen=True)
+class _Target:
+    backend: str
+    slurm_conf: str | None
