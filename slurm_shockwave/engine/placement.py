@@ -4,7 +4,9 @@ Rules: a job of up to K GPUs (K = GPUs per node) sits on one node; a larger job 
 whole nodes. Running jobs keep their GPUs when they stay selected, so a round does not
 migrate work needlessly. Selection is greedy by count in the plan's order; a selected
 job that fragmentation leaves without room is skipped and later jobs backfill (a running
-one on its own GPUs when they are free).
+one on its own GPUs when they are free). An elastic job takes the count the plan gives
+it (``Plan.gpus``); a running one placed on another count is resized (diff: a preempt
+plus a start).
 """
 
 from __future__ import annotations
@@ -70,24 +72,30 @@ class _FreeSlots:
 def place(view: ClusterView, plan: Plan) -> Placement:
     jobs = view.by_id()
     order: list[Job] = [jobs[j] for j in plan.order if j in jobs]
+    want = {job.job_id: plan.gpus_of(job) for job in order}
     capacity = view.total_gpus
     selected: list[Job] = []
     used = 0
     for job in order:
-        if used + job.gpus <= capacity:
+        if used + want[job.job_id] <= capacity:
             selected.append(job)
-            used += job.gpus
+            used += want[job.job_id]
     free = _FreeSlots(view)
     out = Placement()
+
+    def stays(job: Job) -> bool:
+        return (job.is_running and len(job.gpu_slots) == want[job.job_id]
+                and free.take_exact(job.gpu_slots))
+
     # Selected running jobs keep their GPUs.
     for job in selected:
-        if job.is_running and job.gpu_slots and free.take_exact(job.gpu_slots):
+        if stays(job):
             out.slots[job.job_id] = job.gpu_slots
     # Then the others, largest first (hardest to fit).
-    for job in sorted(selected, key=lambda j: -j.gpus):
+    for job in sorted(selected, key=lambda j: -want[j.job_id]):
         if job.job_id in out.slots:
             continue
-        got = free.take(job.gpus)
+        got = free.take(want[job.job_id])
         if got is None:
             out.fragmented.add(job.job_id)
         else:
@@ -98,12 +106,13 @@ def place(view: ClusterView, plan: Plan) -> Placement:
         for job in order:
             if free.total == 0:
                 break
-            if job.job_id in out.slots or job.job_id in out.fragmented or job.gpus > free.total:
+            if (job.job_id in out.slots or job.job_id in out.fragmented
+                    or want[job.job_id] > free.total):
                 continue
-            if job.is_running and job.gpu_slots and free.take_exact(job.gpu_slots):
+            if stays(job):
                 out.slots[job.job_id] = job.gpu_slots
                 continue
-            got = free.take(job.gpus)
+            got = free.take(want[job.job_id])
             if got is not None:
                 out.slots[job.job_id] = got
     return out
