@@ -33,6 +33,9 @@ class ShockwaveConfig:
     prediction_noise: float = 0.0
     """Multiply each job's predicted remaining time by a seeded factor in [1-e, 1+e]."""
     seed: int = 0
+    resize_cost_s: float = 20.0
+    """What resizing a running elastic job costs it (checkpoint, requeue, restore), in
+    seconds: a resize must save more over the window (docs/elastic.md)."""
 
     def validate(self) -> tuple[str, str] | None:
         checks = (
@@ -48,6 +51,7 @@ class ShockwaveConfig:
             ("threads", self.threads >= 0, "must be >= 0"),
             ("rel_gap", self.rel_gap >= 0, "must be >= 0"),
             ("prediction_noise", 0 <= self.prediction_noise <= 1, "must be in [0, 1]"),
+            ("resize_cost_s", self.resize_cost_s >= 0, "must be >= 0"),
         )
         for name, ok, message in checks:
             if not ok:
