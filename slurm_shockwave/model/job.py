@@ -18,6 +18,25 @@ class AdaptationMode(str, Enum):
     GNS = "gns"
 
 
+def gpu_counts(gpus: int, gpus_range: tuple[int, int] | None) -> tuple[int, ...]:
+    """See :meth:`JobSpec.gpu_counts`."""
+    if gpus_range is None:
+        return (gpus,)
+    lo, hi = gpus_range
+    counts = {lo, hi} | ({gpus} if lo <= gpus <= hi else set())
+    c = gpus
+    while c % 2 == 0 and c // 2 >= lo:  # halvings
+        c //= 2
+        if c <= hi:
+            counts.add(c)
+    c = gpus * 2
+    while c <= hi:  # doublings
+        if c >= lo:
+            counts.add(c)
+        c *= 2
+    return tuple(sorted(counts))
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """What the user asked for; never changes after submission."""
@@ -44,21 +63,7 @@ class JobSpec:
         inside the range, and the range's ends (so a count of 3-8 still offers 3 and 8);
         ``(gpus,)`` for a fixed job. Powers of two, because throughput tables and
         nodes come in 1/2/4/8."""
-        if self.gpus_range is None:
-            return (self.gpus,)
-        lo, hi = self.gpus_range
-        counts = {lo, hi} | ({self.gpus} if lo <= self.gpus <= hi else set())
-        c = self.gpus
-        while c % 2 == 0 and c // 2 >= lo:  # halvings
-            c //= 2
-            if c <= hi:
-                counts.add(c)
-        c = self.gpus * 2
-        while c <= hi:  # doublings
-            if c >= lo:
-                counts.add(c)
-            c *= 2
-        return tuple(sorted(counts))
+        return gpu_counts(self.gpus, self.gpus_range)
 
 
 @dataclass(frozen=True, slots=True)
