@@ -7,7 +7,9 @@ elastic trace, and ``elastic_greedy`` on the elastic trace; ratios elastic / fix
 0.95x of fixed, worst rho no worse; better than the elastic baseline on worst rho and
 makespan). Prints one JSON object.
 
-    python -m benchmarks.elastic --json [--sizes 120,220,900] [--range 0.5,2]
+    python -m benchmarks.elastic --json [--sizes 120,220,900] [--range 0.5,2] [--out DIR]
+
+``--out DIR`` also writes the comparison plots per size (DIR/elastic_<size>/).
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 from benchmarks.reference_runs import REFERENCE, SETTINGS, machine, reference_workload
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.report.results import summary_record
 from slurm_shockwave.sim.inputs import Workload, build_workload, load_throughputs
-from slurm_shockwave.sim.run import simulate
+from slurm_shockwave.sim.run import SimResult, simulate
 from slurm_shockwave.sim.trace import make_elastic
 
 RUNS = (("shockwave_fixed", "shockwave", False), ("shockwave_elastic", "shockwave", True),
@@ -55,6 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="120,220,900")
     ap.add_argument("--range", dest="factors", default="0.5,2")
+    ap.add_argument("--out", default=None, help="write plots under this directory")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
     low, high = (float(v) for v in args.factors.split(","))
@@ -62,11 +67,18 @@ def main() -> None:
     for size in args.sizes.split(","):
         fixed, elastic, gpus = elastic_workload(size, low, high)
         records: dict[str, dict[str, object]] = {}
+        results: list[SimResult] = []
         for label, policy, is_elastic in RUNS:
             print(f"{size}: {label} ...", file=sys.stderr, flush=True)
             result = simulate(elastic if is_elastic else fixed, make_policy(policy), gpus=gpus)
             records[label] = summary_record(result)
+            results.append(replace(result, policy=label))
         out[size] = {"gpus": gpus, "runs": records, "checks": checks(records)}
+        if args.out:
+            from slurm_shockwave.report.plots import write_plots
+
+            write_plots(results, Path(args.out) / f"elastic_{size}",
+                        f"{size} jobs, {gpus} GPUs, elastic {low:g}x-{high:g}x")
     print(json.dumps({"elastic": out, "range": [low, high], "machine": machine()}))
 
 
