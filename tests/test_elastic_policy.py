@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from slurm_shockwave.model.job import Job
 from slurm_shockwave.policies.gpu_counts import base_counts, grow, rates, worth_resizing
 from slurm_shockwave.policies.registry import make_policy
-from slurm_shockwave.sim.inputs import build_workload
+from slurm_shockwave.sim.inputs import build_workload, load_throughputs
 from slurm_shockwave.sim.run import simulate
-from slurm_shockwave.sim.trace import make_elastic
+from slurm_shockwave.sim.trace import make_elastic, read_trace
 from slurm_shockwave.workloads.bundled import bundled_table
 from tests.builders import a_job, a_spec, a_view, a_workload
+from tests.conftest import reference_file
 
 
 def _elastic(job: Job, lo: int, hi: int, rate: dict[int, float] | None = None) -> Job:
@@ -92,3 +95,20 @@ def test_elastic_shockwave_finishes_a_small_elastic_trace_sooner() -> None:
     a = simulate(fixed, make_policy("shockwave"), gpus=8)
     b = simulate(elastic, make_policy("shockwave"), gpus=8)
     assert b.summary.makespan_s < a.summary.makespan_s
+
+
+@pytest.mark.reference
+def test_on_the_paper_trace_elastic_shockwave_holds_its_measured_claims() -> None:
+    """docs/evaluation.md, "Elastic jobs", 120 jobs / 32 GPUs: makespan <= 0.95x of the
+    same jobs fixed, worst rho no worse, better than elastic_greedy on both."""
+    trace = read_trace(reference_file("traces/120_*.trace"))
+    table = load_throughputs(reference_file("throughputs/tacc_throughputs.json"))
+    fixed = build_workload(trace, table, source="120")
+    elastic = build_workload([make_elastic(j, 0.5, 2) for j in trace], table, source="e")
+    base = simulate(fixed, make_policy("shockwave"), gpus=32).summary
+    ours = simulate(elastic, make_policy("shockwave"), gpus=32).summary
+    greedy = simulate(elastic, make_policy("elastic_greedy"), gpus=32).summary
+    assert ours.makespan_s <= 0.95 * base.makespan_s
+    assert ours.worst_rho <= base.worst_rho
+    assert ours.avg_jct_s < base.avg_jct_s
+    assert ours.makespan_s < greedy.makespan_s and ours.worst_rho < greedy.worst_rho
