@@ -77,7 +77,8 @@ class Live:
         """The live world; with ``feed``, progress and acknowledgements from the reports."""
         s = self.settings.slurm
         world = SlurmCluster(self.backend, WallClock(), partition=s.partition,
-                             round_s=s.round_s, progress=self.table(), intents=intents)
+                             round_s=s.round_s, progress=self.table(), intents=intents,
+                             restart_cost_s=s.restart_cost_s)
         if feed is not None:
             world.progress, world.acked = feed.progress, feed.acked
         return world

@@ -107,6 +107,12 @@ class _Service:
                 self.proc.kill()
 
 
+def live_restore_s(time_scale: float) -> float:
+    """A (re)start's cost in trace seconds: the emulated job's restore plus, on average,
+    half of Slurm's scheduling interval before it starts."""
+    return min(RESTORE_TRACE_S + SCHED_INTERVAL_S / 2 * time_scale, ROUND_TRACE_S - 1)
+
+
 def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
     round_s = ROUND_TRACE_S / settings.time_scale
     path = settings.work_dir / "shockwave.yaml"
@@ -114,7 +120,10 @@ def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
     path.write_text(json.dumps({  # JSON is YAML
         # the jobs train time_scale x faster than the table: the planner's table times
         # must be wall time too, like its round, its clock and the jobs' reports
-        "slurm": {"round_s": round_s, "time_scale": settings.time_scale},
+        # what a (re)start costs here, in wall seconds: the emulated restore plus Slurm's
+        # next scheduling pass, as the simulator's sim_* settings model it
+        "slurm": {"round_s": round_s, "time_scale": settings.time_scale,
+                  "restart_cost_s": live_restore_s(settings.time_scale) / settings.time_scale},
         "service": {"store": str(settings.work_dir / "state.db"), "heartbeat": str(heartbeat),
                     "stale_after_s": max(30.0, 5 * round_s),
                     # one port for the whole run: a restarted service must be where the
@@ -238,7 +247,7 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
     sim_policy = "fifo" if settings.policy == "slurm" else settings.policy
     # the live costs, modelled: a started job waits for Slurm's next scheduling pass (on
     # average half its interval) before its restore, and a requeued job cred_expire + 1 s
-    restore = min(RESTORE_TRACE_S + SCHED_INTERVAL_S / 2 * scale, ROUND_TRACE_S - 1)
+    restore = live_restore_s(scale)
     delay = (settings.cred_expire_s + 1) * scale
 
     def sim(restore_s: float, requeue_delay_s: float) -> Any:

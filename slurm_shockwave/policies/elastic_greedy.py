@@ -5,7 +5,8 @@ not time-slice them: running jobs keep running; waiting jobs are admitted in arr
 order at their smallest usable count (the most jobs at work, the most throughput per
 GPU); GPUs still free go one step at a time to the job whose next count saves the most
 remaining time per extra GPU (greedy marginal gain), a running job only when the
-saving over ``horizon_s`` is worth ``resize_cost_s`` (``policies/gpu_counts.py``).
+saving over ``horizon_s`` is worth the world's ``restart_cost_s``
+(``policies/gpu_counts.py``).
 Fixed-count jobs take their request. Remaining time is epochs left x the current epoch
 time (no prediction), as for the other baselines. docs/policies.md.
 """
@@ -25,14 +26,10 @@ from slurm_shockwave.policies.gpu_counts import grow, usable_counts
 class ElasticGreedyConfig:
     horizon_s: float = 2400.0
     """How far ahead a resize of a running job must pay off (Shockwave's window)."""
-    resize_cost_s: float = 20.0
-    """What a resize costs the job (checkpoint, requeue, restore)."""
 
     def validate(self) -> tuple[str, str] | None:
         if self.horizon_s <= 0:
             return "horizon_s", "must be > 0"
-        if self.resize_cost_s < 0:
-            return "resize_cost_s", "must be >= 0"
         return None
 
 
@@ -59,7 +56,7 @@ class ElasticGreedy(Policy[ElasticGreedyConfig]):
         elastic = [j for j in admitted if j.spec.is_elastic]
         if free > 0 and elastic:
             grow(counts, elastic, view, free, {j.job_id: j.remaining_s_now for j in elastic},
-                 horizon_s=cfg.horizon_s, cost_s=cfg.resize_cost_s)
+                 horizon_s=cfg.horizon_s, cost_s=view.restart_cost_s)
         rest = [j for j in order if j.job_id not in counts]
         gpus = {j.job_id: counts[j.job_id] for j in elastic}
         gpus.update({j.job_id: min(usable_counts(j, view)) for j in rest if j.spec.is_elastic})

@@ -180,8 +180,9 @@ class SlurmCluster:
                  round_s: float = 120.0, progress: ProgressFn | None = None,
                  acked: Callable[[int, float], bool] = lambda _job_id, _since_s: False,
                  intents: IntentLog | None = None, round_index: int = 0,
-                 origin_s: float = 0.0) -> None:
+                 origin_s: float = 0.0, restart_cost_s: float = 60.0) -> None:
         self.backend = backend
+        self.restart_cost_s = restart_cost_s
         self.clock = clock
         self.partition = partition
         self.round_s = round_s
@@ -236,7 +237,8 @@ class SlurmCluster:
                     nodes.append(GpuNode(n.name, len(idx), idx))
         view = ClusterView(now_s=self.clock.now() - self.origin_s,
                            round_index=self.round_index,
-                           round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views))
+                           round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
+                           restart_cost_s=self.restart_cost_s)
         self.round_index += 1
         return view
 

@@ -6,7 +6,8 @@ than its request's and does not make it the longest job left (shrinking the long
 jobs lengthens the makespan); a running job the count it runs on; when those counts
 leave GPUs idle even if every job ran, the idle GPUs go by greedy marginal gain (most
 predicted remaining time saved per extra GPU), to a running job only when the time
-saved over the window is worth a checkpoint and restart (``resize_cost_s``). The market
+saved over the window is worth a checkpoint and restart (the world's
+``restart_cost_s``, as for leases). The market
 (the window program, packing and order) then plans the jobs as fixed-count jobs at
 those counts, so it decides who runs and how often at the width each job will really
 have, while each job's fair finish time stays the one of its request (the metric's
@@ -42,7 +43,7 @@ def choose_counts(view: ClusterView, cfg: ShockwaveConfig) -> dict[JobId, int]:
     elastic = [j for j in view.jobs if j.spec.is_elastic]
     if spare > 0:
         grow(counts, elastic, view, spare, remaining,
-             horizon_s=cfg.window_rounds * view.round_s, cost_s=cfg.resize_cost_s)
+             horizon_s=cfg.window_rounds * view.round_s, cost_s=view.restart_cost_s)
     return counts
 
 

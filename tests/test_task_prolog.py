@@ -1,0 +1,31 @@
+"""The TaskProlog as a plain script (no cluster): how a job finds the service."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_task_prolog_falls_back_to_the_installed_url(tmp_path: Path) -> None:
+    """A compute node that cannot read the service's endpoint file (another host, no
+    shared file system) still finds the service from the URL installed in the script;
+    the endpoint file wins where it can be read."""
+    script = (ROOT / "plugin_scripts" / "task_prolog.sh").read_text()
+    endpoint = tmp_path / "endpoint"
+    script = script.replace('ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"',
+                            f'ENDPOINT_FILE="{endpoint}"')
+    script = script.replace('SERVICE_URL=""', 'SERVICE_URL="http://ctl.example:7817"')
+    path = tmp_path / "task_prolog.sh"
+    path.write_text(script)
+    env = {"PATH": os.environ["PATH"]}
+
+    def run() -> str:
+        return subprocess.run(["sh", str(path)], capture_output=True, text=True, env=env,
+                              timeout=30, check=True).stdout
+
+    assert "export SHOCKWAVE_URL=http://ctl.example:7817" in run()
+    endpoint.write_text("http://127.0.0.1:7999\n")
+    assert "export SHOCKWAVE_URL=http://127.0.0.1:7999" in run()
