@@ -64,6 +64,7 @@ def test_shockwave_leaves_fixed_jobs_alone_and_counts_every_elastic_job() -> Non
                   a_job(1, gpus=1), gpus=8)
     plan = make_policy("shockwave").plan(lone, {}).plan
     assert plan.gpus == {0: 4}  # an idle cluster: the elastic job grows to its maximum
+    assert plan.reasons[0].detail.endswith("gpus=4") and "gpus" not in plan.reasons[1].detail
 
 
 def test_elastic_greedy_admits_in_arrival_order_at_the_smallest_count() -> None:

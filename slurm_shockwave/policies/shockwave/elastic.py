@@ -57,4 +57,7 @@ def plan_elastic(plan_fixed: PlanFn, view: ClusterView, memory: Memory,
     fair_scale = {j.job_id: rates(j)[counts[j.job_id]] for j in view.jobs if j.spec.is_elastic}
     planned = plan_fixed(fixed_view, memory, fair_scale)
     gpus = {j.job_id: counts[j.job_id] for j in view.jobs if j.spec.is_elastic}
-    return Planned(replace(planned.plan, gpus=gpus), planned.memory)
+    # the count shows in each elastic job's reason (queue, explain)
+    reasons = {jid: replace(r, detail=f"{r.detail} gpus={gpus[jid]}".strip())
+               if jid in gpus else r for jid, r in planned.plan.reasons.items()}
+    return Planned(replace(planned.plan, gpus=gpus, reasons=reasons), planned.memory)
