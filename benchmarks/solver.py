@@ -13,7 +13,7 @@ policy's own ``plan()`` is called twice, as in a simulation:
 Each is the policy's program (fairness caps, relaxation weights, its window order and
 packing). ``certified_gap`` is the policy's own certificate: |bound - objective| /
 |objective| where ``objective`` is the packed schedule's value (the plan that runs) and
-``bound`` the optimum of a finished LP relaxation or MILP (inf, "unknown", when every
+``bound`` the optimum of a finished LP relaxation or MILP (null, "unknown", when every
 solve stopped at a limit, or when packing broke a fairness cap). Top-level keys are the
 slower of the two rounds; both are under ``solves``.
 

@@ -67,7 +67,19 @@ NODELIST="sw-node[1-$LAST]"
 for ((g = 0; g < GPUS; g++)); do
   [ -e "$STATE/dev/nvidia$g" ] || mknod "$STATE/dev/nvidia$g" c 1 3
 done
-for ((n = 1; n <= NODES; n++)); do mkdir -p "$STATE/spool/sw-node$n"; done
+# slurmstepd's socket is <spool>/<node>_<job>.<step>: a Unix socket path has at most 107
+# bytes, and a long --state-dir (a test's tmp_path) made every launch fail ("launch failed
+# requeued held"). A long state dir gets its spool in a short directory of its own.
+SPOOL="$STATE/spool"
+if [ "${#SPOOL}" -gt 48 ]; then
+  if [ -s "$STATE/spool-root" ] && [ -d "$(cat "$STATE/spool-root")" ]; then
+    SPOOL="$(cat "$STATE/spool-root")"
+  else
+    SPOOL="$(mktemp -d /tmp/sw-spool.XXXXXX)"
+    echo "$SPOOL" > "$STATE/spool-root"
+  fi
+fi
+for ((n = 1; n <= NODES; n++)); do mkdir -p "$SPOOL/sw-node$n"; done
 
 # munge: reuse a running munged, else start one and remember that we did.
 if ! pgrep -x munged >/dev/null; then
@@ -94,7 +106,7 @@ fi
   echo "CredType=cred/munge"
   echo "AuthInfo=cred_expire=$CRED_EXPIRE"
   echo "StateSaveLocation=$STATE/ctld"
-  echo "SlurmdSpoolDir=$STATE/spool/%n"
+  echo "SlurmdSpoolDir=$SPOOL/%n"
   echo "SlurmctldPidFile=$STATE/run/slurmctld.pid"
   echo "SlurmdPidFile=$STATE/run/slurmd-%n.pid"
   echo "SlurmctldLogFile=$STATE/log/slurmctld.log"

@@ -75,5 +75,9 @@ for stepd in $(cluster_stepds); do
   for pid in $(descendants "$stepd") "$stepd"; do kill -KILL "$pid" 2>/dev/null; done
   left=$((left + 1))
 done
+# the short spool directory start.sh made for a long state dir (only ever /tmp/sw-spool.*):
+# slurmd's scratch, of no use once the daemons are gone; the state dir keeps the logs
+root="$(cat "$STATE/spool-root" 2>/dev/null)"
+case "$root" in /tmp/sw-spool.?*) rm -rf "$root"; rm -f "$STATE/spool-root" ;; esac
 [ "$PURGE" = 1 ] && rm -rf "$STATE"
 echo "stopped ${#pids[@]} daemon(s) from $STATE; cancelled $cancelled job(s); killed $left leftover slurmstepd(s)" >&2

@@ -88,7 +88,7 @@ def test_a_running_elastic_job_is_resized_without_losing_progress(
     first = _round(world, _Only(jid, 4))
     assert {a.kind for a in first.actions} == {ActionKind.PREEMPT, ActionKind.START}
     wait_for(lambda: "checkpoint signal: saved" in out.read_text(), 20, "the checkpoint")
-    saved = int(re.findall(r"checkpoint signal: saved (\d+)/40", out.read_text())[-1])
+    saved = float(re.findall(r"checkpoint signal: saved ([\d.]+)/40", out.read_text())[-1])
     assert saved >= 3
 
     def requeued() -> bool:
@@ -104,7 +104,9 @@ def test_a_running_elastic_job_is_resized_without_losing_progress(
     text = out.read_text()
     before, _, after = text.partition("DUE TO JOB REQUEUE")
     done_before = max(int(n) for n in re.findall(r"(?m)^epoch (\d+)/40", before))
-    resumed = re.search(r"resumed from \S+: (\d+)/40 epochs done.*\(restart 1\)", after)
-    # every epoch finished before the requeue is kept (it trained on from its checkpoint
-    # while the service waited out the grace; each epoch end is a checkpoint too)
-    assert resumed is not None and int(resumed[1]) == done_before >= saved, text
+    resumed = re.search(r"resumed from \S+: ([\d.]+)/40 epochs done.*\(restart 1\)", after)
+    # nothing is lost: the restart resumes at least where the checkpoint signal saved
+    # (printed to 3 digits) and past every epoch finished before the requeue (it trained
+    # on from its checkpoint while the service waited out the grace)
+    assert resumed is not None, text
+    assert float(resumed[1]) >= max(saved - 0.05, done_before), text

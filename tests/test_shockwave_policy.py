@@ -237,3 +237,30 @@ def test_notes_citations_point_at_the_shared_reference() -> None:
             for m in re.finditer(r".{0,30}NOTES\.md", f.read_text(encoding="utf-8"))
             if not m.group(0).endswith("../shared/reference/shockwave/NOTES.md")]
     assert not bare
+
+
+def test_memory_is_plain_json_every_round() -> None:
+    """The service stores the policy's memory as strict JSON (no inf or NaN): a round
+    whose memory cannot be written fails whole, so an unknown gap must be null, not inf.
+    Seen live: every round whose packing broke a fairness cap failed and was retried.
+    This job set (16 GPUs, three 8-GPU jobs) gave such a round."""
+    import json
+
+    from slurm_shockwave.model.cluster import ClusterView, GpuNode
+    from slurm_shockwave.policies.shockwave.policy import Shockwave
+    from tests.builders import a_job
+
+    policy = Shockwave.from_mapping({})
+    jobs = tuple(a_job(i, gpus=g, epochs=e, epoch_s=t) for i, (g, e, t) in enumerate(
+        ((8, 74, 30.0), (2, 65, 300.0), (8, 13, 300.0), (1, 65, 100.0), (8, 34, 30.0),
+         (4, 20, 100.0))))
+    memory: dict[str, object] = {}
+    gaps = []
+    for r in range(3):
+        view = ClusterView(now_s=120.0 * r, round_index=r, round_s=120.0,
+                           nodes=(GpuNode("n0", 16),), jobs=jobs[: 4 + r],
+                           num_jobs_total=len(jobs))
+        memory = dict(policy.plan(view, memory).memory)
+        json.dumps(memory, allow_nan=False)
+        gaps.append(memory["plan"]["solve"]["gap"])  # type: ignore[index]
+    assert None in gaps  # the unknown certificate, as JSON's null

@@ -251,3 +251,24 @@ def test_plan_command_is_a_dry_run_unless_applied(backend, jobs) -> None:
     applied = plan("--apply")
     assert applied[a]["outcome"] == "applied"
     wait_for(lambda: all(job(backend, x).state == "RUNNING" for x in (a, b)), 30)
+
+
+def test_a_cluster_in_a_long_directory_still_launches_jobs(tmp_path: Path) -> None:
+    """slurmstepd's socket lives in the spool directory and a Unix socket path has at most
+    107 bytes: a cluster started in a deep directory (a test's tmp_path) failed every
+    launch ("launch failed requeued held"). start.sh moves such a spool to a short one."""
+    import subprocess
+
+    from slurm_shockwave.live.cluster import LocalCluster
+
+    deep = tmp_path / ("d" * 60) / "cluster"
+    offset = int(os.environ.get("SHOCKWAVE_TEST_PORT_OFFSET", "0") or 0)
+    with LocalCluster(deep, nodes=1, gpus_per_node=1, ctld_port=17817 + offset + 70,
+                      node_port_base=17900 + offset + 70) as env:
+        root = (deep / "spool-root").read_text().strip()
+        assert root.startswith("/tmp/sw-spool.")
+        out = tmp_path / "hi.out"
+        subprocess.run(["sbatch", "-p", "other", "-o", str(out), "--wrap", "echo hi"],
+                       env=env, check=True, capture_output=True, timeout=30)
+        wait_for(lambda: out.exists() and "hi" in out.read_text(), 60, "the job ran")
+    assert not Path(root).exists()  # stopped and purged with the cluster

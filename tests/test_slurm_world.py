@@ -187,7 +187,7 @@ def test_a_running_elastic_job_is_resized_by_checkpoint_requeue_and_gres() -> No
     resize = [Action(ActionKind.PREEMPT, 1, ("n1:0", "n1:1")), Action(ActionKind.START, 1, four)]
     first = world.apply(resize)
     assert [r.outcome for r in first.results] == [Outcome.DEFERRED, Outcome.DEFERRED]
-    assert fake.signals == [(1, "USR1")] and 1 in world.intents  # not cancelled by the start
+    assert fake.signals == [(1, "USR1")] and 1 in world.intents  # a move: not "kept"
     clock.t += 31
     world.observe()
     world.apply(resize)  # the grace is over: requeue-hold
@@ -208,3 +208,24 @@ def test_a_multi_node_resize_updates_the_node_count() -> None:
     slots = tuple(f"n{i}:{k}" for i in (1, 2) for k in range(4))
     world.apply([Action(ActionKind.START, 1, slots)])
     assert fake.jobs[1].gpus == 8 and fake.jobs[1].node_count == 2
+
+
+def test_a_migration_signals_once_and_completes_the_checkpoint() -> None:
+    """The plan moves a running job (preempt + start in one round, e.g. to clear a node
+    for a wide job). Live that is checkpoint, requeue, start: the start waits, and the
+    checkpoint is not forgotten as if the plan had kept the job (seen live: the job was
+    signalled again every round and never moved)."""
+    world, fake, clock = cluster(running(1))
+    world.observe()
+    move = [Action(ActionKind.PREEMPT, 1), Action(ActionKind.START, 1, ("n1:1",))]
+    first = {r.action.kind: r.outcome for r in world.apply(move).results}
+    assert first == {ActionKind.PREEMPT: Outcome.DEFERRED, ActionKind.START: Outcome.DEFERRED}
+    clock.t += 4
+    world.observe()
+    again = {r.action.kind: r.outcome for r in world.apply(move).results}
+    assert again[ActionKind.PREEMPT] == Outcome.DEFERRED
+    assert fake.signals == [(1, "USR1")]  # signalled once, not every round
+    clock.t += 31
+    world.observe()
+    world.apply(move)
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1

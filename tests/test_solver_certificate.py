@@ -51,12 +51,14 @@ def check(inp: WindowInputs) -> dict[str, float]:
     opt = per_round_optimum(inp)
     if not np.isfinite(opt):
         return cert
-    assert cert["bound"] >= opt - 1e-9                  # never on the wrong side
+    # no bound (None) is allowed; a bound is never on the wrong side
+    assert cert["bound"] is None or cert["bound"] >= opt - 1e-9
     if cert["feasible"]:
         assert cert["objective"] <= opt + 1e-9          # the plan is a real schedule
-        assert cert["gap"] >= relative_gap(opt, cert["objective"]) - 1e-9
+        assert cert["gap"] is None or cert["gap"] >= relative_gap(opt, cert["objective"]) - 1e-9
+        assert (cert["gap"] is None) == (cert["bound"] is None)
     else:
-        assert cert["gap"] == float("inf")
+        assert cert["gap"] is None  # unknown: JSON null, as the store keeps it
     return cert
 
 

@@ -12,6 +12,7 @@ settings): Slurm starts a released job at its next scheduling pass (on average h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,9 +163,32 @@ def _poll(env: dict[str, str], jobs: dict[int, JobState]) -> None:
         job.restarts = number(obj.get("restart_cnt"))
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends a run like Ctrl-C: the cluster, the service and the jobs it started are
+    stopped on the way out (a process started in the background ignores SIGINT)."""
+    def handler(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_live(settings: LiveSettings,
              on_tick: Callable[[LiveStatus], None] | None = None) -> dict[str, Any]:
     """Run the trace on a cluster of our own; one JSON-able dict of results."""
+    with _sigterm_as_interrupt():
+        return _run_live(settings, on_tick)
+
+
+def _run_live(settings: LiveSettings,
+              on_tick: Callable[[LiveStatus], None] | None) -> dict[str, Any]:
     trace = load_trace(settings.trace)
     workload = build_workload(trace, load_throughputs(settings.throughputs),
                               source=settings.trace or "demo")
@@ -218,6 +242,11 @@ def run_live(settings: LiveSettings,
                 if submit.poll() is not None and len(jobs) == len(trace) \
                         and len(finished) == len(jobs):
                     break
+                if submit.poll() not in (None, 0) or (submit.poll() == 0 and len(jobs) < len(trace)
+                                                       and not reader.is_alive()):
+                    raise RuntimeError(
+                        f"trace submit exited with {submit.returncode} after {len(jobs)} of "
+                        f"{len(trace)} jobs (see {settings.work_dir / 'submit.log'})")
                 every = settings.kill_service_every_s
                 if service and every and time.monotonic() - last_kill >= every:
                     service.kill_and_restart()

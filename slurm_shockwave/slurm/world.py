@@ -18,8 +18,8 @@ encoded once, here, as the order of operations:
 - an elastic job (hint ``gpus=LO-HI``) started at another count than Slurm holds gets
   its GRES (and node count, for several nodes) updated while pending, before its
   release: Slurm accepts GRES updates only for pending jobs. A running one is resized
-  by its checkpoint (the preemption above), requeue-hold, and next round, pending,
-  the GRES update and release (docs/elastic.md);
+  as it is moved (a preempt plus a start): its checkpoint and requeue-hold, and once
+  pending, the GRES update and release (docs/elastic.md);
 - a managed job pending without the planner's approval (released by its owner) is held
   again, and so is every managed pending job the plan does not start; user holds become
   admin holds so owners cannot release them behind the planner's back.
@@ -275,10 +275,13 @@ class SlurmCluster:
     def apply(self, actions: Sequence[Action]) -> ApplyResult:
         now = self.clock.now()
         results: list[ActionResult] = []
-        starts = [a for a in actions if a.kind == ActionKind.START]
-        approved = {a.job_id for a in actions if a.kind != ActionKind.PREEMPT}
-        resizing = {a.job_id for a in starts if (j := self._jobs.get(a.job_id))
-                    and j.state == "RUNNING" and a.gpu_slots and len(a.gpu_slots) != j.gpus}
+        moving = ({a.job_id for a in actions if a.kind == ActionKind.PREEMPT}
+                  & {a.job_id for a in actions if a.kind == ActionKind.START})
+        # a migration (preempt + start of one job) is a preemption now and a start once
+        # the job is pending again: its checkpoint must not be forgotten as "kept"
+        starts = [a for a in actions if a.kind == ActionKind.START and a.job_id not in moving]
+        approved = {a.job_id for a in actions
+                    if a.kind != ActionKind.PREEMPT and a.job_id not in moving}
 
         # 1. preemption: signal (if the job handles one) then requeue-hold. A checkpoint
         # in flight from an earlier round (or an earlier process) goes on unless the plan
@@ -299,10 +302,10 @@ class SlurmCluster:
             if r.outcome == Outcome.APPLIED:
                 self._forget(r.action.job_id)
         results += requeued
-        # a job the plan keeps or restarts is no longer being checkpointed (unless it is
-        # being resized: its checkpoint and requeue come first)
+        # a job the plan keeps or restarts is no longer being checkpointed (a moving or
+        # resized job is neither: its checkpoint and requeue come first)
         for jid in list(self.intents):
-            if jid in approved and jid not in resizing:
+            if jid in approved:
                 self._forget(jid)
 
         # 2. starts: a pending elastic job's GRES first (only pending jobs accept it), then
@@ -322,10 +325,6 @@ class SlurmCluster:
             if job is None:
                 results.append(ActionResult(a, Outcome.REJECTED, "not in the managed queue"))
                 continue
-            if job.state == "RUNNING" and a.job_id in resizing:
-                results.append(ActionResult(a, Outcome.DEFERRED, f"resize {job.gpus} -> "
-                                            f"{len(a.gpu_slots)} GPUs after its requeue"))
-                continue
             if job.state == "RUNNING":
                 results.append(ActionResult(a, Outcome.APPLIED, "already running"))
                 continue
@@ -336,6 +335,8 @@ class SlurmCluster:
                 results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
         results += [ActionResult(a, Outcome.APPLIED) for a in actions
                     if a.kind == ActionKind.KEEP]
+        results += [ActionResult(a, Outcome.DEFERRED, "moving: starts once requeued")
+                    for a in actions if a.kind == ActionKind.START and a.job_id in moving]
 
         # 3. everything else pending in the managed partition waits, held by the admin:
         # job_submit.lua's hold is a user hold (JobHeldUser) that the owner may release;
@@ -390,6 +391,15 @@ class SlurmCluster:
             return None
         return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} sent; requeue after ack or "
                                                  f"at +{ck.deadline_s - now:.0f}s")
+
+    def complete_checkpoint(self, job_id: int) -> bool:
+        """Between rounds: requeue-hold a job whose checkpoint (signalled by an earlier
+        round) it acknowledged just now. False when no checkpoint of it is in flight."""
+        if job_id not in self.intents:
+            return False
+        self.backend.requeue([job_id], hold=True)
+        self._forget(job_id)
+        return True
 
     def _forget(self, job_id: int) -> None:
         if self.intents.pop(job_id, None) is not None:

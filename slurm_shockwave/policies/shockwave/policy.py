@@ -11,6 +11,7 @@ predicted remaining work.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -57,8 +58,10 @@ def certificate(inputs: WindowInputs, solution: WindowSolution, schedule: list[l
     """The gap of the plan that runs: the packed schedule (what ``pack`` kept of the
     solver's rounds) valued by the window program, against the solver's bound.
 
-    ``gap`` is inf ("unknown") when no finished solve gave a bound, or when packing lost
-    rounds a fairness cap needed (the plan that runs then breaks the program).
+    ``gap`` is None ("unknown") when no finished solve gave a bound, or when packing lost
+    rounds a fairness cap needed (the plan that runs then breaks the program); ``bound``
+    None when no finished solve gave one. The values are JSON's (no inf or NaN): they live
+    in the policy's memory, which the service stores as JSON.
     """
     index = {jid: i for i, jid in enumerate(ids)}
     placed = np.zeros(len(ids), dtype=int)
@@ -66,8 +69,12 @@ def certificate(inputs: WindowInputs, solution: WindowSolution, schedule: list[l
         for jid in round_jobs:
             placed[index[jid]] += 1
     objective, feasible = evaluate(inputs, placed)
-    gap = relative_gap(solution.bound, objective) if feasible else float("inf")
-    return {"gap": gap, "objective": objective, "bound": solution.bound,
+    gap = relative_gap(solution.bound, objective) if feasible else math.inf
+
+    def finite(x: float) -> float | None:
+        return float(x) if math.isfinite(x) else None
+
+    return {"gap": finite(gap), "objective": finite(objective), "bound": finite(solution.bound),
             "feasible": feasible, "rounds_lost": int((solution.rounds - placed).sum())}
 
 
