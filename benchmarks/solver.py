@@ -11,18 +11,24 @@ policy's own ``plan()`` is called twice, as in a simulation:
   the heavy programs of a long simulation.
 
 Each is the policy's program (fairness caps, relaxation weights, its window order and
-packing). ``certified_gap`` is the policy's own certificate: |bound - objective| /
+packing). With ``--trace 120|220|900`` the programs are instead every one the policy
+solves while simulating that reference trace (up to ``--max-rounds``), and the top-level
+keys are the slowest solve's, with a summary of all under ``simulation``.
+
+``certified_gap`` is the policy's own certificate: |bound - objective| /
 |objective| where ``objective`` is the packed schedule's value (the plan that runs) and
 ``bound`` the optimum of a finished LP relaxation or MILP (null, "unknown", when every
 solve stopped at a limit, or when packing broke a fairness cap). Top-level keys are the
 slower of the two rounds; both are under ``solves``.
 
     python -m benchmarks.solver --jobs 2000 --rounds 20 --json
+    python -m benchmarks.solver --trace 900 --max-rounds 140 --json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -30,9 +36,12 @@ import random
 import time
 from typing import Any
 
+import numpy as np
+
 from slurm_shockwave.model.cluster import ClusterView, GpuNode
 from slurm_shockwave.model.job import Job, JobProgress
 from slurm_shockwave.model.lifecycle import Phase
+from slurm_shockwave.model.plan import Memory, Planned
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
 from slurm_shockwave.policies.shockwave.policy import Shockwave
 from slurm_shockwave.sim.generate import TraceShape, generate
@@ -65,17 +74,59 @@ def measure(policy: Shockwave, view: ClusterView, memory: dict[str, Any]) -> dic
     planned = policy.plan(view, memory)
     wall = time.perf_counter() - started
     plan = planned.memory["plan"]
-    solve = plan["solve"]
-    return {
-        "build_s": round(solve["build_s"], 4),
-        "solve_s": round(solve["wall_s"] - solve["build_s"], 4), "wall_s": round(wall, 4),
-        "certified_gap": solve["gap"], "objective": solve["objective"],
-        "bound": solve["bound"], "status": solve["status"], "backend": solve["backend"],
-        "feasible": solve["feasible"], "rounds_lost_in_packing": solve["rounds_lost"],
-        "relaxed": plan["relaxed"],
-        "behind_rho_max": sum(r > policy.config.rho_max for r in plan["rho"].values()),
-        "memory": planned.memory,
-    }
+    return {**record(plan["solve"], len(view.jobs), plan["relaxed"]), "wall_s": round(wall, 4),
+            "behind_rho_max": sum(r > policy.config.rho_max for r in plan["rho"].values()),
+            "memory": planned.memory}
+
+
+def record(solve: dict[str, Any], jobs: int, relaxed: bool) -> dict[str, Any]:
+    return {"jobs": jobs, "build_s": round(solve["build_s"], 4),
+            "solve_s": round(solve["wall_s"] - solve["build_s"], 4),
+            "wall_s": round(solve["wall_s"], 4), "certified_gap": solve["gap"],
+            "solver_gap": solve["solver_gap"],
+            "objective": solve["objective"], "bound": solve["bound"],
+            "status": solve["status"], "backend": solve["backend"],
+            "feasible": solve["feasible"], "rounds_lost_in_packing": solve["rounds_lost"],
+            "relaxed": relaxed}
+
+
+class Recording(Shockwave):
+    """The policy, unchanged, keeping a record of each program it solves."""
+
+    solves: list[dict[str, Any]]
+
+    def plan(self, view: ClusterView, memory: Memory) -> Planned:
+        planned = super().plan(view, memory)
+        plan = planned.memory.get("plan")
+        if plan and plan["start"] == view.round_index and planned.memory["solves"] > \
+                memory.get("solves", 0):
+            self.solves.append(record(plan["solve"], len(view.jobs), plan["relaxed"]))
+        return planned
+
+
+def in_simulation(trace: str, config: ShockwaveConfig, max_rounds: int) -> dict[str, Any]:
+    from benchmarks.reference_runs import reference_workload
+    from slurm_shockwave.sim.run import simulate
+
+    workload, gpus = reference_workload(trace)
+    policy = Recording(config)
+    policy.solves = []
+    with contextlib.suppress(RuntimeError):  # stopped at --max-rounds: solves so far count
+        simulate(workload, policy, gpus=gpus, max_rounds=max_rounds)
+    solves = policy.solves
+    slowest = max(solves, key=lambda r: r["wall_s"])
+    finite = [r["certified_gap"] for r in solves if r["certified_gap"] is not None]
+    return {**slowest, "gpus": gpus, "simulation": {
+        "trace": trace, "max_rounds": max_rounds, "solves": len(solves),
+        "wall_s_total": round(sum(r["wall_s"] for r in solves), 3),
+        "wall_s_max": slowest["wall_s"],
+        "certified_gap_max_known": max(finite, default=None),
+        "certified_gap_median_known": float(np.median(finite)) if finite else None,
+        "solver_gap_max": max((r["solver_gap"] for r in solves if r["solver_gap"] is not None),
+                              default=None),
+        "gap_unknown": len(solves) - len(finite),
+        "stopped_at_node_limit": sum(r["status"] == "feasible" for r in solves),
+        "rounds_lost_in_packing": sum(r["rounds_lost_in_packing"] for r in solves)}}
 
 
 def main() -> None:
@@ -88,15 +139,26 @@ def main() -> None:
     ap.add_argument("--max-nodes", type=int, default=ShockwaveConfig.max_nodes)
     ap.add_argument("--rel-gap", type=float, default=ShockwaveConfig.rel_gap)
     ap.add_argument("--k", type=float, default=ShockwaveConfig.k)
+    ap.add_argument("--gpus", type=int, default=None, help="default: N / 3.5")
     ap.add_argument("--late-windows", type=float, default=4.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trace", choices=("120", "220", "900"), default=None,
+                    help="measure every program a simulation of this reference trace solves")
+    ap.add_argument("--max-rounds", type=int, default=1_000_000)
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
-    jobs = synthetic_jobs(args.jobs, args.seed)
-    gpus = max(8, int(args.jobs / 3.5) // 8 * 8)
-    policy = Shockwave(ShockwaveConfig(
+    config = ShockwaveConfig(
         window_rounds=args.rounds, k=args.k, solver=args.backend, max_nodes=args.max_nodes,
-        time_limit_s=args.time_limit_s, rel_gap=args.rel_gap))
+        time_limit_s=args.time_limit_s, rel_gap=args.rel_gap)
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    if args.trace:
+        print(json.dumps({"rounds": args.rounds, **in_simulation(args.trace, config,
+                                                                  args.max_rounds),
+                          "machine": machine}))
+        return
+    jobs = synthetic_jobs(args.jobs, args.seed)
+    gpus = args.gpus or max(8, int(args.jobs / 3.5) // 8 * 8)
+    policy = Shockwave(config)
     nodes = tuple(GpuNode(f"n{i}", 8) for i in range(gpus // 8))
     arrived = max(j.spec.arrival_s for j in jobs)
     first_view = ClusterView(arrived, 0, ROUND_S, nodes, tuple(jobs), len(jobs))
@@ -107,11 +169,8 @@ def main() -> None:
     late = measure(policy, late_view, first.pop("memory"))
     late.pop("memory")
     worst = max((first, late), key=lambda r: r["wall_s"])
-    print(json.dumps({
-        "jobs": args.jobs, "rounds": args.rounds, "gpus": gpus, **worst,
-        "solves": {"first": first, "late": late},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-    }))
+    print(json.dumps({"rounds": args.rounds, "gpus": gpus, **worst,
+                      "solves": {"first": first, "late": late}, "machine": machine}))
 
 
 if __name__ == "__main__":

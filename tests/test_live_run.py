@@ -40,18 +40,10 @@ def test_sixteen_emulated_jobs_complete_through_service_kills(tmp_path: Path) ->
     db = sqlite3.connect(f"file:{tmp_path / 'state.db'}?mode=ro", uri=True)
     kinds = dict(db.execute("SELECT kind, COUNT(*) FROM reports GROUP BY kind").fetchall())
     assert kinds.get("progress", 0) > 100
-    # an acknowledged checkpoint: requeued before the hint's grace (30 s) ran out
-    rows = db.execute("SELECT a.job_id, a.outcome, r.at_s FROM actions a JOIN rounds r "
-                      "ON r.id = a.round_id WHERE a.kind = 'preempt' ORDER BY r.id").fetchall()
-    signalled: dict[int, float] = {}
-    shortened = []
-    for jid, outcome, at_s in rows:
-        if outcome == "deferred":
-            signalled.setdefault(jid, at_s)
-        elif outcome == "applied" and jid in signalled:
-            shortened.append(at_s - signalled.pop(jid))
-    # (whether this trace preempts at all depends on the plan; the deterministic check is
-    # test_service_live.py::test_an_acknowledged_checkpoint_requeues_long_before_the_grace)
+    # an acknowledged checkpoint is requeued as the acknowledgement arrives, between
+    # rounds (whether this trace preempts at all depends on the plan; the deterministic
+    # check is test_service_live.py::test_an_acknowledged_checkpoint_requeues_long_before_the_grace)
+    log = (tmp_path / "serve.log").read_text()
     if kinds.get("checkpointed"):
-        assert shortened and min(shortened) < 30.0
-    assert "Traceback" not in (tmp_path / "serve.log").read_text()
+        assert "checkpoint acknowledged, requeued" in log
+    assert "Traceback" not in log

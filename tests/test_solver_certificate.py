@@ -7,6 +7,7 @@ not fall below it, and the reported gap must cover the true one.
 
 from __future__ import annotations
 
+import json
 from itertools import combinations, combinations_with_replacement
 
 import numpy as np
@@ -51,14 +52,13 @@ def check(inp: WindowInputs) -> dict[str, float]:
     opt = per_round_optimum(inp)
     if not np.isfinite(opt):
         return cert
-    # no bound (None) is allowed; a bound is never on the wrong side
-    assert cert["bound"] is None or cert["bound"] >= opt - 1e-9
+    assert cert["bound"] is not None and cert["bound"] >= opt - 1e-9  # never below
     if cert["feasible"]:
         assert cert["objective"] <= opt + 1e-9          # the plan is a real schedule
         assert cert["gap"] is None or cert["gap"] >= relative_gap(opt, cert["objective"]) - 1e-9
         assert (cert["gap"] is None) == (cert["bound"] is None)
     else:
-        assert cert["gap"] is None  # unknown: JSON null, as the store keeps it
+        assert cert["gap"] is None                      # unknown, not small
     return cert
 
 
@@ -110,6 +110,12 @@ def test_a_solve_stopped_by_a_limit_gives_no_bound(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(pw, "solve", stopped)
     sol = solve_window(inp)
     assert sol.bound == float("inf") and sol.gap == float("inf")
+    schedule = pack({i: int(sol.rounds[i]) for i in range(inp.n)},
+                    {i: int(inp.gpus[i]) for i in range(inp.n)}, list(range(inp.n)),
+                    inp.capacity, inp.rounds)
+    cert = certificate(inp, sol, schedule, list(range(inp.n)))
+    assert cert["gap"] is None and cert["bound"] is None
+    json.dumps(cert, allow_nan=False)  # the live store keeps memory as strict JSON
 
 
 def test_highs_reports_no_bound_when_its_node_limit_stops_it() -> None:

@@ -36,7 +36,7 @@ class ShockwaveConfig:
     """highs | gurobi (refused when gurobipy or its licence is missing; a model too large
     for a size-limited licence is solved by HiGHS) | auto (Gurobi when it solves, else
     HiGHS)."""
-    max_nodes: int = 1000
+    max_nodes: int = 200
     """Branch-and-bound nodes per solve: a deterministic work limit, so a simulation gives
     the same results on a busy machine."""
     time_limit_s: float | None = None

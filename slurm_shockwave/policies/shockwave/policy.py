@@ -11,7 +11,6 @@ predicted remaining work.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -59,9 +58,8 @@ def certificate(inputs: WindowInputs, solution: WindowSolution, schedule: list[l
     solver's rounds) valued by the window program, against the solver's bound.
 
     ``gap`` is None ("unknown") when no finished solve gave a bound, or when packing lost
-    rounds a fairness cap needed (the plan that runs then breaks the program); ``bound``
-    None when no finished solve gave one. The values are JSON's (no inf or NaN): they live
-    in the policy's memory, which the service stores as JSON.
+    rounds a fairness cap needed (the plan that runs then breaks the program). Values are
+    finite or None: the live store keeps memory as strict JSON.
     """
     index = {jid: i for i, jid in enumerate(ids)}
     placed = np.zeros(len(ids), dtype=int)
@@ -69,13 +67,15 @@ def certificate(inputs: WindowInputs, solution: WindowSolution, schedule: list[l
         for jid in round_jobs:
             placed[index[jid]] += 1
     objective, feasible = evaluate(inputs, placed)
-    gap = relative_gap(solution.bound, objective) if feasible else math.inf
-
-    def finite(x: float) -> float | None:
-        return float(x) if math.isfinite(x) else None
-
-    return {"gap": finite(gap), "objective": finite(objective), "bound": finite(solution.bound),
+    gap = relative_gap(solution.bound, objective) if feasible else float("inf")
+    return {"gap": _known(gap), "objective": _known(objective),
+            "bound": _known(solution.bound),
+            "solver_gap": _known(solution.gap),  # of the unpacked rounds: packing's cost shows
             "feasible": feasible, "rounds_lost": int((solution.rounds - placed).sum())}
+
+
+def _known(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
 
 
 _FALLBACKS = ("rounded_lp", "greedy")
