@@ -1,7 +1,7 @@
 --[==[ slurm-shockwave job_submit.lua (Slurm's job_submit/lua plugin; Lua 5.1).
 
 For jobs in the managed partition: validate the adaptation hint given with
-`sbatch --comment "bs=... epochs=... [model=...] [mode=...] [signal=... [grace=...]]"`,
+`sbatch --comment "bs=... epochs=... [model=...] [mode=...] [gpus=LO-HI] [signal=... [grace=...]]"`,
 reject a malformed one at submit time with a message naming the field, store the
 normalised hint in the admin-only comment (users cannot change it after submit), and,
 while the scheduler service is alive (its heartbeat file is fresh), hold the job so
@@ -25,8 +25,10 @@ local MODELS = {
   resnet18 = "ResNet-18", resnet50 = "ResNet-50", transformer = "Transformer",
   lm = "LM", recommendation = "Recommendation",
 }
-local KEYS = { model = true, bs = true, epochs = true, mode = true, signal = true, grace = true }
-local KEY_LIST = "model, bs, epochs, mode, signal, grace"
+local KEYS = { model = true, bs = true, epochs = true, mode = true, gpus = true,
+               signal = true, grace = true }
+local KEY_LIST = "model, bs, epochs, mode, gpus, signal, grace"
+local MAX_GPUS = 1024
 local MODES = { static = true, accordion = true, gns = true }
 local SIGNALS = { USR1 = true, USR2 = true, TERM = true, INT = true, HUP = true }
 local MAX_BYTES = 1000
@@ -97,6 +99,17 @@ function shockwave_parse_hint(text)
   if not MODES[mode] then
     return nil, "mode", "expected static, accordion or gns, got " .. shown(mode)
   end
+  local gpus = nil
+  if seen.gpus then
+    local lo, hi = string.match(seen.gpus, "^([0-9]+)%-([0-9]+)$")
+    lo = lo and #lo <= 4 and tonumber(lo)
+    hi = hi and #hi <= 4 and tonumber(hi)
+    if not lo or not hi or lo < 1 or lo > hi or hi > MAX_GPUS then
+      return nil, "gpus", "expected LO-HI with integers 1 <= LO <= HI <= " .. MAX_GPUS
+                          .. ", got " .. shown(seen.gpus)
+    end
+    gpus = string.format("%d-%d", lo, hi)
+  end
   local signal = nil
   if seen.signal then
     signal = string.upper(seen.signal)
@@ -118,6 +131,7 @@ function shockwave_parse_hint(text)
   local out = "shockwave:v1 "
   if model ~= "" then out = out .. "model=" .. model .. " " end
   out = out .. string.format("bs=%d epochs=%d mode=%s", bs, epochs, mode)
+  if gpus then out = out .. " gpus=" .. gpus end
   if signal then out = out .. string.format(" signal=%s grace=%d", signal, grace) end
   return out
 end

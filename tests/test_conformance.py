@@ -15,6 +15,7 @@ from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import build_workload
 from slurm_shockwave.sim.run import make_nodes, simulate
+from slurm_shockwave.sim.trace import make_elastic
 from slurm_shockwave.sim.world import SimulatedCluster
 from tests.builders import a_table
 
@@ -22,14 +23,18 @@ SCENARIOS = {
     "pool": dict(gpus=8, gpus_per_node=None, seed=1),
     "nodes": dict(gpus=16, gpus_per_node=4, seed=2),
     "tight": dict(gpus=8, gpus_per_node=8, seed=3),
+    "elastic": dict(gpus=16, gpus_per_node=4, seed=4, elastic=True),
 }
 
 
-def _workload(seed: int):
+def _workload(seed: int, elastic: bool = False):
     shape = TraceShape(num_jobs=24, mean_gap_s=60, min_h=0.05, max_h=0.5, num_durations=20,
                        mode_mix=(0.2, 0.4, 0.4), gpu_mix=(0.5, 0.3, 0.15, 0.05))
     table = a_table()
-    return build_workload(generate(shape, table, seed), table, source=f"seed{seed}")
+    jobs = generate(shape, table, seed)
+    if elastic:  # ranges 0.5x-2x, so 8-GPU jobs may reach 16 (whole nodes)
+        jobs = [make_elastic(j, 0.5, 2) for j in jobs]
+    return build_workload(jobs, table, source=f"seed{seed}")
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
@@ -37,7 +42,7 @@ def _workload(seed: int):
 def test_policy_conforms(name: str, scenario: str) -> None:
     cfg = SCENARIOS[scenario]
     gpus, per_node = cfg["gpus"], cfg["gpus_per_node"]
-    workload = _workload(cfg["seed"])
+    workload = _workload(cfg["seed"], bool(cfg.get("elastic")))
     world = SimulatedCluster(workload, make_nodes(gpus, per_node))
     policy = make_policy(name)
     memory: dict = {}
@@ -56,8 +61,8 @@ def test_policy_conforms(name: str, scenario: str) -> None:
         assert len(slots) == len(set(slots)) <= gpus
         view = {j.job_id: j for j in world.observe().jobs}
         for a in holding:
-            need = view[a.job_id].gpus
-            assert len(a.gpu_slots) == need
+            need = len(a.gpu_slots)  # the request, or one of an elastic job's counts
+            assert need in view[a.job_id].spec.gpu_counts()
             nodes = {s.rsplit(":", 1)[0] for s in a.gpu_slots}
             if need <= per_node_size:
                 assert len(nodes) == 1

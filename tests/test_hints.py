@@ -84,8 +84,10 @@ def test_lua_accepts_exactly_the_same_language() -> None:
 # -- random strings through both parsers -------------------------------------------------
 _VALUES = ["resnet18", "ResNet-50", "lm", "my.model+x", "-x", "32", "0", "007", "+5",
            "1000000", "1000001", "100000", "3600", "3601", "gns", "static", "GNS",
-           "usr1", "SIGTERM", "sig", "kill", "=", "9.5", "1e3", "\u0669", "\u017f", ""]
-_KEYS = ["model", "bs", "epochs", "mode", "signal", "grace", "colour", "Bs", ""]
+           "usr1", "SIGTERM", "sig", "kill", "=", "9.5", "1e3", "\u0669", "\u017f", "",
+           "1-4", "2-2", "4-2", "0-1", "1-1024", "1-1025", "01-0008", "12345-1", "1-", "-4",
+           "1--4", "1-4-8", "\u0661-2"]
+_KEYS = ["model", "bs", "epochs", "mode", "gpus", "signal", "grace", "colour", "Bs", ""]
 _SEPS = [" ", "  ", "\t", "\n", "\r\n", "\f", "\v", "\u00a0", "\u2003", "\x00", "", "\u0085"]
 _token = st.one_of(
     st.builds(lambda k, v: f"{k}={v}", st.sampled_from(_KEYS),
@@ -96,7 +98,8 @@ _token = st.one_of(
 )
 _valid = st.lists(st.sampled_from(
     ["model=resnet18", "model=Res.Net-50", "model=x1", "bs=32", "epochs=9", "mode=gns",
-     "mode=accordion", "signal=usr1", "signal=SIGHUP", "grace=120", "bs=7", "epochs=1"]),
+     "mode=accordion", "signal=usr1", "signal=SIGHUP", "grace=120", "bs=7", "epochs=1",
+     "gpus=1-8", "gpus=2-2", "gpus=8-2"]),
     max_size=7, unique=True).map(" ".join)
 _hint_text = st.one_of(
     _valid,

@@ -14,7 +14,7 @@ def order(name: str, *jobs, gpus: int = 4, now_s: float = 0.0, memory=None, **co
 
 def test_registry_names() -> None:
     assert list(POLICIES) == ["fifo", "srtf", "las", "gavel", "themis", "allox", "ossp", "mst",
-                              "gandiva_fair", "shockwave"]
+                              "gandiva_fair", "shockwave", "elastic_greedy"]
     with pytest.raises(InputError, match="unknown policy 'nope'"):
         make_policy("nope")
 

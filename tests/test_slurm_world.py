@@ -165,6 +165,51 @@ def test_table_epoch_times_are_wall_time_under_a_time_scale() -> None:
         == 600.0
 
 
+ELASTIC = "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=static gpus=1-4 signal=USR1 grace=30"
+
+
+def test_a_pending_elastic_job_gets_its_gres_before_its_release() -> None:
+    world, fake, _ = cluster(replace(held(1, gpus=2), admin_comment=ELASTIC))
+    view = world.observe()
+    assert view.jobs[0].spec.gpus_range == (1, 4)
+    assert dict(view.jobs[0].progress.rate_by_gpus)[2] == 1.0
+    result = world.apply([Action(ActionKind.START, 1, ("n1:0", "n1:1", "n1:2", "n1:3"))])
+    assert result.count(Outcome.APPLIED) == 1
+    assert fake.jobs[1].gpus == 4 and not fake.jobs[1].held
+    fake.tick()
+    assert len(fake.jobs[1].gpu_alloc[0][1]) == 4
+
+
+def test_a_running_elastic_job_is_resized_by_checkpoint_requeue_and_gres() -> None:
+    world, fake, clock = cluster(replace(running(1, 2), admin_comment=ELASTIC))
+    world.observe()
+    four = ("n1:0", "n1:1", "n1:2", "n1:3")
+    resize = [Action(ActionKind.PREEMPT, 1, ("n1:0", "n1:1")), Action(ActionKind.START, 1, four)]
+    first = world.apply(resize)
+    assert [r.outcome for r in first.results] == [Outcome.DEFERRED, Outcome.DEFERRED]
+    assert fake.signals == [(1, "USR1")] and 1 in world.intents  # a move: not "kept"
+    clock.t += 31
+    world.observe()
+    world.apply(resize)  # the grace is over: requeue-hold
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
+    view = world.observe()
+    assert view.jobs[0].gpus == 2 and not view.jobs[0].is_running
+    world.apply([Action(ActionKind.START, 1, four)])
+    assert fake.jobs[1].gpus == 4 and not fake.jobs[1].held
+    assert fake.signals == [(1, "USR1")]
+
+
+def test_a_multi_node_resize_updates_the_node_count() -> None:
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave",)) for i in (1, 2)])
+    fake.add(replace(held(1, gpus=4), admin_comment=ELASTIC.replace("1-4", "2-8"),
+                     node_count=1))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    slots = tuple(f"n{i}:{k}" for i in (1, 2) for k in range(4))
+    world.apply([Action(ActionKind.START, 1, slots)])
+    assert fake.jobs[1].gpus == 8 and fake.jobs[1].node_count == 2
+
+
 def test_a_migration_signals_once_and_completes_the_checkpoint() -> None:
     """The plan moves a running job (preempt + start in one round, e.g. to clear a node
     for a wide job). Live that is checkpoint, requeue, start: the start waits, and the

@@ -18,7 +18,7 @@ from slurm_shockwave.model.typed_config import build_config
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.sim.generate import ARRIVALS, DURATIONS, TraceShape, generate
 from slurm_shockwave.sim.inputs import DEMO_TRACE, build_workload, load_throughputs, load_trace
-from slurm_shockwave.sim.trace import TraceJob, to_gavel_line, to_json_line
+from slurm_shockwave.sim.trace import TraceJob, make_elastic, to_gavel_line, to_json_line
 from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.hints import parse_hint
 from slurm_shockwave.slurm.protocol import SlurmError
@@ -85,6 +85,23 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
         click.echo(f"wrote {len(jobs)} jobs to {out}", err=True)
     else:
         click.echo(text, nl=False)
+
+
+@trace.command("elastic")
+@click.argument("trace_file")
+@click.option("--range", "factors", default="0.5,2", show_default=True,
+              help="LO,HI: each job's GPU range as multiples of its request.")
+@click.option("--out", type=click.Path(dir_okay=False), required=True,
+              help="Write the elastic trace here (JSON lines).")
+@one_line_errors
+def elastic_cmd(trace_file: str, factors: str, out: str) -> None:
+    """Make every job of TRACE elastic: range LO x .. HI x its GPU request (docs/elastic.md)."""
+    low, high = _floats(factors, 2, "--range")
+    if not 0 < low <= 1 <= high:
+        raise click.BadParameter("expected 0 < LO <= 1 <= HI", param_hint="--range")
+    jobs = [make_elastic(j, low, high) for j in load_trace(trace_file)]
+    Path(out).write_text("".join(to_json_line(j) + "\n" for j in jobs), encoding="utf-8")
+    click.echo(f"wrote {len(jobs)} elastic jobs to {out}", err=True)
 
 
 @trace.command("show")

@@ -32,8 +32,10 @@ class EmulatorSettings:
 
 def hint_comment(spec: JobSpec) -> str:
     """The adaptation hint (docs/hints.md) for ``sbatch --comment``."""
+    elastic = (f" gpus={spec.gpus_range[0]}-{spec.gpus_range[1]}"
+               if spec.gpus_range is not None else "")
     return (f"model={spec.model} bs={spec.init_bs} epochs={spec.num_epochs} "
-            f"mode={spec.mode.value} signal={SIGNAL} grace={GRACE_S}")
+            f"mode={spec.mode.value}{elastic} signal={SIGNAL} grace={GRACE_S}")
 
 
 def gpu_args(gpus: int) -> list[str]:

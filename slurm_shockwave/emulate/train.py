@@ -26,7 +26,8 @@ from slurm_shockwave.model.job import AdaptationMode, JobSpec
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.workloads.adaptation import bs_schedule
 from slurm_shockwave.workloads.catalog import MODELS
-from slurm_shockwave.workloads.profile import build_profile, epoch_seconds
+from slurm_shockwave.workloads.profile import build_profile
+from slurm_shockwave.workloads.scaling import relative_rates
 
 SLICE_S = 0.1
 """Longest single sleep: the job notices its checkpoint signal within this."""
@@ -46,7 +47,8 @@ def epoch_plan(model: str, init_bs: int, epochs: int, mode: AdaptationMode, gpus
 
     The batch sizes follow the simulator's profile for the job as submitted (``gpus``);
     the durations are those of the GPUs the job got (``actual_gpus``), from the table
-    when it has them, else the submitted GPUs' time scaled by gpus / actual_gpus.
+    when it has them, else the submitted GPUs' time scaled by the prior of
+    ``workloads/scaling.py`` (as the simulator does for an elastic job).
     A model the table lacks needs ``epoch_s`` (seconds per epoch at full scale on
     ``gpus`` GPUs, the same at every batch size; catalogue models keep their pattern).
     """
@@ -60,13 +62,15 @@ def epoch_plan(model: str, init_bs: int, epochs: int, mode: AdaptationMode, gpus
                              field="model") from None
         sizes = (bs_schedule(mode, model, init_bs, gpus, epochs) if model in MODELS
                  else [init_bs] * epochs)
-        return tuple(Epoch(b, epoch_s * gpus / got) for b in sizes)
+        factor = relative_rates({gpus: 1.0}, [got], gpus)[got]
+        return tuple(Epoch(b, epoch_s / factor) for b in sizes)
     plan = []
     for e, b in enumerate(profile.bs_by_epoch):
         seconds = profile.epoch_s(e)
         if got != gpus:
-            seconds = (epoch_seconds(model, b, got, table) if table.has(model, b, got)
-                       else seconds * gpus / got)
+            known = {c: table.steps_per_s(model, b, c) for c in {1, 2, 4, 8, gpus, got}
+                     if table.has(model, b, c)}
+            seconds /= relative_rates(known or {gpus: 1.0}, [got], gpus)[got]
         plan.append(Epoch(b, seconds))
     return tuple(plan)
 

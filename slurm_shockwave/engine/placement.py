@@ -5,11 +5,14 @@ whole nodes. Running jobs keep their GPUs when they stay selected, so a round do
 migrate work needlessly. Selection is greedy by count in the plan's order; a selected
 job that fragmentation leaves without room gets nodes cleared for it when that runs more
 of the selection (the running jobs there move), otherwise it is skipped and later jobs
-backfill (a running one on its own GPUs when they are free).
+backfill (a running one on its own GPUs when they are free). An elastic job takes the
+count the plan gives it (``Plan.gpus``); a running one placed on another count is
+resized (diff: a preempt plus a start).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_shockwave.model.cluster import ClusterView
@@ -73,20 +76,22 @@ def _node(slot: str) -> str:
     return slot.rsplit(":", 1)[0]
 
 
-def _place_selected(view: ClusterView, selected: list[Job],
+def _place_selected(view: ClusterView, selected: list[Job], want: Mapping[JobId, int],
                     cleared: frozenset[str] = frozenset()) -> tuple[Placement, _FreeSlots]:
-    """Selected running jobs keep their GPUs (except on ``cleared`` nodes), then the
-    others take GPUs largest first (hardest to fit)."""
+    """Selected running jobs keep their GPUs (except on ``cleared`` nodes, or when the
+    plan resizes them: ``want`` is each job's count), then the others take GPUs largest
+    first (hardest to fit)."""
     free = _FreeSlots(view)
     out = Placement()
     for job in selected:
-        if (job.is_running and job.gpu_slots and not cleared.intersection(map(_node, job.gpu_slots))
+        if (job.is_running and len(job.gpu_slots) == want[job.job_id]
+                and not cleared.intersection(map(_node, job.gpu_slots))
                 and free.take_exact(job.gpu_slots)):
             out.slots[job.job_id] = job.gpu_slots
-    for job in sorted(selected, key=lambda j: -j.gpus):
+    for job in sorted(selected, key=lambda j: -want[j.job_id]):
         if job.job_id in out.slots:
             continue
-        got = free.take(job.gpus)
+        got = free.take(want[job.job_id])
         if got is None:
             out.fragmented.add(job.job_id)
         else:
@@ -94,8 +99,8 @@ def _place_selected(view: ClusterView, selected: list[Job],
     return out, free
 
 
-def _defragment(view: ClusterView, selected: list[Job], out: Placement,
-                free: _FreeSlots) -> tuple[Placement, _FreeSlots]:
+def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int],
+                out: Placement, free: _FreeSlots) -> tuple[Placement, _FreeSlots]:
     """Selected jobs that fragmentation left out (small jobs scattered over every node, so
     no node has room for a wide one) get nodes cleared for them: nodes whose running jobs
     all come later in the plan's order (a job never displaces one the policy ranks above
@@ -112,8 +117,8 @@ def _defragment(view: ClusterView, selected: list[Job], out: Placement,
                 held[node].append(jid)
     used = {n: sum(len(jobs[j].gpu_slots) for j in jids) for n, jids in held.items()}
     cleared: set[str] = set()
-    for jid in sorted(out.fragmented, key=lambda j: (-jobs[j].gpus, rank[j])):
-        need = -(-jobs[jid].gpus // max(view.gpus_per_node, 1))
+    for jid in sorted(out.fragmented, key=lambda j: (-want[j], rank[j])):
+        need = -(-want[jid] // max(view.gpus_per_node, 1))
         movable = sorted((n for n, jids in held.items() if n not in cleared
                           and all(rank[j] > rank[jid] for j in jids)),
                          key=lambda n: (used[n], n))
@@ -121,10 +126,10 @@ def _defragment(view: ClusterView, selected: list[Job], out: Placement,
             cleared.update(movable[:need])
     if not cleared:
         return out, free
-    again, left = _place_selected(view, selected, frozenset(cleared))
+    again, left = _place_selected(view, selected, want, frozenset(cleared))
 
     def placed(p: Placement) -> int:
-        return sum(jobs[j].gpus for j in p.slots)
+        return sum(want[j] for j in p.slots)
 
     better = set(out.slots) <= set(again.slots) and placed(again) > placed(out)
     return (again, left) if better else (out, free)
@@ -133,28 +138,31 @@ def _defragment(view: ClusterView, selected: list[Job], out: Placement,
 def place(view: ClusterView, plan: Plan) -> Placement:
     jobs = view.by_id()
     order: list[Job] = [jobs[j] for j in plan.order if j in jobs]
+    want = {job.job_id: plan.gpus_of(job) for job in order}
     capacity = view.total_gpus
     selected: list[Job] = []
     used = 0
     for job in order:
-        if used + job.gpus <= capacity:
+        if used + want[job.job_id] <= capacity:
             selected.append(job)
-            used += job.gpus
-    out, free = _place_selected(view, selected)
+            used += want[job.job_id]
+    out, free = _place_selected(view, selected, want)
     if out.fragmented:
-        out, free = _defragment(view, selected, out, free)
+        out, free = _defragment(view, selected, want, out, free)
     # Backfill what fragmentation left, in plan order; a running job stays where it runs
     # if it still can (best fit alone may swap two running jobs: a needless migration).
     if out.fragmented:
         for job in order:
             if free.total == 0:
                 break
-            if job.job_id in out.slots or job.job_id in out.fragmented or job.gpus > free.total:
+            if (job.job_id in out.slots or job.job_id in out.fragmented
+                    or want[job.job_id] > free.total):
                 continue
-            if job.is_running and job.gpu_slots and free.take_exact(job.gpu_slots):
+            if (job.is_running and len(job.gpu_slots) == want[job.job_id]
+                    and free.take_exact(job.gpu_slots)):
                 out.slots[job.job_id] = job.gpu_slots
                 continue
-            got = free.take(job.gpus)
+            got = free.take(want[job.job_id])
             if got is not None:
                 out.slots[job.job_id] = got
     return out

@@ -18,6 +18,25 @@ class AdaptationMode(str, Enum):
     GNS = "gns"
 
 
+def gpu_counts(gpus: int, gpus_range: tuple[int, int] | None) -> tuple[int, ...]:
+    """See :meth:`JobSpec.gpu_counts`."""
+    if gpus_range is None:
+        return (gpus,)
+    lo, hi = gpus_range
+    counts = {lo, hi} | ({gpus} if lo <= gpus <= hi else set())
+    c = gpus
+    while c % 2 == 0 and c // 2 >= lo:  # halvings
+        c //= 2
+        if c <= hi:
+            counts.add(c)
+    c = gpus * 2
+    while c <= hi:  # doublings
+        if c >= lo:
+            counts.add(c)
+        c *= 2
+    return tuple(sorted(counts))
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """What the user asked for; never changes after submission."""
@@ -31,6 +50,20 @@ class JobSpec:
     num_epochs: int
     priority_weight: float = 1.0
     user: str = ""
+    gpus_range: tuple[int, int] | None = None
+    """(LO, HI) for an elastic job (hint ``gpus=LO-HI``): the planner may run it on any
+    of :meth:`gpu_counts`; None: the job runs on ``gpus`` only (docs/elastic.md)."""
+
+    @property
+    def is_elastic(self) -> bool:
+        return self.gpus_range is not None
+
+    def gpu_counts(self) -> tuple[int, ...]:
+        """The counts the job may run on, ascending: the request times a power of two
+        inside the range, and the range's ends (so a count of 3-8 still offers 3 and 8);
+        ``(gpus,)`` for a fixed job. Powers of two, because throughput tables and
+        nodes come in 1/2/4/8."""
+        return gpu_counts(self.gpus, self.gpus_range)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +84,14 @@ class JobProgress:
     bs_history: tuple[tuple[int, int], ...] = ()
     """(batch size, epochs completed at it), run-length encoded, in order."""
     epoch_s_by_bs: tuple[tuple[int, float], ...] = ()
-    """Known epoch duration at each batch size the job may use (throughput table)."""
+    """Known epoch duration at each batch size the job may use (throughput table), on
+    ``gpus``."""
+    gpus: int = 0
+    """The GPU count the epoch times above are for: the count the job runs (or last
+    ran) on; 0 means its request. Differs from the request only for an elastic job."""
+    rate_by_gpus: tuple[tuple[int, float], ...] = ()
+    """An elastic job's throughput at each of its counts relative to its request, at the
+    current batch size (1.0 at the request); empty for a fixed job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +109,13 @@ class Job:
     @property
     def gpus(self) -> int:
         return self.spec.gpus
+
+    @property
+    def current_gpus(self) -> int:
+        """The count the job runs on now (its slots), else the one it last ran on."""
+        if self.gpu_slots:
+            return len(self.gpu_slots)
+        return self.progress.gpus or self.spec.gpus
 
     @property
     def remaining_epochs(self) -> float:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from slurm_shockwave.model.job import JobId
+from slurm_shockwave.model.job import Job, JobId
 
 
 class ReasonCode(str, Enum):
@@ -43,6 +43,13 @@ class Plan:
 
     order: tuple[JobId, ...]
     reasons: Mapping[JobId, Reason] = field(default_factory=dict)
+    gpus: Mapping[JobId, int] = field(default_factory=dict)
+    """The count an elastic job is to run on (one of ``spec.gpu_counts()``); a job not
+    listed runs on its request. Placing a running job on another count resizes it: a
+    checkpoint and a restart, like a migration (docs/elastic.md)."""
+
+    def gpus_of(self, job: Job) -> int:
+        return self.gpus.get(job.job_id, job.gpus)
 
 
 Memory = Mapping[str, Any]

@@ -8,6 +8,7 @@ from typing import Any
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.allox import Allox
 from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.policies.elastic_greedy import ElasticGreedy
 from slurm_shockwave.policies.fifo import Fifo
 from slurm_shockwave.policies.gandiva_fair import GandivaFair
 from slurm_shockwave.policies.gavel import Gavel
@@ -19,7 +20,7 @@ from slurm_shockwave.policies.srtf import Srtf
 from slurm_shockwave.policies.themis import Themis
 
 _CLASSES: tuple[type[Policy[Any]], ...] = (
-    Fifo, Srtf, Las, Gavel, Themis, Allox, Ossp, Mst, GandivaFair, Shockwave,
+    Fifo, Srtf, Las, Gavel, Themis, Allox, Ossp, Mst, GandivaFair, Shockwave, ElasticGreedy,
 )
 
 

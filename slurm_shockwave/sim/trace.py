@@ -4,15 +4,17 @@ Our format (docs/trace-format.md) has one JSON object per line; ``#`` lines and 
 lines are skipped. Fields: ``model``, ``batch_size`` (required), ``gpus`` (1),
 ``mode`` (static|accordion|gns, default static), ``arrival_s`` (0), exactly one of
 ``epochs`` or ``total_steps`` (steps at the initial batch size), ``priority_weight`` (1),
-``id`` (the line's index), ``user`` ("").
+``id`` (the line's index), ``user`` (""), ``gpus_range`` ([LO, HI]: an elastic job,
+docs/elastic.md; absent: the job runs on ``gpus`` only).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +90,19 @@ def parse_gavel_line(text: str, index: int, *, source: str, line: int) -> TraceJ
 
 
 _JSON_FIELDS = {"id", "model", "batch_size", "gpus", "mode", "arrival_s", "epochs",
-                "total_steps", "priority_weight", "user"}
+                "total_steps", "priority_weight", "user", "gpus_range"}
+
+
+def _gpus_range(value: Any, *, source: str, line: int) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    ok = (isinstance(value, list) and len(value) == 2
+          and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+          and 1 <= value[0] <= value[1])
+    if not ok:
+        raise InputError(f"expected [LO, HI] with integers 1 <= LO <= HI, got {value!r}",
+                         source=source, line=line, field="gpus_range")
+    return int(value[0]), int(value[1])
 
 
 def parse_json_line(text: str, index: int, *, source: str, line: int) -> TraceJob:
@@ -134,6 +148,7 @@ def parse_json_line(text: str, index: int, *, source: str, line: int) -> TraceJo
         priority_weight=_number(obj.get("priority_weight", 1), source=source, line=line,
                                 field="priority_weight", minimum=0),
         user=str(obj.get("user", "")),
+        gpus_range=_gpus_range(obj.get("gpus_range"), source=source, line=line),
     )
     return TraceJob(spec, steps, line=line)
 
@@ -172,9 +187,25 @@ def read_trace(path: str | Path) -> list[TraceJob]:
 
 def to_json_line(job: TraceJob) -> str:
     s = job.spec
-    return json.dumps({"id": s.job_id, "model": s.model, "batch_size": s.init_bs,
-                       "gpus": s.gpus, "mode": s.mode.value, "arrival_s": s.arrival_s,
-                       "total_steps": job.total_steps}, sort_keys=False)
+    obj: dict[str, Any] = {"id": s.job_id, "model": s.model, "batch_size": s.init_bs,
+                           "gpus": s.gpus, "mode": s.mode.value, "arrival_s": s.arrival_s,
+                           "total_steps": job.total_steps}
+    if s.priority_weight != 1.0:
+        obj["priority_weight"] = s.priority_weight
+    if s.user:
+        obj["user"] = s.user
+    if s.gpus_range is not None:
+        obj["gpus_range"] = list(s.gpus_range)
+    return json.dumps(obj, sort_keys=False)
+
+
+def make_elastic(job: TraceJob, low: float, high: float) -> TraceJob:
+    """The job with the range ``low`` x .. ``high`` x its request (at least 1 GPU, the
+    low end rounded down and the high end up, so 0.5-2 of 1 GPU is 1-2)."""
+    g = job.spec.gpus
+    lo = max(1, math.floor(low * g))
+    hi = max(lo, math.ceil(high * g))
+    return replace(job, spec=replace(job.spec, gpus_range=(lo, hi)))
 
 
 def to_gavel_line(job: TraceJob) -> str:

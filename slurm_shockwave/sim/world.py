@@ -9,7 +9,10 @@ paper; a live Slurm's cred_expire + 1 s); a round ends early only when every run
 finished early; with nothing
 running and nothing waiting the clock jumps to the next arrival. A batch-size change
 takes effect at the end of the round in which the job reached the epoch that calls for
-it, and progress is kept in epochs, so steps are rescaled and epochs preserved.
+it, and progress is kept in epochs, so steps are rescaled and epochs preserved. An
+elastic job runs at the throughput of the count it was started on (its profile's epoch
+times at that count); a resize is a preemption plus a start, so it pays ``restore_s``
+as a migration does.
 """
 
 from __future__ import annotations
@@ -52,18 +55,26 @@ class _SimJob:
     finish_s: float | None = None
     cut_off: bool = False
     history: list[list[int]] = field(default_factory=list)
-    known_epoch_s: tuple[tuple[int, float], ...] = ()
+    gpus: int = 0
+    """The count it runs (or last ran) on: its request until an elastic resize."""
 
     def __post_init__(self) -> None:
-        self.known_epoch_s = tuple(sorted(self.profile.epoch_s_by_bs.items()))
+        self.gpus = self.spec.gpus
+
+    @property
+    def epoch_s(self) -> float:
+        return self.profile.epoch_s_at(self.bs, self.gpus)
 
     def view(self) -> Job:
+        by_bs = self.profile.epoch_s_by_gpus.get(self.gpus, self.profile.epoch_s_by_bs)
+        rates = tuple((c, self.profile.epoch_s_by_bs[self.bs] / self.profile.epoch_s_at(self.bs, c))
+                      for c in self.spec.gpu_counts()) if self.spec.is_elastic else ()
         progress = JobProgress(
-            epochs_done=self.epochs_done, bs=self.bs, epoch_s=self.profile.epoch_s_by_bs[self.bs],
+            epochs_done=self.epochs_done, bs=self.bs, epoch_s=self.epoch_s,
             run_s=self.run_s, attained_gpu_s=self.attained_gpu_s, rounds_run=self.rounds_run,
             last_run_round=self.last_run_round,
             bs_history=tuple((b, n) for b, n in self.history),
-            epoch_s_by_bs=self.known_epoch_s)
+            epoch_s_by_bs=tuple(sorted(by_bs.items())), gpus=self.gpus, rate_by_gpus=rates)
         return Job(self.spec, progress, self.phase, self.slots)
 
     def set_phase(self, dst: Phase) -> None:
@@ -144,6 +155,7 @@ class SimulatedCluster:
                 held.update(action.gpu_slots)
                 job.set_phase(Phase.RUNNING)
                 job.slots = action.gpu_slots
+                job.gpus = len(action.gpu_slots)
                 job.started_this_round = True
             results.append(ActionResult(action, Outcome.APPLIED))
         return ApplyResult(tuple(results))
@@ -175,11 +187,11 @@ class SimulatedCluster:
             self.clock.advance_to(start + self.round_s)
             self.round_index += 1
             return
-        self.timeline.append((start, sum(j.spec.gpus for j in running)))
+        self.timeline.append((start, sum(j.gpus for j in running)))
         round_end = start
         for job in running:
             penalty = self.restore_s if job.started_this_round else 0.0
-            epoch_s = job.profile.epoch_s_by_bs[job.bs]
+            epoch_s = job.epoch_s
             left = job.spec.num_epochs - job.epochs_done
             need_s = penalty + left * epoch_s
             used = min(self.round_s, need_s)
@@ -188,12 +200,12 @@ class SimulatedCluster:
                 job.epochs_done + (self.round_s - penalty) / epoch_s)
             self._record_bs(job, before)
             job.run_s += used
-            job.attained_gpu_s += used * job.spec.gpus
+            job.attained_gpu_s += used * job.gpus
             job.rounds_run += 1
             job.last_run_round = self.round_index
             job.started_this_round = False
-            self.busy_gpu_s += used * job.spec.gpus
-            self.restore_gpu_s += min(penalty, used) * job.spec.gpus
+            self.busy_gpu_s += used * job.gpus
+            self.restore_gpu_s += min(penalty, used) * job.gpus
             over = (self.deadline_factor is not None
                     and job.run_s > self.deadline_factor * job.profile.exclusive_s)
             if need_s <= self.round_s or over:

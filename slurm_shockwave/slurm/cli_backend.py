@@ -337,8 +337,9 @@ class CliBackend:
             self._run(["scontrol", "requeuehold" if hold else "requeue",
                        ",".join(map(str, job_ids))])
 
-    def update_gpus(self, job_id: int, gpus: int) -> None:
-        self._run(["scontrol", "update", f"jobid={job_id}", f"gres=gpu:{gpus}"])
+    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
+        count = [] if nodes is None else [f"numnodes={nodes}-{nodes}"]
+        self._run(["scontrol", "update", f"jobid={job_id}", *count, f"gres=gpu:{gpus}"])
 
     def cancel(self, job_id: int) -> None:
         self._run(["scancel", str(job_id)])

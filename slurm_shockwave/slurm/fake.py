@@ -174,11 +174,12 @@ class FakeSlurm:
                 restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",
                 eligible_time=self.now + self.cred_expire_s + 1)
 
-    def update_gpus(self, job_id: int, gpus: int) -> None:
+    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
         j = self._get(job_id)
         if j.state != "PENDING":
             raise SlurmError(f"Job {job_id} is not pending: GRES can change only before it runs")
-        self.jobs[job_id] = replace(j, gpus=gpus)
+        count = nodes if nodes is not None else max(j.node_count, 1)
+        self.jobs[job_id] = replace(j, gpus=gpus * count, node_count=count)
 
     def submit(self, script: str, args: Sequence[str] = ()) -> int:
         """sbatch's -p/--partition, --gres=gpu:N, -N/--nodes and -w/--nodelist are read;

@@ -4,11 +4,13 @@ Grammar (docs/hints.md): ASCII ``key=value`` tokens separated by ASCII whitespac
 optionally prefixed by ``shockwave:`` (``shockwave:v1`` in the normalised form):
 
     bs=<1..1000000> epochs=<1..100000> [model=<label>] [mode=static|accordion|gns]
-    [signal=USR1|USR2|TERM|INT|HUP [grace=<seconds 1..3600>]]
+    [gpus=<LO>-<HI>] [signal=USR1|USR2|TERM|INT|HUP [grace=<seconds 1..3600>]]
 
 ``model`` is an optional free label; a catalogue name (case- and punctuation-insensitive,
 ``resnet18`` = ``ResNet-18``) is normalised to the catalogue's spelling. No ``signal``
 means the job does not handle a checkpoint signal: it is preempted as Slurm does.
+``gpus=LO-HI`` makes the job elastic: the planner may run it on any count in the range
+(docs/elastic.md); without it the job keeps the count it asked Slurm for.
 ``plugin_scripts/job_submit.lua`` implements the same language, message for message;
 both run the cases in ``tests/data/hints.json`` and a property test compares them.
 
@@ -27,12 +29,14 @@ from slurm_shockwave.workloads.catalog import MODELS
 
 PREFIX = "shockwave:v1"
 SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")
-KEYS = ("model", "bs", "epochs", "mode", "signal", "grace")
+KEYS = ("model", "bs", "epochs", "mode", "gpus", "signal", "grace")
+MAX_GPUS = 1024
 MAX_BYTES = 1000
 _WS = " \t\n\r\f\v"
 _SPLIT = re.compile(r"[ \t\n\r\f\v]+")
 _TOKEN = re.compile(r"([a-z_]+)=([!-~]+)")
 _DIGITS = re.compile(r"[0-9]{1,7}")
+_RANGE = re.compile(r"([0-9]{1,4})-([0-9]{1,4})")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+\-]{0,63}")
 _SHOWN = re.compile(r"[!-~]{1,64}")
 _ALIASES = {re.sub(r"[^a-z0-9]", "", name.lower()): name for name in MODELS}
@@ -48,10 +52,14 @@ class Hint:
     """None: the job has not said it handles a checkpoint signal; preempt it as Slurm
     does (requeue: SIGTERM, KillWait, SIGKILL)."""
     grace_s: int = 60
+    gpus_range: tuple[int, int] | None = None
+    """(LO, HI): the GPU counts an elastic job can run on; None: a fixed count."""
 
     def normalised(self) -> str:
         model = f"model={self.model} " if self.model else ""
         text = f"{PREFIX} {model}bs={self.bs} epochs={self.epochs} mode={self.mode.value}"
+        if self.gpus_range is not None:
+            text += f" gpus={self.gpus_range[0]}-{self.gpus_range[1]}"
         if self.signal is not None:
             text += f" signal={self.signal} grace={self.grace_s}"
         return text
@@ -72,6 +80,15 @@ def _integer(field: str, value: str, upper: int) -> int:
     if _DIGITS.fullmatch(value) is None or not 1 <= int(value) <= upper:
         raise _bad(field, f"expected an integer from 1 to {upper}, got {_shown(value)}")
     return int(value)
+
+
+def _gpu_range(value: str) -> tuple[int, int]:
+    m = _RANGE.fullmatch(value)
+    lo, hi = (int(m[1]), int(m[2])) if m else (0, 0)
+    if not 1 <= lo <= hi <= MAX_GPUS:
+        raise _bad("gpus", f"expected LO-HI with integers 1 <= LO <= HI <= {MAX_GPUS}, "
+                           f"got {_shown(value)}")
+    return lo, hi
 
 
 def parse_hint(text: str) -> Hint:
@@ -111,6 +128,7 @@ def parse_hint(text: str) -> Hint:
     mode_text = seen.get("mode", "static")
     if mode_text not in ("static", "accordion", "gns"):
         raise _bad("mode", f"expected static, accordion or gns, got {_shown(mode_text)}")
+    gpus_range = _gpu_range(seen["gpus"]) if "gpus" in seen else None
     signal: str | None = None
     if "signal" in seen:
         signal = seen["signal"].upper().removeprefix("SIG")
@@ -124,4 +142,4 @@ def parse_hint(text: str) -> Hint:
                                 "its checkpoint signal)")
         grace = _integer("grace", seen["grace"], 3600)
     return Hint(bs=bs, epochs=epochs, model=model, mode=AdaptationMode(mode_text),
-                signal=signal, grace_s=grace)
+                signal=signal, grace_s=grace, gpus_range=gpus_range)

@@ -202,8 +202,9 @@ class PyslurmBackend:
         for jid in job_ids:
             self._call(f"requeue {jid}", self._ps.Job(jid).requeue, hold=hold)
 
-    def update_gpus(self, job_id: int, gpus: int) -> None:
-        desc = self._ps.JobSubmitDescription(gres_per_node=f"gpu:{gpus}")
+    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
+        extra = {} if nodes is None else {"nodes": nodes}
+        desc = self._ps.JobSubmitDescription(gres_per_node=f"gpu:{gpus}", **extra)
         self._call(f"gres {job_id}", self._ps.Job(job_id).modify, desc)
 
     def submit(self, script: str, args: Sequence[str] = ()) -> int:

@@ -15,6 +15,11 @@ encoded once, here, as the order of operations:
   is sent (kube-scheduler's "assume"), so a restarted service never signals twice, and it
   is confirmed by observation (the job left RUNNING or its restart count rose) or
   forgotten when the plan keeps the job after all;
+- an elastic job (hint ``gpus=LO-HI``) started at another count than Slurm holds gets
+  its GRES (and node count, for several nodes) updated while pending, before its
+  release: Slurm accepts GRES updates only for pending jobs. A running one is resized
+  as it is moved (a preempt plus a start): its checkpoint and requeue-hold, and once
+  pending, the GRES update and release (docs/elastic.md);
 - a managed job pending without the planner's approval (released by its owner) is held
   again, and so is every managed pending job the plan does not start; user holds become
   admin holds so owners cannot release them behind the planner's back.
@@ -35,7 +40,7 @@ from typing import Protocol
 from slurm_shockwave.clock import Clock
 from slurm_shockwave.model.cluster import ClusterView, GpuNode
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.model.job import Job, JobProgress, JobSpec
+from slurm_shockwave.model.job import Job, JobProgress, JobSpec, gpu_counts
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Action, ActionKind, ActionResult, ApplyResult, Outcome
 from slurm_shockwave.model.throughputs import ThroughputTable
@@ -45,6 +50,7 @@ from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob, S
 from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.catalog import MODELS
 from slurm_shockwave.workloads.profile import epoch_seconds
+from slurm_shockwave.workloads.scaling import relative_rates
 
 log = logging.getLogger(__name__)
 
@@ -84,13 +90,25 @@ def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S,
             limit = job.time_limit_s
             prior = limit / hint.epochs if limit > 0 else prior_epoch_s
             return JobProgress(bs=hint.bs, epoch_s=prior, epoch_s_by_bs=((hint.bs, prior),))
+        nearest = min(known, key=lambda b: (abs(math.log(b / hint.bs)), b))
         if hint.bs not in known:
-            nearest = min(known, key=lambda b: (abs(math.log(b / hint.bs)), b))
             known[hint.bs] = known[nearest]
+        rates = elastic_rates(table, hint, gpus, nearest) if hint.gpus_range else ()
         return JobProgress(bs=hint.bs, epoch_s=known[hint.bs],
-                           epoch_s_by_bs=tuple(sorted(known.items())))
+                           epoch_s_by_bs=tuple(sorted(known.items())), gpus=gpus,
+                           rate_by_gpus=rates)
 
     return progress
+
+
+def elastic_rates(table: ThroughputTable, hint: Hint, gpus: int,
+                  bs: int) -> tuple[tuple[int, float], ...]:
+    """An elastic job's throughput at each of its counts relative to the count Slurm
+    holds for it now: the table's entries at batch size ``bs``, else the prior."""
+    counts = gpu_counts(gpus, hint.gpus_range)
+    known = {c: table.steps_per_s(hint.model, bs, c) for c in {1, 2, 4, 8, gpus, *counts}
+             if table.has(hint.model, bs, c)}
+    return tuple(sorted(relative_rates(known or {gpus: 1.0}, counts, gpus).items()))
 
 
 @dataclass(frozen=True)
@@ -199,7 +217,8 @@ class SlurmCluster:
                      else Phase.RUNNING if j.state == "RUNNING"
                      else Phase.HELD if j.held else Phase.PENDING)
             spec = JobSpec(j.job_id, hint.model, hint.bs, max(j.gpus, 1), hint.mode,
-                           float(j.submit_time) - self.origin_s, hint.epochs, user=j.user)
+                           float(j.submit_time) - self.origin_s, hint.epochs, user=j.user,
+                           gpus_range=hint.gpus_range)
             slots = job_slots(j) if j.state == "RUNNING" else ()
             views.append(Job(spec, self.progress(j, hint), phase, slots))
         self._parsed = {jid: v for jid, v in self._parsed.items() if jid in self._jobs}
@@ -283,12 +302,17 @@ class SlurmCluster:
             if r.outcome == Outcome.APPLIED:
                 self._forget(r.action.job_id)
         results += requeued
-        # a job the plan keeps or restarts is no longer being checkpointed
+        # a job the plan keeps or restarts is no longer being checkpointed (a moving or
+        # resized job is neither: its checkpoint and requeue come first)
         for jid in list(self.intents):
             if jid in approved:
                 self._forget(jid)
 
-        # 2. starts: release (held jobs reject priorities), then pin priorities in plan order
+        # 2. starts: a pending elastic job's GRES first (only pending jobs accept it), then
+        # release (held jobs reject priorities), then pin priorities in plan order
+        regres_failed = self._update_gpus(starts)
+        results += regres_failed.values()
+        starts = [a for a in starts if a.job_id not in regres_failed]
         to_release = [a for a in starts if (j := self._jobs.get(a.job_id)) and j.held]
         release_results = {r.action.job_id: r for r in
                            self._batch(to_release, self.backend.release)}
@@ -324,6 +348,24 @@ class SlurmCluster:
         self.rehold_failures = {jid: err for jid, err in each_job(rehold, self.backend.hold).items()
                                 if err}
         return ApplyResult(tuple(results))
+
+    def _update_gpus(self, starts: Sequence[Action]) -> dict[int, ActionResult]:
+        """Set each pending job's GRES to the count its start places it on: GPUs per node
+        and, when the node count changes, the node count. Returns the refusals."""
+        failed: dict[int, ActionResult] = {}
+        for a in starts:
+            job = self._jobs.get(a.job_id)
+            if job is None or job.state != "PENDING" or not a.gpu_slots \
+                    or len(a.gpu_slots) == job.gpus:
+                continue
+            nodes = len({s.rsplit(":", 1)[0] for s in a.gpu_slots})
+            try:
+                self.backend.update_gpus(a.job_id, len(a.gpu_slots) // nodes,
+                                         nodes=None if nodes == max(job.node_count, 1)
+                                         else nodes)
+            except SlurmError as exc:
+                failed[a.job_id] = ActionResult(a, Outcome.REJECTED, str(exc))
+        return failed
 
     def _preempt(self, a: Action, now: float) -> ActionResult | None:
         """None: requeue it now. Otherwise the result for this round (deferred, done)."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.workloads.adaptation import bs_schedule
 from slurm_shockwave.workloads.catalog import model_info
+from slurm_shockwave.workloads.scaling import relative_rates
 
 
 def epochs_from_steps(total_steps: int, samples_per_epoch: int, init_bs: int) -> int:
@@ -27,6 +28,13 @@ def epochs_from_steps(total_steps: int, samples_per_epoch: int, init_bs: int) ->
 class JobProfile:
     bs_by_epoch: tuple[int, ...]
     epoch_s_by_bs: dict[int, float]
+    """On the job's requested GPU count."""
+    epoch_s_by_gpus: dict[int, dict[int, float]] = field(default_factory=dict)
+    """An elastic job's epoch times on each of its other counts (count -> bs -> s)."""
+
+    def epoch_s_at(self, bs: int, gpus: int) -> float:
+        """Epoch time at batch size ``bs`` on ``gpus`` GPUs (the request when not listed)."""
+        return self.epoch_s_by_gpus.get(gpus, self.epoch_s_by_bs)[bs]
 
     @property
     def num_epochs(self) -> int:
@@ -80,4 +88,20 @@ def build_profile(spec: JobSpec, table: ThroughputTable) -> JobProfile:
     for b in wanted:
         current = b if b in durations else current
         schedule.append(current)
-    return JobProfile(tuple(schedule), durations)
+    return JobProfile(tuple(schedule), durations, elastic_epoch_s(spec, durations, table))
+
+
+def elastic_epoch_s(spec: JobSpec, durations: dict[int, float],
+                    table: ThroughputTable) -> dict[int, dict[int, float]]:
+    """Epoch times of an elastic job on its other counts: from the table where it has
+    the entry, else the prior of ``workloads/scaling.py`` from the counts it has."""
+    others = [c for c in spec.gpu_counts() if c != spec.gpus]
+    out: dict[int, dict[int, float]] = {c: {} for c in others}
+    for b, at_request in durations.items():
+        known = {c: table.steps_per_s(spec.model, b, c) for c in (1, 2, 4, 8, *others)
+                 if table.has(spec.model, b, c)}
+        known.setdefault(spec.gpus, 1.0 / at_request)  # durations come from the table
+        rel = relative_rates(known, others, spec.gpus)
+        for c in others:
+            out[c][b] = at_request / rel[c]
+    return out

@@ -21,7 +21,7 @@ from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
 from slurm_shockwave.policies.base import Policy
-from slurm_shockwave.policies.shockwave import fairness
+from slurm_shockwave.policies.shockwave import elastic, fairness
 from slurm_shockwave.policies.shockwave.commitments import (
     critical_path,
     lease_rounds,
@@ -87,6 +87,14 @@ class Shockwave(Policy[ShockwaveConfig]):
     Config = ShockwaveConfig
 
     def plan(self, view: ClusterView, memory: Memory) -> Planned:
+        if any(j.spec.is_elastic for j in view.jobs):  # elastic jobs: elastic.py
+            return elastic.plan_elastic(self._plan_fixed, view, memory, self.config)
+        return self._plan_fixed(view, memory)
+
+    def _plan_fixed(self, view: ClusterView, memory: Memory,
+                    fair_scale: Mapping[JobId, float] | None = None) -> Planned:
+        """``fair_scale``: per elastic job, its throughput at the planned count relative to
+        its request, so its fair finish time stays the one of its request (elastic.py)."""
         cfg = self.config
         jobs = sorted(view.jobs, key=lambda j: j.job_id)
         if not jobs:
@@ -99,7 +107,8 @@ class Shockwave(Policy[ShockwaveConfig]):
         if changed:
             fair_states = fairness.update_all(fair_states, {
                 j.job_id: j.spec.arrival_s + (est[j.job_id].done_work_s
-                                              + est[j.job_id].remaining_s) / share
+                                              + est[j.job_id].remaining_s)
+                * (fair_scale or {}).get(j.job_id, 1.0) / share
                 for j in jobs}, view.round_index)
         fair = {jid: fairness.target(fair_states[jid], view.round_index, cfg.momentum)
                 for jid in ids}

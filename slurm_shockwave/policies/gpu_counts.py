@@ -1,0 +1,134 @@
+"""GPU counts for elastic jobs: the facts and the greedy step every elastic policy shares.
+
+A job's throughput at each count comes from its progress (``rate_by_gpus``: the
+throughput table or its own reports, with the prior of ``workloads/scaling.py`` for
+counts nobody measured). Its remaining time at another count is the remaining time now
+scaled by the throughput ratio. A resize of a running job is a checkpoint and a
+restart, so it must save more than it costs (``worth_resizing``); a waiting job starts
+at whatever count is chosen for free (it pays its restore either way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.job import Job, JobId
+from slurm_shockwave.workloads.scaling import relative_rates
+
+SHRINK_GAIN = 1.15
+"""A waiting job is started below its request only where that raises its throughput per
+GPU by at least this factor: a near-linear job gains the cluster nothing by shrinking,
+and only runs longer against a finish-time target set at its request."""
+RESIZE_MARGIN = 2.0
+"""A running job is resized only when the time it saves over the horizon is at least
+this many times the resize's cost: estimates are noisy, and a resize is not undone."""
+
+
+def usable_counts(job: Job, view: ClusterView) -> tuple[int, ...]:
+    """The job's counts that the cluster can place: at most one node's GPUs, or whole
+    nodes, and never more than the cluster (the current count always stays usable)."""
+    k, total = view.gpus_per_node, view.total_gpus
+    fits = tuple(c for c in job.spec.gpu_counts()
+                 if c <= total and (c <= k or (k > 0 and c % k == 0)))
+    return fits or (job.current_gpus,)
+
+
+def rates(job: Job) -> dict[int, float]:
+    """Throughput at each of the job's counts (and its current one) relative to its
+    request; from its progress, else the prior scaled from the count it runs on."""
+    known = dict(job.progress.rate_by_gpus)
+    counts = (*job.spec.gpu_counts(), job.current_gpus)
+    if all(c in known for c in counts):
+        return known
+    return relative_rates(known or {job.current_gpus: 1.0}, counts, job.spec.gpus)
+
+
+def remaining_at(job: Job, count: int, remaining_now_s: float) -> float:
+    """Remaining runtime on ``count`` GPUs, from the remaining runtime on its current count."""
+    r = rates(job)
+    return remaining_now_s * r[job.current_gpus] / r[count]
+
+
+def at_count(job: Job, count: int) -> Job:
+    """The job as a fixed-count job on ``count`` GPUs: what a fixed-count planner sees.
+    Epoch times are scaled by the throughput ratio; slots are kept (placement resizes)."""
+    if count == job.current_gpus:
+        return replace(job, spec=replace(job.spec, gpus=count))
+    r = rates(job)
+    f = r[job.current_gpus] / r[count]
+    p = job.progress
+    progress = replace(p, epoch_s=p.epoch_s * f, gpus=count,
+                       epoch_s_by_bs=tuple((b, s * f) for b, s in p.epoch_s_by_bs))
+    return replace(job, spec=replace(job.spec, gpus=count), progress=progress)
+
+
+def base_counts(view: ClusterView, remaining_s: Mapping[JobId, float],
+                critical: float = 1.0) -> dict[JobId, int]:
+    """Every job's count before any growth: a running job keeps the count it runs on (a
+    shrink would cost it a restart to benefit others); a waiting elastic job takes its
+    usable count with the most throughput per GPU where that beats its request's by
+    SHRINK_GAIN, so a busy cluster runs the most work, unless at that count it would
+    need longer than ``critical`` x the longest remaining time of any job at its
+    request: shrinking the longest jobs lengthens the makespan. A fixed job its request."""
+    longest = max((remaining_at(j, j.gpus, remaining_s[j.job_id]) for j in view.jobs),
+                  default=0.0)
+    out: dict[JobId, int] = {}
+    for job in view.jobs:
+        if job.is_running or not job.spec.is_elastic:
+            out[job.job_id] = job.current_gpus if job.spec.is_elastic else job.gpus
+            continue
+        r = rates(job)
+        usable = usable_counts(job, view)
+        request = job.gpus if job.gpus in usable else max(usable, key=lambda c: (r[c] / c, -c))
+        ok = [c for c in usable if c == request or (
+            r[c] / c >= SHRINK_GAIN * r[request] / request
+            and remaining_at(job, c, remaining_s[job.job_id]) <= critical * longest)]
+        out[job.job_id] = max(ok, key=lambda c: (r[c] / c, -c))
+    return out
+
+
+def worth_resizing(job: Job, count: int, remaining_now_s: float, horizon_s: float,
+                   cost_s: float) -> bool:
+    """A waiting job: always (its start pays the restore anyway). A running one: when
+    the time it saves within the horizon exceeds RESIZE_MARGIN x the cost."""
+    if not job.is_running or count == job.current_gpus:
+        return True
+    before = remaining_now_s
+    after = remaining_at(job, count, remaining_now_s)
+    if after >= before:
+        return False
+    span = min(horizon_s, before)
+    saved = span * (1.0 - after / before)
+    return saved >= RESIZE_MARGIN * cost_s
+
+
+def grow(counts: dict[JobId, int], jobs: Sequence[Job], view: ClusterView, spare: int,
+         remaining_s: Mapping[JobId, float], horizon_s: float, cost_s: float) -> int:
+    """Give ``spare`` GPUs to the jobs in ``jobs``, one step up at a time, each time to the
+    step that saves the most remaining time per extra GPU (greedy marginal gain); a
+    running job only where the resize is worth its cost. Updates ``counts``; returns the
+    GPUs left over."""
+    while spare > 0:
+        best: tuple[float, JobId, int] | None = None
+        for job in jobs:
+            jid = job.job_id
+            now = counts[jid]
+            up = [c for c in usable_counts(job, view) if now < c <= now + spare]
+            if not up or remaining_s[jid] <= 0:
+                continue
+            nxt = up[0]
+            r = rates(job)
+            at_now = remaining_at(job, now, remaining_s[jid])
+            gain = at_now * (1.0 - r[now] / r[nxt]) / (nxt - now)
+            if gain <= 0 or not worth_resizing(job, nxt, remaining_s[jid], horizon_s, cost_s):
+                continue
+            if best is None or (gain, -jid) > (best[0], -best[1]):
+                best = (gain, jid, nxt)
+        if best is None:
+            break
+        _, jid, nxt = best
+        spare -= nxt - counts[jid]
+        counts[jid] = nxt
+    return spare

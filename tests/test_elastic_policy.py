@@ -1,0 +1,115 @@
+"""Elastic counts in the planner: Shockwave's choice, the shared greedy step and the
+elastic baseline (docs/elastic.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from slurm_shockwave.model.job import Job
+from slurm_shockwave.policies.gpu_counts import base_counts, grow, rates, worth_resizing
+from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.sim.inputs import build_workload, load_throughputs
+from slurm_shockwave.sim.run import simulate
+from slurm_shockwave.sim.trace import make_elastic, read_trace
+from slurm_shockwave.workloads.bundled import bundled_table
+from tests.builders import a_job, a_spec, a_view, a_workload
+from tests.conftest import reference_file
+
+
+def _elastic(job: Job, lo: int, hi: int, rate: dict[int, float] | None = None) -> Job:
+    progress = replace(job.progress, rate_by_gpus=tuple(sorted((rate or {}).items())))
+    return replace(job, spec=replace(job.spec, gpus_range=(lo, hi)), progress=progress)
+
+
+def test_rates_fall_back_to_the_prior_around_the_current_count() -> None:
+    job = _elastic(a_job(gpus=2), 1, 4)
+    r = rates(job)
+    assert r[2] == 1.0 and r[4] == 1.6 and r[1] == 1 / 1.6
+
+
+def test_a_waiting_job_shrinks_only_where_it_gains_throughput_per_gpu() -> None:
+    poor = _elastic(a_job(0, gpus=4), 2, 8, {2: 0.9, 4: 1.0, 8: 1.1})  # LM-like
+    linear = _elastic(a_job(1, gpus=4), 2, 8, {2: 0.5, 4: 1.0, 8: 2.0})
+    view = a_view(poor, linear, gpus=8)
+    counts = base_counts(view, {0: 500.0, 1: 1000.0})
+    assert counts == {0: 2, 1: 4}
+
+
+def test_the_longest_job_is_not_shrunk_past_the_longest_request() -> None:
+    long = _elastic(a_job(0, gpus=4), 2, 8, {2: 0.6, 4: 1.0, 8: 1.2})
+    view = a_view(long, a_job(1, gpus=1), gpus=8)
+    assert base_counts(view, {0: 9000.0, 1: 1000.0})[0] == 4
+
+
+def test_spare_gpus_go_to_the_largest_saving_per_gpu_and_resizes_must_pay() -> None:
+    waiting = _elastic(a_job(0, gpus=1), 1, 4, {1: 1.0, 2: 2.0, 4: 4.0})
+    running = _elastic(a_job(1, gpus=1, running=True), 1, 2, {1: 1.0, 2: 1.02})
+    view = a_view(waiting, running, gpus=8)
+    counts = {0: 1, 1: 1}
+    left = grow(counts, [waiting, running], view, 6, {0: 1000.0, 1: 1000.0},
+                horizon_s=2400, cost_s=20)
+    assert counts[0] == 4
+    # the running job would save 1000 x (1 - 1/1.02) = 20 s < 2 x 20 s: not worth it
+    assert counts[1] == 1 and left == 3
+    assert not worth_resizing(running, 2, 1000.0, 2400, 20)
+    assert worth_resizing(running, 2, 1000.0, 2400, 5)
+
+
+def test_shockwave_leaves_fixed_jobs_alone_and_counts_every_elastic_job() -> None:
+    fixed = a_view(a_job(0, gpus=2), a_job(1, gpus=1), gpus=4)
+    assert make_policy("shockwave").plan(fixed, {}).plan.gpus == {}
+    lone = a_view(_elastic(a_job(0, gpus=2), 1, 4, {1: 0.5, 2: 1.0, 4: 2.0}),
+                  a_job(1, gpus=1), gpus=8)
+    plan = make_policy("shockwave").plan(lone, {}).plan
+    assert plan.gpus == {0: 4}  # an idle cluster: the elastic job grows to its maximum
+    assert plan.reasons[0].detail.endswith("gpus=4") and "gpus" not in plan.reasons[1].detail
+
+
+def test_elastic_greedy_admits_in_arrival_order_at_the_smallest_count() -> None:
+    jobs = [_elastic(a_job(i, gpus=2, arrival_s=float(i)), 1, 4, {1: 0.5, 2: 1.0, 4: 2.0})
+            for i in range(5)]
+    plan = make_policy("elastic_greedy").plan(a_view(*jobs, gpus=4), {}).plan
+    assert plan.order == (0, 1, 2, 3, 4)
+    assert [plan.gpus[j] for j in range(5)] == [1, 1, 1, 1, 1]  # job 4 waits
+    plan = make_policy("elastic_greedy").plan(a_view(*jobs[:3], gpus=4), {}).plan
+    assert sorted(plan.gpus.values()) == [1, 1, 2]  # the free GPU: one step up
+
+
+def test_elastic_greedy_on_fixed_jobs_is_fifo() -> None:
+    w = a_workload(*[a_spec(i, gpus=1 + i % 2, epochs=3 + i, arrival_s=30.0 * i)
+                     for i in range(6)])
+    greedy = simulate(w, make_policy("elastic_greedy"), gpus=2)
+    fifo = simulate(w, make_policy("fifo"), gpus=2)
+    assert [o.finish_s for o in greedy.outcomes] == [o.finish_s for o in fifo.outcomes]
+
+
+def test_elastic_shockwave_finishes_a_small_elastic_trace_sooner() -> None:
+    table = bundled_table("tacc")
+    specs = [a_spec(i, gpus=(1, 2, 4)[i % 3], epochs=30, model=m, bs=32, arrival_s=60.0 * i)
+             for i, m in enumerate(["ResNet-18", "LM", "Transformer"] * 2)]
+    specs = [replace(s, init_bs=10) if s.model == "LM" else s for s in specs]
+    fixed = a_workload(*specs, table=table)
+    elastic = build_workload([make_elastic(j, 0.5, 2) for j in fixed.jobs], table,
+                             source="elastic")
+    a = simulate(fixed, make_policy("shockwave"), gpus=8)
+    b = simulate(elastic, make_policy("shockwave"), gpus=8)
+    assert b.summary.makespan_s < a.summary.makespan_s
+
+
+@pytest.mark.reference
+def test_on_the_paper_trace_elastic_shockwave_holds_its_measured_claims() -> None:
+    """docs/evaluation.md, "Elastic jobs", 120 jobs / 32 GPUs: makespan <= 0.95x of the
+    same jobs fixed, worst rho no worse, better than elastic_greedy on both."""
+    trace = read_trace(reference_file("traces/120_*.trace"))
+    table = load_throughputs(reference_file("throughputs/tacc_throughputs.json"))
+    fixed = build_workload(trace, table, source="120")
+    elastic = build_workload([make_elastic(j, 0.5, 2) for j in trace], table, source="e")
+    base = simulate(fixed, make_policy("shockwave"), gpus=32).summary
+    ours = simulate(elastic, make_policy("shockwave"), gpus=32).summary
+    greedy = simulate(elastic, make_policy("elastic_greedy"), gpus=32).summary
+    assert ours.makespan_s <= 0.95 * base.makespan_s
+    assert ours.worst_rho <= base.worst_rho
+    assert ours.avg_jct_s < base.avg_jct_s
+    assert ours.makespan_s < greedy.makespan_s and ours.worst_rho < greedy.worst_rho
