@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from slurm_shockwave.model.bounds import bounded
 from slurm_shockwave.model.errors import InputError
 
+if TYPE_CHECKING:
+    _ParamType = click.ParamType[Any]
+else:  # click < 8.2 has no generic ParamType
+    _ParamType = click.ParamType
 
-class Bounded(click.ParamType):  # type: ignore[type-arg]
+
+class Bounded(_ParamType):
     """A finite number (or an integer) in a closed range (or open at the bottom)."""
 
     def __init__(self, lo: float, hi: float, *, integer: bool = False,

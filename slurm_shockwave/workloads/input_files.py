@@ -1,8 +1,8 @@
 """Reading the user's files with bounds: size, line length, UTF-8 and strict JSON.
 
-A file that cannot be read, is too large, is not UTF-8 or holds JSON with NaN, Infinity,
-duplicate keys or absurd nesting is an InputError naming the file (and line), never a
-traceback or a silently different value.
+A file that cannot be read, is too large, is not UTF-8 or holds JSON with duplicate keys
+or absurd nesting is an InputError naming the file (and line), never a traceback or a
+silently different value.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def read_text(path: str | Path, *, field: str, limit: int = MAX_FILE_BYTES) -> s
     if len(data) > limit:
         raise InputError(f"larger than {limit} bytes", source=source, field=field)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise InputError(f"not UTF-8 text (byte {exc.start + 1})", source=source, line=line,
@@ -65,14 +65,12 @@ def read_lines(path: str | Path, *, field: str,
                     raise InputError(f"not UTF-8 text (byte {exc.start + 1} of the line)",
                                      source=source, line=lineno, field=field) from None
             body = text.rstrip("\r\n")
+            if lineno == 1:
+                body = body.removeprefix("\ufeff")  # a byte-order mark some editors write
             if len(raw) > 4 * max_chars or len(body) > max_chars:
                 raise InputError(f"line longer than {max_chars} characters", source=source,
                                  line=lineno, field=field)
             yield lineno, body
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -86,9 +84,13 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def strict_json(text: str, *, source: str, line: int | None = None,
                 field: str = "json") -> Any:
-    """``json.loads`` refusing NaN/Infinity, duplicate keys, deep nesting and huge numbers."""
+    """``json.loads`` refusing duplicate keys, deep nesting and numbers of 4300+ digits.
+
+    NaN and Infinity parse (as float) so that the field they are in is named when its
+    bounds reject them; every number a reader uses goes through ``bounded``.
+    """
     try:
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         where = line if line is not None else exc.lineno
         raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno})", source=source,
@@ -97,7 +99,6 @@ def strict_json(text: str, *, source: str, line: int | None = None,
         raise InputError("not valid JSON here (nested too deeply)", source=source, line=line,
                          field=field) from None
     except ValueError as exc:  # our hooks, or an integer of more than 4300 digits
-        problem = str(exc) if "JSON" in str(exc) or "duplicate" in str(exc) else \
-            "a number too long"
+        problem = str(exc) if "duplicate" in str(exc) else "a number too long"
         raise InputError(f"not valid JSON here ({problem})", source=source, line=line,
                          field=field) from None
