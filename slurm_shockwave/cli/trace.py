@@ -82,10 +82,16 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
                  seed: int, fmt: str, out: str | None) -> None:
     """Generate a seeded synthetic trace shaped like the paper's."""
     writable_file(out, "--out")
-    shape = build_config(TraceShape, {
-        "num_jobs": num_jobs, "mean_gap_s": mean_gap_s, "min_h": min_h, "max_h": max_h,
-        "num_durations": num_durations, "mode_mix": _floats(mode_mix, 3, "--mode-mix"),
-        "gpu_mix": _floats(gpu_mix, 4, "--gpu-mix")}, source="options")
+    try:
+        shape = build_config(TraceShape, {
+            "num_jobs": num_jobs, "mean_gap_s": mean_gap_s, "min_h": min_h, "max_h": max_h,
+            "num_durations": num_durations, "mode_mix": _floats(mode_mix, 3, "--mode-mix"),
+            "gpu_mix": _floats(gpu_mix, 4, "--gpu-mix")})
+    except InputError as exc:  # name the option, not the TraceShape field
+        field = exc.field.split("[")[0]
+        option = {"num_jobs": "--jobs", "num_durations": "--durations"}.get(
+            field, "--" + field.replace("_", "-"))
+        raise InputError(exc.problem, field=option) from None
     jobs = generate(shape, load_throughputs(throughputs), seed)
     for job in jobs:  # what simulate will accept: fail here, not when it reads the trace
         if job.spec.num_epochs > MAX_EPOCHS or job.spec.arrival_s > MAX_ARRIVAL_S:
