@@ -42,8 +42,8 @@ class SimulatorConfig:
     """A preempted job may start again only this much later (a live Slurm: cred_expire+1)."""
 
     def validate(self) -> tuple[str, str] | None:
-        if not 0 < self.round_s <= MAX_ROUND_S:
-            return "round_s", f"must be > 0 and <= {MAX_ROUND_S:g} seconds"
+        if not 1 <= self.round_s <= MAX_ROUND_S:
+            return "round_s", f"must be from 1 to {MAX_ROUND_S:g} seconds"
         if not 0 <= self.restore_s < self.round_s:
             return "restore_s", "must be >= 0 and < round_s"
         if not 0 <= self.requeue_delay_s <= MAX_ROUND_S:
@@ -76,10 +76,10 @@ class SlurmConfig:
             return "round_s", "must be from 1 to 86400 seconds"
         if self.backend not in ("cli", "pyslurm"):
             return "backend", "must be cli or pyslurm"
-        if not (math.isfinite(self.prior_epoch_s) and self.prior_epoch_s > 0):
-            return "prior_epoch_s", "must be > 0"
-        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
-            return "time_scale", "must be > 0"
+        if not 1e-3 <= self.prior_epoch_s <= 1e7:
+            return "prior_epoch_s", "must be from 0.001 to 10000000 seconds"
+        if not 1e-6 <= self.time_scale <= 1e6:
+            return "time_scale", "must be from 0.000001 to 1000000"
         return None
 
 

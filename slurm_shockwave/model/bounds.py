@@ -9,6 +9,7 @@ proportional to its input (docs/trace-format.md lists them).
 from __future__ import annotations
 
 import math
+import re
 import reprlib
 from typing import Any
 
@@ -62,26 +63,41 @@ def shown(value: Any) -> str:
         return f"a {type(value).__name__}"
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]{1,38}")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)",
+                     re.IGNORECASE)
+
+
+def numeric_text(text: str) -> bool:
+    """Whether ``text`` is a plain ASCII decimal number (as JSON or a TSV column writes it)."""
+    return _NUMBER.fullmatch(text.strip()) is not None
+
+
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
 
 
 def bounded(value: Any, *, field: str, lo: float, hi: float, integer: bool = False,
-            source: str = "", line: int | None = None, lo_open: bool = False) -> Any:
+            source: str = "", line: int | None = None, lo_open: bool = False,
+            strings: bool = True) -> Any:
     """``value`` as an int (``integer``) or a finite float within [lo, hi].
 
-    Accepts numbers and numeric strings (a trace's columns are text); never bool.
+    Accepts numbers and, with ``strings``, ASCII numeric strings (a TSV trace's columns and
+    options are text; a JSON value must be a number); never bool.
     """
     def bad(problem: str) -> InputError:
         return InputError(problem, source=source, line=line, field=field)
 
     kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or (
+            isinstance(value, str) and not strings):
         raise bad(f"expected {kind}, got {shown(value)}")
     text = value.strip() if isinstance(value, str) else None
     if text is not None and len(text) > 40:
         raise bad(f"expected {kind} of at most 40 characters, got {shown(value)}")
     try:
+        if text is not None and (_INTEGER if integer else _NUMBER).fullmatch(text) is None:
+            raise ValueError  # ASCII only: no '1_000', no other scripts' digits
         if integer:
             if isinstance(value, float):
                 raise ValueError

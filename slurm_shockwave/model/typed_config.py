@@ -8,7 +8,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from slurm_shockwave.model.bounds import bounded, shown, text_field
+from slurm_shockwave.model.bounds import bounded, numeric_text, shown, text_field
 from slurm_shockwave.model.errors import InputError
 
 MAX_CONFIG_NUMBER = 1e15
@@ -20,6 +20,8 @@ T = TypeVar("T")
 
 def _coerce(value: Any, hint: Any, path: str, source: str) -> Any:
     origin = typing.get_origin(hint)
+    if hint is float and isinstance(value, str) and numeric_text(value):
+        value = float(value)  # YAML 1.1 reads 1e3 (no dot) as a string
     if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return bounded(value, field=path, source=source, lo=-MAX_CONFIG_NUMBER,
                        hi=MAX_CONFIG_NUMBER)
@@ -40,9 +42,13 @@ def _coerce(value: Any, hint: Any, path: str, source: str) -> Any:
                              field=path)
         return tuple(_coerce(v, inner, f"{path}[{i}]", source) for i, v in enumerate(value))
     if origin in (typing.Union, types.UnionType):
-        for arm in typing.get_args(hint):
-            if arm is type(None) and value is None:
-                return None
+        arms = typing.get_args(hint)
+        if value is None and type(None) in arms:
+            return None
+        real = [arm for arm in arms if arm is not type(None)]
+        if len(real) == 1:  # Optional[X]: X's own message
+            return _coerce(value, real[0], path, source)
+        for arm in real:
             try:
                 return _coerce(value, arm, path, source)
             except InputError:

@@ -107,6 +107,10 @@ def parse_json_line(text: str, index: int, *, source: str, line: int) -> TraceJo
     if not isinstance(obj, dict):
         raise InputError("expected a JSON object", source=source, line=line, field="json")
     where: dict[str, Any] = {"source": source, "line": line}
+
+    def number(name: str, default: Any = None, **bounds: Any) -> Any:
+        return bounded(obj.get(name, default), **where, field=name, strings=False, **bounds)
+
     unknown = sorted(set(obj) - _JSON_FIELDS)
     if unknown:
         raise InputError(f"unknown field (known: {', '.join(sorted(_JSON_FIELDS))})", **where,
@@ -115,30 +119,23 @@ def parse_json_line(text: str, index: int, *, source: str, line: int) -> TraceJo
         if required not in obj:
             raise InputError("missing", **where, field=required)
     model = _model(obj["model"], **where, field="model")
-    bs = bounded(obj["batch_size"], **where, field="batch_size", integer=True, lo=1,
-                 hi=MAX_BATCH_SIZE)
-    gpus = bounded(obj.get("gpus", 1), **where, field="gpus", integer=True, lo=1,
-                   hi=MAX_JOB_GPUS)
+    bs = number("batch_size", integer=True, lo=1, hi=MAX_BATCH_SIZE)
+    gpus = number("gpus", 1, integer=True, lo=1, hi=MAX_JOB_GPUS)
     if ("epochs" in obj) == ("total_steps" in obj):
         raise InputError("give exactly one of epochs or total_steps", **where, field="epochs")
     if "epochs" in obj:
-        epochs = bounded(obj["epochs"], **where, field="epochs", integer=True, lo=1,
-                         hi=MAX_EPOCHS)
+        epochs = number("epochs", integer=True, lo=1, hi=MAX_EPOCHS)
         steps = epochs * -(-MODELS[model].samples_per_epoch // bs)
     else:
-        steps = bounded(obj["total_steps"], **where, field="total_steps", integer=True, lo=1,
-                        hi=MAX_STEPS)
+        steps = number("total_steps", integer=True, lo=1, hi=MAX_STEPS)
         epochs = _steps_to_epochs(steps, model, bs, **where, field="total_steps")
     spec = JobSpec(
-        job_id=bounded(obj.get("id", index), **where, field="id", integer=True, lo=0,
-                       hi=MAX_JOB_ID),
+        job_id=number("id", index, integer=True, lo=0, hi=MAX_JOB_ID),
         model=model, init_bs=bs, gpus=gpus,
         mode=_mode(obj.get("mode", "static"), **where, field="mode"),
-        arrival_s=bounded(obj.get("arrival_s", 0), **where, field="arrival_s", lo=0,
-                          hi=MAX_ARRIVAL_S),
+        arrival_s=number("arrival_s", 0, lo=0, hi=MAX_ARRIVAL_S),
         num_epochs=epochs,
-        priority_weight=bounded(obj.get("priority_weight", 1), **where,
-                                field="priority_weight", lo=0, hi=MAX_WEIGHT, lo_open=True),
+        priority_weight=number("priority_weight", 1, lo=0, hi=MAX_WEIGHT, lo_open=True),
         user=text_field(obj.get("user", ""), **where, field="user"),
     )
     return TraceJob(spec, steps, line=line)
