@@ -17,6 +17,7 @@ from slurm_shockwave.model.bounds import (
     MAX_FACTOR,
     MAX_JOB_GPUS,
     MAX_ROUND_S,
+    MAX_ROUNDS,
     MAX_SEED,
 )
 from slurm_shockwave.model.errors import InputError
@@ -87,6 +88,11 @@ def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
                          f"({settings.simulator.restore_s:g} s)", field="--round-s")
     jobs = load_trace(trace)
     workload = build_workload(jobs, load_throughputs(throughputs), source=trace)
+    gpu_s = sum(workload.profiles[j.spec.job_id].exclusive_s * j.spec.gpus for j in jobs)
+    if gpu_s / (gpus * period) > MAX_ROUNDS:
+        raise InputError(f"the trace's {gpu_s:.3g} GPU-seconds of work need more than "
+                         f"{MAX_ROUNDS} rounds of {period:g} s on {gpus} GPUs; give more GPUs "
+                         "or longer rounds (--round-s)", source=trace, field="--gpus")
     show = progress if progress is not None else Console(stderr=True).is_terminal
     return RunInputs(trace, gpus, gpus_per_node, workload, settings, period,
                      cutoff if cutoff is not None else settings.simulator.deadline_factor, show,

@@ -43,6 +43,9 @@ MAX_ROUND_S = 86_400.0
 MAX_FACTOR = 1_000.0
 """The largest --cutoff / deadline_factor."""
 MAX_SEED = 2**32 - 1
+MAX_ROUNDS = 100_000
+"""Rounds a simulation may need at least (its GPU-seconds of work / the cluster's GPUs x
+the round): more is refused up front. The paper's largest run needs about a thousand."""
 
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = 40

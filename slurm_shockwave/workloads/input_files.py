@@ -7,10 +7,12 @@ silently different value.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from slurm_shockwave.model.bounds import MAX_FILE_BYTES, MAX_LINE_CHARS
 from slurm_shockwave.model.errors import InputError
@@ -20,11 +22,24 @@ def _open_error(exc: OSError, source: str, field: str) -> InputError:
     return InputError(f"cannot read ({exc.strerror or exc})", source=source, field=field)
 
 
+def _open(path: str | Path) -> BinaryIO:
+    """Open for reading without blocking on a FIFO that has no writer (it reads as empty);
+    a pipe that has one, such as ``<(shockwave trace generate)``, reads as usual."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_text(path: str | Path, *, field: str, limit: int = MAX_FILE_BYTES) -> str:
     """A whole UTF-8 file of at most ``limit`` bytes."""
     source = str(path)
     try:
-        with open(path, "rb") as f:
+        with _open(path) as f:
             data = f.read(limit + 1)
     except OSError as exc:
         raise _open_error(exc, source, field) from None
@@ -43,7 +58,7 @@ def read_lines(path: str | Path, *, field: str,
     """(line number, text) of a UTF-8 file, streamed, each line at most ``max_chars``."""
     source = str(path)
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below, the generator owns it
+        f = _open(path)
     except OSError as exc:
         raise _open_error(exc, source, field) from None
     with f:
