@@ -79,7 +79,13 @@ GOOD_FIELDS = {"model": st.sampled_from(["LM", "ResNet-18", "Transformer", "lm",
 @st.composite
 def json_line(draw: st.DrawFn) -> str:
     obj: dict[str, Any] = {}
-    for name in draw(st.lists(st.sampled_from([*FIELDS, "bogus"]), max_size=7, unique=True)):
+    if draw(st.booleans()):  # a good line, then a few fields changed
+        obj = {"model": "LM", "batch_size": draw(st.sampled_from([5, 10, 20])),
+               "epochs": draw(st.integers(1, 50)), "arrival_s": draw(st.floats(0, 1e4))}
+        if draw(st.booleans()):
+            return json.dumps(obj)
+    for name in draw(st.lists(st.sampled_from([*FIELDS, "bogus"]), max_size=3 if obj else 7,
+                              unique=True)):
         good = GOOD_FIELDS.get(name)
         obj[name] = draw(good if good is not None and draw(st.booleans()) else VALUES)
     text = json.dumps(obj)  # NaN and Infinity as Python writes them
@@ -90,7 +96,7 @@ def json_line(draw: st.DrawFn) -> str:
 def gavel_line(draw: st.DrawFn) -> str:
     cols = ["LM (batch size 10)", "python3 main.py", "language_modeling", "--steps", "1",
             "134583", "1", "gns", "1", "-1.000000", "1418", "0"]
-    for _ in range(draw(st.integers(0, 3))):
+    for _ in range(draw(st.sampled_from([0, 0, 1, 2, 3]))):
         i = draw(st.integers(0, len(cols) - 1))
         cols[i] = draw(st.one_of(st.text(max_size=12), NUMBERS.map(str)))
     if draw(st.integers(0, 9)) == 0:
@@ -110,8 +116,8 @@ def encoded(draw: st.DrawFn, text: str) -> bytes:
 @st.composite
 def trace_file(draw: st.DrawFn) -> tuple[bytes, str]:
     line = draw(st.sampled_from([json_line(), gavel_line()]))
-    lines = draw(st.lists(st.one_of(line, st.sampled_from(["", "# c", "{", "[" * 3000])),
-                          min_size=0, max_size=6))
+    junk = st.sampled_from(["", "# c", "{", "[" * 3000])
+    lines = draw(st.lists(st.one_of(line, line, line, junk), min_size=0, max_size=6))
     suffix = draw(st.sampled_from([".jsonl", ".trace"]))
     return encoded(draw, "\n".join(lines)), suffix
 
@@ -128,8 +134,12 @@ def table_file(draw: st.DrawFn) -> bytes:
                                       "('LM (batch size 10)', 0)", "('X (batch size 1)', 99)"]),
                      st.text(max_size=20))
     entries = st.one_of(st.fixed_dictionaries({"null": VALUES}), VALUES)
-    worker_type = draw(st.one_of(st.dictionaries(keys, entries, max_size=5), VALUES))
-    top: Any = {draw(st.sampled_from(["v100", "k80"])): worker_type}
+    good = {f"('{m} (batch size {b})', {g})": {"null": draw(st.floats(1e-3, 1e4))}
+            for m, b, g in [("LM", 10, 1), ("LM", 20, 2), ("ResNet-18", 32, 1)]}
+    worker_type = draw(st.one_of(st.dictionaries(keys, entries, max_size=5), VALUES,
+                                 st.dictionaries(keys, entries, max_size=2).map(
+                                     lambda bad: {**good, **bad}), st.just(good)))
+    top: Any = {draw(st.sampled_from(["v100", "v100", "v100", "k80"])): worker_type}
     if draw(st.integers(0, 9)) == 0:
         top = draw(VALUES)
     text = json.dumps(top)
@@ -273,3 +283,15 @@ def test_json_output_has_no_nan() -> None:
 
     assert json_text({"a": float("nan"), "b": [float("inf"), 1.5]}) == \
         '{"a": null, "b": [null, 1.5]}'
+
+
+def test_hint_parsers_agree_at_the_size_limit() -> None:
+    """Byte length, not characters, at the 1000-byte limit; very long digit strings."""
+    from tests.test_hints import _lua_results, _python_result
+
+    body = "bs=1 epochs=1 model="
+    hints = [body + "x" * (1000 - len(body)), body + "x" * (1001 - len(body)),
+             body + "x" * (998 - len(body)) + "\u00e9", body + "x" * (999 - len(body)) + "\u00e9",
+             "bs=" + "9" * 5000 + " epochs=1", "bs=" + "0" * 7 + "1 epochs=1",
+             "bs=12345678901234567890 epochs=1", "epochs=x bs=y"]
+    assert _lua_results(hints) == [_python_result(h) for h in hints]
