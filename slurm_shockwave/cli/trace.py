@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import tempfile
@@ -13,7 +12,7 @@ import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import slurm_shockwave
-from slurm_shockwave.cli.checks import Bounded
+from slurm_shockwave.cli.checks import Bounded, json_text
 from slurm_shockwave.cli.errors import one_line_errors, writable_file
 from slurm_shockwave.emulate.submit import EmulatorSettings, hint_comment, job_script, sbatch_args
 from slurm_shockwave.model.bounds import (
@@ -215,7 +214,7 @@ def _submit_all(backend: CliBackend, jobs: list[TraceJob], settings: EmulatorSet
                 failed += 1
                 record["error"] = str(exc)
             if as_json:
-                click.echo(json.dumps(record))
+                click.echo(json_text(record))
             elif "error" in record:
                 progress.console.print(f"trace job {spec.job_id}: not submitted: "
                                        f"{record['error']}", markup=False)
