@@ -20,6 +20,7 @@ from slurm_shockwave.model.bounds import (
     MAX_EPOCHS,
     MAX_JOBS,
     MAX_SEED,
+    MAX_TOTAL_EPOCHS,
 )
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.typed_config import build_config
@@ -98,6 +99,9 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
                              f"arriving at {job.spec.arrival_s:g} s (limits {MAX_EPOCHS} "
                              f"epochs, {MAX_ARRIVAL_S:g} s); lower --max-h or --mean-gap-s",
                              field="--max-h")
+    if sum(j.spec.num_epochs for j in jobs) > MAX_TOTAL_EPOCHS:
+        raise InputError(f"the trace would have more than {MAX_TOTAL_EPOCHS} epochs in all; "
+                         "fewer --jobs or a lower --max-h", field="--jobs")
     line = to_json_line if fmt == "jsonl" else to_gavel_line
     text = "\n".join(line(j) for j in jobs) + "\n"
     if out:
