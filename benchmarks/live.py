@@ -42,10 +42,14 @@ def main() -> None:
         print(f"\r{s.elapsed_s:6.0f}s submitted {s.submitted}/{s.total} running {s.running} "
               f"done {s.done}", end="", file=sys.stderr, flush=True)
 
-    result = run_live(LiveSettings(
-        trace=args.trace, gpus=args.gpus, time_scale=args.time_scale, policy=args.policy,
-        work_dir=work, throughputs=args.throughputs,
-        kill_service_every_s=args.kill_service_every, timeout_s=args.timeout_s), tick)
+    try:
+        result = run_live(LiveSettings(
+            trace=args.trace, gpus=args.gpus, time_scale=args.time_scale, policy=args.policy,
+            work_dir=work, throughputs=args.throughputs,
+            kill_service_every_s=args.kill_service_every, timeout_s=args.timeout_s), tick)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: stopped everything it started (logs in {work})", file=sys.stderr)
+        raise SystemExit(130) from None
     print(file=sys.stderr)
     print(json.dumps({**result, "machine": machine(), "work_dir": str(work)}))
 

@@ -5,6 +5,7 @@
 # own job id only) and reports the job's end with its exit code. Never fails; every step
 # is bounded in time; exits 0.
 ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"
+SERVICE_URL=""  # for nodes that cannot read the endpoint file, as in task_prolog.sh
 case "$0" in */*) HERE="${0%/*}" ;; *) HERE=. ;; esac
 if [ -r "$HERE/events.sh" ] && command . "$HERE/events.sh" 2>/dev/null; then
   event "$(date +%s) end job=$JOB user=${SLURM_JOB_USER:-?} node=$(hostname -s 2>/dev/null)" 2>/dev/null
@@ -13,6 +14,9 @@ BIN="$(command -v shockwave 2>/dev/null)"
 case "${SLURM_JOB_ID:-}" in ''|*[!0-9]*) BIN="" ;; esac
 if [ -n "$BIN" ]; then
   export SHOCKWAVE_ENDPOINT_FILE="$ENDPOINT_FILE"
+  if [ ! -r "$ENDPOINT_FILE" ] && [ -n "$SERVICE_URL" ]; then
+    export SHOCKWAVE_URL="$SERVICE_URL"
+  fi
   # only a spool the job's own user made (another user may plant a directory of that
   # name in /tmp to inject reports; root would forward them with its own credential)
   spool="/tmp/shockwave-spool-$SLURM_JOB_ID"

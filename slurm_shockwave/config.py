@@ -64,6 +64,10 @@ class SlurmConfig:
     prior_epoch_s: float = 600.0
     """Epoch time of a job whose model the throughput table does not know and that has
     no time limit, until it reports its own."""
+    restart_cost_s: float = 60.0
+    """Seconds a job loses at each (re)start: its checkpoint restore plus Slurm's start
+    latency (prolog, the next scheduling pass). Shockwave leases a started job enough
+    rounds to pay for it (docs/planner.md)."""
     time_scale: float = 1.0
     """The jobs train this many times faster than the throughput table says (emulated
     jobs at ``--time-scale X``); the table's epoch times are divided by it, so they are
@@ -78,6 +82,8 @@ class SlurmConfig:
             return "backend", "must be cli or pyslurm"
         if not 1e-3 <= self.prior_epoch_s <= 1e7:
             return "prior_epoch_s", "must be from 0.001 to 10000000 seconds"
+        if not (math.isfinite(self.restart_cost_s) and 0 <= self.restart_cost_s <= 86400):
+            return "restart_cost_s", "must be from 0 to 86400 seconds"
         if not 1e-6 <= self.time_scale <= 1e6:
             return "time_scale", "must be from 0.000001 to 1000000"
         return None
@@ -105,8 +111,9 @@ class ServiceConfig:
     stale_after_s: float = 0.0
     """Heartbeat age after which new jobs run under Slurm alone (0: three rounds)."""
     solver_time_limit_s: float = 1.5
-    """The service caps a policy's solver time limit at this, so a round of 2,000 jobs
-    fits in seconds (the simulator keeps the policy's own limit)."""
+    """The service caps a policy's solver time at this wall-clock limit, so a round of
+    2,000 jobs fits in seconds (the simulator has none: its results must not depend on
+    the machine's load)."""
     listen: str = "127.0.0.1:7817"
     """HOST:PORT of the progress API (port 0: any free port; the endpoint file says which)."""
     endpoint_file: str = field(default_factory=_default_endpoint_file)
@@ -171,7 +178,8 @@ def live_policy(settings: Settings, name: str) -> Policy[Any]:
     cls = POLICIES.get(name)
     cap = settings.service.solver_time_limit_s
     if cls is not None and "time_limit_s" in {f.name for f in fields(cls.Config)}:
-        section["time_limit_s"] = min(float(section.get("time_limit_s", cap)), cap)
+        own = section.get("time_limit_s")
+        section["time_limit_s"] = cap if own is None else min(float(own), cap)
     return make_policy(name, section, source=settings.source)
 
 

@@ -44,3 +44,14 @@ def test_the_live_run_tells_the_service_its_time_scale(tmp_path: Path) -> None:
     settings = LiveSettings(None, 16, 60.0, "shockwave", tmp_path)
     s = load_settings(_service_config(settings, {}))
     assert s.slurm.time_scale == 60.0 and s.slurm.round_s == 2.0
+
+
+def test_live_rounds_get_a_wall_clock_limit_simulation_none() -> None:
+    from slurm_shockwave.config import live_policy
+    from slurm_shockwave.policies.registry import make_policy
+
+    settings = load_settings(Path(__file__).resolve().parents[1] / "etc" / "shockwave.yaml")
+    assert make_policy("shockwave", settings.policies["shockwave"]).config.time_limit_s is None
+    assert live_policy(settings, "shockwave").config.time_limit_s == 1.5
+    own = parse_settings({"policies": {"shockwave": {"time_limit_s": 0.5}}}, source="x")
+    assert live_policy(own, "shockwave").config.time_limit_s == 0.5

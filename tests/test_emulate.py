@@ -167,7 +167,7 @@ def test_resume_continues_at_the_right_epoch_and_batch_size(tmp_path: Path) -> N
     assert out.getvalue().splitlines()[1].startswith("epoch 23/30 bs=128 ")
 
 
-def test_signal_checkpoints_the_last_finished_epoch_and_acknowledges(
+def test_signal_checkpoints_the_step_it_reached_and_acknowledges(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeReporter()
     module = types.ModuleType("slurm_shockwave.client.reporter")
@@ -188,11 +188,15 @@ def test_signal_checkpoints_the_last_finished_epoch_and_acknowledges(
     timer.join()
     assert fake.installed and fake.acks == 1 and fake.signalled_at is not None
     assert saved_at - fake.signalled_at < 0.2
-    # resumed at 1, finished epochs 2 and 3 (at 0.2 and 0.4 s), the 4th is lost
-    assert read_checkpoint(trainer.checkpoint) == Checkpoint(3, 32)
+    # resumed at 1, finished epochs 2 and 3 (at 0.2 and 0.4 s), and half the 4th: saved
+    # at the step the signal came, as a loop that checkpoints its step counter does
+    saved = read_checkpoint(trainer.checkpoint)
+    assert saved is not None and saved.batch_size == 32
+    assert 3.0 < saved.epochs_done < 4.0 and saved.epochs_done != 3.0  # a part of the 4th
     assert [r[0] for r in fake.reports] == [1, 2, 3]
-    assert out.getvalue().splitlines()[-1] == (
-        "checkpoint signal: saved 3/10 epochs, batch size 32; training on from it")
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith("checkpoint signal: saved 3.")
+    assert last.endswith("/10 epochs, batch size 32; training on from it")
     # after the requeue: continues from the checkpoint
     again, _ = a_trainer(tmp_path, plan, FakeReporter(), clock=FakeClock())
     assert again.run() and again.epochs_done == 10

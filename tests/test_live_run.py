@@ -50,6 +50,8 @@ def test_sixteen_emulated_jobs_complete_through_service_kills(tmp_path: Path) ->
             signalled.setdefault(jid, at_s)
         elif outcome == "applied" and jid in signalled:
             shortened.append(at_s - signalled.pop(jid))
+    # (whether this trace preempts at all depends on the plan; the deterministic check is
+    # test_service_live.py::test_an_acknowledged_checkpoint_requeues_long_before_the_grace)
     if kinds.get("checkpointed"):
         assert shortened and min(shortened) < 30.0
     assert "Traceback" not in (tmp_path / "serve.log").read_text()

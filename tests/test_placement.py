@@ -68,3 +68,42 @@ def test_backfilled_running_jobs_keep_their_gpus() -> None:
     assert placed.fragmented == {2}
     assert placed.slots[3] == ("n1:0", "n1:1") and placed.slots[4] == ("n0:2", "n0:3")
     assert {a.kind for a in diff(view, placed)} == {ActionKind.KEEP}
+
+
+def test_a_wide_job_gets_a_node_cleared_when_small_jobs_can_move() -> None:
+    """Two 1-GPU jobs on different nodes leave no whole node for a 4-GPU job although 6
+    GPUs are free; ranked above them, it gets a node: one of them moves (else the wide
+    job waits for a drain)."""
+    a = a_job(1, gpus=1, running=True, slots=("n0:0",))
+    b = a_job(2, gpus=1, running=True, slots=("n1:0",))
+    wide = a_job(3, gpus=4)
+    view = a_view(a, b, wide, gpus=8, gpus_per_node=4)
+    placed = place(view, Plan((3, 1, 2)))  # the policy ranks the wide job first
+    assert not placed.fragmented and set(placed.slots) == {1, 2, 3}
+    nodes = {j: {s.split(":")[0] for s in placed.slots[j]} for j in (1, 2, 3)}
+    assert nodes[1] == nodes[2] and nodes[3].isdisjoint(nodes[1])
+    assert [a.kind for a in diff(view, placed)].count(ActionKind.PREEMPT) == 1  # one move
+
+
+def test_clearing_never_drops_a_job_placed_before() -> None:
+    """With no room elsewhere the running job stays and the wide one waits."""
+    a = a_job(1, gpus=3, running=True, slots=("n0:0", "n0:1", "n0:2"))
+    b = a_job(2, gpus=3, running=True, slots=("n1:0", "n1:1", "n1:2"))
+    wide = a_job(3, gpus=2)
+    view = a_view(a, b, wide, gpus=8, gpus_per_node=4)
+    placed = place(view, Plan((1, 2, 3)))
+    assert placed.slots[1] == a.gpu_slots and placed.slots[2] == b.gpu_slots
+    assert placed.fragmented == {3}
+
+
+def test_clearing_never_moves_a_job_ranked_above_the_wide_one() -> None:
+    """FIFO puts running jobs first: a waiting wide job must not move them (FIFO never
+    preempts), so it waits for a node to drain."""
+    a = a_job(1, gpus=1, running=True, slots=("n0:0",))
+    b = a_job(2, gpus=1, running=True, slots=("n1:0",))
+    wide = a_job(3, gpus=4)
+    view = a_view(a, b, wide, gpus=8, gpus_per_node=4)
+    placed = place(view, Plan((1, 2, 3)))
+    assert placed.slots[1] == ("n0:0",) and placed.slots[2] == ("n1:0",)
+    assert placed.fragmented == {3}
+    assert ActionKind.PREEMPT not in {a.kind for a in diff(view, placed)}

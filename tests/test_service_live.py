@@ -18,10 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from slurm_shockwave.emulate.submit import EmulatorSettings, gpu_args, hint_comment, job_script
+from slurm_shockwave.model.job import AdaptationMode, JobSpec
 from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.protocol import SlurmJob
 from tests.live_cluster import Submitter, heartbeat_path, job, wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slurm
 
@@ -50,18 +54,23 @@ class Env:
         self.heartbeat = os.environ["SHOCKWAVE_HEARTBEAT"]
         self.store = tmp / "state.db"
 
-    def config(self, round_s: float = 2.0, stale_after_s: float = 0.0) -> Path:
+    def config(self, round_s: float = 2.0, stale_after_s: float = 0.0,
+               service_extra: str = "") -> Path:
         cfg = self.tmp / "shockwave.yaml"
         cfg.write_text(f"slurm: {{round_s: {round_s}}}\n"
                        f"service: {{store: {self.store}, heartbeat: {self.heartbeat}, "
-                       f"stale_after_s: {stale_after_s}}}\n")
+                       # any free port: checkouts testing at once never share 7817
+                       f"stale_after_s: {stale_after_s}, listen: '127.0.0.1:0'"
+                       f"{service_extra}}}\n")
         return cfg
 
     def serve(self, policy: str, *extra: str, log: str = "serve.log",
-              round_s: float = 2.0, stale_after_s: float = 0.0) -> subprocess.Popen[bytes]:
+              round_s: float = 2.0, stale_after_s: float = 0.0,
+              service_extra: str = "") -> subprocess.Popen[bytes]:
         out = (self.tmp / log).open("ab")
+        cfg = self.config(round_s, stale_after_s, service_extra)
         proc = subprocess.Popen([sys.executable, "-m", "slurm_shockwave.cli", "serve",
-                                 "--config", str(self.config(round_s, stale_after_s)),
+                                 "--config", str(cfg),
                                  "--policy", policy, *extra], stderr=out, stdout=out)
         self.procs.append(proc)
         return proc
@@ -195,6 +204,47 @@ def test_kill9_mid_preemption_never_signals_twice(env: Env) -> None:
     assert env.output(long).count("ckpt-signal") == 1
     assert env.job(long).restart_count == 1
     assert env.query("SELECT COUNT(*) FROM intents")[0][0] == 0
+
+
+def test_an_acknowledged_checkpoint_requeues_long_before_the_grace(
+        env: Env, submitter: Callable[..., Submitter]) -> None:
+    """An emulated 8-GPU trainer, preempted by SRTF for a short whole-cluster job: it
+    checkpoints on the signal and reports `checkpointed` through the progress API (found
+    by the TaskProlog from the endpoint file), and the service requeues it the next round
+    instead of waiting out its 30 s grace."""
+    write_heartbeat(env.heartbeat, time.time(), 600)
+    endpoint = Path(env.heartbeat).parent / "endpoint"
+    saved = endpoint.read_bytes() if endpoint.exists() else None
+    spec = JobSpec(1, "ResNet-18", 32, 8, AdaptationMode.STATIC, 0.0, 5000)
+    settings = EmulatorSettings(time_scale=10.0, checkpoint_dir=env.tmp / "ckpt",
+                                output_dir=env.tmp, pythonpath=str(ROOT))
+    trainer = submitter(job_script(spec, settings), "-o", str(env.tmp / "%j.out"),
+                        "--open-mode=append", "--requeue")
+    try:
+        proc = env.serve("srtf", service_extra=f", endpoint_file: {endpoint}")
+        long = trainer(*gpu_args(8), f"--comment={hint_comment(spec)}")
+        wait_for(lambda: env.job(long).state == "RUNNING", 60, "the trainer runs")
+        wait_for(lambda: env.query("SELECT COUNT(*) FROM reports WHERE kind = 'progress' "
+                                   f"AND job_id = {long}")[0][0] >= 2, 60, "its reports")
+        env.submit("-N", "4", "--gres=gpu:8", f"--comment={HINT.format(e=1)}")
+        wait_for(lambda: env.job(long).restart_count >= 1, 60, "the requeue")
+        requeued = time.time()
+        assert stop(proc) == 0
+    finally:
+        if saved is None:
+            endpoint.unlink(missing_ok=True)
+        else:
+            endpoint.write_bytes(saved)
+    [(signalled,)] = env.query(
+        "SELECT MIN(r.at_s) FROM actions a JOIN rounds r ON r.id = a.round_id "
+        f"WHERE a.kind = 'preempt' AND a.outcome = 'deferred' AND a.job_id = {long}")
+    assert env.query("SELECT COUNT(*) FROM reports WHERE kind = 'checkpointed' "
+                     f"AND job_id = {long}")[0][0] >= 1
+    assert isinstance(signalled, float)
+    assert requeued - signalled < 15.0  # the grace is 30 s
+    # requeued as the acknowledgement came, between rounds, not at the next round
+    assert f"job {long}: checkpoint acknowledged, requeued" in env.log()
+    assert env.job(long).restart_count == 1
 
 
 def test_a_slurmctld_outage_is_logged_once_and_survived(env: Env) -> None:

@@ -213,3 +213,19 @@ def test_the_view_counts_time_from_the_store_origin(tmp_path: Path) -> None:
     clock.t += 500
     again = service(fake, Store(tmp_path / "s.db"), clock).round_once()  # a restart
     assert again.report.view is not None and again.report.view.now_s == 500.0
+
+
+def test_an_acknowledged_checkpoint_is_requeued_between_rounds(tmp_path: Path) -> None:
+    """The progress API's thread reports the acknowledgement; the loop, sleeping to its
+    next round, requeues the job at once (the GPUs it holds would idle a whole round)."""
+    fake, store, _clock, svc = srtf_preempting_job_1(tmp_path)
+    assert fake.jobs[1].state == "RUNNING" and 1 in store.load_intents()
+    stop = threading.Event()
+    ticks = iter(float(t) for t in range(100))  # each look at the clock: one more second
+    svc.timer = lambda: next(ticks)
+    svc.checkpointed(1)
+    svc.checkpointed(99)  # no checkpoint of it in flight: nothing happens
+    svc._wait(stop, boundary=3.0)  # the boundary: still ahead
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
+    assert fake.jobs[1].restart_count == 1 and store.load_intents() == {}
+    assert fake.signals == [(1, "USR1")]

@@ -261,4 +261,5 @@ def test_a_requeue_held_job_is_held() -> None:
     assert is_held("PENDING", 0, "job requeued in held state")
     assert is_held("PENDING", 0, "job_requeued_in_held_state")
     assert is_held("PENDING", 0, "JobHeldAdmin")
+    assert is_held("PENDING", 0, "launch failed requeued held")
     assert not is_held("PENDING", 5, "Priority") and not is_held("RUNNING", 0, "JobHeldUser")

@@ -163,3 +163,24 @@ def test_table_epoch_times_are_wall_time_under_a_time_scale() -> None:
     own = replace(job, admin_comment="shockwave:v1 model=my-gpt bs=16 epochs=10 mode=static")
     assert table_progress(table, 600.0, 60.0)(own, parse_hint(own.admin_comment)).epoch_s \
         == 600.0
+
+
+def test_a_migration_signals_once_and_completes_the_checkpoint() -> None:
+    """The plan moves a running job (preempt + start in one round, e.g. to clear a node
+    for a wide job). Live that is checkpoint, requeue, start: the start waits, and the
+    checkpoint is not forgotten as if the plan had kept the job (seen live: the job was
+    signalled again every round and never moved)."""
+    world, fake, clock = cluster(running(1))
+    world.observe()
+    move = [Action(ActionKind.PREEMPT, 1), Action(ActionKind.START, 1, ("n1:1",))]
+    first = {r.action.kind: r.outcome for r in world.apply(move).results}
+    assert first == {ActionKind.PREEMPT: Outcome.DEFERRED, ActionKind.START: Outcome.DEFERRED}
+    clock.t += 4
+    world.observe()
+    again = {r.action.kind: r.outcome for r in world.apply(move).results}
+    assert again[ActionKind.PREEMPT] == Outcome.DEFERRED
+    assert fake.signals == [(1, "USR1")]  # signalled once, not every round
+    clock.t += 31
+    world.observe()
+    world.apply(move)
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1

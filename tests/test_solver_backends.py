@@ -7,6 +7,7 @@ import logging
 import numpy as np
 import pytest
 
+from slurm_shockwave.solver import backends
 from slurm_shockwave.solver.backends import solve
 from slurm_shockwave.solver.milp import SolveOptions, Status
 from slurm_shockwave.solver.plan_window import greedy_rounds, solve_window
@@ -43,7 +44,7 @@ def test_model_point_is_feasible_and_values_agree() -> None:
 
 def test_highs_solves_to_the_gap_and_beats_greedy() -> None:
     inp = window(60)
-    sol = solve_window(inp, backend="highs", time_limit_s=20, rel_gap=1e-4)
+    sol = solve_window(inp, backend="highs", rel_gap=1e-4)
     assert sol.status in ("optimal", "within_gap", "feasible")
     obj, ok = evaluate(inp, sol.rounds)
     assert ok and obj == pytest.approx(sol.objective)
@@ -56,29 +57,47 @@ def test_gurobi_on_a_model_within_the_bundled_licence() -> None:
     pytest.importorskip("gurobipy")
     model = build(window(40)).milp
     assert model.shape[0] < 2000 and model.shape[1] < 2000
-    g = solve(model, SolveOptions(time_limit_s=20, rel_gap=1e-6), "gurobi")
-    h = solve(model, SolveOptions(time_limit_s=20, rel_gap=1e-6), "highs")
+    g = solve(model, SolveOptions(rel_gap=1e-6), "gurobi")
+    h = solve(model, SolveOptions(rel_gap=1e-6), "highs")
     if g.status == Status.LICENCE_LIMIT:
         pytest.skip(f"no usable Gurobi licence here: {g.message}")
     assert g.backend == "gurobi" and g.status == Status.OPTIMAL
     assert g.objective == pytest.approx(h.objective, rel=1e-5)
 
 
-def test_too_large_for_the_licence_falls_back_to_highs(caplog: pytest.LogCaptureFixture) -> None:
+def test_too_large_for_the_licence_falls_back_to_highs_warning_once(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("gurobipy")
+    monkeypatch.setattr(backends, "_fallback_warned", False)
     model = build(window(600)).milp
     assert model.shape[1] > 2000
     with caplog.at_level(logging.WARNING, logger="slurm_shockwave.solver"):
-        r = solve(model, SolveOptions(time_limit_s=20), "auto")
-    assert r.backend == "highs" and r.status.has_solution
-    assert "fallback from gurobi" in r.message
+        for name in ("auto", "gurobi", "auto"):  # every round of a run
+            r = solve(model, SolveOptions(max_nodes=50), name)
+            assert r.backend == "highs" and r.status.has_solution
+            assert "fallback from gurobi" in r.message
     lines = [rec.getMessage() for rec in caplog.records]
     assert len(lines) == 1 and "falling back to HiGHS" in lines[0]
 
 
+def test_solver_gurobi_without_gurobi_is_refused_at_config_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``solver: gurobi`` means Gurobi: without it the configuration is bad input (one
+    line naming the field, exit 2), where ``auto`` quietly uses HiGHS."""
+    import slurm_shockwave.policies.shockwave.config as sw_config
+    from slurm_shockwave.model.errors import InputError
+    from slurm_shockwave.policies.registry import make_policy
+
+    monkeypatch.setattr(sw_config, "gurobi_unavailable", lambda: "no Gurobi licence (10009)")
+    with pytest.raises(InputError, match="no Gurobi licence") as err:
+        make_policy("shockwave", {"solver": "gurobi"}, source="etc/shockwave.yaml")
+    assert "solver" in str(err.value)
+    assert make_policy("shockwave", {"solver": "auto"}).config.solver == "auto"
+
+
 def test_infeasible_caps_are_reported_not_raised() -> None:
     inp = window(10, cap=0.0, capacity=8)  # every job must finish in 40 minutes: impossible
-    sol = solve_window(inp, backend="highs", time_limit_s=5)
+    sol = solve_window(inp, backend="highs")
     assert sol.status == "infeasible"
 
 

@@ -54,6 +54,14 @@ class Live:
     def partition(self) -> str:
         return self.settings.slurm.partition
 
+    @property
+    def backend_in_use(self) -> str:
+        """The backend that reaches Slurm (its class says which), and the config's
+        choice when that differs (``auto``)."""
+        name = type(self.backend).__name__.removesuffix("Backend").lower()
+        configured = self.settings.slurm.backend
+        return name if name == configured else f"{name} (config: {configured})"
+
     def policy(self, name: str) -> Policy[Any]:
         return live_policy(self.settings, name)
 
@@ -77,7 +85,8 @@ class Live:
         """The live world; with ``feed``, progress and acknowledgements from the reports."""
         s = self.settings.slurm
         world = SlurmCluster(self.backend, WallClock(), partition=s.partition,
-                             round_s=s.round_s, progress=self.table(), intents=intents)
+                             round_s=s.round_s, progress=self.table(), intents=intents,
+                             restart_cost_s=s.restart_cost_s)
         if feed is not None:
             world.progress, world.acked = feed.progress, feed.acked
         return world

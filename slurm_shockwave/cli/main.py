@@ -6,7 +6,9 @@ import click
 
 from slurm_shockwave import __version__
 from slurm_shockwave.cli.demo import demo
+from slurm_shockwave.cli.doctor import doctor
 from slurm_shockwave.cli.errors import OneLineGroup, debug_option
+from slurm_shockwave.cli.install_scripts import install_scripts
 from slurm_shockwave.cli.plan import plan
 from slurm_shockwave.cli.policies import policies
 from slurm_shockwave.cli.queue import explain, queue
@@ -32,5 +34,7 @@ cli.add_command(plan)
 cli.add_command(explain)
 cli.add_command(serve)
 cli.add_command(handback)
+cli.add_command(install_scripts)
+cli.add_command(doctor)
 cli.add_command(demo)
 cli.add_command(report)

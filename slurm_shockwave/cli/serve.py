@@ -16,6 +16,7 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.service.handback import hand_back
 from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
+from slurm_shockwave.service.metrics import ServiceMetrics
 from slurm_shockwave.service.progress_api import ProgressAPI
 
 log = logging.getLogger("shockwave.service")
@@ -64,22 +65,29 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         log.info("shockwave serve: policy %s, partition %s, backend %s, round %g s, store %s, "
-                 "heartbeat %s%s", name, env.partition, env.settings.slurm.backend, period,
+                 "heartbeat %s%s", name, env.partition, env.backend_in_use, period,
                  path, "none (dry run)" if dry_run else
                  f"{svc.heartbeat} (stale after {loop.stale_after_s:g} s)",
                  ", DRY RUN" if dry_run else "")
         api = ProgressAPI(path, listen=listen or svc.listen,
                           endpoint_file=endpoint_file or svc.endpoint_file,
-                          admin_uids={0, *admin_uids})
+                          admin_uids={0, *admin_uids}, on_checkpointed=loop.checkpointed)
+        metrics = ServiceMetrics(policy=name, partition=env.partition,
+                                 backend=env.backend_in_use,
+                                 heartbeat=None if dry_run else svc.heartbeat,
+                                 counts=lambda: api.counts)
+        api.metrics = metrics.exposition
         try:
             url = api.start()
         except (OSError, ValueError) as exc:
             raise InputError(f"progress API cannot listen there: {exc}",
                              source=listen or svc.listen,
                              field="--listen" if listen else "service.listen") from None
-        log.info("progress API at %s (endpoint file %s)", url, api.endpoint_file)
+        log.info("progress API at %s (endpoint file %s), metrics at %s/metrics", url,
+                 api.endpoint_file, url)
         try:
-            done = loop.run(stop, max_rounds=rounds)
+            done = loop.run(stop, max_rounds=rounds, on_round=metrics.round_done,
+                            on_failure=metrics.round_failed)
         finally:
             api.stop()
         log.info("stopped after %d rounds; progress API: %d reports accepted, %d refused",

@@ -29,6 +29,7 @@ body (libmunge through ctypes, else the ``munge`` command).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import ctypes.util
@@ -94,10 +95,19 @@ def install() -> bool:
                     previous(num, frame)
 
             signal.signal(signum, on_signal)
+            # at exit Python puts the default action back (SIGUSR1's kills) before the
+            # process is gone: a signal sent as the job finishes would turn a finished
+            # job into a failed one (seen live). Ignore it from the end of the program on.
+            atexit.register(_ignore, signum)
             _installed = True
             return True
     except Exception:  # not the main thread, a signal Python cannot catch: no handler
         return False
+
+
+def _ignore(signum: int) -> None:
+    with contextlib.suppress(Exception):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def should_checkpoint() -> bool:

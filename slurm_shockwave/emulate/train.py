@@ -7,6 +7,7 @@ profile code (``workloads/profile.py``), so an emulated job on Slurm and the sam
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import json
@@ -86,14 +87,20 @@ def visible_gpus(env: Mapping[str, str], requested: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    epochs_done: int
+    epochs_done: float
+    """Whole epochs and the part of the next one trained (saved at the step the signal
+    came, as a training loop checkpointing its step counter does; Gavel's and
+    Shockwave's simulators assume no partial epoch is lost either)."""
     batch_size: int
 
 
 def read_checkpoint(path: Path) -> Checkpoint | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return Checkpoint(int(data["epochs_done"]), int(data["batch_size"]))
+        done = float(data["epochs_done"])
+        if not math.isfinite(done):
+            raise ValueError(f"epochs_done {done}")
+        return Checkpoint(done, int(data["batch_size"]))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -148,6 +155,8 @@ class LocalReporter:
         sig = getattr(signal, "SIG" + name.removeprefix("SIG"), None)
         if isinstance(sig, signal.Signals):
             signal.signal(sig, self._caught)
+            # a signal sent as the job finishes must not kill it (reporter.install says why)
+            atexit.register(signal.signal, sig, signal.SIG_IGN)
 
     def _caught(self, signum: int, frame: FrameType | None) -> None:
         self.signalled = True
@@ -182,11 +191,11 @@ class Trainer:
     restart_count: int = 0
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
-    epochs_done: int = 0
+    epochs_done: float = 0.0
 
     def bs_now(self) -> int:
         """The batch size the job trains at next: that of the epoch it has reached."""
-        return self.plan[min(self.epochs_done, len(self.plan) - 1)].bs
+        return self.plan[min(int(self.epochs_done), len(self.plan) - 1)].bs
 
     def _wait(self, seconds: float) -> bool:
         """Sleep ``seconds`` in slices; False as soon as the checkpoint signal arrived."""
@@ -207,26 +216,30 @@ class Trainer:
         total = len(self.plan)
         ckpt = read_checkpoint(self.checkpoint)
         if ckpt is not None:
-            self.epochs_done = max(0, min(total, ckpt.epochs_done))
+            self.epochs_done = max(0.0, min(float(total), ckpt.epochs_done))
             _say(self.out, f"resumed from {self.checkpoint}: "
-                           f"{self.epochs_done}/{total} epochs done, batch size "
+                           f"{self.epochs_done:g}/{total} epochs done, batch size "
                            f"{self.bs_now()} (restart {self.restart_count})")
         self.reporter.install()
         self.reporter.report(epoch=self.epochs_done, batch_size=self.bs_now())
         if not self._wait(self.restore_s / self.time_scale):
             return self._on_signal()
         while self.epochs_done < total:
-            epoch = self.plan[self.epochs_done]
+            index = int(self.epochs_done)
+            epoch = self.plan[index]
             wall = epoch.seconds / self.time_scale
-            if not self._wait(wall):
+            began, part = self.clock(), index + 1 - self.epochs_done
+            if not self._wait(wall * part):
+                trained = (self.clock() - began) / wall if wall > 0 else 0.0
+                self.epochs_done = min(self.epochs_done + trained, index + 1 - 1e-9)
                 return self._on_signal()
-            self.epochs_done += 1
+            self.epochs_done = float(index + 1)
             self._save()
             rate = (self.samples_per_epoch / wall
                     if self.samples_per_epoch and wall > 0 else None)
             self.reporter.report(epoch=self.epochs_done, batch_size=self.bs_now(),
                                  samples_per_s=rate)
-            _say(self.out, f"epoch {self.epochs_done}/{total} bs={epoch.bs} "
+            _say(self.out, f"epoch {index + 1}/{total} bs={epoch.bs} "
                            f"{epoch.seconds:.1f}s (slept {wall:.3f}s) next_bs={self.bs_now()}")
         _say(self.out, f"done {total}/{total} epochs")
         return True
@@ -234,7 +247,7 @@ class Trainer:
     def _on_signal(self) -> bool:
         self._save()
         self.reporter.checkpointed()
-        _say(self.out, f"checkpoint signal: saved {self.epochs_done}/{len(self.plan)} "
+        _say(self.out, f"checkpoint signal: saved {self.epochs_done:.3g}/{len(self.plan)} "
                        f"epochs, batch size {self.bs_now()}; training on from it")
         return False
 

@@ -3,8 +3,9 @@
 Rules: a job of up to K GPUs (K = GPUs per node) sits on one node; a larger job takes
 whole nodes. Running jobs keep their GPUs when they stay selected, so a round does not
 migrate work needlessly. Selection is greedy by count in the plan's order; a selected
-job that fragmentation leaves without room is skipped and later jobs backfill (a running
-one on its own GPUs when they are free).
+job that fragmentation leaves without room gets nodes cleared for it when that runs more
+of the selection (the running jobs there move), otherwise it is skipped and later jobs
+backfill (a running one on its own GPUs when they are free).
 """
 
 from __future__ import annotations
@@ -67,6 +68,67 @@ class _FreeSlots:
         return tuple(taken[:gpus])
 
 
+def _node(slot: str) -> str:
+    return slot.rsplit(":", 1)[0]
+
+
+def _place_selected(view: ClusterView, selected: list[Job],
+                    cleared: frozenset[str] = frozenset()) -> tuple[Placement, _FreeSlots]:
+    """Selected running jobs keep their GPUs (except on ``cleared`` nodes), then the
+    others take GPUs largest first (hardest to fit)."""
+    free = _FreeSlots(view)
+    out = Placement()
+    for job in selected:
+        if (job.is_running and job.gpu_slots and not cleared.intersection(map(_node, job.gpu_slots))
+                and free.take_exact(job.gpu_slots)):
+            out.slots[job.job_id] = job.gpu_slots
+    for job in sorted(selected, key=lambda j: -j.gpus):
+        if job.job_id in out.slots:
+            continue
+        got = free.take(job.gpus)
+        if got is None:
+            out.fragmented.add(job.job_id)
+        else:
+            out.slots[job.job_id] = got
+    return out, free
+
+
+def _defragment(view: ClusterView, selected: list[Job], out: Placement,
+                free: _FreeSlots) -> tuple[Placement, _FreeSlots]:
+    """Selected jobs that fragmentation left out (small jobs scattered over every node, so
+    no node has room for a wide one) get nodes cleared for them: nodes whose running jobs
+    all come later in the plan's order (a job never displaces one the policy ranks above
+    it, so a policy that runs the running jobs first, FIFO's, never moves one), those
+    holding the fewest GPUs first; their jobs move elsewhere. Kept only when every job
+    placed before still is and more of the selection runs; without it a wide job can wait
+    until the cluster drains."""
+    rank = {j.job_id: i for i, j in enumerate(selected)}
+    jobs = {j.job_id: j for j in selected}
+    held: dict[str, list[JobId]] = {n.name: [] for n in view.nodes}
+    for jid, slots in out.slots.items():
+        if jobs[jid].is_running:
+            for node in {_node(s) for s in slots}:
+                held[node].append(jid)
+    used = {n: sum(len(jobs[j].gpu_slots) for j in jids) for n, jids in held.items()}
+    cleared: set[str] = set()
+    for jid in sorted(out.fragmented, key=lambda j: (-jobs[j].gpus, rank[j])):
+        need = -(-jobs[jid].gpus // max(view.gpus_per_node, 1))
+        movable = sorted((n for n, jids in held.items() if n not in cleared
+                          and all(rank[j] > rank[jid] for j in jids)),
+                         key=lambda n: (used[n], n))
+        if len(movable) >= need:
+            cleared.update(movable[:need])
+    if not cleared:
+        return out, free
+    again, left = _place_selected(view, selected, frozenset(cleared))
+
+    def placed(p: Placement) -> int:
+        return sum(jobs[j].gpus for j in p.slots)
+
+    better = set(out.slots) <= set(again.slots) and placed(again) > placed(out)
+    return (again, left) if better else (out, free)
+
+
 def place(view: ClusterView, plan: Plan) -> Placement:
     jobs = view.by_id()
     order: list[Job] = [jobs[j] for j in plan.order if j in jobs]
@@ -77,21 +139,9 @@ def place(view: ClusterView, plan: Plan) -> Placement:
         if used + job.gpus <= capacity:
             selected.append(job)
             used += job.gpus
-    free = _FreeSlots(view)
-    out = Placement()
-    # Selected running jobs keep their GPUs.
-    for job in selected:
-        if job.is_running and job.gpu_slots and free.take_exact(job.gpu_slots):
-            out.slots[job.job_id] = job.gpu_slots
-    # Then the others, largest first (hardest to fit).
-    for job in sorted(selected, key=lambda j: -j.gpus):
-        if job.job_id in out.slots:
-            continue
-        got = free.take(job.gpus)
-        if got is None:
-            out.fragmented.add(job.job_id)
-        else:
-            out.slots[job.job_id] = got
+    out, free = _place_selected(view, selected)
+    if out.fragmented:
+        out, free = _defragment(view, selected, out, free)
     # Backfill what fragmentation left, in plan order; a running job stays where it runs
     # if it still can (best fit alone may swap two running jobs: a needless migration).
     if out.fragmented:

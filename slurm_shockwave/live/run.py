@@ -12,6 +12,7 @@ settings): Slurm starts a released job at its next scheduling pass (on average h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,12 @@ class _Service:
                 self.proc.kill()
 
 
+def live_restore_s(time_scale: float) -> float:
+    """A (re)start's cost in trace seconds: the emulated job's restore plus, on average,
+    half of Slurm's scheduling interval before it starts."""
+    return min(RESTORE_TRACE_S + SCHED_INTERVAL_S / 2 * time_scale, ROUND_TRACE_S - 1)
+
+
 def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
     round_s = ROUND_TRACE_S / settings.time_scale
     path = settings.work_dir / "shockwave.yaml"
@@ -114,7 +121,10 @@ def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
     path.write_text(json.dumps({  # JSON is YAML
         # the jobs train time_scale x faster than the table: the planner's table times
         # must be wall time too, like its round, its clock and the jobs' reports
-        "slurm": {"round_s": round_s, "time_scale": settings.time_scale},
+        # what a (re)start costs here, in wall seconds: the emulated restore plus Slurm's
+        # next scheduling pass, as the simulator's sim_* settings model it
+        "slurm": {"round_s": round_s, "time_scale": settings.time_scale,
+                  "restart_cost_s": live_restore_s(settings.time_scale) / settings.time_scale},
         "service": {"store": str(settings.work_dir / "state.db"), "heartbeat": str(heartbeat),
                     "stale_after_s": max(30.0, 5 * round_s),
                     # one port for the whole run: a restarted service must be where the
@@ -153,9 +163,32 @@ def _poll(env: dict[str, str], jobs: dict[int, JobState]) -> None:
         job.restarts = number(obj.get("restart_cnt"))
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends a run like Ctrl-C: the cluster, the service and the jobs it started are
+    stopped on the way out (a process started in the background ignores SIGINT)."""
+    def handler(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_live(settings: LiveSettings,
              on_tick: Callable[[LiveStatus], None] | None = None) -> dict[str, Any]:
     """Run the trace on a cluster of our own; one JSON-able dict of results."""
+    with _sigterm_as_interrupt():
+        return _run_live(settings, on_tick)
+
+
+def _run_live(settings: LiveSettings,
+              on_tick: Callable[[LiveStatus], None] | None) -> dict[str, Any]:
     trace = load_trace(settings.trace)
     workload = build_workload(trace, load_throughputs(settings.throughputs),
                               source=settings.trace or "demo")
@@ -209,6 +242,11 @@ def run_live(settings: LiveSettings,
                 if submit.poll() is not None and len(jobs) == len(trace) \
                         and len(finished) == len(jobs):
                     break
+                if submit.poll() not in (None, 0) or (submit.poll() == 0 and len(jobs) < len(trace)
+                                                       and not reader.is_alive()):
+                    raise RuntimeError(
+                        f"trace submit exited with {submit.returncode} after {len(jobs)} of "
+                        f"{len(trace)} jobs (see {settings.work_dir / 'submit.log'})")
                 every = settings.kill_service_every_s
                 if service and every and time.monotonic() - last_kill >= every:
                     service.kill_and_restart()
@@ -238,7 +276,7 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
     sim_policy = "fifo" if settings.policy == "slurm" else settings.policy
     # the live costs, modelled: a started job waits for Slurm's next scheduling pass (on
     # average half its interval) before its restore, and a requeued job cred_expire + 1 s
-    restore = min(RESTORE_TRACE_S + SCHED_INTERVAL_S / 2 * scale, ROUND_TRACE_S - 1)
+    restore = live_restore_s(scale)
     delay = (settings.cred_expire_s + 1) * scale
 
     def sim(restore_s: float, requeue_delay_s: float) -> Any:

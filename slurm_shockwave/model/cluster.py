@@ -34,6 +34,9 @@ class ClusterView:
     jobs: tuple[Job, ...]
     num_jobs_total: int = 0
     """Jobs known for the whole run (the trace length in simulation, 0 if unknown)."""
+    restart_cost_s: float = 20.0
+    """Time a job loses at each (re)start, as the world knows it: the simulator's restore
+    cost; live, ``slurm.restart_cost_s`` (checkpoint restore plus Slurm's start latency)."""
 
     @property
     def total_gpus(self) -> int:

@@ -12,6 +12,7 @@ next.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -58,6 +59,8 @@ class Service:
         self.timer = timer
         self.feed = feed
         self.memory: Memory = store.memory(policy_name)
+        self._acked: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._wake = threading.Event()
         world.round_index = store.next_round_index()
         world.origin_s = store.origin_s(world.clock.now())
 
@@ -87,9 +90,12 @@ class Service:
         return RoundDone(report, replace(record, phase_s=phase_s), round_id)
 
     def run(self, stop: threading.Event, *, max_rounds: int | None = None,
-            on_round: Callable[[RoundDone], None] | None = None) -> int:
+            on_round: Callable[[RoundDone], None] | None = None,
+            on_failure: Callable[[str], None] | None = None) -> int:
         """Plan rounds until ``stop`` is set (SIGTERM/SIGINT) or ``max_rounds`` are done;
-        the round in progress always finishes. Returns the rounds completed."""
+        the round in progress always finishes. Returns the rounds completed. ``on_round``
+        gets every round done, ``on_failure`` the cause of every failed one (``slurm``:
+        unreachable, ``error``: a bug)."""
         done = 0
         backoff = 0.0
         outage_since: float | None = None
@@ -101,11 +107,15 @@ class Service:
                 if outage_since is None:
                     outage_since = self.timer()
                     log.error("Slurm unreachable: %s; retrying with backoff", exc)
+                if on_failure is not None:
+                    on_failure("slurm")
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
             except Exception:  # a bug: log it whole, keep the cluster scheduled
                 log.exception("round failed; nothing of it was written; retrying")
+                if on_failure is not None:
+                    on_failure("error")
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
@@ -123,8 +133,33 @@ class Service:
             if now >= boundary:
                 boundary = now  # overran: the next round starts at once
             elif max_rounds is None or done < max_rounds:
-                stop.wait(boundary - now)
+                self._wait(stop, boundary)
         return done
+
+    def checkpointed(self, job_id: int) -> None:
+        """A job acknowledged its checkpoint (the progress API's thread calls this): its
+        requeue need not wait for the next round."""
+        self._acked.put(job_id)
+        self._wake.set()
+
+    def _wait(self, stop: threading.Event, boundary: float) -> None:
+        """Sleep to the round boundary; requeue acknowledged checkpoints as they come (a
+        round is 120 s, and the GPUs a checkpointed job holds idle until it is requeued)."""
+        while not stop.is_set() and (left := boundary - self.timer()) > 0:
+            if self._wake.wait(min(left, 0.25)):
+                self._wake.clear()
+                while not self._acked.empty():
+                    job_id = self._acked.get()
+                    if self.dry_run:
+                        continue
+                    try:
+                        done = self.world.complete_checkpoint(job_id)
+                    except SlurmError as exc:
+                        log.warning("job %d: requeue after its checkpoint failed: %s "
+                                    "(the next round retries)", job_id, exc)
+                        continue
+                    if done:
+                        log.info("job %d: checkpoint acknowledged, requeued", job_id)
 
     def _log_round(self, done: RoundDone) -> None:
         r, p = done.record, done.record.phase_s

@@ -47,3 +47,18 @@ class ServiceLock:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.release()
+
+
+def lock_holder(store_path: str) -> int | None:
+    """The pid holding the service's lock, read from /proc/locks without taking the lock
+    (so asking never makes a starting service fail); None when nobody holds it."""
+    try:
+        inode = os.stat(f"{store_path}.lock").st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+            return int(fields[4]) if fields[4].isdigit() else -1
+    return None

@@ -11,6 +11,10 @@ SQLite connection (WAL), held by one database thread. Every refusal is a 4xx JSO
 Checks, in order: body size (413), credential (401: missing, refused by munged - bad,
 expired, replayed - or for another body), JSON and its fields (400), the job is managed
 (404), the sender owns it or is an admin uid (403).
+
+``GET /metrics`` serves the service's Prometheus metrics on the same server (one port
+to open, one bounded pool of threads), through the ``metrics`` callable the service
+passes in; this module does not know Prometheus.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ MAX_BODY = 4096
 CRED_HEADER = "X-Munge-Credential"
 REPORT_PATH = "/v1/report"
 HEALTH_PATH = "/v1/health"
+METRICS_PATH = "/metrics"
 
 _FIELDS = ("job_id", "kind", "epoch", "batch_size", "samples_per_s", "restart_count",
            "exit_code", "age_s")
@@ -169,8 +174,14 @@ class ProgressAPI:
                  admin_uids: Collection[int] = frozenset({0}),
                  clock: Callable[[], float] = time.time,
                  decode: Callable[[str], munge.Decoded] = munge.decode,
-                 uid_of: Callable[[str], int | None] = uid_of) -> None:
+                 uid_of: Callable[[str], int | None] = uid_of,
+                 metrics: Callable[[], tuple[bytes, str]] | None = None,
+                 on_checkpointed: Callable[[int], None] | None = None) -> None:
         self.store_path = store_path
+        self.on_checkpointed = on_checkpointed
+        """Told each accepted `checkpointed` report's job (the loop requeues it at once)."""
+        self.metrics = metrics
+        """``() -> (body, content type)`` for GET /metrics; None: 404."""
         self.host, self.port = parse_listen(listen)
         self.endpoint_file = endpoint_file
         self.admin_uids = frozenset(admin_uids)
@@ -233,10 +244,13 @@ class ProgressAPI:
             raise Refused(403, f"uid {uid} is not the owner of job {report.job_id}",
                           "job_id")
         try:
-            return int(self._on_db(lambda s: s.add_report(report)))
+            report_id = int(self._on_db(lambda s: s.add_report(report)))
         except Exception as exc:
             log.error("progress API: could not write a report: %s", exc)
             raise Refused(503, "store unavailable", None) from None
+        if report.kind == ReportKind.CHECKPOINTED and self.on_checkpointed is not None:
+            self.on_checkpointed(report.job_id)
+        return report_id
 
     def count_rejected(self) -> None:
         with self._counts_lock:
@@ -356,13 +370,18 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == HEALTH_PATH:
             self._answer(200, self.api.health())
+        elif self.path == METRICS_PATH and self.api.metrics is not None:
+            body, kind = self.api.metrics()
+            self._send(200, body, kind)
         else:
             self._answer(404, {"error": "no such endpoint", "field": "path"})
 
     def _answer(self, status: int, answer: Mapping[str, Any]) -> None:
-        data = json.dumps(answer).encode()
+        self._send(status, json.dumps(answer).encode(), "application/json")
+
+    def _send(self, status: int, data: bytes, kind: str) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

@@ -120,7 +120,7 @@ class SimulatedCluster:
         return ClusterView(now_s=now, round_index=self.round_index, round_s=self.round_s,
                            nodes=self.nodes, jobs=tuple(j.view() for j in self._active.values()
                                                         if j.eligible_s <= now),
-                           num_jobs_total=len(self._all))
+                           num_jobs_total=len(self._all), restart_cost_s=self.restore_s)
 
     # -- Actuator ---------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> ApplyResult:

@@ -299,6 +299,10 @@ class CliBackend:
                      if n.gpus_used > len(n.gpus_used_idx) else n for n in nodes]
         return nodes
 
+    def scontrol(self, *args: str) -> str:
+        """``scontrol ARGS``' output (doctor reads the running configuration with it)."""
+        return self._run(["scontrol", *args])
+
     def set_priority(self, job_id: int, priority: int) -> None:
         self._run(["scontrol", "update", f"jobid={job_id}", f"priority={priority}"])
 

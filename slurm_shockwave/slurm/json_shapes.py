@@ -123,7 +123,10 @@ def _alloc_nodes(obj: Mapping[str, Any]) -> list[str]:
         return []
 
 
-_REQUEUE_HELD = ("job requeued in held state", "job_requeued_in_held_state")
+_REQUEUE_HELD = ("job requeued in held state", "job_requeued_in_held_state",
+                 # a batch launch that failed (BatchStartTimeout under load, a prolog):
+                 # Slurm requeues the job held, and only a release lets it run again
+                 "launch failed requeued held", "launch_failed_requeued_held")
 
 
 def is_held(state: str, priority: int, reason: str) -> bool:

@@ -162,8 +162,9 @@ class SlurmCluster:
                  round_s: float = 120.0, progress: ProgressFn | None = None,
                  acked: Callable[[int, float], bool] = lambda _job_id, _since_s: False,
                  intents: IntentLog | None = None, round_index: int = 0,
-                 origin_s: float = 0.0) -> None:
+                 origin_s: float = 0.0, restart_cost_s: float = 60.0) -> None:
         self.backend = backend
+        self.restart_cost_s = restart_cost_s
         self.clock = clock
         self.partition = partition
         self.round_s = round_s
@@ -217,7 +218,8 @@ class SlurmCluster:
                     nodes.append(GpuNode(n.name, len(idx), idx))
         view = ClusterView(now_s=self.clock.now() - self.origin_s,
                            round_index=self.round_index,
-                           round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views))
+                           round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
+                           restart_cost_s=self.restart_cost_s)
         self.round_index += 1
         return view
 
@@ -254,8 +256,13 @@ class SlurmCluster:
     def apply(self, actions: Sequence[Action]) -> ApplyResult:
         now = self.clock.now()
         results: list[ActionResult] = []
-        starts = [a for a in actions if a.kind == ActionKind.START]
-        approved = {a.job_id for a in actions if a.kind != ActionKind.PREEMPT}
+        moving = ({a.job_id for a in actions if a.kind == ActionKind.PREEMPT}
+                  & {a.job_id for a in actions if a.kind == ActionKind.START})
+        # a migration (preempt + start of one job) is a preemption now and a start once
+        # the job is pending again: its checkpoint must not be forgotten as "kept"
+        starts = [a for a in actions if a.kind == ActionKind.START and a.job_id not in moving]
+        approved = {a.job_id for a in actions
+                    if a.kind != ActionKind.PREEMPT and a.job_id not in moving}
 
         # 1. preemption: signal (if the job handles one) then requeue-hold. A checkpoint
         # in flight from an earlier round (or an earlier process) goes on unless the plan
@@ -304,6 +311,8 @@ class SlurmCluster:
                 results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
         results += [ActionResult(a, Outcome.APPLIED) for a in actions
                     if a.kind == ActionKind.KEEP]
+        results += [ActionResult(a, Outcome.DEFERRED, "moving: starts once requeued")
+                    for a in actions if a.kind == ActionKind.START and a.job_id in moving]
 
         # 3. everything else pending in the managed partition waits, held by the admin:
         # job_submit.lua's hold is a user hold (JobHeldUser) that the owner may release;
@@ -340,6 +349,15 @@ class SlurmCluster:
             return None
         return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} sent; requeue after ack or "
                                                  f"at +{ck.deadline_s - now:.0f}s")
+
+    def complete_checkpoint(self, job_id: int) -> bool:
+        """Between rounds: requeue-hold a job whose checkpoint (signalled by an earlier
+        round) it acknowledged just now. False when no checkpoint of it is in flight."""
+        if job_id not in self.intents:
+            return False
+        self.backend.requeue([job_id], hold=True)
+        self._forget(job_id)
+        return True
 
     def _forget(self, job_id: int) -> None:
         if self.intents.pop(job_id, None) is not None:

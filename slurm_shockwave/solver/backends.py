@@ -20,12 +20,18 @@ class Backend(Protocol):
     def solve(self, model: Milp, options: SolveOptions) -> SolveResult: ...
 
 
-def solve(model: Milp, options: SolveOptions, backend: str = "highs") -> SolveResult:
-    """Solve with the named backend; ``auto`` and ``gurobi`` fall back to HiGHS.
+_fallback_warned = False
 
-    A licence problem is reported in one log line and in the result's message, never
-    raised: a scheduler must keep scheduling.
+
+def solve(model: Milp, options: SolveOptions, backend: str = "highs") -> SolveResult:
+    """Solve with the named backend; ``auto`` and ``gurobi`` fall back to HiGHS when
+    Gurobi refuses the model (``gurobi`` was checked to be installed and licensed when the
+    configuration was read, so here that means a model too large for the licence).
+
+    A licence problem is reported in the result's message and in one warning per process
+    (later ones at debug level), never raised: a scheduler must keep scheduling.
     """
+    global _fallback_warned
     if backend not in BACKEND_NAMES:
         raise ValueError(f"solver: unknown backend {backend!r} (known: {', '.join(BACKEND_NAMES)})")
     if backend == "highs":
@@ -33,7 +39,9 @@ def solve(model: Milp, options: SolveOptions, backend: str = "highs") -> SolveRe
     first = GurobiBackend().solve(model, options)
     if first.status != Status.LICENCE_LIMIT:
         return first
-    log.warning("solver: %s; falling back to HiGHS", first.message)
+    log.log(logging.DEBUG if _fallback_warned else logging.WARNING,
+            "solver: %s; falling back to HiGHS (warned once per process)", first.message)
+    _fallback_warned = True
     second = HighsBackend().solve(model, options)
     return SolveResult(second.status, second.x, second.objective, second.bound,
                        first.wall_s + second.wall_s, second.backend,

@@ -8,12 +8,29 @@ raises 10009. Both come back as ``Status.LICENCE_LIMIT`` so the caller can fall 
 from __future__ import annotations
 
 import time
+from functools import cache
 
 import numpy as np
 
 from slurm_shockwave.solver.milp import Milp, SolveOptions, SolveResult, Status
 
 LICENCE_ERRORS = {10009: "no Gurobi licence", 10010: "model too large for the Gurobi licence"}
+
+
+@cache
+def unavailable() -> str | None:
+    """Why Gurobi cannot solve anything in this process (not installed, no licence), or
+    None. Asked once, when a configuration names ``solver: gurobi``."""
+    try:
+        import gurobipy as gp
+    except ImportError:
+        return "gurobipy is not installed (pip install 'slurm-shockwave[gurobi]')"
+    try:
+        gp.Env(params={"OutputFlag": 0}).dispose()
+    except gp.GurobiError as exc:
+        code = int(getattr(exc, "errno", -1) or -1)
+        return f"{LICENCE_ERRORS.get(code, 'Gurobi error')} ({code}: {exc})"
+    return None
 
 
 class GurobiBackend:
@@ -31,7 +48,10 @@ class GurobiBackend:
         try:
             env = gp.Env(params={"OutputFlag": 0})
             m = gp.Model(env=env)
-            m.Params.TimeLimit = max(options.time_limit_s, 0.01)
+            if options.time_limit_s is not None:
+                m.Params.TimeLimit = max(options.time_limit_s, 0.01)
+            if options.max_nodes is not None:
+                m.Params.NodeLimit = float(options.max_nodes)
             m.Params.MIPGap = options.rel_gap
             if options.threads:
                 m.Params.Threads = options.threads
@@ -63,6 +83,9 @@ class GurobiBackend:
                                self.name, f"status {m.Status}")
         st = Status.OPTIMAL if m.Status == GRB.OPTIMAL else Status.FEASIBLE
         is_mip = bool(model.integer.any())
-        bound = float(m.ObjBound) if is_mip else float(m.ObjVal)
+        # a solve stopped by a limit reports no bound (its LP value is not one)
+        bound = (float(m.ObjBound) if is_mip else float(m.ObjVal)) if st == Status.OPTIMAL \
+            else float("inf")
         return SolveResult(st, np.asarray(x.X, dtype=float), float(m.ObjVal), bound, wall,
-                           self.name, f"status {m.Status}")
+                           self.name, f"status {m.Status}"
+                           + (f" ({int(m.NodeCount)} nodes)" if is_mip else ""))

@@ -45,7 +45,10 @@ class HighsBackend:
         started = time.perf_counter()
         h = _new_highs()
         h.setOptionValue("output_flag", False)
-        h.setOptionValue("time_limit", float(max(options.time_limit_s, 0.01)))
+        if options.time_limit_s is not None:
+            h.setOptionValue("time_limit", float(max(options.time_limit_s, 0.01)))
+        if options.max_nodes is not None:
+            h.setOptionValue("mip_max_nodes", int(options.max_nodes))
         h.setOptionValue("mip_rel_gap", float(options.rel_gap))
         if options.threads:
             h.setOptionValue("threads", int(options.threads))
@@ -86,16 +89,18 @@ class HighsBackend:
             st = Status.INFEASIBLE
         elif has_primal:
             st = Status.FEASIBLE
-        elif status in (ms.kTimeLimit, ms.kIterationLimit, ms.kInterrupt):
+        elif status in (ms.kTimeLimit, ms.kIterationLimit, ms.kSolutionLimit, ms.kInterrupt):
             st = Status.NO_SOLUTION
         else:
             st = Status.ERROR
         x = np.asarray(h.getSolution().col_value, dtype=float) if st.has_solution else None
         objective = float(info.objective_function_value) if x is not None else float("nan")
-        if st == Status.OPTIMAL and not is_mip:
-            bound = objective
-        elif is_mip:
-            bound = float(info.mip_dual_bound)
-        else:
+        # a solve stopped by a limit reports no bound (its LP value is not one)
+        if st != Status.OPTIMAL:
             bound = float("inf")
-        return SolveResult(st, x, objective, bound, wall, self.name, h.modelStatusToString(status))
+        else:
+            bound = float(info.mip_dual_bound) if is_mip else objective
+        message = h.modelStatusToString(status)
+        if is_mip:
+            message += f" ({int(info.mip_node_count)} nodes)"
+        return SolveResult(st, x, objective, bound, wall, self.name, message)

@@ -49,7 +49,7 @@ def relative_gap(bound: float, objective: float) -> float:
 
 class Status(str, Enum):
     OPTIMAL = "optimal"
-    FEASIBLE = "feasible"          # stopped (time limit) with an incumbent
+    FEASIBLE = "feasible"          # stopped (time or work limit) with an incumbent
     NO_SOLUTION = "no_solution"    # stopped without an incumbent
     INFEASIBLE = "infeasible"
     LICENCE_LIMIT = "licence_limit"
@@ -62,7 +62,12 @@ class Status(str, Enum):
 
 @dataclass(frozen=True)
 class SolveOptions:
-    time_limit_s: float = 15.0
+    time_limit_s: float | None = None
+    """Wall-clock limit: a safety net for live rounds. None: none, so that results do not
+    depend on the machine's load (simulation)."""
+    max_nodes: int | None = None
+    """Branch-and-bound nodes a MILP may explore: a deterministic work limit (HiGHS
+    ``mip_max_nodes``, Gurobi ``NodeLimit``). None: no limit."""
     threads: int = 0
     """0 lets the backend decide."""
     rel_gap: float = 1e-3
@@ -75,7 +80,8 @@ class SolveResult:
     x: np.ndarray | None
     objective: float
     bound: float
-    """A valid upper bound on the optimum (maximisation); +inf when unknown."""
+    """An upper bound on the optimum (maximisation), reported only by a solve that
+    finished (OPTIMAL); +inf when unknown. A solve stopped by a limit gives no bound."""
     wall_s: float
     backend: str
     message: str = ""

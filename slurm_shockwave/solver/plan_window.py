@@ -1,8 +1,12 @@
-"""Solving the window program within a time limit, with fallbacks that never fail.
+"""Solving the window program within a work limit, with fallbacks that never fail.
 
-Strategy: the LP relaxation (fast, a valid bound) -> rounding (a feasible integer point)
--> the MILP warm-started from it, for what is left of the time limit. If the MILP has no
+Strategy: the LP relaxation (fast; its optimum bounds the program) -> rounding (a
+feasible integer point) -> the MILP warm-started from it, for at most ``max_nodes``
+branch-and-bound nodes (deterministic: the same plan on a busy machine) and, when a
+wall-clock ``time_limit_s`` is set (live rounds), what is left of it. If the MILP has no
 incumbent or fails, the rounded LP point is used; if even the LP fails, a greedy plan.
+Only a solve that finished contributes a bound: an LP or MILP stopped by a limit gives
+none, and then the gap is unknown (inf).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ class WindowSolution:
     rounded_lp (MILP found nothing better in time) | greedy (LP failed) | infeasible"""
     objective: float
     bound: float
+    """An upper bound on the window program's optimum from a finished LP or MILP; +inf
+    when every solve stopped at a limit."""
     backend: str
     wall_s: float
     message: str = ""
@@ -47,11 +53,15 @@ def greedy_rounds(inp: WindowInputs) -> np.ndarray:
     return rounds
 
 
-def solve_window(inp: WindowInputs, *, backend: str = "highs", time_limit_s: float = 15.0,
-                 rel_gap: float = 1e-3, threads: int = 0) -> WindowSolution:
+def solve_window(inp: WindowInputs, *, backend: str = "highs", time_limit_s: float | None = None,
+                 max_nodes: int | None = None, rel_gap: float = 1e-3,
+                 threads: int = 0) -> WindowSolution:
     started = time.perf_counter()
     model = build(inp)
     build_s = time.perf_counter() - started
+
+    def time_left() -> float | None:
+        return None if time_limit_s is None else time_limit_s - (time.perf_counter() - started)
 
     def infeasible(backend_name: str, message: str, bound: float = float("inf"),
                    rounds: np.ndarray | None = None) -> WindowSolution:
@@ -68,15 +78,16 @@ def solve_window(inp: WindowInputs, *, backend: str = "highs", time_limit_s: flo
         obj, _ = evaluate(inp, rounds)
         return WindowSolution(rounds, "greedy", obj, float("inf"), lp.backend,
                               time.perf_counter() - started, f"LP failed: {lp.message}", build_s)
-    bound = lp.objective
+    bound = lp.bound  # +inf unless the LP finished
     rounds = round_down_up(inp, lp.x[: inp.n])
     obj, ok = evaluate(inp, rounds)
     gap = relative_gap(bound, obj) if ok else np.inf
     best = (rounds, obj if ok else -np.inf, "within_gap" if gap <= rel_gap else "rounded_lp")
-    left = time_limit_s - (time.perf_counter() - started)
+    left = time_left()
     backend_used, message = lp.backend, lp.message
-    if gap > rel_gap and left > 0.05:
-        mip = solve(model.milp, SolveOptions(time_limit_s=left, threads=threads, rel_gap=rel_gap,
+    if gap > rel_gap and (left is None or left > 0.05):
+        mip = solve(model.milp, SolveOptions(time_limit_s=left, max_nodes=max_nodes,
+                                             threads=threads, rel_gap=rel_gap,
                                              warm_start=to_point(inp, rounds) if ok else None),
                     backend)
         backend_used, message = mip.backend, mip.message

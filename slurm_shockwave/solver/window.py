@@ -5,6 +5,7 @@ For N jobs over a window of T rounds of tau seconds on G GPUs:
 
     maximise   (1/N) sum_i pi_i L_i  -  k * M / (tau T)
     subject to sum_i w_i n_i <= G T                   (GPU capacity over the window)
+               sum_{i: w_i >= w} n_i <= floor(G/w) T   (gangs per round, each width w)
                p_i d_i <= tau n_i                      (progress needs GPU time)
                L_i <= a_b + s_b (e_i + p_i) / E_i      (concave piecewise-linear log, all b)
                r_i >= R_i - p_i d_i,  M >= r_i         (remaining time after the window)
@@ -13,10 +14,12 @@ For N jobs over a window of T rounds of tau seconds on G GPUs:
 
 n_i counts the rounds job i runs in the window. The paper's model has a binary x_{i,t}
 per round; its objective depends on x only through n_i = sum_t x_{i,t}, so this
-aggregated model is a relaxation of it with the same LP optimum, N integers instead of
-N T binaries, and a valid bound. ``policies/shockwave/schedule.py`` packs the n_i into
-rounds (gang sizes, per-round capacity); the packed plan is evaluated exactly with
-:func:`evaluate` so the certified gap covers any packing loss.
+aggregated model is a relaxation of it, N integers instead of N T binaries, so its
+optimum is an upper bound on the paper's. The gang rows are valid for every round (at
+most floor(G/w) jobs of width >= w fit at once) and matter only when w does not divide G
+(3 GPUs, 2-GPU jobs: one at a time, not 1.5). ``policies/shockwave/schedule.py`` packs
+the n_i into rounds; the policy evaluates the packed plan with :func:`evaluate`, so the
+gap it reports is the packed plan's against the bound.
 
 The log uses the paper's breakpoints (0, .2, .4, .6, .8, 1; log 0 taken as log 1e-6).
 Maximising a concave piecewise-linear function needs no SOS2 binaries: L_i is bounded
@@ -74,6 +77,16 @@ class WindowModel:
         return np.asarray(np.round(x[: self.n]), dtype=int)
 
 
+def gang_limits(inp: WindowInputs) -> list[tuple[np.ndarray, int]]:
+    """(jobs of width >= w, floor(G/w) T) for each width w that does not divide G (the
+    others are implied by the capacity row)."""
+    out = []
+    for w in np.unique(inp.gpus):
+        if 0 < w <= inp.capacity and inp.capacity % int(w):
+            out.append((inp.gpus >= w, (inp.capacity // int(w)) * inp.rounds))
+    return out
+
+
 def build(inp: WindowInputs) -> WindowModel:
     n, t = inp.n, inp.rounds
     i_p, i_l, i_r, i_m = n, 2 * n, 3 * n, 4 * n
@@ -96,6 +109,12 @@ def build(inp: WindowInputs) -> WindowModel:
     lo.append(np.array([-np.inf]))
     hi.append(np.array([float(inp.capacity * t)]))
     row += 1
+    for members, limit in gang_limits(inp):
+        idx = ar[members]
+        block(np.full(idx.size, row), idx, np.ones(idx.size))
+        lo.append(np.array([-np.inf]))
+        hi.append(np.array([float(limit)]))
+        row += 1
     # progress: d_i p_i - tau n_i <= 0
     block(row + ar, ar, np.full(n, -inp.round_s))
     block(row + ar, i_p + ar, inp.epoch_s)
@@ -128,7 +147,7 @@ def build(inp: WindowInputs) -> WindowModel:
                         np.concatenate([b[1] for b in row_blocks]))), shape=(row, cols))
     col_lo = np.zeros(cols)
     col_hi = np.full(cols, np.inf)
-    col_hi[:n] = t
+    col_hi[:n] = np.where(inp.gpus > inp.capacity, 0, t)  # a gang wider than the cluster
     col_hi[i_p:i_p + n] = np.maximum(inp.epochs_total - inp.epochs_done, 0.0)
     col_lo[i_l:i_l + n] = -np.inf
     col_hi[i_l:i_l + n] = 0.0
@@ -154,7 +173,8 @@ def evaluate(inp: WindowInputs, rounds: np.ndarray) -> tuple[float, bool]:
     objective = float(inp.weight @ logs) / inp.n - inp.k * float(r.max(initial=0.0)) / (
         inp.round_s * inp.rounds)
     ok = bool(np.all(r <= inp.cap_s + 1e-6) and inp.gpus @ rounds <= inp.capacity * inp.rounds
-              and np.all(rounds >= 0) and np.all(rounds <= inp.rounds))
+              and np.all(rounds >= 0) and np.all(rounds <= inp.rounds)
+              and all(rounds[m].sum() <= lim for m, lim in gang_limits(inp)))
     return objective, ok
 
 
@@ -173,10 +193,13 @@ def round_down_up(inp: WindowInputs, fractional: np.ndarray) -> np.ndarray:
     frac = fractional - base
     _, r = completion(inp, base)
     urgent = (r > inp.cap_s + 1e-6).astype(float)
+    gangs = [(m, lim - int(base[m].sum())) for m, lim in gang_limits(inp)]
     for i in np.lexsort((-frac, -urgent)):
         if frac[i] <= 1e-7:
             break
-        if inp.gpus[i] <= left and base[i] < inp.rounds:
+        if inp.gpus[i] <= left and base[i] < inp.rounds and all(
+                room > 0 for m, room in gangs if m[i]):
             base[i] += 1
             left -= int(inp.gpus[i])
+            gangs = [(m, room - int(m[i])) for m, room in gangs]
     return base

@@ -1,7 +1,7 @@
 """The models the paper's traces use, and the facts about them the simulator needs.
 
 Sources: dataset sizes, batch-size ranges and multi-GPU support as described for Gavel's
-``job_table.py`` and the Shockwave artefact (shared/reference/shockwave/NOTES.md §3.3).
+``job_table.py`` and the Shockwave artefact (../shared/reference/shockwave/NOTES.md §3.3).
 """
 
 from __future__ import annotations

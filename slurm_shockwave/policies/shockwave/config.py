@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slurm_shockwave.solver.backends import BACKEND_NAMES
+from slurm_shockwave.solver.gurobi import unavailable as gurobi_unavailable
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,22 @@ class ShockwaveConfig:
     """Weight of the time-averaged fair finish time against the latest estimate."""
     reopt_rounds: int = 8
     """Re-solve at least this often even when no job arrives or leaves."""
+    lease_overhead: float = 0.1
+    """A started job keeps its GPUs for the fewest rounds that hold its restart cost (the
+    world's ``restart_cost_s``) within this fraction of its run (the lease); 0: no lease."""
+    critical_frac: float = 0.95
+    """Jobs whose predicted finish, run from now without a break, reaches this fraction
+    of the makespan's lower bound run first (the critical path); 0 turns it off."""
     solver: str = "highs"
-    """highs | gurobi | auto (Gurobi when licensed, else HiGHS)."""
-    time_limit_s: float = 15.0
+    """highs | gurobi (refused when gurobipy or its licence is missing; a model too large
+    for a size-limited licence is solved by HiGHS) | auto (Gurobi when it solves, else
+    HiGHS)."""
+    max_nodes: int = 1000
+    """Branch-and-bound nodes per solve: a deterministic work limit, so a simulation gives
+    the same results on a busy machine."""
+    time_limit_s: float | None = None
+    """Wall-clock limit per solve. None in simulation (results would depend on the
+    machine's load); the service sets it from ``service.solver_time_limit_s``."""
     threads: int = 0
     rel_gap: float = 1e-3
     prediction_noise: float = 0.0
@@ -43,8 +57,12 @@ class ShockwaveConfig:
             ("momentum", 0 <= self.momentum <= 1, "must be in [0, 1]"),
             ("reopt_rounds", self.reopt_rounds >= 1, "must be >= 1"),
             ("rescue_rho", self.rescue_rho > 0, "must be > 0"),
+            ("lease_overhead", 0 <= self.lease_overhead < 1, "must be in [0, 1)"),
+            ("critical_frac", 0 <= self.critical_frac <= 1, "must be in [0, 1]"),
             ("solver", self.solver in BACKEND_NAMES, f"must be one of {', '.join(BACKEND_NAMES)}"),
-            ("time_limit_s", 0 < self.time_limit_s <= 86400, "must be > 0 and <= 86400"),
+            ("max_nodes", self.max_nodes >= 1, "must be >= 1"),
+            ("time_limit_s", self.time_limit_s is None or 0 < self.time_limit_s <= 86400,
+             "must be > 0 and <= 86400 (or null: no wall-clock limit)"),
             ("threads", 0 <= self.threads <= 1024, "must be from 0 to 1024"),
             ("rel_gap", self.rel_gap >= 0, "must be >= 0"),
             ("prediction_noise", 0 <= self.prediction_noise <= 1, "must be in [0, 1]"),
@@ -52,4 +70,8 @@ class ShockwaveConfig:
         for name, ok, message in checks:
             if not ok:
                 return name, message
+        if self.solver == "gurobi":
+            problem = gurobi_unavailable()
+            if problem:
+                return "solver", f"gurobi: {problem} (solver: auto falls back to HiGHS)"
         return None

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 FairState = list[float]
 """[weighted sum, total weight (rounds), round of the latest estimate, latest estimate]"""
 
@@ -37,3 +39,22 @@ def update_all(states: Mapping[int, FairState], estimates: Mapping[int, float],
                round_index: int) -> dict[int, FairState]:
     """New estimates for the jobs given; jobs that left are forgotten."""
     return {jid: record(states.get(jid), round_index, est) for jid, est in estimates.items()}
+
+
+PRIORITY_RANGE = (1e-4, 1e4)
+"""Keeps relaxed weights within the solver's numerical range."""
+
+
+def relaxation_weight(projected_rho: np.ndarray, short: np.ndarray, lam: float) -> np.ndarray:
+    """The weight on a job's log progress when its fairness cap is relaxed: the paper's
+    ``rho^lambda`` (``rho^100`` for a job with less than one round left), clipped to
+    :data:`PRIORITY_RANGE`.
+
+    Strictly increasing in lateness (until the clip) for every rho, with no threshold:
+    an earlier version gave weight 1 to every job below rho_max and rho^lambda above it,
+    so a job at rho 0.61 weighed 0.08 and one at 0.59 weighed 1.
+    """
+    exponent = np.where(short, 100.0, lam)
+    with np.errstate(over="ignore", under="ignore"):
+        weight = np.power(np.maximum(projected_rho, 0.0), exponent)
+    return np.asarray(np.clip(weight, *PRIORITY_RANGE), dtype=float)

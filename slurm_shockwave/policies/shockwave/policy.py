@@ -11,7 +11,9 @@ predicted remaining work.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,20 +23,25 @@ from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.shockwave import fairness
+from slurm_shockwave.policies.shockwave.commitments import (
+    critical_path,
+    lease_rounds,
+    leased,
+    run_starts,
+)
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
 from slurm_shockwave.policies.shockwave.estimates import Estimate, estimate
 from slurm_shockwave.policies.shockwave.schedule import pack, window_order
+from slurm_shockwave.solver.milp import relative_gap
 from slurm_shockwave.solver.plan_window import WindowSolution, solve_window
-from slurm_shockwave.solver.window import WindowInputs
-
-_MAX_PRIORITY = 1e4  # keeps relaxed weights within the solver's numerical range
+from slurm_shockwave.solver.window import WindowInputs, evaluate
 
 
 def window_inputs(jobs: Sequence[Job], est: Mapping[JobId, Estimate], *, capacity: int,
                   rounds: int, round_s: float, k: float,
                   cap_s: np.ndarray | None = None) -> WindowInputs:
     """The window program's arrays for these jobs: no fairness caps unless given, equal
-    weights. The solver benchmark builds its rounds with this too."""
+    weights."""
     n = len(jobs)
     return WindowInputs(
         gpus=np.array([j.gpus for j in jobs], dtype=float),
@@ -44,6 +51,33 @@ def window_inputs(jobs: Sequence[Job], est: Mapping[JobId, Estimate], *, capacit
         remaining_s=np.array([est[j.job_id].remaining_s for j in jobs]),
         cap_s=np.full(n, np.inf) if cap_s is None else cap_s, weight=np.ones(n),
         capacity=capacity, rounds=rounds, round_s=round_s, k=k)
+
+
+def certificate(inputs: WindowInputs, solution: WindowSolution, schedule: list[list[JobId]],
+                ids: Sequence[JobId]) -> dict[str, Any]:
+    """The gap of the plan that runs: the packed schedule (what ``pack`` kept of the
+    solver's rounds) valued by the window program, against the solver's bound.
+
+    ``gap`` is None ("unknown") when no finished solve gave a bound, or when packing lost
+    rounds a fairness cap needed (the plan that runs then breaks the program); ``bound``
+    None when no finished solve gave one. The values are JSON's (no inf or NaN): they live
+    in the policy's memory, which the service stores as JSON.
+    """
+    index = {jid: i for i, jid in enumerate(ids)}
+    placed = np.zeros(len(ids), dtype=int)
+    for round_jobs in schedule:
+        for jid in round_jobs:
+            placed[index[jid]] += 1
+    objective, feasible = evaluate(inputs, placed)
+    gap = relative_gap(solution.bound, objective) if feasible else math.inf
+
+    def finite(x: float) -> float | None:
+        return float(x) if math.isfinite(x) else None
+
+    return {"gap": finite(gap), "objective": finite(objective), "bound": finite(solution.bound),
+            "feasible": feasible, "rounds_lost": int((solution.rounds - placed).sum())}
+
+
 _FALLBACKS = ("rounded_lp", "greedy")
 
 
@@ -76,9 +110,16 @@ class Shockwave(Policy[ShockwaveConfig]):
             cached = self._solve(view, jobs, est, fair, share)
             age = 0
         scheduled = [jid for jid in cached["rounds"][age] if jid in est]
+        starts = run_starts(jobs, memory.get("run_start", {}), view.round_index)
+        lease = lease_rounds(view.restart_cost_s, cfg.lease_overhead, view.round_s)
+        crit = critical_path({j.job_id: est[j.job_id].remaining_s for j in jobs},
+                             {j.job_id: j.gpus for j in jobs}, view.total_gpus,
+                             cfg.critical_frac)
+        keep = crit + [jid for jid in leased(jobs, starts, view.round_index, lease)
+                       if jid not in crit]
         new_memory = {"fair": fair_states, "jobset": ids, "plan": cached,
-                      "solves": memory.get("solves", 0) + (age == 0)}
-        return Planned(self._order(view, jobs, est, scheduled, cached), new_memory)
+                      "solves": memory.get("solves", 0) + (age == 0), "run_start": starts}
+        return Planned(self._order(jobs, est, scheduled, cached, keep, crit, lease), new_memory)
 
     def _solve(self, view: ClusterView, jobs: list[Job], est: Mapping[JobId, Estimate],
                fair: Mapping[JobId, float], share: float) -> dict[str, Any]:
@@ -94,53 +135,61 @@ class Shockwave(Policy[ShockwaveConfig]):
         # A job whose fair finish time falls inside the window must finish within it
         # (cap 0); the paper's form makes the whole program infeasible instead.
         reachable = remaining - tau * t <= np.maximum(cap, 0.0)
-        short = remaining < tau
-        weight = np.where(projected > cfg.rho_max,
-                          np.power(projected, np.where(short, 100.0, cfg.lam)), 1.0)
-        weight = np.minimum(weight, _MAX_PRIORITY)
+        weight = fairness.relaxation_weight(projected, remaining < tau, cfg.lam)
         # Relax in two steps: first only the caps no schedule can meet (those jobs are
         # weighted by rho^lambda instead), then, if the rest still cannot all hold, all.
         priority = np.where(reachable, 1.0, weight)
-        inputs = WindowInputs(**{**inputs.__dict__, "cap_s": np.where(reachable, inputs.cap_s,
-                                                                      np.inf),
-                                 "weight": priority})
+        inputs = replace(inputs, cap_s=np.where(reachable, inputs.cap_s, np.inf),
+                         weight=priority)
         solution = self._run(inputs)
         relaxed = not bool(reachable.all())
         if solution.status == "infeasible":
             relaxed, priority = True, weight
-            inputs = WindowInputs(**{**inputs.__dict__, "cap_s": np.full(len(jobs), np.inf),
-                                     "weight": priority})
+            inputs = replace(inputs, cap_s=np.full(len(jobs), np.inf), weight=priority)
             solution = self._run(inputs)
         rescue = max(cfg.rescue_rho, 1.0) ** cfg.lam if cfg.rescue_rho > cfg.rho_max else 1.0
         order = window_order(solution.rounds, remaining, priority, rescue, tau,
                              [j.is_running for j in jobs], ids_of=[j.job_id for j in jobs])
         ids = [jobs[i].job_id for i in order]
         rounds = {jobs[i].job_id: int(solution.rounds[i]) for i in range(len(jobs))}
+        schedule = pack(rounds, {j.job_id: j.gpus for j in jobs}, ids, view.total_gpus, t)
         # string keys: memory must survive a JSON round trip unchanged
         return {
             "start": view.round_index,
-            "rounds": pack(rounds, {j.job_id: j.gpus for j in jobs}, ids, view.total_gpus, t),
+            "rounds": schedule,
             "per_job": {str(jid): n for jid, n in rounds.items()},
             "rho": {str(jobs[i].job_id): round(float(projected[i]), 3)
                     for i in range(len(jobs))},
             "relaxed": relaxed,
-            "solve": {"status": solution.status, "gap": solution.gap, "wall_s": solution.wall_s,
-                      "backend": solution.backend, "message": solution.message},
+            "solve": {"status": solution.status, "wall_s": solution.wall_s,
+                      "build_s": solution.build_s,
+                      "backend": solution.backend, "message": solution.message,
+                      **certificate(inputs, solution, schedule, [j.job_id for j in jobs])},
         }
 
     def _run(self, inputs: WindowInputs) -> WindowSolution:
         cfg = self.config
         return solve_window(inputs, backend=cfg.solver, time_limit_s=cfg.time_limit_s,
-                            rel_gap=cfg.rel_gap, threads=cfg.threads)
+                            max_nodes=cfg.max_nodes, rel_gap=cfg.rel_gap, threads=cfg.threads)
 
-    def _order(self, view: ClusterView, jobs: list[Job], est: Mapping[JobId, Estimate],
-               scheduled: list[JobId], cached: Mapping[str, Any]) -> Plan:
+    def _order(self, jobs: list[Job], est: Mapping[JobId, Estimate], scheduled: list[JobId],
+               cached: Mapping[str, Any], keep: list[JobId], crit: list[JobId],
+               lease: int) -> Plan:
+        """The critical path and leased jobs first, then the window's round, then backfill."""
+        running = {j.job_id for j in jobs if j.is_running}
+        planned = set(scheduled)
+        kept = [jid for jid in keep if jid not in planned]
+        scheduled = kept + scheduled
         chosen = set(scheduled)
         backfill = sorted((j for j in jobs if j.job_id not in chosen),
                           key=lambda j: (-est[j.job_id].remaining_s, j.job_id))
         status = cached["solve"]["status"]
         reasons: dict[JobId, Reason] = {}
-        for jid in scheduled:
+        for jid in kept:
+            why = "critical path" if jid in crit else f"lease of {lease} rounds"
+            reasons[jid] = Reason(ReasonCode.KEPT_RUNNING if jid in running else
+                                  ReasonCode.SCHEDULED, why)
+        for jid in scheduled[len(kept):]:
             detail = (f"rounds={cached['per_job'].get(str(jid), 0)}/"
                       f"{self.config.window_rounds} rho~{cached['rho'].get(str(jid), 0.0):.2f}")
             if status in _FALLBACKS:

@@ -1,0 +1,97 @@
+"""Which 24-40-job traces does Shockwave win live? The simulator with the live costs, first.
+
+A live run takes minutes, so the traces for ``benchmarks.live`` are screened in the
+simulator with the costs a live run has at ``--time-scale`` (a restart loses the emulated
+restore plus half of Slurm's scheduling interval; a requeued job waits ``cred_expire`` +
+1 s), on nodes of 8 GPUs. For each generated trace (five shapes of 24-40 jobs on 16-32
+GPUs, ``--seeds`` seeds each): every policy's makespan, average JCT and worst rho, the
+trace's makespan lower bound (latest arrival + exclusive runtime, or GPU-work / GPUs),
+and whether Shockwave beats FIFO (the simulator's model of Slurm alone) on both makespan
+and worst rho. One JSON object; every trace is reported, not only the wins.
+
+    python -m benchmarks.live_screen --time-scale 30 --seeds 4 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from benchmarks.reference_runs import machine
+from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
+from slurm_shockwave.policies.registry import POLICIES, make_policy
+from slurm_shockwave.sim.generate import TraceShape, generate
+from slurm_shockwave.sim.inputs import build_workload, load_throughputs
+from slurm_shockwave.sim.run import simulate
+
+SHAPES: tuple[tuple[str, TraceShape, int], ...] = (
+    ("32 jobs / 32 GPUs", TraceShape(num_jobs=32, mean_gap_s=45, min_h=0.2, max_h=1.5,
+                                     gpu_mix=(0.4, 0.3, 0.2, 0.1)), 32),
+    ("32 jobs / 24 GPUs", TraceShape(num_jobs=32, mean_gap_s=30, min_h=0.1, max_h=2.0,
+                                     gpu_mix=(0.4, 0.3, 0.2, 0.1)), 24),
+    ("36 jobs / 24 GPUs", TraceShape(num_jobs=36, mean_gap_s=40, min_h=0.1, max_h=1.5,
+                                     gpu_mix=(0.5, 0.25, 0.15, 0.1)), 24),
+    ("30 jobs / 32 GPUs", TraceShape(num_jobs=30, mean_gap_s=60, min_h=0.2, max_h=2.0,
+                                     gpu_mix=(0.3, 0.3, 0.3, 0.1)), 32),
+    ("40 jobs / 16 GPUs", TraceShape(num_jobs=40, mean_gap_s=30, min_h=0.1, max_h=1.0,
+                                     gpu_mix=(0.5, 0.3, 0.15, 0.05)), 16),
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--time-scale", type=float, default=30.0)
+    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--cred-expire-s", type=int, default=5)
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
+    args = ap.parse_args()
+    table = load_throughputs(None)
+    restore, delay = live_restore_s(args.time_scale), (args.cred_expire_s + 1) * args.time_scale
+    rows: list[dict[str, Any]] = []
+    for seed in range(args.seeds):
+        for name, shape, gpus in SHAPES:
+            trace = generate(shape, table, seed=seed)
+            workload = build_workload(trace, table, source=f"{name} seed {seed}")
+            excl = {j.spec.job_id: workload.profiles[j.spec.job_id].exclusive_s for j in trace}
+            bound = max(max(j.spec.arrival_s + excl[j.spec.job_id] for j in trace),
+                        sum(excl[j.spec.job_id] * j.spec.gpus for j in trace) / gpus)
+            print(f"{name}, seed {seed} ...", file=sys.stderr, flush=True)
+            runs = {}
+            for policy in args.policies.split(","):
+                s = simulate(workload, make_policy(policy), gpus=gpus, gpus_per_node=8,
+                             round_s=ROUND_TRACE_S, restore_s=restore,
+                             requeue_delay_s=delay).summary
+                runs[policy] = {"makespan_s": round(s.makespan_s, 1),
+                                "avg_jct_s": round(s.avg_jct_s, 1),
+                                "worst_rho": round(s.worst_rho, 3)}
+            sw, ff = runs.get("shockwave"), runs.get("fifo")
+            rows.append({"shape": name, "seed": seed, "jobs": len(trace), "gpus": gpus,
+                         "lower_bound_s": round(bound, 1), "policies": runs,
+                         "shockwave_beats_slurm": bool(
+                             sw and ff and sw["makespan_s"] < ff["makespan_s"]
+                             and sw["worst_rho"] < ff["worst_rho"])})
+    both = [r for r in rows if "shockwave" in r["policies"] and "fifo" in r["policies"]]
+
+    def mean(policy: str, key: str, over_bound: bool = False) -> float:
+        vals = [r["policies"][policy][key] / (r["lower_bound_s"] if over_bound else 1.0)
+                for r in both]
+        return round(sum(vals) / max(len(vals), 1), 3)
+
+    summary = {p: {"makespan_over_bound": mean(p, "makespan_s", True),
+                   "avg_jct_s": mean(p, "avg_jct_s"), "worst_rho": mean(p, "worst_rho")}
+               for p in ("shockwave", "fifo")} if both else {}
+    print(json.dumps({"time_scale": args.time_scale, "restore_s": restore,
+                      "requeue_delay_s": delay, "traces": rows,
+                      "wins_both": sum(r["shockwave_beats_slurm"] for r in rows),
+                      "wins_makespan": sum(r["policies"]["shockwave"]["makespan_s"]
+                                           < r["policies"]["fifo"]["makespan_s"] for r in both),
+                      "wins_worst_rho": sum(r["policies"]["shockwave"]["worst_rho"]
+                                            < r["policies"]["fifo"]["worst_rho"] for r in both),
+                      "mean": summary, "machine": machine()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""``shockwave install-scripts``: the packaged plugin scripts, where slurm.conf points."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from slurm_shockwave.cli.errors import one_line_errors
+from slurm_shockwave.config import load_settings
+from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.slurm.plugin_files import ScriptSettings, install, render, targets
+from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, read_slurm_conf
+
+
+@click.command("install-scripts")
+@click.option("--config", "config_path", default=None,
+              help="The service's YAML settings (partition, heartbeat, endpoint file).")
+@click.option("--partition", default=None,
+              help="The managed partition [config slurm.partition: shockwave].")
+@click.option("--slurm-conf", default=None,
+              help=f"slurm.conf [config slurm.slurm_conf, else $SLURM_CONF, else {DEFAULT_CONF}].")
+@click.option("--dest", default=None, type=click.Path(file_okay=False),
+              help="Put prolog.sh, epilog.sh, task_prolog.sh and events.sh here instead of "
+                   "where slurm.conf's Prolog/Epilog/TaskProlog name them.")
+@click.option("--service-url", default="",
+              help="The service's URL (http://HOST:PORT) for nodes that cannot read its "
+                   "endpoint file: the service on another host, no shared file system.")
+@click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
+@click.option("--force", is_flag=True, help="Replace files there that are not ours.")
+@one_line_errors
+def install_scripts(config_path: str | None, partition: str | None, slurm_conf: str | None,
+                    dest: str | None, service_url: str, dry_run: bool, force: bool) -> None:
+    """Install the plugin scripts as Slurm needs them (root-owned, writable by root only;
+    job_submit.lua beside slurm.conf), with the service's settings written into them.
+    Run as root on the slurmctld host and on every node (Prolog, Epilog, TaskProlog)."""
+    settings = load_settings(config_path)
+    conf_path = (slurm_conf or settings.slurm.slurm_conf or os.environ.get("SLURM_CONF")
+                 or DEFAULT_CONF)
+    conf = read_slurm_conf(conf_path)
+    part = partition or settings.slurm.partition
+    is_default = conf.partitions.get(part, {}).get("default", "no").lower() == "yes"
+    values = ScriptSettings(partition=part, heartbeat=settings.service.heartbeat,
+                            endpoint_file=settings.service.endpoint_file,
+                            is_default=is_default, service_url=service_url)
+    if dest and not os.path.isabs(dest):
+        raise InputError("must be an absolute path (slurm.conf names it)", field="--dest")
+    if not dry_run and os.geteuid() != 0:
+        raise InputError("run as root: Slurm runs these scripts only if root owns them",
+                         field="install-scripts")
+    places, missing = targets(conf, dest)
+    for target in places:
+        text = render(target.name, values)
+        if dry_run:
+            click.echo(f"would install {target.path} ({oct(target.mode)[2:]}, root:root)")
+        else:
+            click.echo(install(target, text, force=force))
+    for line in missing:
+        click.echo(f"skipped: {line}", err=True)
+    needed = []
+    if "lua" not in conf.plugins("JobSubmitPlugins"):
+        needed.append("JobSubmitPlugins=lua")
+    for setting, name in (("Prolog", "prolog.sh"), ("Epilog", "epilog.sh"),
+                          ("TaskProlog", "task_prolog.sh")):
+        path = next((t.path for t in places if t.name == name), None)
+        if path and path not in conf.paths(setting):
+            needed.append(f"{setting}={path}")
+    if needed:
+        click.echo(f"then add to {conf_path}: {' '.join(needed)} and restart slurmctld "
+                   "(plugin changes need a restart)")
+    elif not dry_run:
+        click.echo("then: scontrol reconfigure (slurmctld rereads job_submit.lua)")

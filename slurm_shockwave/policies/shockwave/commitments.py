@@ -1,0 +1,61 @@
+"""Who runs this round whatever the window's plan says: leased jobs and the critical path.
+
+Leases: a started job keeps its GPUs long enough to pay for its restart.
+
+Every (re)start costs the job ``restart_cost_s`` of GPU time (checkpoint restore, and
+live also the scheduler's start latency). The window program plans in whole rounds and
+does not see that cost, so re-solving on every arrival can start a job, take it back a
+round later and start it again: each such flip wastes a restore. A lease keeps a started
+job running for the fewest rounds that hold its restart cost to ``overhead`` of the run;
+after that the market's plan decides again. The round a run began is kept in the
+policy's memory (string keys, so it survives the store's JSON round trip).
+
+The critical path: a job whose remaining time alone is (nearly) the makespan's lower
+bound loses makespan for every round it waits, and no other job can make that up; the
+window program's makespan term weighs it, but packing and the fairness caps can still
+push it back, so it runs first.
+
+Both are rules applied after the market's program, and the docs say so (docs/planner.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from slurm_shockwave.model.job import Job, JobId
+from slurm_shockwave.model.lifecycle import Phase
+
+
+def lease_rounds(restart_cost_s: float, overhead: float, round_s: float) -> int:
+    """Rounds L with restart_cost_s <= overhead * L * round_s; 1 (no lease) when off."""
+    if overhead <= 0 or restart_cost_s <= 0:
+        return 1
+    return max(1, math.ceil(restart_cost_s / (overhead * round_s) - 1e-9))
+
+
+def run_starts(jobs: Sequence[Job], previous: Mapping[str, int],
+               round_index: int) -> dict[str, int]:
+    """The round each running job's current run began. A job first seen running was
+    started by the previous round's plan, so its run began one round ago."""
+    return {str(j.job_id): int(previous.get(str(j.job_id), round_index - 1))
+            for j in jobs if j.phase == Phase.RUNNING}
+
+
+def leased(jobs: Sequence[Job], starts: Mapping[str, int], round_index: int,
+           lease: int) -> list[JobId]:
+    """Running jobs still inside their lease, in id order."""
+    return [j.job_id for j in jobs if j.phase == Phase.RUNNING
+            and round_index - starts[str(j.job_id)] < lease]
+
+
+def critical_path(remaining_s: Mapping[JobId, float], gpus: Mapping[JobId, int],
+                  capacity: int, frac: float) -> list[JobId]:
+    """Jobs whose remaining time reaches ``frac`` of the makespan's lower bound from now
+    (the longest remaining time, or all remaining GPU-time over the GPUs), longest first."""
+    if frac <= 0 or not remaining_s:
+        return []
+    bound = max(max(remaining_s.values()),
+                sum(gpus[j] * r for j, r in remaining_s.items()) / max(capacity, 1))
+    return sorted((j for j, r in remaining_s.items() if r >= frac * bound),
+                  key=lambda j: (-remaining_s[j], j))

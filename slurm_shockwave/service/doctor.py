@@ -1,0 +1,195 @@
+"""``shockwave doctor``: a live cluster checked against what the service needs.
+
+Each check is a :class:`Check`: what was looked at, ok / warn / fail / skip, what was
+found and, when not ok, what to change. ``fail`` means the service cannot do its job
+(doctor exits 1); ``warn`` means it runs, but worse than it should (a preempted job
+waits an extra round, jobs cannot find the progress API, ...). The Slurm checks read the
+running controller's configuration (``scontrol show config``), never slurm.conf alone:
+an edit not yet applied is not what Slurm does. Checks of the pieces on this host
+(MUNGE, the store, the running service) are in ``doctor_host.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from slurm_shockwave.slurm.plugin_files import (
+    ScriptSettings,
+    file_problem,
+    is_glob,
+    settings_in,
+    version_of,
+)
+from slurm_shockwave.slurm.protocol import SlurmNode
+from slurm_shockwave.slurm.slurm_conf import SlurmSettings
+
+SCRIPTS_DIR = "/opt/slurm-shockwave/plugin_scripts"
+"""Where docs/admin.md and etc/slurm.conf.shockwave put the node scripts."""
+INSTALL = "shockwave install-scripts --config <the service's config>"
+
+
+class Status(str, Enum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status.value, "detail": self.detail,
+                "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the service is configured with, which Slurm's side must agree with."""
+
+    partition: str
+    round_s: float
+    heartbeat: str
+    endpoint_file: str
+    store: str
+
+
+def ok(name: str, detail: str) -> Check:
+    return Check(name, Status.OK, detail)
+
+
+def slurm_checks(conf: SlurmSettings, partitions: Mapping[str, Mapping[str, str]],
+                 nodes: Sequence[SlurmNode], want: Expected) -> list[Check]:
+    """The controller's settings, the managed partition and its GPU nodes."""
+    out = []
+    plugins = conf.plugins("JobSubmitPlugins")
+    out.append(ok("JobSubmitPlugins", f"{conf.get('JobSubmitPlugins')}: new jobs are "
+                  "checked and, while the service runs, held for it")
+               if "lua" in plugins else
+               Check("JobSubmitPlugins", Status.FAIL,
+                     f"is {conf.get('JobSubmitPlugins') or 'not set'}: new jobs are neither "
+                     "checked nor held for the planner",
+                     "slurm.conf: JobSubmitPlugins=lua, then restart slurmctld"))
+    requeue = conf.get("JobRequeue", "1")
+    out.append(ok("JobRequeue", "1: batch jobs may be requeued") if requeue == "1" else
+               Check("JobRequeue", Status.FAIL,
+                     f"is {requeue}: jobs are not requeued by default, so preempted jobs "
+                     "are lost", "slurm.conf: JobRequeue=1, then scontrol reconfigure"))
+    cred = conf.cred_expire_s()
+    out.append(ok("cred_expire", f"{cred} s: a requeued job may restart {cred + 1} s later, "
+                  f"within a {want.round_s:g} s round") if cred + 1 < want.round_s else
+               Check("cred_expire", Status.WARN,
+                     f"is {cred} s (AuthInfo={conf.get('AuthInfo') or 'not set'}): a "
+                     f"requeued job waits {cred + 1} s, a whole {want.round_s:g} s round "
+                     "or more, before it may start again",
+                     "slurm.conf: AuthInfo=cred_expire=10, then restart slurmctld"))
+    prio = conf.get("PriorityType")
+    out.append(ok("PriorityType", prio) if prio == "priority/multifactor" else
+               Check("PriorityType", Status.WARN,
+                     f"is {prio or 'not set'}: the planner pins priorities, and measured "
+                     "here under multifactor they stay pinned",
+                     "slurm.conf: PriorityType=priority/multifactor, then restart "
+                     "slurmctld"))
+    out.append(partition_check(partitions.get(want.partition), nodes, want.partition))
+    return out
+
+
+def partition_check(part: Mapping[str, str] | None, nodes: Sequence[SlurmNode],
+                    name: str) -> Check:
+    label = f"partition {name}"
+    if part is None:
+        return Check(label, Status.FAIL, "Slurm has no such partition",
+                     f"slurm.conf: PartitionName={name} Nodes=<your GPU nodes> "
+                     "Default=NO State=UP, or set slurm.partition in the service's config")
+    if part.get("state", "UP") != "UP":
+        return Check(label, Status.FAIL, f"State={part.get('state')}: no job starts there",
+                     f"scontrol update partition={name} state=UP")
+    mine = [n for n in nodes if name in n.partitions]
+    gpus = sum(n.gpus for n in mine)
+    usable = [n for n in mine if n.usable and n.gpus]
+    text = (f"{len(mine)} nodes, {gpus} GPUs; usable now: {len(usable)} nodes, "
+            f"{sum(n.gpus for n in usable)} GPUs")
+    if not gpus:
+        return Check(label, Status.FAIL, f"{text}: no GPUs as Slurm GRES",
+                     "slurm.conf: GresTypes=gpu and Gres=gpu:N on the partition's nodes; "
+                     "gres.conf on each node")
+    if len(usable) < len([n for n in mine if n.gpus]):
+        down = ", ".join(n.name for n in mine if n.gpus and not n.usable)
+        return Check(label, Status.WARN, f"{text} (not usable: {down})",
+                     "scontrol update nodename=<node> state=resume, once fixed")
+    return ok(label, text)
+
+
+def script_checks(conf: SlurmSettings, want: Expected) -> list[Check]:
+    """The plugin scripts the running configuration names: ours, current, settings as
+    the service's config, and safe for Slurm to run (root's, writable by root only)."""
+    settings = ScriptSettings(partition=want.partition, heartbeat=want.heartbeat,
+                              endpoint_file=want.endpoint_file)
+    conf_dir = conf.conf_path.rsplit("/", 1)[0] if "/" in conf.conf_path else "."
+    out = [_script("job_submit.lua", f"{conf_dir}/job_submit.lua", settings,
+                   required=True, executable=False)]
+    for setting, name in (("Prolog", "prolog.sh"), ("Epilog", "epilog.sh"),
+                          ("TaskProlog", "task_prolog.sh")):
+        paths = conf.paths(setting)
+        if not paths:
+            out.append(Check(setting, Status.WARN, f"not set: {_WHY[name]}",
+                             f"slurm.conf: {setting}={SCRIPTS_DIR}/{name}, then {INSTALL} "
+                             "and scontrol reconfigure"))
+            continue
+        path = next((p for p in paths if p.endswith("/" + name)), paths[0])
+        if is_glob(path):
+            out.append(Check(setting, Status.WARN, f"{setting}={conf.get(setting)}: a glob; "
+                             f"doctor cannot tell whether it runs ours",
+                             f"{INSTALL} --dest DIR, and call DIR/{name} from your "
+                             f"{setting.lower()} (not from a glob: events.sh would run too)"))
+            continue
+        check = _script(name, path, settings, required=False, executable=True,
+                        label=setting)
+        if check.status == Status.OK and name != "task_prolog.sh":
+            events = path.rsplit("/", 1)[0] + "/events.sh"
+            problem = file_problem(events, executable=False)
+            if problem:
+                check = Check(setting, Status.WARN, f"{path} is ours but events.sh beside "
+                              f"it is not usable ({problem})", INSTALL)
+        out.append(check)
+    return out
+
+
+_WHY = {"prolog.sh": "job starts are not recorded for the progress view",
+        "epilog.sh": "job ends and spooled reports are not forwarded to the service",
+        "task_prolog.sh": "jobs are not told the progress API's URL (SHOCKWAVE_URL)"}
+
+
+def _script(name: str, path: str, want: ScriptSettings, *, required: bool,
+            executable: bool, label: str | None = None) -> Check:
+    label = label or name
+    bad = Status.FAIL if required else Status.WARN
+    problem = file_problem(path, executable=executable)
+    if problem:
+        return Check(label, bad, problem, INSTALL)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError as exc:
+        return Check(label, bad, f"{path}: {exc.strerror}", INSTALL)
+    version = version_of(name, text)
+    if version == "not ours":
+        return Check(label, bad, f"{path} is not slurm-shockwave's {name}",
+                     f"{INSTALL} (or chain ours from yours)")
+    found = settings_in(text)
+    expect = {"partition": want.partition, "heartbeat": want.heartbeat,
+              "endpoint_file": want.endpoint_file}
+    wrong = [f"{key} {found[key]!r}, the service's is {expect[key]!r}"
+             for key in found if found[key] != expect[key]]
+    if wrong:
+        return Check(label, bad, f"{path}: {'; '.join(wrong)}", INSTALL)
+    if version != "current":
+        return Check(label, Status.WARN, f"{path} is another version of ours",
+                     f"{INSTALL} (upgrades it)")
+    return ok(label, f"{path}: ours, current")

@@ -1,0 +1,108 @@
+"""Doctor's checks of this host: MUNGE, the store, and the service if it runs (its lock,
+progress API, metrics and heartbeat). Nothing here takes the service's lock or writes."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import urllib.request
+from pathlib import Path
+
+from slurm_shockwave.service import munge
+from slurm_shockwave.service.doctor import Check, Expected, Status, ok
+from slurm_shockwave.service.heartbeat import read_heartbeat
+from slurm_shockwave.service.lock import lock_holder
+from slurm_shockwave.service.progress_api import HEALTH_PATH, METRICS_PATH
+from slurm_shockwave.service.store import SCHEMA_VERSION
+
+
+def munge_check() -> Check:
+    """A credential made and read back by the local munged (jobs' reports need it)."""
+    try:
+        decoded = munge.decode(munge.encode(b"shockwave-doctor"))
+    except munge.MungeError as exc:
+        return Check("MUNGE", Status.FAIL, f"munge/unmunge round trip failed: {exc}",
+                     "start munged (systemctl enable --now munge) with the cluster's "
+                     "/etc/munge/munge.key")
+    if decoded.payload != b"shockwave-doctor":
+        return Check("MUNGE", Status.FAIL, "munged returned another payload",
+                     "check munged and its key")
+    return ok("MUNGE", f"round trip as uid {decoded.uid} ({munge.backend()})")
+
+
+def store_check(path: str) -> Check:
+    """The store can be written and has this release's schema (read without creating)."""
+    store = Path(path)
+    if not store.exists():
+        parent = next((p for p in store.parents if p.exists()), Path("/"))
+        if not os.access(parent, os.W_OK):
+            return Check("store", Status.FAIL, f"{path} does not exist and {parent} is not "
+                         "writable", f"install -d -m 0755 {store.parent}")
+        return ok("store", f"{path}: not created yet (the service makes it at first start)")
+    if not os.access(store, os.R_OK | os.W_OK) or not os.access(store.parent, os.W_OK):
+        return Check("store", Status.FAIL, f"{path} or its directory is not writable",
+                     "run the service as root (or chown the directory to its user)")
+    try:
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            rounds = db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return Check("store", Status.FAIL, f"{path}: not a usable store ({exc})",
+                     "move it away; the service starts a new one")
+    if row is None or row[0] != str(SCHEMA_VERSION):
+        return Check("store", Status.FAIL, f"{path}: schema version "
+                     f"{row[0] if row else 'missing'}, this release reads {SCHEMA_VERSION}",
+                     "use the release that wrote it, or move the store away")
+    return ok("store", f"{path}: schema {SCHEMA_VERSION}, {rounds} rounds kept")
+
+
+def service_checks(want: Expected, *, now_s: float | None = None) -> list[Check]:
+    """Is the service running (its lock), does its progress API answer, is the fail-open
+    heartbeat fresh."""
+    now = time.time() if now_s is None else now_s
+    pid = lock_holder(want.store)
+    beat = read_heartbeat(want.heartbeat)
+    age = None if beat is None else now - beat[0]
+    fresh = beat is not None and age is not None and age <= beat[1]
+    if pid is None:
+        return [Check("service", Status.WARN, f"not running (nobody holds {want.store}.lock)",
+                      "systemctl enable --now slurm-shockwave"),
+                Check("progress API", Status.SKIP, "the service is not running"),
+                Check("heartbeat", Status.WARN,
+                      f"{want.heartbeat}: " + ("missing: new jobs run under Slurm alone "
+                                               "(fail-open)" if beat is None else
+                                               f"{age:.0f} s old" + (", still fresh though "
+                                               "the service is down" if fresh else
+                                               ": stale, new jobs run under Slurm alone")),
+                      "start the service; or, to give the partition back: shockwave "
+                      "handback")]
+    out = [ok("service", f"running (pid {pid})"), _api_check(want.endpoint_file)]
+    if not fresh:
+        out.append(Check("heartbeat", Status.FAIL, f"{want.heartbeat}: " +
+                         ("missing" if beat is None else f"{age:.0f} s old, stale after "
+                          f"{beat[1]} s") + ": the service runs but no round reached Slurm",
+                         "journalctl -u slurm-shockwave (Slurm unreachable? a dry run?)"))
+    else:
+        out.append(ok("heartbeat", f"{want.heartbeat}: {age:.0f} s old (stale after "
+                      f"{beat[1] if beat else 0} s)"))
+    return out
+
+
+def _api_check(endpoint_file: str) -> Check:
+    try:
+        url = Path(endpoint_file).read_text(encoding="ascii").split("\n", 1)[0].strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        return Check("progress API", Status.FAIL, f"endpoint file {endpoint_file}: {exc}",
+                     "service.endpoint_file must be where the service writes its URL")
+    for path in (HEALTH_PATH, METRICS_PATH):
+        try:
+            with urllib.request.urlopen(url + path, timeout=5) as answer:
+                answer.read()
+        except OSError as exc:
+            return Check("progress API", Status.FAIL, f"{url}{path}: {exc}",
+                         "service.listen must be reachable from the nodes (firewall?)")
+    return ok("progress API", f"{url} answers ({HEALTH_PATH}, {METRICS_PATH})")

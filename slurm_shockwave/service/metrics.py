@@ -1,0 +1,132 @@
+"""The service's Prometheus metrics, served on the progress API's ``GET /metrics``.
+
+Updated by the round loop's hooks (a round done, a round failed) and, for what can be
+read at any moment (the fail-open heartbeat, the progress API's counts), computed at
+scrape time. A registry of its own, not the process-global one, so two services in one
+process (tests) never share series. Names are listed in docs/admin.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+from slurm_shockwave.model.lifecycle import Phase
+from slurm_shockwave.service.daemon import RoundDone
+from slurm_shockwave.service.heartbeat import read_heartbeat
+from slurm_shockwave.service.progress_api import Counts
+from slurm_shockwave.service.records import action_rows
+
+log = logging.getLogger("shockwave.service")
+
+PHASES = ("observe", "plan", "apply", "persist", "total")
+_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class _LiveState(Collector):
+    """What is read when scraped: the heartbeat file and the progress API's counts."""
+
+    def __init__(self, heartbeat: str | None, counts: Callable[[], Counts] | None,
+                 clock: Callable[[], float]) -> None:
+        self.heartbeat = heartbeat
+        self.counts = counts
+        self.clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        beat = read_heartbeat(self.heartbeat) if self.heartbeat else None
+        age = math.nan if beat is None else self.clock() - beat[0]
+        stale = beat is None or age > beat[1]
+        yield GaugeMetricFamily("shockwave_heartbeat_age_seconds",
+                                "Age of the fail-open heartbeat file (NaN: missing)", value=age)
+        yield GaugeMetricFamily("shockwave_fail_open",
+                                "1 when the heartbeat is missing or stale: new jobs of the "
+                                "partition are not held and run under Slurm alone",
+                                value=1.0 if stale else 0.0)
+        if self.counts is not None:
+            counts = self.counts()
+            family = CounterMetricFamily("shockwave_progress_reports",
+                                         "Progress reports jobs sent, by outcome",
+                                         labels=["outcome"])
+            family.add_metric(["accepted"], counts.accepted)
+            family.add_metric(["rejected"], counts.rejected)
+            yield family
+
+
+class ServiceMetrics:
+    def __init__(self, *, policy: str, partition: str, backend: str,
+                 heartbeat: str | None = None, counts: Callable[[], Counts] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.registry = r = CollectorRegistry()
+        info = Gauge("shockwave_info", "The service's policy, partition and Slurm backend",
+                     ["policy", "partition", "backend"], registry=r)
+        info.labels(policy, partition, backend).set(1)
+        self.rounds = Counter("shockwave_rounds", "Rounds completed", registry=r)
+        self.round_index = Gauge("shockwave_round_index", "Index of the last round", registry=r)
+        self.round_time = Gauge("shockwave_last_round_timestamp_seconds",
+                                "When the last round completed (Unix time)", registry=r)
+        self.phase = Histogram("shockwave_round_phase_seconds", "Seconds per round phase",
+                               ["phase"], buckets=_BUCKETS, registry=r)
+        self.last_phase = Gauge("shockwave_last_round_phase_seconds",
+                                "Seconds per phase of the last round", ["phase"], registry=r)
+        self.failures = Counter("shockwave_round_failures",
+                                "Rounds that failed and wrote nothing, by cause (slurm: "
+                                "unreachable; error: a bug, in the log)", ["cause"], registry=r)
+        self.slurm_up = Gauge("shockwave_slurm_reachable",
+                              "0 while the last round could not reach Slurm", registry=r)
+        self.solver_gap = Gauge("shockwave_solver_gap",
+                                "Relative gap the solver reported for the last window "
+                                "program (NaN: no solve in that round)", registry=r)
+        self.solves = Counter("shockwave_solver_solves", "Window programs solved, by status",
+                              ["status"], registry=r)
+        self.jobs = Gauge("shockwave_jobs", "Managed jobs the last round saw, by phase",
+                          ["phase"], registry=r)
+        self.actions = Counter("shockwave_actions", "Actions sent to Slurm (keeping a job "
+                               "running is none), by kind and outcome", ["kind", "outcome"],
+                               registry=r)
+        self.solver_gap.set(math.nan)
+        self.slurm_up.set(1)
+        r.register(_LiveState(heartbeat, counts, clock))
+        self.clock = clock
+
+    def round_done(self, done: RoundDone) -> None:
+        try:
+            self._round_done(done)
+        except Exception:  # a metrics bug must never stop the scheduling loop
+            log.exception("metrics: could not record round %d", done.record.round_index)
+
+    def _round_done(self, done: RoundDone) -> None:
+        record, report = done.record, done.report
+        self.rounds.inc()
+        self.round_index.set(record.round_index)
+        self.round_time.set(self.clock())
+        self.slurm_up.set(1)
+        for name in PHASES:
+            seconds = float(record.phase_s.get(name, 0.0))
+            self.phase.labels(name).observe(seconds)
+            self.last_phase.labels(name).set(seconds)
+        self.solver_gap.set(math.nan if record.solver_gap is None else record.solver_gap)
+        if record.solver_status is not None:
+            self.solves.labels(record.solver_status).inc()
+        by_phase = {p.value: 0 for p in Phase}
+        for job in report.view.jobs if report.view else ():
+            by_phase[job.phase.value] += 1
+        for name, count in by_phase.items():
+            self.jobs.labels(name).set(count)
+        for _job, kind, outcome, _message in action_rows(report):
+            self.actions.labels(kind, outcome).inc()
+
+    def round_failed(self, cause: str) -> None:
+        self.failures.labels(cause).inc()
+        if cause == "slurm":
+            self.slurm_up.set(0)
+
+    def exposition(self) -> tuple[bytes, str]:
+        """(body, content type) for GET /metrics."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

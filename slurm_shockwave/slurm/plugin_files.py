@@ -1,0 +1,220 @@
+"""The plugin scripts the package ships, and where slurm.conf says they go.
+
+The files are ``plugin_scripts/`` of the checkout, shipped as package data
+(``slurm_shockwave/plugin_scripts`` is a link to it, so a checkout and an installed wheel
+read the same files). Each script has a few settings lines at its top (the managed
+partition, the heartbeat and endpoint files); the installer writes them from the
+service's config, and doctor compares everything else with the shipped text, so an
+installed script reads "current", "another version" or "not ours".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.slurm.slurm_conf import SlurmSettings
+
+SCRIPT_NAMES = ("job_submit.lua", "prolog.sh", "epilog.sh", "task_prolog.sh", "events.sh")
+MARK = "slurm-shockwave"
+"""Every shipped script names the project in its first lines."""
+
+_PATH = re.compile(r"^/[A-Za-z0-9._/+-]+$")
+_URL = re.compile(r"^http://[A-Za-z0-9.-]+:[0-9]{1,5}$")
+_PARTITION = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+@dataclass(frozen=True)
+class ScriptSettings:
+    """What the settings lines hold: from the service's config when installing."""
+
+    partition: str = "shockwave"
+    heartbeat: str = "/var/lib/slurm-shockwave/heartbeat"
+    endpoint_file: str = "/var/lib/slurm-shockwave/endpoint"
+    is_default: bool = False
+    service_url: str = ""
+    """The service's URL for nodes that cannot read the endpoint file ("" : none)."""
+
+    def validate(self) -> None:
+        if not _PARTITION.match(self.partition):
+            raise InputError("must be a partition name of [A-Za-z0-9._-]",
+                             field="slurm.partition")
+        for name in ("heartbeat", "endpoint_file"):
+            if not _PATH.match(getattr(self, name)):
+                raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is "
+                                 "written into the plugin scripts)", field=f"service.{name}")
+        if self.service_url and not _URL.match(self.service_url):
+            raise InputError("must be http://HOST:PORT of [A-Za-z0-9.-] (it is written into "
+                             "the plugin scripts)", field="--service-url")
+
+
+def _lua_lines(s: ScriptSettings) -> dict[str, str]:
+    return {r"^SHOCKWAVE_PARTITION = .*$": f'SHOCKWAVE_PARTITION = "{s.partition}"',
+            r"^(if SHOCKWAVE_IS_DEFAULT == nil then|SHOCKWAVE_IS_DEFAULT =) .*$":
+                f"SHOCKWAVE_IS_DEFAULT = {'true' if s.is_default else 'false'}",
+            r"^SHOCKWAVE_HEARTBEAT = .*$": f'SHOCKWAVE_HEARTBEAT = "{s.heartbeat}"'}
+
+
+def _sh_lines(s: ScriptSettings) -> dict[str, str]:
+    return {r"^ENDPOINT_FILE=.*$": f'ENDPOINT_FILE="{s.endpoint_file}"',
+            r"^SERVICE_URL=.*$": f'SERVICE_URL="{s.service_url}"'}
+
+
+def _settings_lines(name: str, s: ScriptSettings) -> dict[str, str]:
+    if name == "job_submit.lua":
+        return _lua_lines(s)
+    return _sh_lines(s) if name in ("epilog.sh", "task_prolog.sh") else {}
+
+
+def packaged(name: str) -> str:
+    return (files("slurm_shockwave") / "plugin_scripts" / name).read_text(encoding="utf-8")
+
+
+def render(name: str, settings: ScriptSettings) -> str:
+    """The shipped script with ``settings`` in its settings lines."""
+    settings.validate()
+    text = packaged(name)
+    for pattern, line in _settings_lines(name, settings).items():
+        text, count = re.subn(pattern, line.replace("\\", r"\\"), text, count=1,
+                              flags=re.MULTILINE)
+        if count != 1:
+            raise RuntimeError(f"{name}: settings line {pattern!r} not found")
+    return text
+
+
+def _body(name: str, text: str) -> str:
+    """The script without its settings lines: what must equal the shipped one."""
+    for pattern in _settings_lines(name, ScriptSettings()):
+        text = re.sub(pattern, "", text, count=1, flags=re.MULTILINE)
+    return text
+
+
+def version_of(name: str, text: str) -> str:
+    """``current`` (the shipped script, settings aside), ``other version`` or ``not ours``."""
+    if MARK not in "\n".join(text.splitlines()[:4]):
+        return "not ours"
+    return "current" if _body(name, text) == _body(name, packaged(name)) else "other version"
+
+
+def settings_in(text: str) -> dict[str, str]:
+    """The values of the settings lines of an installed script (quoted strings only)."""
+    out = {}
+    for key, pattern in (("partition", r'^SHOCKWAVE_PARTITION = .*"([^"]*)"\s*$'),
+                         ("heartbeat", r'^SHOCKWAVE_HEARTBEAT = .*"([^"]*)"\s*$'),
+                         ("endpoint_file", r'^ENDPOINT_FILE="([^"]*)"\s*$')):
+        found = re.search(pattern, text, flags=re.MULTILINE)
+        if found:
+            out[key] = found.group(1)
+    return out
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    """The shipped script."""
+    path: str
+    mode: int
+    setting: str
+    """The slurm.conf setting that names the place (job_submit.lua: its directory)."""
+
+
+def is_glob(path: str) -> bool:
+    """Slurm 22.05 takes a glob for Prolog= and Epilog= (``/etc/slurm/prolog.d/*``)."""
+    return any(c in path for c in "*?[")
+
+
+def _program_path(conf: SlurmSettings, setting: str, name: str) -> str | None:
+    """Where ``setting`` runs our ``name``: its path, unless that is a glob (every file
+    there would run, events.sh too: a site with a prolog.d calls ours from its own)."""
+    paths = conf.paths(setting)
+    if len(paths) == 1 and not is_glob(paths[0]):
+        return paths[0]
+    return next((p for p in paths if Path(p).name == name), None)
+
+
+PROGRAMS = (("Prolog", "prolog.sh"), ("Epilog", "epilog.sh"), ("TaskProlog", "task_prolog.sh"))
+
+
+def targets(conf: SlurmSettings, dest: str | None = None) -> tuple[list[Target], list[str]]:
+    """Where each script goes, and a line for each program slurm.conf does not place.
+
+    job_submit.lua sits beside slurm.conf (the only place Slurm's lua plugin reads).
+    Prolog, Epilog and TaskProlog go where slurm.conf names them, or into ``dest``;
+    events.sh goes beside prolog.sh and epilog.sh, which source it. Modes as Slurm
+    runs them: owned by root, writable by root only; programs executable by all
+    (the TaskProlog runs as the job's user).
+    """
+    conf_dir = str(Path(conf.conf_path).parent)
+    out = [Target("job_submit.lua", os.path.join(conf_dir, "job_submit.lua"), 0o644,
+                  "JobSubmitPlugins")]
+    missing = []
+    for setting, name in PROGRAMS:
+        path = os.path.join(dest, name) if dest else _program_path(conf, setting, name)
+        if path is None:
+            missing.append(f"{setting} is not set in {conf.conf_path}: add "
+                           f"{setting}=<dir>/{name} there, or pass --dest DIR"
+                           if not conf.paths(setting) else
+                           f"{setting}={conf.get(setting)} is not one file: pass --dest DIR "
+                           f"and call DIR/{name} from your own {setting.lower()}")
+            continue
+        if not os.path.isabs(path):
+            raise InputError(f"{path}: Slurm needs an absolute path", source=conf.conf_path,
+                             field=setting)
+        out.append(Target(name, path, 0o755, setting))
+    beside = {str(Path(t.path).parent) for t in out if t.name in ("prolog.sh", "epilog.sh")}
+    out += [Target("events.sh", os.path.join(d, "events.sh"), 0o644, "Prolog/Epilog")
+            for d in sorted(beside)]
+    return out, missing
+
+
+def install(target: Target, text: str, *, force: bool = False) -> str:
+    """Write one script atomically with its mode and root as owner; what was done.
+    An existing file that is not ours is left alone unless ``force``."""
+    path = Path(target.path)
+    if path.exists() and not force:
+        old = path.read_text(encoding="utf-8", errors="replace")
+        if version_of(target.name, old) == "not ours":
+            raise InputError("exists and is not slurm-shockwave's (keep it and point "
+                             f"{target.setting} elsewhere, or --force to replace it)",
+                             source=str(path), field=target.setting)
+        if old == text and _owned_as(path, target.mode):
+            return f"unchanged {path}"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, target.mode)
+        os.chown(tmp, 0, 0)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return f"installed {path} ({oct(target.mode)[2:]}, root:root)"
+
+
+def _owned_as(path: Path, mode: int) -> bool:
+    st = path.stat()
+    return st.st_uid == 0 and stat.S_IMODE(st.st_mode) == mode
+
+
+def file_problem(path: str, *, executable: bool) -> str | None:
+    """What keeps Slurm from running the file safely: missing, not root's, writable by
+    others, not executable; None when fine."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    if st.st_uid != 0:
+        return f"{path}: owned by uid {st.st_uid}, not root"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{path}: writable by group or others (mode {oct(stat.S_IMODE(st.st_mode))[2:]})"
+    if executable and not st.st_mode & stat.S_IXOTH:
+        return f"{path}: not executable by all (mode {oct(stat.S_IMODE(st.st_mode))[2:]})"
+    return None

@@ -1,0 +1,117 @@
+"""Slurm's settings as the installer and ``shockwave doctor`` need them.
+
+Two sources, one shape (a case-insensitive ``{key: value}`` mapping): the slurm.conf file
+on disk, which the installer reads to know where the plugin scripts go (slurmctld need
+not run), and ``scontrol show config``, the running controller's own view, which doctor
+reads (a slurm.conf edited but not yet applied is not what Slurm does).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slurm_shockwave.model.errors import InputError
+
+DEFAULT_CONF = "/etc/slurm/slurm.conf"
+DEFAULT_CRED_EXPIRE_S = 120
+"""Slurm's default ``AuthInfo=cred_expire``: a requeued job waits this long + 1 s."""
+
+_SHOW_LINE = re.compile(r"^(\S+)\s+=\s?(.*)$")
+_NULL = {"(null)", "(null type)", ""}
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """Global settings (keys lower case) and each partition's own ``Key=Value`` pairs."""
+
+    values: Mapping[str, str]
+    partitions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    source: str = ""
+
+    def get(self, key: str, default: str = "") -> str:
+        value = self.values.get(key.lower(), default)
+        return default if value in _NULL else value
+
+    def paths(self, key: str) -> list[str]:
+        """A program setting (Prolog=, Epilog=, TaskProlog=): its comma-separated paths."""
+        return [p.strip() for p in self.get(key).split(",") if p.strip()]
+
+    def plugins(self, key: str) -> list[str]:
+        """``JobSubmitPlugins=lua`` or ``job_submit/lua,...`` -> ["lua", ...]."""
+        return [p.strip().rsplit("/", 1)[-1] for p in self.get(key).split(",") if p.strip()]
+
+    def cred_expire_s(self) -> int:
+        """``AuthInfo=cred_expire=N`` (Slurm's default 120 when not set)."""
+        found = re.search(r"(?:^|,)cred_expire=(\d+)", self.get("AuthInfo"))
+        return int(found.group(1)) if found else DEFAULT_CRED_EXPIRE_S
+
+    @property
+    def conf_path(self) -> str:
+        return self.get("SLURM_CONF", self.source)
+
+
+def _pairs(line: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for token in line.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            out[key.lower()] = value
+    return out
+
+
+def read_slurm_conf(path: str | Path) -> SlurmSettings:
+    """slurm.conf (and the files it ``Include``s); bad input names the file."""
+    values: dict[str, str] = {}
+    partitions: dict[str, dict[str, str]] = {}
+
+    def read(file: Path, depth: int) -> None:
+        try:
+            text = file.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputError(f"cannot read ({exc.strerror})", source=str(file),
+                             field="slurm.conf") from None
+        for raw in text.splitlines():
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            head = line.split(None, 1)
+            if head[0].lower() == "include" and len(head) == 2 and depth < 8:
+                target = Path(head[1].strip())
+                read(target if target.is_absolute() else file.parent / target, depth + 1)
+                continue
+            key, sep, rest = line.partition("=")
+            if not sep:
+                continue
+            if key.strip().lower() == "partitionname":
+                pairs = _pairs(line)
+                partitions.setdefault(pairs.get("partitionname", ""), {}).update(pairs)
+            elif key.strip().lower() not in ("nodename", "nodeset", "downnodes",
+                                             "frontendname", "switchname"):
+                values[key.strip().lower()] = rest.strip()
+
+    read(Path(path), 0)
+    values.setdefault("slurm_conf", str(path))
+    return SlurmSettings(values, partitions, source=str(path))
+
+
+def parse_show_config(text: str) -> SlurmSettings:
+    """The output of ``scontrol show config`` (``Key = value`` lines)."""
+    values = {}
+    for line in text.splitlines():
+        found = _SHOW_LINE.match(line)
+        if found:
+            values[found.group(1).lower()] = found.group(2).strip()
+    return SlurmSettings(values, source="scontrol show config")
+
+
+def parse_show_partitions(text: str) -> dict[str, dict[str, str]]:
+    """``scontrol -o show partition`` -> {name: {key (lower case): value}}."""
+    out = {}
+    for line in text.splitlines():
+        pairs = _pairs(line)
+        if "partitionname" in pairs:
+            out[pairs["partitionname"]] = pairs
+    return out

@@ -1,0 +1,47 @@
+"""Leases and the critical path (policies/shockwave/commitments.py)."""
+
+from slurm_shockwave.model.plan import ReasonCode
+from slurm_shockwave.policies.shockwave.commitments import (
+    critical_path,
+    lease_rounds,
+    leased,
+    run_starts,
+)
+from slurm_shockwave.policies.shockwave.policy import Shockwave
+from tests.builders import a_job, a_view
+
+
+def test_lease_holds_the_restart_cost_within_its_share_of_the_run() -> None:
+    assert lease_rounds(20.0, 0.1, 120.0) == 2    # 20 s of 240 s is 8.3%
+    assert lease_rounds(50.0, 0.1, 120.0) == 5    # the live cost at time scale 30
+    assert lease_rounds(24.0, 0.1, 120.0) == 2    # exactly 10%: no extra round
+    assert lease_rounds(50.0, 0.0, 120.0) == 1 and lease_rounds(0.0, 0.1, 120.0) == 1
+
+
+def test_a_run_starts_one_round_before_it_is_first_seen_and_keeps_its_start() -> None:
+    jobs = [a_job(1, running=True), a_job(2)]
+    starts = run_starts(jobs, {}, round_index=7)
+    assert starts == {"1": 6}
+    assert run_starts(jobs, starts, round_index=9) == {"1": 6}
+    assert leased(jobs, starts, 7, lease=2) == [1] and leased(jobs, starts, 8, lease=2) == []
+
+
+def test_the_critical_path_is_the_job_whose_remaining_time_is_the_bound() -> None:
+    rem, gpus = {1: 5000.0, 2: 1000.0, 3: 900.0}, {1: 1, 2: 4, 3: 4}
+    assert critical_path(rem, gpus, capacity=8, frac=0.95) == [1]
+    # when the work bound dominates, nobody alone is critical
+    assert critical_path({1: 1000.0, 2: 1000.0}, {1: 8, 2: 8}, capacity=8, frac=0.95) == []
+    assert critical_path(rem, gpus, capacity=8, frac=0.0) == []
+
+
+def test_a_leased_job_keeps_running_over_the_plan_and_says_why() -> None:
+    """A job started last round keeps its GPUs although a newcomer could take them."""
+    old = a_job(1, gpus=4, epochs=50, epochs_done=1, running=True)
+    new = a_job(2, gpus=4, epochs=50)
+    view = a_view(old, new, gpus=4, now_s=240.0)
+    policy = Shockwave.from_mapping({"critical_frac": 0})
+    planned = policy.plan(view, {"run_start": {"1": -1}})
+    assert planned.plan.order[0] == 1
+    assert planned.plan.reasons[1].code in (ReasonCode.KEPT_RUNNING, ReasonCode.SCHEDULED)
+    later = policy.plan(view, {**planned.memory, "run_start": {"1": -50}})
+    assert later.memory["run_start"] == {"1": -50}

@@ -1,0 +1,78 @@
+"""Doctor's verdicts from settings as scontrol prints them (logic; the real cluster:
+tests/test_doctor_live.py), and the command without any Slurm."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from slurm_shockwave.service.doctor import Expected, Status, slurm_checks
+from slurm_shockwave.service.doctor_host import store_check
+from slurm_shockwave.slurm.protocol import SlurmNode
+from slurm_shockwave.slurm.slurm_conf import parse_show_config, parse_show_partitions
+
+SHOW = """Configuration data as of 2026-11-30T12:57:49
+AuthInfo                = cred_expire=10
+JobRequeue              = 1
+JobSubmitPlugins        = lua
+PriorityType            = priority/multifactor
+SLURM_CONF              = /etc/slurm/slurm.conf
+"""
+PART = ("PartitionName=shockwave AllowGroups=ALL Default=YES Nodes=g[1-2] State=UP "
+        "TotalNodes=2\nPartitionName=cpu Nodes=c1 State=UP\n")
+NODES = [SlurmNode("g1", ("IDLE",), 8, 0, ("shockwave",)),
+         SlurmNode("g2", ("IDLE", "DRAIN"), 8, 0, ("shockwave",)),
+         SlurmNode("c1", ("IDLE",), 0, 0, ("cpu",))]
+WANT = Expected(partition="shockwave", round_s=120, heartbeat="/h", endpoint_file="/e",
+                store="/s")
+
+
+def verdicts(show: str, want: Expected = WANT) -> dict[str, Status]:
+    checks = slurm_checks(parse_show_config(show), parse_show_partitions(PART), NODES, want)
+    return {c.name: c.status for c in checks}
+
+
+def test_each_setting_is_judged() -> None:
+    assert verdicts(SHOW) == {"JobSubmitPlugins": Status.OK, "JobRequeue": Status.OK,
+                              "cred_expire": Status.OK, "PriorityType": Status.OK,
+                              "partition shockwave": Status.WARN}  # g2 is drained
+    broken = (SHOW.replace("= lua", "= (null)").replace("JobRequeue              = 1",
+                                                         "JobRequeue = 0")
+              .replace("cred_expire=10", "").replace("multifactor", "basic"))
+    assert verdicts(broken) == {"JobSubmitPlugins": Status.FAIL, "JobRequeue": Status.FAIL,
+                                "cred_expire": Status.WARN, "PriorityType": Status.WARN,
+                                "partition shockwave": Status.WARN}
+    assert verdicts(SHOW.replace("= lua", "= job_submit/lua,pbs"))["JobSubmitPlugins"] \
+        == Status.OK
+    cpu_only = Expected("cpu", 120, "/h", "/e", "/s")
+    assert verdicts(SHOW, cpu_only)["partition cpu"] == Status.FAIL  # no GPUs
+    assert verdicts(SHOW, Expected("gone", 120, "/h", "/e", "/s"))["partition gone"] \
+        == Status.FAIL
+
+
+def test_a_store_of_another_schema_fails(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "state.db"
+    assert store_check(str(path)).status == Status.OK  # not created yet, directory writable
+    db = sqlite3.connect(path)
+    db.executescript("CREATE TABLE meta (key TEXT, value TEXT); CREATE TABLE rounds (id INT);"
+                     "INSERT INTO meta VALUES ('schema_version', '99');")
+    db.commit()
+    db.close()
+    check = store_check(str(path))
+    assert check.status == Status.FAIL and "schema version 99" in check.detail
+
+
+def test_without_slurm_doctor_names_what_is_missing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "doctor",
+                          "--slurm-conf", str(tmp_path / "none.conf"), "--store",
+                          str(tmp_path / "s.db")], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 1
+    assert f"[FAIL] slurmctld: cannot read the running configuration: no Slurm " \
+           f"configuration: {tmp_path}/none.conf does not exist" in out.stdout
+    assert out.stdout.strip().splitlines()[-1].endswith("failed")

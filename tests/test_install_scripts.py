@@ -1,0 +1,129 @@
+"""The packaged plugin scripts and ``shockwave install-scripts`` (real files, as root)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_shockwave.slurm.plugin_files import (
+    SCRIPT_NAMES,
+    ScriptSettings,
+    packaged,
+    render,
+    settings_in,
+    version_of,
+)
+from slurm_shockwave.slurm.slurm_conf import read_slurm_conf
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_package_ships_plugin_scripts_as_they_are_in_the_checkout() -> None:
+    for name in SCRIPT_NAMES:
+        assert packaged(name) == (REPO / "plugin_scripts" / name).read_text()
+        assert version_of(name, packaged(name)) == "current"
+
+
+def test_settings_lines_are_written_and_read_back() -> None:
+    s = ScriptSettings(partition="gpu-a", heartbeat="/srv/sw/beat",
+                       endpoint_file="/srv/sw/endpoint", is_default=True)
+    lua = render("job_submit.lua", s)
+    assert settings_in(lua) == {"partition": "gpu-a", "heartbeat": "/srv/sw/beat"}
+    assert "SHOCKWAVE_IS_DEFAULT = true" in lua.splitlines()
+    assert settings_in(render("task_prolog.sh", s)) == {"endpoint_file": "/srv/sw/endpoint"}
+    assert version_of("job_submit.lua", lua) == "current"
+    assert version_of("job_submit.lua", lua.replace("MAX_BYTES = 1000",
+                                                    "MAX_BYTES = 999")) == "other version"
+    assert version_of("prolog.sh", "#!/bin/sh\nexit 0\n") == "not ours"
+
+
+def test_start_sh_and_the_installer_write_the_same_scripts() -> None:
+    """The test cluster's scripts (docker-slurm/start.sh patches them with sed) read as
+    current: doctor judges both kinds of install alike."""
+    lua = packaged("job_submit.lua")
+    lua = lua.replace('SHOCKWAVE_PARTITION = SHOCKWAVE_PARTITION or "shockwave"',
+                      'SHOCKWAVE_PARTITION = "shockwave"')
+    assert version_of("job_submit.lua", lua) == "current"
+
+
+def _conf(tmp: Path, extra: str) -> Path:
+    conf = tmp / "etc" / "slurm.conf"
+    conf.parent.mkdir()
+    conf.write_text("ClusterName=x\n# Prolog=/not/this\n" + extra +
+                    "PartitionName=shockwave Nodes=n1 Default=YES State=UP\n")
+    return conf
+
+
+def _install(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "install-scripts",
+                           *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
+def test_install_scripts_puts_each_where_slurm_conf_points(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    conf = _conf(tmp_path, f"JobSubmitPlugins=lua\nProlog={bin_dir}/prolog.sh\n"
+                           f"Epilog={bin_dir}/epilog.sh\nTaskProlog={bin_dir}/task_prolog.sh\n")
+    cfg = tmp_path / "sw.yaml"
+    cfg.write_text("service: {heartbeat: /srv/sw/beat, endpoint_file: /srv/sw/endpoint}\n")
+    dry = _install("--slurm-conf", str(conf), "--config", str(cfg), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert not bin_dir.exists() and "would install" in dry.stdout
+    done = _install("--slurm-conf", str(conf), "--config", str(cfg))
+    assert done.returncode == 0, done.stderr
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode)
+             for p in [*bin_dir.iterdir(), tmp_path / "etc" / "job_submit.lua"]}
+    assert modes == {"job_submit.lua": 0o644, "prolog.sh": 0o755, "epilog.sh": 0o755,
+                     "task_prolog.sh": 0o755, "events.sh": 0o644}
+    lua = (tmp_path / "etc" / "job_submit.lua").read_text()
+    assert settings_in(lua)["heartbeat"] == "/srv/sw/beat"
+    assert "SHOCKWAVE_IS_DEFAULT = true" in lua  # slurm.conf's Default=YES
+    again = _install("--slurm-conf", str(conf), "--config", str(cfg))
+    assert again.stdout.count("unchanged") == 5
+    # a site's own prolog is never overwritten silently
+    (bin_dir / "prolog.sh").write_text("#!/bin/sh\n# the site's prolog\nexit 0\n")
+    refused = _install("--slurm-conf", str(conf), "--config", str(cfg))
+    assert refused.returncode == 2
+    assert "prolog.sh: Prolog: exists and is not slurm-shockwave's" in refused.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
+def test_install_scripts_says_what_slurm_conf_lacks(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, "")
+    done = _install("--slurm-conf", str(conf), "--dest", str(tmp_path / "opt"))
+    assert done.returncode == 0, done.stderr
+    assert f"JobSubmitPlugins=lua Prolog={tmp_path}/opt/prolog.sh" in done.stdout
+    bare = _install("--slurm-conf", str(conf))
+    assert "skipped: TaskProlog is not set" in bare.stderr
+    assert (tmp_path / "etc" / "job_submit.lua").exists()
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    missing = _install("--slurm-conf", str(tmp_path / "nope.conf"), "--dry-run")
+    assert missing.returncode == 2
+    assert missing.stderr.strip().endswith("slurm.conf: cannot read (No such file or directory)")
+    conf = _conf(tmp_path, "Include extra.conf\n")
+    (tmp_path / "etc" / "extra.conf").write_text("TaskProlog=/a/task_prolog.sh\n")
+    assert read_slurm_conf(conf).paths("TaskProlog") == ["/a/task_prolog.sh"]
+
+
+def test_the_service_url_for_nodes_without_the_endpoint_file() -> None:
+    from slurm_shockwave.model.errors import InputError
+    from slurm_shockwave.slurm.plugin_files import ScriptSettings, render, settings_in
+
+    url = ScriptSettings(service_url="http://ctl.example.org:7817")
+    for name in ("task_prolog.sh", "epilog.sh"):
+        text = render(name, url)
+        assert 'SERVICE_URL="http://ctl.example.org:7817"' in text
+        assert settings_in(text)["endpoint_file"] == url.endpoint_file
+    try:
+        render("task_prolog.sh", ScriptSettings(service_url="http://x:1; rm -rf /"))
+    except InputError as exc:
+        assert exc.field == "--service-url"
+    else:
+        raise AssertionError("a URL with shell in it was written into a script")

@@ -1,0 +1,46 @@
+"""A simulation is replayable: the same results on a slower or busier machine.
+
+The planner's solver runs under a deterministic work limit (branch-and-bound nodes), not
+a wall-clock one, in simulation. Run the same trace twice: once as is, once beside a CPU
+hog with the process clock running 100,000 times fast (a machine that much slower, as
+far as any wall-clock limit could tell). Every job's outcome must be identical. (With
+``time_limit_s: 15`` the second run's makespan differs: 5,602 s against 5,597 s.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.sim.generate import TraceShape, generate
+from slurm_shockwave.sim.inputs import build_workload
+from slurm_shockwave.sim.run import SimResult, simulate
+from slurm_shockwave.workloads.bundled import bundled_table
+
+
+def run() -> SimResult:
+    table = bundled_table("wisr")
+    trace = generate(TraceShape(num_jobs=16, mean_gap_s=60.0, max_h=0.5), table, seed=3)
+    policy = make_policy("shockwave")
+    assert policy.config.time_limit_s is None  # simulation has no wall-clock limit
+    return simulate(build_workload(trace, table, source="generated"), policy, gpus=4)
+
+
+def test_same_results_beside_a_cpu_hog_on_a_slow_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    calm = run()
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        real = time.perf_counter
+        start = real()
+        monkeypatch.setattr(time, "perf_counter", lambda: start + 1e5 * (real() - start))
+        busy = run()
+    finally:
+        hog.kill()
+        hog.wait()
+    assert busy.summary == calm.summary
+    assert busy.outcomes == calm.outcomes
+    assert busy.rhos == calm.rhos
