@@ -22,11 +22,15 @@ from typing import Any
 
 import yaml
 
+from slurm_shockwave.model.bounds import MAX_FACTOR, MAX_ROUND_S, shown
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.typed_config import build_config
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.slurm.backend_choice import BACKENDS
+from slurm_shockwave.workloads.input_files import read_text
+
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -39,14 +43,14 @@ class SimulatorConfig:
     """A preempted job may start again only this much later (a live Slurm: cred_expire+1)."""
 
     def validate(self) -> tuple[str, str] | None:
-        if self.round_s <= 0:
-            return "round_s", "must be > 0"
+        if not 1 <= self.round_s <= MAX_ROUND_S:
+            return "round_s", f"must be from 1 to {MAX_ROUND_S:g} seconds"
         if not 0 <= self.restore_s < self.round_s:
             return "restore_s", "must be >= 0 and < round_s"
-        if not (math.isfinite(self.requeue_delay_s) and self.requeue_delay_s >= 0):
-            return "requeue_delay_s", "must be >= 0"
-        if self.deadline_factor is not None and self.deadline_factor <= 1:
-            return "deadline_factor", "must be > 1"
+        if not 0 <= self.requeue_delay_s <= MAX_ROUND_S:
+            return "requeue_delay_s", f"must be from 0 to {MAX_ROUND_S:g} seconds"
+        if self.deadline_factor is not None and not 1 < self.deadline_factor <= MAX_FACTOR:
+            return "deadline_factor", f"must be > 1 and <= {MAX_FACTOR:g}"
         return None
 
 
@@ -79,12 +83,12 @@ class SlurmConfig:
             return "round_s", "must be from 1 to 86400 seconds"
         if self.backend not in BACKENDS:
             return "backend", f"must be one of {', '.join(BACKENDS)}"
-        if not (math.isfinite(self.prior_epoch_s) and self.prior_epoch_s > 0):
-            return "prior_epoch_s", "must be > 0"
+        if not 1e-3 <= self.prior_epoch_s <= 1e7:
+            return "prior_epoch_s", "must be from 0.001 to 10000000 seconds"
         if not (math.isfinite(self.restart_cost_s) and 0 <= self.restart_cost_s <= 86400):
             return "restart_cost_s", "must be from 0 to 86400 seconds"
-        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
-            return "time_scale", "must be > 0"
+        if not 1e-6 <= self.time_scale <= 1e6:
+            return "time_scale", "must be from 0.000001 to 1000000"
         return None
 
 
@@ -151,10 +155,10 @@ def parse_settings(data: Any, *, source: str) -> Settings:
         return Settings(source=source)
     if not isinstance(data, Mapping):
         raise InputError("expected a mapping at the top level", source=source, field="config")
-    unknown = sorted(set(data) - {"simulator", "policies", "slurm", "service"})
+    unknown = sorted(str(k) for k in set(data) - {"simulator", "policies", "slurm", "service"})
     if unknown:
         raise InputError("unknown section (known: policies, service, simulator, slurm)",
-                         source=source, field=unknown[0])
+                         source=source, field=shown(unknown[0]).strip("'"))
     sim = build_config(SimulatorConfig, data.get("simulator"), path="simulator", source=source)
     slurm = build_config(SlurmConfig, data.get("slurm"), path="slurm", source=source)
     service = build_config(ServiceConfig, data.get("service"), path="service", source=source)
@@ -165,7 +169,7 @@ def parse_settings(data: Any, *, source: str) -> Settings:
     for name, section in policies.items():
         if name not in POLICIES:
             raise InputError(f"unknown policy (known: {', '.join(POLICIES)})", source=source,
-                             field=f"policies.{name}")
+                             field=f"policies.{shown(name).strip(chr(39))}")
         POLICIES[name].from_mapping(section, source=source)  # validate now, fail early
     return Settings(sim, dict(policies), source, slurm, service)
 
@@ -182,18 +186,40 @@ def live_policy(settings: Settings, name: str) -> Policy[Any]:
     return make_policy(name, section, source=settings.source)
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML where a key given twice in one mapping is an error, not the last value."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        self.flatten_mapping(node)
+        seen: dict[Any, Any] = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:
+                continue  # an unhashable key: SafeLoader's own error follows
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {shown(key)}", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str, *, source: str) -> Any:
+    """YAML text as plain data; bad YAML, a duplicate key or absurd nesting is one line."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"not valid YAML ({problem})", source=source,
+                         line=mark.line + 1 if mark else None, field="yaml") from None
+    except RecursionError:
+        raise InputError("not valid YAML here (nested too deeply)", source=source,
+                         field="yaml") from None
+
+
 def load_settings(path: str | Path | None) -> Settings:
     if path is None:
         return Settings()
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror})", source=str(path),
-                         field="config") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=str(path),
-                         line=mark.line + 1 if mark else None, field="yaml") from None
-    return parse_settings(data, source=str(path))
+    text = read_text(path, field="config", limit=MAX_CONFIG_BYTES)
+    return parse_settings(parse_yaml(text, source=str(path)), source=str(path))

@@ -19,6 +19,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from slurm_shockwave.cli.checks import json_text
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.live.cluster import install_slurm_packages, missing_for_cluster
 from slurm_shockwave.live.run import LiveSettings, LiveStatus, run_live
@@ -88,7 +89,7 @@ def demo(trace: str, gpus: int, time_scale: float, policy: str, no_slurm_alone: 
                                          policy="slurm", work_dir=work / "slurm",
                                          ports=(22817, 22900)), "Slurm alone"))
     if as_json:
-        click.echo(json.dumps({"results": results, "work_dir": str(work)}))
+        click.echo(json_text({"results": results, "work_dir": str(work)}))
         return
     first = results[0]
     rows = [(f"{policy}, live", first["completed"], first["makespan_s"], first["avg_jct_s"],

@@ -1,9 +1,21 @@
-"""Turning bad input into one line on stderr and exit code 2."""
+"""Exit codes: bad input is one line and exit 2; a bug is exit 1, with its traceback.
+
+Exit 2 is only for the user's input: an InputError (a file, a field, an option), a
+click usage error, or Slurm refusing what we asked (SlurmError) or the service lock
+being held. Anything else is a bug: one line saying where it happened and where its
+traceback was written, exit 1; with ``shockwave --debug`` (or SHOCKWAVE_DEBUG=1) the
+traceback goes to stderr instead.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -14,14 +26,141 @@ from slurm_shockwave.slurm.protocol import SlurmError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+INPUT_ERRORS: tuple[type[Exception], ...] = (InputError, SlurmError, AlreadyRunning)
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line (a newline in it would read as two errors)."""
+    return " ".join(str(message).split("\n")).strip()
+
 
 def one_line_errors(fn: F) -> F:
+    """Bad input (INPUT_ERRORS) raised by ``fn``: ``error: ...`` on stderr, exit 2."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (InputError, ValueError, SlurmError, AlreadyRunning) as exc:
-            click.echo(f"error: {exc}", err=True)
+        except INPUT_ERRORS as exc:
+            click.echo(f"error: {one_line(str(exc))}", err=True)
             raise SystemExit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def debugging() -> bool:
+    return os.environ.get("SHOCKWAVE_DEBUG", "") not in ("", "0")
+
+
+def _where(exc: BaseException) -> str:
+    """The innermost frame of our own code the exception passed through."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if "slurm_shockwave" in f.filename] or frames
+    if not ours:
+        return "an unknown place"
+    f = ours[-1]
+    name = f.filename
+    if "slurm_shockwave" in name:
+        name = name[name.rindex("slurm_shockwave"):]
+    return f"{name}:{f.lineno}"
+
+
+def report_bug(exc: BaseException) -> int:
+    """One line about a bug on stderr, its traceback in a log file; returns exit code 1."""
+    text = "".join(traceback.format_exception(exc))
+    log = ""
+    try:
+        fd, name = tempfile.mkstemp(prefix="shockwave-bug-", suffix=".log")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        log = f"; traceback in {name}"
+    except OSError:
+        log = ""
+    summary = one_line(f"{type(exc).__name__}: {exc}")[:200]
+    click.echo(f"error: internal error (a bug, not your input): {summary} at {_where(exc)}"
+               f"{log} (shockwave --debug shows it)", err=True)
+    return 1
+
+
+class OneLineGroup(click.Group):
+    """The ``shockwave`` group: click's usage errors as one line (exit 2), bugs as one
+    line and exit 1 (the traceback with --debug)."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as exc:
+            hint = ""
+            if isinstance(exc, click.UsageError) and exc.ctx is not None and \
+                    exc.ctx.command_path and not isinstance(exc, click.BadParameter):
+                hint = f"{exc.ctx.command_path}: "
+            click.echo(f"error: {hint}{one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(1)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug: never exit 2, never a bare traceback
+            if debugging():
+                raise
+            sys.exit(report_bug(exc))
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def set_debug(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        os.environ["SHOCKWAVE_DEBUG"] = "1"
+
+
+def debug_option(fn: F) -> F:
+    return click.option("--debug", is_flag=True, expose_value=False, is_eager=True,
+                        callback=set_debug,
+                        help="Show a bug's traceback (else it is written to a log file).")(fn)
+
+
+def _probe(folder: Path, *, source: str, field: str) -> None:
+    """Create and remove a file in ``folder``: the one sure test that it is writable."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot write there ({exc.strerror or exc})", source=source,
+                         field=field) from None
+
+
+def writable_file(path: str | None, option: str) -> None:
+    """Fail now, before the run, if ``path`` cannot be written (its results would be lost)."""
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError("is a directory, expected a file", source=path, field=option)
+    parent = p.parent
+    if not parent.is_dir():
+        raise InputError(f"its directory {parent} does not exist", source=path, field=option)
+    if p.exists():
+        try:
+            with open(p, "ab"):
+                pass
+        except OSError as exc:
+            raise InputError(f"cannot write it ({exc.strerror or exc})", source=path,
+                             field=option) from None
+    else:
+        _probe(parent, source=path, field=option)
+
+
+def writable_dir(path: str | None, option: str) -> None:
+    """Fail now if the directory ``path`` cannot be made or written."""
+    if not path:
+        return
+    p = Path(path)
+    probe = p
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InputError(f"{probe} is not a directory", source=path, field=option)
+    _probe(probe, source=path, field=option)

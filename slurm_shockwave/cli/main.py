@@ -7,6 +7,7 @@ import click
 from slurm_shockwave import __version__
 from slurm_shockwave.cli.demo import demo
 from slurm_shockwave.cli.doctor import doctor
+from slurm_shockwave.cli.errors import OneLineGroup, debug_option
 from slurm_shockwave.cli.install_scripts import install_scripts
 from slurm_shockwave.cli.plan import plan
 from slurm_shockwave.cli.policies import policies
@@ -17,8 +18,9 @@ from slurm_shockwave.cli.simulate import compare, simulate
 from slurm_shockwave.cli.trace import trace
 
 
-@click.group()
+@click.group(cls=OneLineGroup)
 @click.version_option(__version__, prog_name="shockwave")
+@debug_option
 def cli() -> None:
     """slurm-shockwave: fair, efficient GPU scheduling for adaptive ML jobs on Slurm."""
 

@@ -7,12 +7,12 @@ same lock, so it never runs beside ``shockwave serve``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
+from slurm_shockwave.cli.checks import json_text
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import live, live_options, service
 from slurm_shockwave.engine.dry_run import DryRunActuator
@@ -59,7 +59,7 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
              "message": r.message, "reason": r.reason} for r in job_rows(report, bad)]
     if as_json:
         for row in rows:
-            click.echo(json.dumps(row))
+            click.echo(json_text(row))
         return
     mode = "applied" if do_apply else "dry run (--apply to carry it out)"
     console().print(rows_table(f"{env.partition}, policy {name}: {mode}",

@@ -7,12 +7,12 @@ reason, action); ``explain`` reads a job's history from the store.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 import click
 
+from slurm_shockwave.cli.checks import json_text
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import live, live_options
 from slurm_shockwave.model.errors import InputError
@@ -69,7 +69,7 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
              for jid, msg in sorted(world.bad_hints.items())]
     if as_json:
         for row in rows:
-            click.echo(json.dumps(asdict(row)))
+            click.echo(json_text(asdict(row)))
         return
     out = console()
     out.print(rows_table(
@@ -107,7 +107,7 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
         raise InputError(f"job {job_id} is not in the store (never managed, or older than "
                          "the retention)", source=path, field="job_id")
     if as_json:
-        click.echo(json.dumps({"job_id": job_id, "now": asdict(now) if now else None,
+        click.echo(json_text({"job_id": job_id, "now": asdict(now) if now else None,
                                "history": history, "actions": actions,
                                "checkpoint": asdict(intent) if intent else None}))
         return

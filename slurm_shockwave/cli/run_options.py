@@ -10,7 +10,17 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from slurm_shockwave.cli.checks import Bounded
 from slurm_shockwave.config import Settings, load_settings
+from slurm_shockwave.model.bounds import (
+    MAX_CLUSTER_GPUS,
+    MAX_FACTOR,
+    MAX_JOB_GPUS,
+    MAX_ROUND_S,
+    MAX_ROUNDS,
+    MAX_SEED,
+)
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.inputs import (
     DEMO_TRACE,
@@ -27,17 +37,20 @@ DEMO_GPUS = 16
 def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed((
         click.argument("trace", required=False, default=DEMO_TRACE),
-        click.option("--gpus", type=int, default=None,
+        click.option("--gpus", type=Bounded(1, MAX_CLUSTER_GPUS, integer=True), default=None,
                      help=f"GPUs in the cluster (default {DEMO_GPUS} for the demo trace)."),
-        click.option("--gpus-per-node", type=int, default=None,
+        click.option("--gpus-per-node", type=Bounded(1, MAX_JOB_GPUS, integer=True),
+                     default=None,
                      help="Make placement real: nodes of K GPUs (default: one pool)."),
         click.option("--throughputs", default=None,
                      help="Gavel-format JSON, or builtin:tacc / builtin:wisr (default tacc)."),
         click.option("--config", "config_path", default=None, help="YAML settings file."),
-        click.option("--seed", type=int, default=0, show_default=True,
+        click.option("--seed", type=Bounded(0, MAX_SEED, integer=True), default=0,
+                     show_default=True,
                      help="Seeds every random choice of the run."),
-        click.option("--round-s", type=float, default=None, help="Round length (default 120)."),
-        click.option("--cutoff", type=float, default=None,
+        click.option("--round-s", type=Bounded(1, MAX_ROUND_S), default=None,
+                     help="Round length (default 120)."),
+        click.option("--cutoff", type=Bounded(1, MAX_FACTOR, lo_open=True), default=None,
                      help="Force-complete jobs past this x exclusive runtime (paper: 1.5)."),
         click.option("--progress/--no-progress", default=None,
                      help="Progress bar (default: when stderr is a terminal)."),
@@ -66,12 +79,22 @@ def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
         if trace != DEMO_TRACE:
             raise click.UsageError("--gpus is required with a trace file")
         gpus = DEMO_GPUS
+    if gpus_per_node is not None and gpus % gpus_per_node:
+        raise InputError(f"--gpus ({gpus}) must be a multiple of it", field="--gpus-per-node")
     settings = load_settings(config_path)
+    period = round_s if round_s is not None else settings.simulator.round_s
+    if not settings.simulator.restore_s < period:
+        raise InputError(f"must be longer than simulator.restore_s "
+                         f"({settings.simulator.restore_s:g} s)", field="--round-s")
     jobs = load_trace(trace)
     workload = build_workload(jobs, load_throughputs(throughputs), source=trace)
+    gpu_s = sum(workload.profiles[j.spec.job_id].exclusive_s * j.spec.gpus for j in jobs)
+    if gpu_s / (gpus * period) > MAX_ROUNDS:
+        raise InputError(f"the trace's {gpu_s:.3g} GPU-seconds of work need more than "
+                         f"{MAX_ROUNDS} rounds of {period:g} s on {gpus} GPUs; give more GPUs "
+                         "or longer rounds (--round-s)", source=trace, field="--gpus")
     show = progress if progress is not None else Console(stderr=True).is_terminal
-    return RunInputs(trace, gpus, gpus_per_node, workload, settings,
-                     round_s if round_s is not None else settings.simulator.round_s,
+    return RunInputs(trace, gpus, gpus_per_node, workload, settings, period,
                      cutoff if cutoff is not None else settings.simulator.deadline_factor, show,
                      seed)
 

@@ -12,6 +12,7 @@ import click
 
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import live, live_options, service
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.service.handback import hand_back
 from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
@@ -80,7 +81,9 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
         try:
             url = api.start()
         except (OSError, ValueError) as exc:
-            raise ValueError(f"progress API on {listen or svc.listen}: {exc}") from None
+            raise InputError(f"progress API cannot listen there: {exc}",
+                             source=listen or svc.listen,
+                             field="--listen" if listen else "service.listen") from None
         log.info("progress API at %s (endpoint file %s), metrics at %s/metrics", url,
                  api.endpoint_file, url)
         try:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from slurm_shockwave.cli.errors import one_line_errors
+from slurm_shockwave.cli.checks import json_text
+from slurm_shockwave.cli.errors import one_line_errors, writable_dir, writable_file
 from slurm_shockwave.cli.run_options import prepare, run_options, run_policy
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.results import summary_record, write_per_job_csv
@@ -26,13 +26,14 @@ def simulate(trace: str, gpus: int | None, gpus_per_node: int | None, throughput
              config_path: str | None, seed: int, round_s: float | None, cutoff: float | None,
              progress: bool | None, policy: str, as_json: bool, csv_path: str | None) -> None:
     """Simulate TRACE (default: the bundled demo trace) under one policy."""
+    writable_file(csv_path, "--csv")
     inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
                      progress, seed)
     result = run_policy(inputs, policy)
     if csv_path:
         write_per_job_csv(result, Path(csv_path))
     if as_json:
-        click.echo(json.dumps(summary_record(result, trace=trace)))
+        click.echo(json_text(summary_record(result, trace=trace)))
     else:
         console().print(summary_table(result, f"{trace} on {inputs.gpus} GPUs"))
 
@@ -54,13 +55,14 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
     if not wanted or unknown:
         raise click.BadParameter(f"unknown policy {unknown[0] if unknown else '(none)'} "
                                  f"(known: {', '.join(POLICIES)})", param_hint="--policies")
+    writable_dir(out, "--out")
     inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
                      progress, seed)
     results = [run_policy(inputs, n) for n in wanted]
     records = [summary_record(r, trace=trace) for r in results]
     if as_json:
         for rec in records:
-            click.echo(json.dumps(rec))
+            click.echo(json_text(rec))
     else:
         console().print(compare_table(results, f"{trace} on {inputs.gpus} GPUs"))
     if out:
@@ -68,7 +70,7 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
 
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "results.json").write_text(json.dumps(records, indent=1) + "\n")
+        (folder / "results.json").write_text(json_text(records, indent=1) + "\n")
         for r in results:
             write_per_job_csv(r, folder / f"jobs_{r.policy}.csv")
         paths = write_plots(results, folder, f"{Path(trace).name[:40]}, {inputs.gpus} GPUs")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 import sys
 import tempfile
 import time
@@ -12,8 +12,17 @@ import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import slurm_shockwave
-from slurm_shockwave.cli.errors import one_line_errors
+from slurm_shockwave.cli.checks import Bounded, json_text
+from slurm_shockwave.cli.errors import one_line_errors, writable_file
 from slurm_shockwave.emulate.submit import EmulatorSettings, hint_comment, job_script, sbatch_args
+from slurm_shockwave.model.bounds import (
+    MAX_ARRIVAL_S,
+    MAX_EPOCHS,
+    MAX_JOBS,
+    MAX_SEED,
+    MAX_TOTAL_EPOCHS,
+)
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.typed_config import build_config
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.sim.generate import ARRIVALS, DURATIONS, TraceShape, generate
@@ -22,6 +31,11 @@ from slurm_shockwave.sim.trace import TraceJob, make_elastic, to_gavel_line, to_
 from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.hints import parse_hint
 from slurm_shockwave.slurm.protocol import SlurmError
+
+MAX_MEAN_GAP_S = 86_400.0
+MAX_HOURS = 24.0
+"""At most a day per job: at the fastest bundled throughput, under 100,000 epochs."""
+MAX_DURATIONS = 1_000
 
 
 @click.group()
@@ -34,18 +48,23 @@ def _floats(text: str, n: int, name: str) -> list[float]:
         values = [float(v) for v in text.split(",")]
     except ValueError:
         raise click.BadParameter(f"expected {n} comma-separated numbers", param_hint=name) from None
-    if len(values) != n:
-        raise click.BadParameter(f"expected {n} comma-separated numbers", param_hint=name)
+    if len(values) != n or not all(math.isfinite(v) for v in values):
+        raise click.BadParameter(f"expected {n} comma-separated finite numbers",
+                                 param_hint=name)
     return values
 
 
 @trace.command("generate")
-@click.option("--jobs", "num_jobs", type=int, default=120, show_default=True)
-@click.option("--mean-gap-s", type=float, default=40.0, show_default=True,
+@click.option("--jobs", "num_jobs", type=Bounded(1, MAX_JOBS, integer=True), default=120,
+              show_default=True)
+@click.option("--mean-gap-s", type=Bounded(0, MAX_MEAN_GAP_S), default=40.0, show_default=True,
               help="Mean Poisson inter-arrival time.")
-@click.option("--min-h", type=float, default=0.2, show_default=True)
-@click.option("--max-h", type=float, default=5.0, show_default=True)
-@click.option("--durations", "num_durations", type=int, default=100, show_default=True,
+@click.option("--min-h", type=Bounded(0, MAX_HOURS, lo_open=True), default=0.2,
+              show_default=True)
+@click.option("--max-h", type=Bounded(0, MAX_HOURS, lo_open=True), default=5.0,
+              show_default=True)
+@click.option("--durations", "num_durations", type=Bounded(1, MAX_DURATIONS, integer=True),
+              default=100, show_default=True,
               help="How many distinct nominal durations between min and max.")
 @click.option("--mode-mix", default="0,0.5,0.5", show_default=True,
               help="Probabilities of static,accordion,gns.")
@@ -60,7 +79,7 @@ def _floats(text: str, n: int, name: str) -> list[float]:
 @click.option("--tail-alpha", type=float, default=1.2, show_default=True,
               help="Pareto shape (smaller: heavier tail).")
 @click.option("--throughputs", default=None, help="Table for steps (default builtin:tacc).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=Bounded(0, MAX_SEED, integer=True), default=0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "gavel"]), default="jsonl",
               show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
@@ -71,13 +90,29 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
                  diurnal_depth: float, duration_dist: str, tail_alpha: float,
                  throughputs: str | None, seed: int, fmt: str, out: str | None) -> None:
     """Generate a seeded synthetic trace shaped like the paper's."""
-    shape = build_config(TraceShape, {
-        "num_jobs": num_jobs, "mean_gap_s": mean_gap_s, "min_h": min_h, "max_h": max_h,
-        "num_durations": num_durations, "mode_mix": _floats(mode_mix, 3, "--mode-mix"),
-        "gpu_mix": _floats(gpu_mix, 4, "--gpu-mix"), "arrivals": arrivals,
-        "diurnal_depth": diurnal_depth, "durations": duration_dist, "tail_alpha": tail_alpha},
-        source="options")
+    writable_file(out, "--out")
+    try:
+        shape = build_config(TraceShape, {
+            "num_jobs": num_jobs, "mean_gap_s": mean_gap_s, "min_h": min_h, "max_h": max_h,
+            "num_durations": num_durations, "mode_mix": _floats(mode_mix, 3, "--mode-mix"),
+            "gpu_mix": _floats(gpu_mix, 4, "--gpu-mix"), "arrivals": arrivals,
+            "diurnal_depth": diurnal_depth, "durations": duration_dist,
+            "tail_alpha": tail_alpha})
+    except InputError as exc:  # name the option, not the TraceShape field
+        field = exc.field.split("[")[0]
+        option = {"num_jobs": "--jobs", "num_durations": "--durations",
+                  "durations": "--duration-dist"}.get(field, "--" + field.replace("_", "-"))
+        raise InputError(exc.problem, field=option) from None
     jobs = generate(shape, load_throughputs(throughputs), seed)
+    for job in jobs:  # what simulate will accept: fail here, not when it reads the trace
+        if job.spec.num_epochs > MAX_EPOCHS or job.spec.arrival_s > MAX_ARRIVAL_S:
+            raise InputError(f"job {job.spec.job_id} would have {job.spec.num_epochs} epochs "
+                             f"arriving at {job.spec.arrival_s:g} s (limits {MAX_EPOCHS} "
+                             f"epochs, {MAX_ARRIVAL_S:g} s); lower --max-h or --mean-gap-s",
+                             field="--max-h")
+    if sum(j.spec.num_epochs for j in jobs) > MAX_TOTAL_EPOCHS:
+        raise InputError(f"the trace would have more than {MAX_TOTAL_EPOCHS} epochs in all; "
+                         "fewer --jobs or a lower --max-h", field="--jobs")
     line = to_json_line if fmt == "jsonl" else to_gavel_line
     text = "\n".join(line(j) for j in jobs) + "\n"
     if out:
@@ -211,7 +246,7 @@ def _submit_all(backend: CliBackend, jobs: list[TraceJob], settings: EmulatorSet
                 failed += 1
                 record["error"] = str(exc)
             if as_json:
-                click.echo(json.dumps(record))
+                click.echo(json_text(record))
             elif "error" in record:
                 progress.console.print(f"trace job {spec.job_id}: not submitted: "
                                        f"{record['error']}", markup=False)

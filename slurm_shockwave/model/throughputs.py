@@ -12,9 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from slurm_shockwave.model.bounds import (
+    MAX_BATCH_SIZE,
+    MAX_JOB_GPUS,
+    MAX_THROUGHPUT,
+    MIN_THROUGHPUT,
+    bounded,
+    shown,
+)
 from slurm_shockwave.model.errors import InputError
 
-_GAVEL_KEY = re.compile(r"^\('(?P<model>.+?) \(batch size (?P<bs>\d+)\)', (?P<gpus>\d+)\)$")
+_GAVEL_KEY = re.compile(r"^\('(?P<model>.+?) \(batch size (?P<bs>[0-9]+)\)', (?P<gpus>[0-9]+)\)$")
 
 
 @dataclass(frozen=True)
@@ -36,24 +44,39 @@ class ThroughputTable:
         return {m for m, _, _ in self.rates}
 
 
-def from_gavel(data: Mapping[str, Any], *, source: str,
-               worker_type: str = "v100") -> ThroughputTable:
+def from_gavel(data: Any, *, source: str, worker_type: str = "v100") -> ThroughputTable:
     """Read Gavel's ``{worker: {"('<Model> (batch size B)', w)": {"null": thr}}}`` format."""
     if not isinstance(data, Mapping) or worker_type not in data:
         raise InputError(f"no worker type {worker_type!r} at the top level", source=source,
                          field="worker_type")
+    entries = data[worker_type]
+    if not isinstance(entries, Mapping):
+        raise InputError(f"expected an object of entries, got {shown(entries)}", source=source,
+                         field=worker_type)
     rates: dict[tuple[str, int, int], float] = {}
-    for key, entry in data[worker_type].items():
+    for key, entry in entries.items():
         m = _GAVEL_KEY.match(key)
         if m is None:
             continue  # single-batch-size workloads such as A3C carry no batch size
-        thr = entry.get("null") if isinstance(entry, Mapping) else None
-        if not isinstance(thr, (int, float)) or isinstance(thr, bool) or thr < 0:
-            raise InputError(f"isolated throughput must be a number >= 0, got {thr!r}",
-                             source=source, field=f"{worker_type}.{key}.null")
+        field = f"{worker_type}.{key if len(key) <= 100 else shown(key)}"
+        bs = bounded(m["bs"], source=source, field=field, integer=True, lo=1, hi=MAX_BATCH_SIZE)
+        gpus = bounded(m["gpus"], source=source, field=field, integer=True, lo=1,
+                       hi=MAX_JOB_GPUS)
+        if not isinstance(entry, Mapping) or "null" not in entry:
+            raise InputError(f"expected an object with the isolated throughput under \"null\","
+                             f" got {shown(entry)}", source=source, field=field)
+        thr = bounded(entry["null"], source=source, field=f"{field}.null", lo=0,
+                      hi=MAX_THROUGHPUT)
+        if isinstance(entry["null"], str):
+            raise InputError(f"expected a number, got {shown(entry['null'])}", source=source,
+                             field=f"{field}.null")
         if thr == 0:
             continue  # Gavel marks combinations that do not run (out of memory) with 0
-        rates[(m["model"], int(m["bs"]), int(m["gpus"]))] = float(thr)
+        if thr < MIN_THROUGHPUT:
+            raise InputError(f"must be 0 (does not run) or from {MIN_THROUGHPUT:g} to "
+                             f"{MAX_THROUGHPUT:g} steps/s, got {shown(entry['null'])}",
+                             source=source, field=f"{field}.null")
+        rates[(m["model"], bs, gpus)] = thr
     if not rates:
         raise InputError("no '(<model> (batch size B)', gpus)' entries found", source=source,
                          field=worker_type)

@@ -8,48 +8,68 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from slurm_shockwave.model.bounds import bounded, numeric_text, shown, text_field
 from slurm_shockwave.model.errors import InputError
+
+MAX_CONFIG_NUMBER = 1e15
+"""Any number in a config file is finite and at most this large in magnitude."""
+MAX_CONFIG_ITEMS = 1_000
 
 T = TypeVar("T")
 
 
 def _coerce(value: Any, hint: Any, path: str, source: str) -> Any:
     origin = typing.get_origin(hint)
+    if hint is float and isinstance(value, str) and numeric_text(value):
+        value = float(value)  # YAML 1.1 reads 1e3 (no dot) as a string
     if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        return bounded(value, field=path, source=source, lo=-MAX_CONFIG_NUMBER,
+                       hi=MAX_CONFIG_NUMBER)
     if hint is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return bounded(value, field=path, source=source, integer=True, lo=-MAX_CONFIG_NUMBER,
+                       hi=MAX_CONFIG_NUMBER)
     if hint is bool and isinstance(value, bool):
         return value
     if hint is str and isinstance(value, str):
-        return value
+        return text_field(value, field=path, source=source, limit=4096)
     if origin is tuple and isinstance(value, (list, tuple)):
-        (inner, *_rest) = typing.get_args(hint)
+        (inner, *rest) = typing.get_args(hint)
+        if len(value) > MAX_CONFIG_ITEMS or (rest and rest != [...] and
+                                             len(value) != len(rest) + 1):
+            want = f"at most {MAX_CONFIG_ITEMS}" if not rest or rest == [...] else \
+                str(len(rest) + 1)
+            raise InputError(f"expected {want} items, got {len(value)}", source=source,
+                             field=path)
         return tuple(_coerce(v, inner, f"{path}[{i}]", source) for i, v in enumerate(value))
     if origin in (typing.Union, types.UnionType):
-        for arm in typing.get_args(hint):
-            if arm is type(None) and value is None:
-                return None
+        arms = typing.get_args(hint)
+        if value is None and type(None) in arms:
+            return None
+        real = [arm for arm in arms if arm is not type(None)]
+        if len(real) == 1:  # Optional[X]: X's own message
+            return _coerce(value, real[0], path, source)
+        for arm in real:
             try:
                 return _coerce(value, arm, path, source)
             except InputError:
                 continue
     name = getattr(hint, "__name__", str(hint))
-    raise InputError(f"expected {name}, got {value!r}", source=source, field=path)
+    raise InputError(f"expected {name}, got {shown(value)}", source=source, field=path)
 
 
 def build_config(cls: type[T], data: Mapping[str, Any] | None, *, path: str = "",
                  source: str = "") -> T:
     """Validate ``data`` against the dataclass ``cls``; unknown keys are errors."""
     if data is not None and not isinstance(data, Mapping):
-        raise InputError(f"expected a mapping of settings, got {data!r:.40}", source=source,
+        raise InputError(f"expected a mapping of settings, got {shown(data)}", source=source,
                          field=path or "config")
     data = dict(data or {})
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted((str(k) for k in set(data) - set(fields)), key=str)
     if unknown:
-        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        name = shown(unknown[0]).strip("'")
+        where = f"{path}.{name}" if path else name
         raise InputError(f"unknown setting (known: {', '.join(sorted(fields)) or 'none'})",
                          source=source, field=where)
     kwargs = {name: _coerce(value, hints[name], f"{path}.{name}" if path else name, source)

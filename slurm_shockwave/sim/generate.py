@@ -20,6 +20,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.sim.trace import TraceJob
@@ -104,7 +105,8 @@ def generate(shape: TraceShape, table: ThroughputTable, seed: int = 0) -> list[T
     templates = [(m.name, bs) for m in MODELS.values() for bs in m.batch_sizes
                  if table.has(m.name, bs, 1)]
     if not templates:
-        raise ValueError(f"{table.source}: no catalogue model has a 1-GPU throughput")
+        raise InputError("no catalogue model has a 1-GPU throughput", source=table.source,
+                         field="throughputs")
     modes = list(AdaptationMode)
     jobs: list[TraceJob] = []
     arrival = 0.0

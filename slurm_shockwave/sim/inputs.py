@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from slurm_shockwave.model.bounds import MAX_EXCLUSIVE_S
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.sim.trace import TraceJob, read_trace
@@ -47,8 +48,13 @@ def build_workload(jobs: list[TraceJob], table: ThroughputTable, *, source: str)
     profiles = {}
     for job in jobs:
         try:
-            profiles[job.spec.job_id] = build_profile(job.spec, table)
+            profile = build_profile(job.spec, table)
         except InputError as exc:
             raise InputError(f"job {job.spec.job_id}: {exc.problem} in {table.source}",
                              source=source, line=job.line or None, field="throughput") from None
+        if not profile.exclusive_s <= MAX_EXCLUSIVE_S:
+            raise InputError(f"job {job.spec.job_id} would train {profile.exclusive_s:.3g} s "
+                             f"alone on its GPUs ({table.source}); at most {MAX_EXCLUSIVE_S:g}",
+                             source=source, line=job.line or None, field="epochs")
+        profiles[job.spec.job_id] = profile
     return Workload(tuple(jobs), profiles, source)

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 from slurm_shockwave.engine.round import run_round
 from slurm_shockwave.metrics.summary import Finished, Summary, rho, summarize
+from slurm_shockwave.model.bounds import MAX_CLUSTER_GPUS
 from slurm_shockwave.model.cluster import GpuNode
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.plan import Memory
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.sim.inputs import Workload
@@ -20,12 +22,13 @@ ProgressFn = Callable[[int, int], None]
 
 def make_nodes(gpus: int, gpus_per_node: int | None = None) -> list[GpuNode]:
     """``gpus_per_node`` None: one pool where any free GPUs serve a job (the paper's model)."""
-    if gpus < 1:
-        raise ValueError("gpus must be >= 1")
+    if not 1 <= gpus <= MAX_CLUSTER_GPUS:
+        raise InputError(f"must be from 1 to {MAX_CLUSTER_GPUS}, got {gpus}", field="gpus")
     if gpus_per_node is None:
         return [GpuNode("pool", gpus)]
     if gpus_per_node < 1 or gpus % gpus_per_node:
-        raise ValueError(f"gpus ({gpus}) must be a multiple of gpus_per_node ({gpus_per_node})")
+        raise InputError(f"gpus ({gpus}) must be a multiple of it ({gpus_per_node})",
+                         field="gpus_per_node")
     return [GpuNode(f"node{i:03d}", gpus_per_node) for i in range(gpus // gpus_per_node)]
 
 
@@ -48,12 +51,15 @@ def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
              on_round: ProgressFn | None = None) -> SimResult:
     started = time.perf_counter()
     nodes = make_nodes(gpus, gpus_per_node)
-    too_big = [j.spec for j in workload.jobs if j.spec.gpus > gpus
+    too_big = [j for j in workload.jobs if j.spec.gpus > gpus
                or (gpus_per_node is not None and j.spec.gpus > gpus_per_node
                    and gpus // gpus_per_node < -(-j.spec.gpus // gpus_per_node))]
     if too_big:
-        s = too_big[0]
-        raise ValueError(f"job {s.job_id} needs {s.gpus} GPUs; the cluster cannot place it")
+        big = too_big[0]
+        shape = f"{gpus} GPUs" + (f" in nodes of {gpus_per_node}" if gpus_per_node else "")
+        raise InputError(f"job {big.spec.job_id} needs {big.spec.gpus} GPUs; a cluster of "
+                         f"{shape} cannot place it", source=workload.source,
+                         line=big.line or None, field="gpus")
     world = SimulatedCluster(workload, nodes, round_s=round_s, restore_s=restore_s,
                              deadline_factor=deadline_factor, requeue_delay_s=requeue_delay_s)
     memory: Memory = {}

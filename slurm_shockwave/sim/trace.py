@@ -13,17 +13,32 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from slurm_shockwave.model.bounds import (
+    MAX_ARRIVAL_S,
+    MAX_BATCH_SIZE,
+    MAX_EPOCHS,
+    MAX_JOB_GPUS,
+    MAX_JOB_ID,
+    MAX_JOBS,
+    MAX_STEPS,
+    MAX_TOTAL_EPOCHS,
+    MAX_WEIGHT,
+    bounded,
+    shown,
+    text_field,
+)
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
 from slurm_shockwave.workloads.catalog import MODELS
+from slurm_shockwave.workloads.input_files import read_lines, strict_json
 from slurm_shockwave.workloads.profile import epochs_from_steps
 
-_JOB_TYPE = re.compile(r"^(?P<model>.+?) \(batch size (?P<bs>\d+)\)$")
+_JOB_TYPE = re.compile(r"^(?P<model>.+?) \(batch size (?P<bs>[0-9]+)\)$")
 _COLUMNS = ("job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir",
             "total_steps", "scale_factor", "mode", "priority_weight", "SLO", "duration",
             "arrival_time")
@@ -37,34 +52,28 @@ class TraceJob:
     line: int = 0
 
 
-def _number(value: Any, *, source: str, line: int, field: str, kind: type = float,
-            minimum: float | None = None) -> Any:
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        out = kind(value) if kind is float else int(str(value).strip())
-    except (TypeError, ValueError):
-        raise InputError(f"expected {'an integer' if kind is int else 'a number'}, got {value!r}",
-                         source=source, line=line, field=field) from None
-    if minimum is not None and out < minimum:
-        raise InputError(f"must be >= {minimum}, got {value!r}", source=source, line=line,
-                         field=field)
-    return out
-
-
-def _model(name: str, *, source: str, line: int, field: str) -> str:
-    if name not in MODELS:
-        raise InputError(f"unknown model {name!r} (known: {', '.join(sorted(MODELS))})",
+def _model(name: Any, *, source: str, line: int, field: str) -> str:
+    if not isinstance(name, str) or name not in MODELS:
+        raise InputError(f"unknown model {shown(name)} (known: {', '.join(sorted(MODELS))})",
                          source=source, line=line, field=field)
     return name
 
 
 def _mode(value: Any, *, source: str, line: int, field: str) -> AdaptationMode:
     try:
-        return AdaptationMode(str(value).strip())
+        return AdaptationMode(value.strip() if isinstance(value, str) else value)
     except ValueError:
-        raise InputError(f"unknown mode {value!r} (static, accordion or gns)", source=source,
-                         line=line, field=field) from None
+        raise InputError(f"unknown mode {shown(value)} (static, accordion or gns)",
+                         source=source, line=line, field=field) from None
+
+
+def _steps_to_epochs(steps: int, model: str, bs: int, *, source: str, line: int,
+                     field: str) -> int:
+    epochs = epochs_from_steps(steps, MODELS[model].samples_per_epoch, bs)
+    if epochs > MAX_EPOCHS:
+        raise InputError(f"{steps} steps at batch size {bs} are {epochs} epochs; at most "
+                         f"{MAX_EPOCHS} allowed", source=source, line=line, field=field)
+    return epochs
 
 
 def parse_gavel_line(text: str, index: int, *, source: str, line: int) -> TraceJob:
@@ -72,19 +81,21 @@ def parse_gavel_line(text: str, index: int, *, source: str, line: int) -> TraceJ
     if len(cols) != len(_COLUMNS):
         raise InputError(f"expected {len(_COLUMNS)} tab-separated columns, got {len(cols)}",
                          source=source, line=line, field="columns")
+    where: dict[str, Any] = {"source": source, "line": line}
     m = _JOB_TYPE.match(cols[0].strip())
     if m is None:
-        raise InputError(f"expected '<Model> (batch size <B>)', got {cols[0]!r}", source=source,
-                         line=line, field="job_type")
-    model = _model(m["model"], source=source, line=line, field="job_type")
-    bs = int(m["bs"])
-    steps = _number(cols[5], source=source, line=line, field="total_steps", kind=int, minimum=1)
-    gpus = _number(cols[6], source=source, line=line, field="scale_factor", kind=int, minimum=1)
-    mode = _mode(cols[7], source=source, line=line, field="mode")
-    weight = _number(cols[8], source=source, line=line, field="priority_weight", minimum=0)
-    nominal = _number(cols[10], source=source, line=line, field="duration")
-    arrival = _number(cols[11], source=source, line=line, field="arrival_time", minimum=0)
-    epochs = epochs_from_steps(steps, MODELS[model].samples_per_epoch, bs)
+        raise InputError(f"expected '<Model> (batch size <B>)', got {shown(cols[0])}", **where,
+                         field="job_type")
+    model = _model(m["model"], **where, field="job_type")
+    bs = bounded(m["bs"], **where, field="job_type", integer=True, lo=1, hi=MAX_BATCH_SIZE)
+    steps = bounded(cols[5], **where, field="total_steps", integer=True, lo=1, hi=MAX_STEPS)
+    gpus = bounded(cols[6], **where, field="scale_factor", integer=True, lo=1, hi=MAX_JOB_GPUS)
+    mode = _mode(cols[7], **where, field="mode")
+    weight = bounded(cols[8], **where, field="priority_weight", lo=0, hi=MAX_WEIGHT,
+                     lo_open=True)
+    nominal = bounded(cols[10], **where, field="duration", lo=-MAX_ARRIVAL_S, hi=MAX_ARRIVAL_S)
+    arrival = bounded(cols[11], **where, field="arrival_time", lo=0, hi=MAX_ARRIVAL_S)
+    epochs = _steps_to_epochs(steps, model, bs, **where, field="total_steps")
     spec = JobSpec(index, model, bs, gpus, mode, arrival, epochs, weight)
     return TraceJob(spec, steps, nominal, line)
 
@@ -106,61 +117,61 @@ def _gpus_range(value: Any, *, source: str, line: int) -> tuple[int, int] | None
 
 
 def parse_json_line(text: str, index: int, *, source: str, line: int) -> TraceJob:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg})", source=source, line=line,
-                         field="json") from None
+    obj = strict_json(text, source=source, line=line)
     if not isinstance(obj, dict):
         raise InputError("expected a JSON object", source=source, line=line, field="json")
+    where: dict[str, Any] = {"source": source, "line": line}
+
+    def number(name: str, default: Any = None, **bounds: Any) -> Any:
+        return bounded(obj.get(name, default), **where, field=name, strings=False, **bounds)
+
     unknown = sorted(set(obj) - _JSON_FIELDS)
     if unknown:
-        raise InputError(f"unknown field (known: {', '.join(sorted(_JSON_FIELDS))})",
-                         source=source, line=line, field=unknown[0])
+        raise InputError(f"unknown field (known: {', '.join(sorted(_JSON_FIELDS))})", **where,
+                         field=shown(unknown[0]).strip("'"))
     for required in ("model", "batch_size"):
         if required not in obj:
-            raise InputError("missing", source=source, line=line, field=required)
-    model = _model(str(obj["model"]), source=source, line=line, field="model")
-    bs = _number(obj["batch_size"], source=source, line=line, field="batch_size", kind=int,
-                 minimum=1)
-    gpus = _number(obj.get("gpus", 1), source=source, line=line, field="gpus", kind=int,
-                   minimum=1)
+            raise InputError("missing", **where, field=required)
+    model = _model(obj["model"], **where, field="model")
+    bs = number("batch_size", integer=True, lo=1, hi=MAX_BATCH_SIZE)
+    gpus = number("gpus", 1, integer=True, lo=1, hi=MAX_JOB_GPUS)
     if ("epochs" in obj) == ("total_steps" in obj):
-        raise InputError("give exactly one of epochs or total_steps", source=source, line=line,
-                         field="epochs")
-    samples = MODELS[model].samples_per_epoch
+        raise InputError("give exactly one of epochs or total_steps", **where, field="epochs")
     if "epochs" in obj:
-        epochs = _number(obj["epochs"], source=source, line=line, field="epochs", kind=int,
-                         minimum=1)
-        steps = epochs * -(-samples // bs)
+        epochs = number("epochs", integer=True, lo=1, hi=MAX_EPOCHS)
+        steps = epochs * -(-MODELS[model].samples_per_epoch // bs)
     else:
-        steps = _number(obj["total_steps"], source=source, line=line, field="total_steps",
-                        kind=int, minimum=1)
-        epochs = epochs_from_steps(steps, samples, bs)
+        steps = number("total_steps", integer=True, lo=1, hi=MAX_STEPS)
+        epochs = _steps_to_epochs(steps, model, bs, **where, field="total_steps")
     spec = JobSpec(
-        job_id=_number(obj.get("id", index), source=source, line=line, field="id", kind=int,
-                       minimum=0),
+        job_id=number("id", index, integer=True, lo=0, hi=MAX_JOB_ID),
         model=model, init_bs=bs, gpus=gpus,
-        mode=_mode(obj.get("mode", "static"), source=source, line=line, field="mode"),
-        arrival_s=_number(obj.get("arrival_s", 0), source=source, line=line, field="arrival_s",
-                          minimum=0),
+        mode=_mode(obj.get("mode", "static"), **where, field="mode"),
+        arrival_s=number("arrival_s", 0, lo=0, hi=MAX_ARRIVAL_S),
         num_epochs=epochs,
-        priority_weight=_number(obj.get("priority_weight", 1), source=source, line=line,
-                                field="priority_weight", minimum=0),
-        user=str(obj.get("user", "")),
+        priority_weight=number("priority_weight", 1, lo=0, hi=MAX_WEIGHT, lo_open=True),
+        user=text_field(obj.get("user", ""), **where, field="user"),
         gpus_range=_gpus_range(obj.get("gpus_range"), source=source, line=line),
     )
     return TraceJob(spec, steps, line=line)
 
 
-def parse_trace(lines: Iterable[str], *, source: str, fmt: str = "auto") -> list[TraceJob]:
-    """Parse a whole trace. ``fmt`` is ``gavel``, ``jsonl`` or ``auto`` (by first line)."""
+def parse_trace(lines: Iterable[str] | Iterable[tuple[int, str]], *, source: str,
+                fmt: str = "auto") -> list[TraceJob]:
+    """Parse a whole trace. ``fmt`` is ``gavel``, ``jsonl`` or ``auto`` (by first line).
+
+    ``lines`` are texts, or (line number, text) pairs as ``read_lines`` streams them.
+    """
     jobs: list[TraceJob] = []
     seen: dict[int, int] = {}
-    for lineno, text in enumerate(lines, start=1):
+    total_epochs = 0
+    for lineno, text in _numbered(lines):
         stripped = text.strip()
         if not stripped or stripped.startswith("#"):
             continue
+        if len(jobs) >= MAX_JOBS:
+            raise InputError(f"more than {MAX_JOBS} jobs", source=source, line=lineno,
+                             field="trace")
         kind = fmt if fmt != "auto" else ("jsonl" if stripped.startswith("{") else "gavel")
         fmt = kind
         parse = parse_json_line if kind == "jsonl" else parse_gavel_line
@@ -168,6 +179,10 @@ def parse_trace(lines: Iterable[str], *, source: str, fmt: str = "auto") -> list
         if job.spec.job_id in seen:
             raise InputError(f"duplicate id (first on line {seen[job.spec.job_id]})",
                              source=source, line=lineno, field="id")
+        total_epochs += job.spec.num_epochs
+        if total_epochs > MAX_TOTAL_EPOCHS:
+            raise InputError(f"the trace has more than {MAX_TOTAL_EPOCHS} epochs in all",
+                             source=source, line=lineno, field="epochs")
         seen[job.spec.job_id] = lineno
         jobs.append(job)
     if not jobs:
@@ -175,14 +190,15 @@ def parse_trace(lines: Iterable[str], *, source: str, fmt: str = "auto") -> list
     return jobs
 
 
+def _numbered(lines: Iterable[str] | Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    for lineno, item in enumerate(lines, start=1):
+        yield item if isinstance(item, tuple) else (lineno, item)
+
+
 def read_trace(path: str | Path) -> list[TraceJob]:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror})", source=str(p), field="trace") from None
     fmt = "jsonl" if p.suffix in (".jsonl", ".json") else "auto"
-    return parse_trace(text.splitlines(), source=str(p), fmt=fmt)
+    return parse_trace(read_lines(p, field="trace"), source=str(p), fmt=fmt)
 
 
 def to_json_line(job: TraceJob) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.throughputs import ThroughputTable, from_compact, from_gavel
+from slurm_shockwave.workloads.input_files import read_text, strict_json
 
 BUNDLED_TABLES = ("tacc", "wisr")
 
@@ -28,12 +29,5 @@ def load_table(spec: str | Path | None) -> ThroughputTable:
     text = str(spec)
     if text.startswith("builtin:"):
         return bundled_table(text.split(":", 1)[1])
-    try:
-        data = json.loads(Path(text).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror})", source=text,
-                         field="throughputs") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg})", source=text, line=exc.lineno,
-                         field="throughputs") from None
+    data = strict_json(read_text(text, field="throughputs"), source=text, field="throughputs")
     return from_gavel(data, source=text)

@@ -50,9 +50,9 @@ class ShockwaveConfig:
 
     def validate(self) -> tuple[str, str] | None:
         checks = (
-            ("window_rounds", self.window_rounds >= 1, "must be >= 1"),
+            ("window_rounds", 1 <= self.window_rounds <= 1000, "must be from 1 to 1000"),
             ("k", self.k >= 0, "must be >= 0"),
-            ("lam", self.lam >= 0, "must be >= 0"),
+            ("lam", 0 <= self.lam <= 100, "must be from 0 to 100"),
             ("rho_max", self.rho_max > 0, "must be > 0"),
             ("momentum", 0 <= self.momentum <= 1, "must be in [0, 1]"),
             ("reopt_rounds", self.reopt_rounds >= 1, "must be >= 1"),
@@ -61,9 +61,9 @@ class ShockwaveConfig:
             ("critical_frac", 0 <= self.critical_frac <= 1, "must be in [0, 1]"),
             ("solver", self.solver in BACKEND_NAMES, f"must be one of {', '.join(BACKEND_NAMES)}"),
             ("max_nodes", self.max_nodes >= 1, "must be >= 1"),
-            ("time_limit_s", self.time_limit_s is None or self.time_limit_s > 0,
-             "must be > 0 (or null: no wall-clock limit)"),
-            ("threads", self.threads >= 0, "must be >= 0"),
+            ("time_limit_s", self.time_limit_s is None or 0 < self.time_limit_s <= 86400,
+             "must be > 0 and <= 86400 (or null: no wall-clock limit)"),
+            ("threads", 0 <= self.threads <= 1024, "must be from 0 to 1024"),
             ("rel_gap", self.rel_gap >= 0, "must be >= 0"),
             ("prediction_noise", 0 <= self.prediction_noise <= 1, "must be in [0, 1]"),
         )

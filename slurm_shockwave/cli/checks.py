@@ -1,0 +1,56 @@
+"""Option types with explicit bounds, and JSON output that is always valid JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from slurm_shockwave.model.bounds import bounded
+from slurm_shockwave.model.errors import InputError
+
+if TYPE_CHECKING:
+    _ParamType = click.ParamType[Any]
+else:  # click < 8.2 has no generic ParamType
+    _ParamType = click.ParamType
+
+
+class Bounded(_ParamType):
+    """A finite number (or an integer) in a closed range (or open at the bottom)."""
+
+    def __init__(self, lo: float, hi: float, *, integer: bool = False,
+                 lo_open: bool = False) -> None:
+        self.lo, self.hi, self.integer, self.lo_open = lo, hi, integer, lo_open
+        self.name = "integer" if integer else "number"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if not isinstance(value, str) and value is not None and not isinstance(value, bool):
+            if isinstance(value, int if self.integer else (int, float)):
+                text: Any = value
+            else:
+                text = str(value)
+        else:
+            text = value
+        try:
+            return bounded(text, field="value", lo=self.lo, hi=self.hi, integer=self.integer,
+                           lo_open=self.lo_open)
+        except InputError as exc:
+            self.fail(exc.problem, param, ctx)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def json_text(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` where NaN and infinities become null: the output is always JSON."""
+    return json.dumps(_finite(obj), allow_nan=False, **kwargs)

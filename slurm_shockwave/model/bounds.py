@@ -1,0 +1,131 @@
+"""Explicit bounds on what a user may give, and the checks that enforce them.
+
+Every number read from a trace, a throughput table, a config file or an option passes
+through ``bounded``: it must be of the right kind, finite and within its range, or it is
+an InputError naming where it came from. The limits keep the work and memory a run takes
+proportional to its input (docs/trace-format.md lists them).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import reprlib
+from typing import Any
+
+from slurm_shockwave.model.errors import InputError
+
+MAX_JOBS = 100_000
+"""Jobs in one trace."""
+MAX_EPOCHS = 100_000
+"""Epochs of one job (the hint grammar's bound too)."""
+MAX_TOTAL_EPOCHS = 10_000_000
+"""Epochs over a whole trace: the simulator keeps each job's per-epoch batch sizes."""
+MAX_STEPS = 10**12
+MAX_BATCH_SIZE = 1_000_000
+MAX_JOB_GPUS = 4_096
+MAX_CLUSTER_GPUS = 100_000
+MAX_ARRIVAL_S = 1e10
+"""About 300 years: arrival times in seconds from the trace start."""
+MAX_WEIGHT = 1e6
+MAX_JOB_ID = 2**31 - 1
+MAX_TEXT = 256
+"""Characters of a free-text field (user, model label)."""
+MAX_LINE_CHARS = 4_096
+"""Characters of one trace line (a JSON line nests at most this deep)."""
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""Bytes of a throughput table or config file, read whole."""
+MAX_EXCLUSIVE_S = 1e7
+"""Runtime of one job alone on its GPUs (about 116 days): bounds the simulated rounds."""
+MIN_THROUGHPUT, MAX_THROUGHPUT = 1e-6, 1e9
+"""Steps per second of a runnable table entry (0 marks one that does not run)."""
+MAX_ROUND_S = 86_400.0
+MAX_FACTOR = 1_000.0
+"""The largest --cutoff / deadline_factor."""
+MAX_SEED = 2**32 - 1
+MAX_ROUNDS = 100_000
+"""Rounds a simulation may need at least (its GPU-seconds of work / the cluster's GPUs x
+the round): more is refused up front. The paper's largest run needs about a thousand."""
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = 40
+_SHORT.maxother = 40
+_SHORT.maxlong = 40
+_SHORT.maxlevel = 2
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 3
+
+
+def shown(value: Any) -> str:
+    """A value as an error message shows it: short whatever its size or nesting."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of {len(str(abs(value))) if abs(value) < 10**4000 else 'over 4000'}" \
+               " digits"
+    try:
+        return _SHORT.repr(value)
+    except (RecursionError, ValueError):
+        return f"a {type(value).__name__}"
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]{1,38}")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)",
+                     re.IGNORECASE)
+
+
+def numeric_text(text: str) -> bool:
+    """Whether ``text`` is a plain ASCII decimal number (as JSON or a TSV column writes it)."""
+    return _NUMBER.fullmatch(text.strip()) is not None
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def bounded(value: Any, *, field: str, lo: float, hi: float, integer: bool = False,
+            source: str = "", line: int | None = None, lo_open: bool = False,
+            strings: bool = True) -> Any:
+    """``value`` as an int (``integer``) or a finite float within [lo, hi].
+
+    Accepts numbers and, with ``strings``, ASCII numeric strings (a TSV trace's columns and
+    options are text; a JSON value must be a number); never bool.
+    """
+    def bad(problem: str) -> InputError:
+        return InputError(problem, source=source, line=line, field=field)
+
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or (
+            isinstance(value, str) and not strings):
+        raise bad(f"expected {kind}, got {shown(value)}")
+    text = value.strip() if isinstance(value, str) else None
+    if text is not None and len(text) > 40:
+        raise bad(f"expected {kind} of at most 40 characters, got {shown(value)}")
+    try:
+        if text is not None and (_INTEGER if integer else _NUMBER).fullmatch(text) is None:
+            raise ValueError  # ASCII only: no '1_000', no other scripts' digits
+        if integer:
+            if isinstance(value, float):
+                raise ValueError
+            out: Any = int(text) if text is not None else value
+        else:
+            out = float(text if text is not None else value)
+    except (ValueError, OverflowError):
+        if isinstance(value, int):
+            raise bad(f"must be from {_num(lo)} to {_num(hi)}, got {shown(value)}") from None
+        raise bad(f"expected {kind}, got {shown(value)}") from None
+    if not integer and not math.isfinite(out):
+        raise bad(f"must be a finite number, got {shown(value)}")
+    if out < lo or out > hi or (lo_open and out == lo):
+        span = f"> {_num(lo)} and <= {_num(hi)}" if lo_open else f"from {_num(lo)} to {_num(hi)}"
+        raise bad(f"must be {span}, got {shown(value)}")
+    return out
+
+
+def text_field(value: Any, *, field: str, source: str = "", line: int | None = None,
+               limit: int = MAX_TEXT) -> str:
+    """A free-text field: a string of at most ``limit`` characters."""
+    if not isinstance(value, str):
+        raise InputError(f"expected a string, got {shown(value)}", source=source, line=line,
+                         field=field)
+    if len(value) > limit:
+        raise InputError(f"longer than {limit} characters", source=source, line=line,
+                         field=field)
+    return value
