@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Group
+from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -41,8 +41,10 @@ def _reasons(store: Path) -> dict[int, tuple[str, str]]:
         return {}
 
 
-def _run(settings: LiveSettings, title: str) -> dict[str, Any]:
-    out = console()
+def _run(settings: LiveSettings, title: str, *, to_stderr: bool = False) -> dict[str, Any]:
+    """``to_stderr``: the live view goes to standard error (with --json, standard output
+    holds only the JSON object)."""
+    out = Console(stderr=True) if to_stderr else console()
     bar = Progress(TextColumn(title), BarColumn(), TextColumn("{task.completed}/{task.total}"
                    " done"), TimeElapsedColumn(), console=out)
     task = bar.add_task(title, total=None)
@@ -83,11 +85,13 @@ def demo(trace: str, gpus: int, time_scale: float, policy: str, no_slurm_alone: 
         raise InputError(problem, field="demo")
     work = Path(work_dir or tempfile.mkdtemp(prefix="shockwave-demo-"))
     results = [_run(LiveSettings(trace=trace, gpus=gpus, time_scale=time_scale, policy=policy,
-                                 work_dir=work / policy), f"{policy} (live)")]
+                                 work_dir=work / policy), f"{policy} (live)",
+                    to_stderr=as_json)]
     if not no_slurm_alone:
         results.append(_run(LiveSettings(trace=trace, gpus=gpus, time_scale=time_scale,
                                          policy="slurm", work_dir=work / "slurm",
-                                         ports=(22817, 22900)), "Slurm alone"))
+                                         ports=(22817, 22900)), "Slurm alone",
+                            to_stderr=as_json))
     if as_json:
         click.echo(json_text({"results": results, "work_dir": str(work)}))
         return
