@@ -14,7 +14,7 @@ from slurm_shockwave.service.doctor import Check, Expected, Status, ok, script_c
 from slurm_shockwave.service.doctor_host import munge_check, service_checks, store_check
 from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.protocol import SlurmError
-from slurm_shockwave.slurm.pyslurm_backend import make_backend
+from slurm_shockwave.slurm.pyslurm_backend import open_backend
 from slurm_shockwave.slurm.slurm_conf import parse_show_config, parse_show_partitions
 
 _MARK = {Status.OK: " ok ", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip"}
@@ -52,9 +52,9 @@ def doctor(config_path: str | None, partition: str | None, slurm_conf: str | Non
     want = Expected(partition=s.partition, round_s=s.round_s, heartbeat=svc.heartbeat,
                     endpoint_file=svc.endpoint_file, store=store_path or svc.store)
     try:
-        backend = Live(replace(settings, slurm=s),
-                       make_backend(s.backend, slurm_conf=s.slurm_conf)).backend_in_use
-        checks = [ok("backend", backend)]
+        made, choice = open_backend(s.backend, slurm_conf=s.slurm_conf)
+        backend = Live(replace(settings, slurm=s), made).backend_in_use
+        checks = [ok("backend", f"{backend} [{choice.reason}]")]
     except SlurmError as exc:
         checks = [Check("backend", Status.SKIP, "needs the Slurm configuration (below)")
                   if slurm_conf_problem(s.slurm_conf) else
