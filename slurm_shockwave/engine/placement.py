@@ -76,6 +76,13 @@ def _node(slot: str) -> str:
     return slot.rsplit(":", 1)[0]
 
 
+def _stays(job: Job, want: Mapping[JobId, int], free: _FreeSlots) -> bool:
+    """A running job keeps its GPUs (takes them from ``free``) when the plan keeps its
+    count and they are still free."""
+    return (job.is_running and len(job.gpu_slots) == want[job.job_id]
+            and free.take_exact(job.gpu_slots))
+
+
 def _place_selected(view: ClusterView, selected: list[Job], want: Mapping[JobId, int],
                     cleared: frozenset[str] = frozenset()) -> tuple[Placement, _FreeSlots]:
     """Selected running jobs keep their GPUs (except on ``cleared`` nodes, or when the
@@ -84,9 +91,7 @@ def _place_selected(view: ClusterView, selected: list[Job], want: Mapping[JobId,
     free = _FreeSlots(view)
     out = Placement()
     for job in selected:
-        if (job.is_running and len(job.gpu_slots) == want[job.job_id]
-                and not cleared.intersection(map(_node, job.gpu_slots))
-                and free.take_exact(job.gpu_slots)):
+        if not cleared.intersection(map(_node, job.gpu_slots)) and _stays(job, want, free):
             out.slots[job.job_id] = job.gpu_slots
     for job in sorted(selected, key=lambda j: -want[j.job_id]):
         if job.job_id in out.slots:
@@ -158,8 +163,7 @@ def place(view: ClusterView, plan: Plan) -> Placement:
             if (job.job_id in out.slots or job.job_id in out.fragmented
                     or want[job.job_id] > free.total):
                 continue
-            if (job.is_running and len(job.gpu_slots) == want[job.job_id]
-                    and free.take_exact(job.gpu_slots)):
+            if _stays(job, want, free):
                 out.slots[job.job_id] = job.gpu_slots
                 continue
             got = free.take(want[job.job_id])
