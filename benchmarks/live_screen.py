@@ -19,6 +19,7 @@ import json
 import sys
 from typing import Any
 
+from benchmarks import traces
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
 from slurm_shockwave.policies.registry import POLICIES, make_policy
@@ -55,9 +56,7 @@ def main() -> None:
         for name, shape, gpus in SHAPES:
             trace = generate(shape, table, seed=seed)
             workload = build_workload(trace, table, source=f"{name} seed {seed}")
-            excl = {j.spec.job_id: workload.profiles[j.spec.job_id].exclusive_s for j in trace}
-            bound = max(max(j.spec.arrival_s + excl[j.spec.job_id] for j in trace),
-                        sum(excl[j.spec.job_id] * j.spec.gpus for j in trace) / gpus)
+            bound = traces.lower_bound_s(workload, gpus)
             print(f"{name}, seed {seed} ...", file=sys.stderr, flush=True)
             runs = {}
             for policy in args.policies.split(","):
