@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.heartbeat import read_heartbeat
@@ -220,12 +221,20 @@ def test_an_acknowledged_checkpoint_is_requeued_between_rounds(tmp_path: Path) -
     next round, requeues the job at once (the GPUs it holds would idle a whole round)."""
     fake, store, _clock, svc = srtf_preempting_job_1(tmp_path)
     assert fake.jobs[1].state == "RUNNING" and 1 in store.load_intents()
+    sent = store.load_intents()[1].sent_s
     stop = threading.Event()
     ticks = iter(float(t) for t in range(100))  # each look at the clock: one more second
     svc.timer = lambda: next(ticks)
-    svc.checkpointed(1)
-    svc.checkpointed(99)  # no checkpoint of it in flight: nothing happens
-    svc._wait(stop, boundary=3.0)  # the boundary: still ahead
+
+    def ack(job_id: int, at_s: float) -> ProgressReport:
+        return ProgressReport(job_id, ReportKind.CHECKPOINTED, at_s)
+
+    svc.checkpointed(ack(1, sent - 5))  # older than the signal (a late spool): not it
+    svc.checkpointed(ack(99, sent + 1))  # no checkpoint of it in flight: nothing happens
+    svc._wait(stop, boundary=3.0)
+    assert fake.jobs[1].state == "RUNNING" and 1 in store.load_intents()
+    svc.checkpointed(ack(1, sent + 1))
+    svc._wait(stop, boundary=6.0)  # the boundary: still ahead
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
     assert fake.jobs[1].restart_count == 1 and store.load_intents() == {}
     assert fake.signals == [(1, "USR1")]

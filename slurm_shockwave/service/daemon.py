@@ -23,6 +23,7 @@ from slurm_shockwave.engine.dry_run import DryRunActuator
 from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import RoundReport, run_round
 from slurm_shockwave.model.plan import Memory
+from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.heartbeat import write_heartbeat
@@ -59,7 +60,7 @@ class Service:
         self.timer = timer
         self.feed = feed
         self.memory: Memory = store.memory(policy_name)
-        self._acked: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._acked: queue.SimpleQueue[ProgressReport] = queue.SimpleQueue()
         self._wake = threading.Event()
         world.round_index = store.next_round_index()
         world.origin_s = store.origin_s(world.clock.now())
@@ -136,10 +137,10 @@ class Service:
                 self._wait(stop, boundary)
         return done
 
-    def checkpointed(self, job_id: int) -> None:
+    def checkpointed(self, report: ProgressReport) -> None:
         """A job acknowledged its checkpoint (the progress API's thread calls this): its
         requeue need not wait for the next round."""
-        self._acked.put(job_id)
+        self._acked.put(report)
         self._wake.set()
 
     def _wait(self, stop: threading.Event, boundary: float) -> None:
@@ -149,11 +150,12 @@ class Service:
             if self._wake.wait(min(left, 0.25)):
                 self._wake.clear()
                 while not self._acked.empty():
-                    job_id = self._acked.get()
+                    report = self._acked.get()
+                    job_id = report.job_id
                     if self.dry_run:
                         continue
                     try:
-                        done = self.world.complete_checkpoint(job_id)
+                        done = self.world.complete_checkpoint(report)
                     except SlurmError as exc:
                         log.warning("job %d: requeue after its checkpoint failed: %s "
                                     "(the next round retries)", job_id, exc)

@@ -176,10 +176,10 @@ class ProgressAPI:
                  decode: Callable[[str], munge.Decoded] = munge.decode,
                  uid_of: Callable[[str], int | None] = uid_of,
                  metrics: Callable[[], tuple[bytes, str]] | None = None,
-                 on_checkpointed: Callable[[int], None] | None = None) -> None:
+                 on_checkpointed: Callable[[ProgressReport], None] | None = None) -> None:
         self.store_path = store_path
         self.on_checkpointed = on_checkpointed
-        """Told each accepted `checkpointed` report's job (the loop requeues it at once)."""
+        """Told each accepted `checkpointed` report (the loop requeues its job at once)."""
         self.metrics = metrics
         """``() -> (body, content type)`` for GET /metrics; None: 404."""
         self.host, self.port = parse_listen(listen)
@@ -249,7 +249,7 @@ class ProgressAPI:
             log.error("progress API: could not write a report: %s", exc)
             raise Refused(503, "store unavailable", None) from None
         if report.kind == ReportKind.CHECKPOINTED and self.on_checkpointed is not None:
-            self.on_checkpointed(report.job_id)
+            self.on_checkpointed(report)
         return report_id
 
     def count_rejected(self) -> None:

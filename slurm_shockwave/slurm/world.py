@@ -43,7 +43,9 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import Job, JobProgress, JobSpec, gpu_counts
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Action, ActionKind, ActionResult, ApplyResult, Outcome
+from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.model.throughputs import ThroughputTable
+from slurm_shockwave.prediction.observed import acknowledged
 from slurm_shockwave.slurm.hints import Hint, parse_hint
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob, SlurmNode
@@ -392,13 +394,16 @@ class SlurmCluster:
         return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} sent; requeue after ack or "
                                                  f"at +{ck.deadline_s - now:.0f}s")
 
-    def complete_checkpoint(self, job_id: int) -> bool:
+    def complete_checkpoint(self, ack: ProgressReport) -> bool:
         """Between rounds: requeue-hold a job whose checkpoint (signalled by an earlier
-        round) it acknowledged just now. False when no checkpoint of it is in flight."""
-        if job_id not in self.intents:
+        round) it acknowledged just now. False when no checkpoint of it is in flight, or
+        the acknowledgement is older than its signal (a spool flushed late): the same
+        rule as a round's (``acknowledged``)."""
+        ck = self.intents.get(ack.job_id)
+        if ck is None or not acknowledged((ack,), ck.sent_s):
             return False
-        self.backend.requeue([job_id], hold=True)
-        self._forget(job_id)
+        self.backend.requeue([ack.job_id], hold=True)
+        self._forget(ack.job_id)
         return True
 
     def _forget(self, job_id: int) -> None:
