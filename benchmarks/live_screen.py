@@ -7,7 +7,8 @@ restore plus half of Slurm's scheduling interval; a requeued job waits ``cred_ex
 GPUs, ``--seeds`` seeds each): every policy's makespan, average JCT and worst rho, the
 trace's makespan lower bound (latest arrival + exclusive runtime, or GPU-work / GPUs),
 and whether Shockwave beats FIFO (the simulator's model of Slurm alone) on both makespan
-and worst rho. One JSON object; every trace is reported, not only the wins.
+and worst rho; ``restarts`` counts starts beyond each job's first (preemptions, moves).
+One JSON object; every trace is reported, not only the wins.
 
     python -m benchmarks.live_screen --time-scale 30 --seeds 4 --json
 """
@@ -47,6 +48,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--cred-expire-s", type=int, default=5)
     ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--config", default="{}", help="JSON settings for shockwave, e.g. "
+                    "'{\"lease_overhead\": 0}' to measure what the leases do")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
     table = load_throughputs(None)
@@ -60,12 +63,14 @@ def main() -> None:
             print(f"{name}, seed {seed} ...", file=sys.stderr, flush=True)
             runs = {}
             for policy in args.policies.split(","):
-                s = simulate(workload, make_policy(policy), gpus=gpus, gpus_per_node=8,
-                             round_s=ROUND_TRACE_S, restore_s=restore,
-                             requeue_delay_s=delay).summary
+                cfg = json.loads(args.config) if policy == "shockwave" else None
+                r = simulate(workload, make_policy(policy, cfg), gpus=gpus, gpus_per_node=8,
+                             round_s=ROUND_TRACE_S, restore_s=restore, requeue_delay_s=delay)
+                s = r.summary
                 runs[policy] = {"makespan_s": round(s.makespan_s, 1),
                                 "avg_jct_s": round(s.avg_jct_s, 1),
-                                "worst_rho": round(s.worst_rho, 3)}
+                                "worst_rho": round(s.worst_rho, 3),
+                                "restarts": r.starts - len(trace)}
             sw, ff = runs.get("shockwave"), runs.get("fifo")
             rows.append({"shape": name, "seed": seed, "jobs": len(trace), "gpus": gpus,
                          "lower_bound_s": round(bound, 1), "policies": runs,

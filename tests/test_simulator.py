@@ -96,3 +96,22 @@ def test_a_requeued_job_waits_out_the_requeue_delay() -> None:
     assert delayed.makespan_s >= plain.makespan_s
     with pytest.raises(ValueError):
         SimulatedCluster(w, make_nodes(1), requeue_delay_s=-1.0)
+
+
+def test_fifo_never_restarts_a_job_on_nodes() -> None:
+    """Placement may clear a node for a wide job, but only by moving jobs the plan ranks
+    below it: FIFO ranks running jobs first, so it stays non-preemptive (the simulator's
+    model of Slurm alone, benchmarks.live; docs/evaluation.md says so)."""
+    from slurm_shockwave.policies.registry import make_policy
+    from slurm_shockwave.sim.generate import TraceShape, generate
+    from slurm_shockwave.sim.inputs import build_workload, load_throughputs
+    from slurm_shockwave.sim.run import simulate
+
+    table = load_throughputs(None)
+    trace = generate(TraceShape(num_jobs=24, mean_gap_s=30, min_h=0.1, max_h=1.0,
+                                gpu_mix=(0.4, 0.3, 0.2, 0.1)), table, seed=0)
+    workload = build_workload(trace, table, source="generated")
+    fifo = simulate(workload, make_policy("fifo"), gpus=16, gpus_per_node=8)
+    assert fifo.starts == len(trace)
+    shockwave = simulate(workload, make_policy("shockwave"), gpus=16, gpus_per_node=8)
+    assert shockwave.starts > len(trace)  # the count sees restarts where there are some

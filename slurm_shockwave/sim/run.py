@@ -42,6 +42,8 @@ class SimResult:
     wall_s: float
     timeline: list[tuple[float, int]] = field(default_factory=list)
     rhos: dict[int, float] = field(default_factory=dict)
+    starts: int = 0
+    """Jobs started, restarts included: starts - jobs is what preemptions cost."""
 
 
 def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
@@ -82,4 +84,5 @@ def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
                      outcomes=sorted(world.finished, key=lambda o: o.job_id),
                      rounds=world.round_index, wall_s=time.perf_counter() - started,
                      timeline=world.timeline,
-                     rhos={f.job_id: rho(f, total, gpus) for f in finished})
+                     rhos={f.job_id: rho(f, total, gpus) for f in finished},
+                     starts=world.starts)

@@ -119,6 +119,8 @@ class SimulatedCluster:
         self.finished: list[JobOutcome] = []
         self.busy_gpu_s = 0.0
         self.restore_gpu_s = 0.0
+        self.starts = 0
+        """Jobs started (first starts, restarts after a preemption, moves, resizes)."""
         self.timeline: list[tuple[float, int]] = []  # (round start, GPUs busy)
 
     # -- ClusterSource ----------------------------------------------------------------------
@@ -157,6 +159,7 @@ class SimulatedCluster:
                 job.slots = action.gpu_slots
                 job.gpus = len(action.gpu_slots)
                 job.started_this_round = True
+                self.starts += 1
             results.append(ActionResult(action, Outcome.APPLIED))
         return ApplyResult(tuple(results))
 
