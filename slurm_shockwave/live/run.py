@@ -239,13 +239,13 @@ def _run_live(settings: LiveSettings,
                     on_tick(LiveStatus(len(jobs), len(trace),
                                        sum(j.state == "RUNNING" for j in jobs.values()),
                                        len(finished), time.monotonic() - started, jobs))
-                if submit.poll() is not None and len(jobs) == len(trace) \
-                        and len(finished) == len(jobs):
+                code = submit.poll()
+                if code is not None and len(jobs) == len(trace) == len(finished):
                     break
-                if submit.poll() not in (None, 0) or (submit.poll() == 0 and len(jobs) < len(trace)
-                                                       and not reader.is_alive()):
+                if code is not None and (code != 0 or (not reader.is_alive()
+                                         and len(jobs) < len(trace))):
                     raise RuntimeError(
-                        f"trace submit exited with {submit.returncode} after {len(jobs)} of "
+                        f"trace submit exited with {code} after {len(jobs)} of "
                         f"{len(trace)} jobs (see {settings.work_dir / 'submit.log'})")
                 every = settings.kill_service_every_s
                 if service and every and time.monotonic() - last_kill >= every:
