@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.cluster import ClusterView, slot_node
 from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.plan import Plan
 
@@ -36,7 +36,7 @@ class _FreeSlots:
     def take_exact(self, slots: tuple[str, ...]) -> bool:
         by_node: dict[str, list[str]] = {}
         for s in slots:
-            by_node.setdefault(s.rsplit(":", 1)[0], []).append(s)
+            by_node.setdefault(slot_node(s), []).append(s)
         for node, wanted in by_node.items():
             have = self.free.get(node)
             if have is None or not set(wanted).issubset(have):
@@ -72,10 +72,6 @@ class _FreeSlots:
         return tuple(taken[:gpus])
 
 
-def _node(slot: str) -> str:
-    return slot.rsplit(":", 1)[0]
-
-
 def _stays(job: Job, want: Mapping[JobId, int], free: _FreeSlots) -> bool:
     """A running job keeps its GPUs (takes them from ``free``) when the plan keeps its
     count and they are still free."""
@@ -91,7 +87,7 @@ def _place_selected(view: ClusterView, selected: list[Job], want: Mapping[JobId,
     free = _FreeSlots(view)
     out = Placement()
     for job in selected:
-        if not cleared.intersection(map(_node, job.gpu_slots)) and _stays(job, want, free):
+        if not cleared.intersection(map(slot_node, job.gpu_slots)) and _stays(job, want, free):
             out.slots[job.job_id] = job.gpu_slots
     for job in sorted(selected, key=lambda j: -want[j.job_id]):
         if job.job_id in out.slots:
@@ -118,7 +114,7 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     held: dict[str, list[JobId]] = {n.name: [] for n in view.nodes}
     for jid, slots in out.slots.items():
         if jobs[jid].is_running:
-            for node in {_node(s) for s in slots}:
+            for node in {slot_node(s) for s in slots}:
                 held[node].append(jid)
     used = {n: sum(len(jobs[j].gpu_slots) for j in jids) for n, jids in held.items()}
     cleared: set[str] = set()

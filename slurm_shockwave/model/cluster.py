@@ -23,6 +23,11 @@ class GpuNode:
         return tuple(f"{self.name}:{i}" for i in (self.indices or range(self.gpus)))
 
 
+def slot_node(slot: str) -> str:
+    """The node of a GPU slot (``<node>:<index>``, as ``GpuNode.slots`` names them)."""
+    return slot.rsplit(":", 1)[0]
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """A read-only snapshot handed to admission, policies and placement."""

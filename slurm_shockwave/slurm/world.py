@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from slurm_shockwave.clock import Clock
-from slurm_shockwave.model.cluster import ClusterView, GpuNode
+from slurm_shockwave.model.cluster import ClusterView, GpuNode, slot_node
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import Job, JobProgress, JobSpec, gpu_counts
 from slurm_shockwave.model.lifecycle import Phase
@@ -360,7 +360,7 @@ class SlurmCluster:
             if job is None or job.state != "PENDING" or not a.gpu_slots \
                     or len(a.gpu_slots) == job.gpus:
                 continue
-            nodes = len({s.rsplit(":", 1)[0] for s in a.gpu_slots})
+            nodes = len({slot_node(s) for s in a.gpu_slots})
             try:
                 self.backend.update_gpus(a.job_id, len(a.gpu_slots) // nodes,
                                          nodes=None if nodes == max(job.node_count, 1)
