@@ -272,3 +272,39 @@ def test_a_cluster_in_a_long_directory_still_launches_jobs(tmp_path: Path) -> No
                        env=env, check=True, capture_output=True, timeout=30)
         wait_for(lambda: out.exists() and "hi" in out.read_text(), 60, "the job ran")
     assert not Path(root).exists()  # stopped and purged with the cluster
+
+
+def test_a_dry_run_plan_reads_a_store_many_rounds_on(backend, jobs, tmp_path: Path) -> None:
+    """`shockwave plan` (no --apply) over a service's store: the stored memory's window
+    plan started at the service's round, so the dry run must count rounds from the store
+    as the service does (it counted from 0 and indexed the plan at a negative age: a
+    crash once the store was a window or more ahead)."""
+    import subprocess
+    import sys
+
+    from slurm_shockwave.policies.registry import make_policy
+    from slurm_shockwave.service.daemon import Service
+    from slurm_shockwave.service.store import Store
+    from slurm_shockwave.slurm.fake import FakeSlurm
+    from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
+    from slurm_shockwave.slurm.world import SlurmCluster
+    from tests.builders import WallLikeClock
+
+    a = jobs("--gres=gpu:1", f"--comment={HINT}")
+    # the service's rounds over the same job (the same job set: the memory's plan is kept)
+    store = Store(tmp_path / "state.db")
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(SlurmJob(a, "j", "alice", "shockwave", "PENDING", held=True, gpus=1,
+                      admin_comment=f"shockwave:v1 {HINT}", submit_time=900))
+    clock = WallLikeClock()
+    svc = Service(SlurmCluster(fake, clock, intents=store), make_policy("shockwave"),
+                  "shockwave", store, round_s=60.0)
+    for _ in range(45):  # more than two 20-round windows
+        svc.round_once()
+        clock.t += 60
+    store.close()
+    out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "plan", "--json",
+                          "--store", str(tmp_path / "state.db")], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f'"job_id": {a}' in out.stdout

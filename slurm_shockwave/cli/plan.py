@@ -52,6 +52,8 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
             store = env.store(path)
             memory = store.memory(name)
             world = env.world(MemoryIntents(store.load_intents()), env.feed(store))
+            # the round and time zero the stored memory counts from, as the service's
+            world.round_index = store.next_round_index()
             world.origin_s = float(store.meta_value("origin_s") or 0.0)
         report = run_round(world, env.policy(name), memory, DryRunActuator())
         bad = world.bad_hints
