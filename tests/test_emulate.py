@@ -268,3 +268,32 @@ def test_a_signal_during_restore_keeps_the_checkpoint(tmp_path: Path) -> None:
     rep.signalled_at = 0.0
     assert trainer.run() is False
     assert read_checkpoint(trainer.checkpoint) == Checkpoint(2, 64) and rep.acks == 1
+
+
+def test_the_loops_own_work_does_not_slow_the_epochs(tmp_path: Path) -> None:
+    # 1,000 epochs of 40 ms (a scaled Recommendation job); every report takes 4 ms
+    clock = FakeClock()
+
+    class SlowReporter(FakeReporter):
+        def report(self, epoch: float | None = None, batch_size: int | None = None,
+                   samples_per_s: float | None = None) -> None:
+            super().report(epoch, batch_size, samples_per_s)
+            clock.now += 0.004
+
+    plan = tuple(train.Epoch(32, 0.04) for _ in range(1000))
+    trainer, _ = a_trainer(tmp_path, plan, SlowReporter(), clock=clock)
+    assert trainer.run()
+    # 40 s of epochs and two reports outside them (at the start, after the last): not 44 s
+    assert clock.now == pytest.approx(40.0 + 2 * 0.004, abs=1e-6)
+
+
+def test_reports_are_spaced_but_batch_size_changes_and_the_end_are_sent(
+        tmp_path: Path) -> None:
+    clock, rep = FakeClock(), FakeReporter()
+    plan = tuple(train.Epoch(32 if e < 20 else 64, 0.125) for e in range(50))
+    trainer, _ = a_trainer(tmp_path, plan, rep, clock=clock)
+    trainer.report_every_s = 1.0
+    assert trainer.run()
+    epochs = [r[0] for r in rep.reports]
+    assert epochs == [0, 8, 16, 20, 28, 36, 44, 50]  # start, each 1 s, bs 64 next, the end
+    assert [r[1] for r in rep.reports if r[0] == 20] == [64]

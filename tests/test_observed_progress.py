@@ -61,3 +61,12 @@ def test_epochs_redone_after_a_resume_are_not_counted_twice() -> None:
     p = observed_progress(TABLE, [rep(1, 10), rep(2, 20), rep(3, 30), rep(2, 100, restart=1),
                                   rep(3, 110, restart=1), rep(4, 120, restart=1)])
     assert p.bs_history == ((32, 4),) and p.epochs_done == 4
+
+
+def test_a_runs_start_up_is_not_an_epoch_time_once_one_was_measured() -> None:
+    # measured 10 s/epoch; requeued at 3.5, the restart reports at start, restores for
+    # 40 s, then trains: the interval 3.5 -> 4 is 45 s, not 90 s an epoch
+    reports = [rep(1, 10), rep(2, 20), rep(3, 30), rep(3.5, 200, restart=1),
+               rep(4, 245, restart=1)]
+    assert observed_progress(TABLE, reports).epoch_s == 10.0
+    assert observed_progress(TABLE, [*reports, rep(5, 257, restart=1)]).epoch_s == 12.0

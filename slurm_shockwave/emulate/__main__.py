@@ -58,6 +58,9 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds per epoch at full scale, for a model the table lacks")
     p.add_argument("--restore-s", type=float, default=20.0,
                    help="checkpoint restore at every start, full scale (the simulator's 20)")
+    p.add_argument("--report-every-s", type=float, default=1.0,
+                   help="wall seconds between progress reports at least (0: every epoch; "
+                        "batch-size changes and the last epoch are sent at once)")
     p.add_argument("--trace-job-id", type=int, default=None)
     return p
 
@@ -78,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           reporter=train.load_reporter(), out=sys.stdout,
                           samples_per_epoch=info.samples_per_epoch if info else None,
                           restore_s=max(0.0, args.restore_s),
+                          report_every_s=max(0.0, args.report_every_s),
                           restart_count=restart_count(env))
         print(f"start job {job}{label}: {args.model} bs={args.bs} mode={args.mode} "
               f"epochs={len(plan)} gpus={got} (asked {args.gpus}) full-scale "

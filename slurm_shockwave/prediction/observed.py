@@ -8,7 +8,9 @@ the table does not know) is the starting point; reports replace what they measur
 - the batch-size history (completed epochs at each batch size, run-length encoded) is what
   the Dirichlet regime posterior reads;
 - the epoch time at the current batch size is measured between consecutive progress
-  reports of the same run (restart), so the estimate calibrates the table by the ratio
+  reports of the same run (restart), not across a run's first interval where an
+  earlier one measured it (that interval holds the restore: once it made a migrated
+  4,949-epoch job look 25x slower for a round), so the estimate calibrates the table by the ratio
   (``prediction/calibration.py``); a batch size the table does not know gets its measured
   time, and a job of an unknown model gets every estimate from its own reports.
 """
@@ -31,6 +33,9 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
     measured: dict[int, float] = {}
     last_epoch = 0.0
     prev: ProgressReport | None = None
+    # the first interval of a run holds its start-up (restore, data loading): it is an
+    # epoch time only where nothing else measured that batch size
+    run_first: ProgressReport | None = None
     for r in progress:
         epoch = float(r.epoch or 0.0)
         bs = r.batch_size or (prev.batch_size if prev else None) or guess.bs
@@ -44,8 +49,11 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
                 history.append((bs, whole))
         if (prev is not None and prev.restart_count == r.restart_count
                 and epoch > float(prev.epoch or 0.0) and r.at_s > prev.at_s
-                and (prev.batch_size or bs) == bs):
+                and (prev.batch_size or bs) == bs
+                and not (run_first is prev and bs in measured)):
             measured[bs] = (r.at_s - prev.at_s) / (epoch - float(prev.epoch or 0.0))
+        if prev is None or prev.restart_count != r.restart_count:
+            run_first = r
         last_epoch = max(last_epoch, epoch)
         prev = r
     latest = progress[-1]
