@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
 from slurm_shockwave.model.job import AdaptationMode, Job, JobProgress, JobSpec
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.policies.shockwave.estimates import estimate
-from slurm_shockwave.prediction.observed import acknowledged, observed_progress
+from slurm_shockwave.prediction.observed import (
+    acknowledged,
+    measured_rates,
+    merged_rates,
+    observed_progress,
+)
+from slurm_shockwave.workloads.scaling import relative_rates
 
 TABLE = JobProgress(bs=32, epoch_s=100.0, epoch_s_by_bs=((32, 100.0), (64, 60.0)))
 
@@ -70,3 +78,25 @@ def test_a_runs_start_up_is_not_an_epoch_time_once_one_was_measured() -> None:
                rep(4, 245, restart=1)]
     assert observed_progress(TABLE, reports).epoch_s == 10.0
     assert observed_progress(TABLE, [*reports, rep(5, 257, restart=1)]).epoch_s == 12.0
+
+
+def test_an_elastic_jobs_own_reports_give_its_rate_at_each_count_it_ran_on() -> None:
+    # run 0 on 2 GPUs: 10 s an epoch; run 1 on 4 GPUs: 6 s (after a 40 s restore)
+    reports = [rep(0, 0), rep(1, 10), rep(2, 20), rep(3, 30), rep(3, 35, restart=1),
+               rep(4, 81, restart=1), rep(5, 87, restart=1), rep(6, 93, restart=1)]
+    got = measured_rates(reports, {0: 2, 1: 4}, current=4)
+    assert got == {4: 1.0, 2: pytest.approx(0.6)}
+    assert measured_rates(reports, {0: 2, 1: 4}, current=8) == {}  # nothing measured on 8
+    # only the restore interval on 4 GPUs: not a rate
+    assert measured_rates([*reports[:5], rep(4, 81, restart=1)], {0: 2, 1: 4}, 4) == {}
+
+
+def test_counts_not_run_on_take_the_tables_or_the_priors_ratio_to_the_nearest_measured(
+        ) -> None:
+    prior = relative_rates({4: 1.0}, [1, 2, 4, 8], 4)  # what the table gives an unknown model
+    measured = {4: 1.0, 2: 0.5}  # measured: halving to 2 GPUs halves it (the prior says /1.6)
+    rates = merged_rates(prior, measured)
+    assert rates[4] == 1.0 and rates[2] == 0.5
+    assert rates[1] == pytest.approx(0.5 / 1.6)  # from 2, the nearest measured, by the prior
+    assert rates[8] == pytest.approx(1.6)  # from 4
+    assert merged_rates(prior, {4: 1.0}) == prior  # one count measured: nothing to compare

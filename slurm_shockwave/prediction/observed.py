@@ -17,25 +17,46 @@ the table does not know) is the starting point; reports replace what they measur
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from slurm_shockwave.model.job import JobProgress
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 
 
+def _epoch_times(progress: Sequence[ProgressReport], default_bs: int
+                 ) -> Iterator[tuple[ProgressReport, int, float, bool]]:
+    """Each interval between consecutive progress reports of one run (restart) at one
+    batch size: (its closing report, the batch size, seconds per epoch, whether it is the
+    run's first interval, which holds the run's start-up: restore, data loading)."""
+    prev: ProgressReport | None = None
+    run_first: ProgressReport | None = None
+    for r in progress:
+        epoch = float(r.epoch or 0.0)
+        bs = r.batch_size or (prev.batch_size if prev else None) or default_bs
+        if (prev is not None and prev.restart_count == r.restart_count
+                and epoch > float(prev.epoch or 0.0) and r.at_s > prev.at_s
+                and (prev.batch_size or bs) == bs):
+            yield r, bs, (r.at_s - prev.at_s) / (epoch - float(prev.epoch or 0.0)), \
+                run_first is prev
+        if prev is None or prev.restart_count != r.restart_count:
+            run_first = r
+        prev = r
+
+
+def _progress_reports(reports: Sequence[ProgressReport]) -> list[ProgressReport]:
+    return [r for r in reports if r.kind == ReportKind.PROGRESS and r.epoch is not None]
+
+
 def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> JobProgress:
     """``guess`` updated by ``reports`` (in the order the service accepted them)."""
-    progress = [r for r in reports if r.kind == ReportKind.PROGRESS and r.epoch is not None]
+    progress = _progress_reports(reports)
     if not progress:
         return guess
     history: list[tuple[int, int]] = []
-    measured: dict[int, float] = {}
     last_epoch = 0.0
     prev: ProgressReport | None = None
-    # the first interval of a run holds its start-up (restore, data loading): it is an
-    # epoch time only where nothing else measured that batch size
-    run_first: ProgressReport | None = None
     for r in progress:
         epoch = float(r.epoch or 0.0)
         bs = r.batch_size or (prev.batch_size if prev else None) or guess.bs
@@ -47,15 +68,13 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
                 history[-1] = (bs, history[-1][1] + whole)
             else:
                 history.append((bs, whole))
-        if (prev is not None and prev.restart_count == r.restart_count
-                and epoch > float(prev.epoch or 0.0) and r.at_s > prev.at_s
-                and (prev.batch_size or bs) == bs
-                and not (run_first is prev and bs in measured)):
-            measured[bs] = (r.at_s - prev.at_s) / (epoch - float(prev.epoch or 0.0))
-        if prev is None or prev.restart_count != r.restart_count:
-            run_first = r
         last_epoch = max(last_epoch, epoch)
         prev = r
+    measured: dict[int, float] = {}
+    for _, bs, seconds, first in _epoch_times(progress, guess.bs):
+        # a run's first interval is an epoch time only where nothing else measured it
+        if not (first and bs in measured):
+            measured[bs] = seconds
     latest = progress[-1]
     bs = latest.batch_size or guess.bs
     known = dict(guess.epoch_s_by_bs)
@@ -66,6 +85,48 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
     epoch_s = measured.get(bs, known[bs])
     return replace(guess, epochs_done=float(latest.epoch or 0.0), bs=bs, epoch_s=epoch_s,
                    bs_history=tuple(history), epoch_s_by_bs=tuple(sorted(known.items())))
+
+
+def measured_rates(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, int],
+                   current: int) -> dict[int, float]:
+    """An elastic job's throughput at each GPU count it has run on, relative to
+    ``current`` (1.0), from its own reports: epoch times at one batch size measured on
+    both counts (the median ratio over the batch sizes they share; a run's first
+    interval, its restore, never counts). ``gpus_by_run``: the count of each run
+    (restart count), as the service saw it running. Empty when ``current`` has no
+    measurement yet."""
+    times: dict[int, dict[int, float]] = {}
+    for r, bs, seconds, first in _epoch_times(_progress_reports(reports), 0):
+        count = gpus_by_run.get(r.restart_count)
+        if count and not first and seconds > 0:
+            times.setdefault(count, {})[bs] = seconds  # the latest at each batch size
+    base = times.get(current)
+    if not base:
+        return {}
+    out = {current: 1.0}
+    for count, by_bs in times.items():
+        ratios = sorted(base[b] / by_bs[b] for b in by_bs.keys() & base.keys())
+        if count != current and ratios:
+            out[count] = ratios[len(ratios) // 2]
+    return out
+
+
+def merged_rates(table_rates: Mapping[int, float], measured: Mapping[int, float]
+                 ) -> dict[int, float]:
+    """Throughput at each count (relative to the current one): measured where the job
+    ran; elsewhere the table's ratio (or the prior, when the table does not know the
+    model: ``table_rates`` is then the prior) to the nearest measured count."""
+    if len(measured) < 2:
+        return dict(table_rates)
+    out = dict(table_rates)
+    for count, rate in table_rates.items():
+        if count in measured:
+            out[count] = measured[count]
+            continue
+        near = min(measured, key=lambda m: (abs(math.log2(count / m)), -m))
+        if table_rates.get(near, 0.0) > 0:
+            out[count] = measured[near] * rate / table_rates[near]
+    return {**out, **measured}
 
 
 def acknowledged(reports: Sequence[ProgressReport], since_s: float) -> bool:

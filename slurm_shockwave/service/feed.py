@@ -4,10 +4,16 @@ from the HTTP thread directly (it only writes reports into the store)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 from slurm_shockwave.model.job import JobProgress
 from slurm_shockwave.model.report import ProgressReport
-from slurm_shockwave.prediction.observed import acknowledged, observed_progress
+from slurm_shockwave.prediction.observed import (
+    acknowledged,
+    measured_rates,
+    merged_rates,
+    observed_progress,
+)
 from slurm_shockwave.slurm.hints import Hint
 from slurm_shockwave.slurm.protocol import SlurmJob
 from slurm_shockwave.slurm.world import ProgressFn
@@ -24,6 +30,10 @@ class ReportFeed:
         self.table = table
         self.reports: dict[int, list[ProgressReport]] = {}
         self.last_id = 0
+        self.runs: dict[int, dict[int, int]] = {}
+        """Elastic jobs: the GPU count of each run (restart count) seen running. Kept in
+        memory only: after a service restart a job's earlier runs are not attributed,
+        and its rates are measured again from the run it is in."""
 
     def refresh(self) -> int:
         """Read the reports that arrived since the last call; how many arrived."""
@@ -39,9 +49,23 @@ class ReportFeed:
         """Forget the reports of jobs no longer around (no I/O)."""
         wanted = set(job_ids)
         self.reports = {j: r for j, r in self.reports.items() if j in wanted}
+        self.runs = {j: r for j, r in self.runs.items() if j in wanted}
 
     def progress(self, job: SlurmJob, hint: Hint) -> JobProgress:
-        return observed_progress(self.table(job, hint), self.reports.get(job.job_id, ()))
+        """The table's guess updated by the job's reports; an elastic job's throughput at
+        the counts it has run on is its own (``prediction/observed.py``)."""
+        reports = self.reports.get(job.job_id, ())
+        seen = observed_progress(self.table(job, hint), reports)
+        if not seen.rate_by_gpus:
+            return seen
+        runs = self.runs.setdefault(job.job_id, {})
+        if job.state == "RUNNING" and job.gpus > 0:
+            runs[job.restart_count] = job.gpus
+        measured = measured_rates(reports, runs, max(job.gpus, 1))
+        if len(measured) < 2:
+            return seen
+        rates = merged_rates(dict(seen.rate_by_gpus), measured)
+        return replace(seen, rate_by_gpus=tuple(sorted(rates.items())))
 
     def acked(self, job_id: int, since_s: float) -> bool:
         return acknowledged(self.reports.get(job_id, ()), since_s)

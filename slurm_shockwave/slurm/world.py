@@ -91,7 +91,9 @@ def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S,
         if not known:
             limit = job.time_limit_s
             prior = limit / hint.epochs if limit > 0 else prior_epoch_s
-            return JobProgress(bs=hint.bs, epoch_s=prior, epoch_s_by_bs=((hint.bs, prior),))
+            return JobProgress(bs=hint.bs, epoch_s=prior, epoch_s_by_bs=((hint.bs, prior),),
+                               gpus=gpus, rate_by_gpus=elastic_rates(table, hint, gpus, hint.bs)
+                               if hint.gpus_range else ())
         nearest = min(known, key=lambda b: (abs(math.log(b / hint.bs)), b))
         if hint.bs not in known:
             known[hint.bs] = known[nearest]

@@ -1,0 +1,53 @@
+"""The round's view of the reports (service/feed.py): an elastic job's rates are its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import pytest
+
+from slurm_shockwave.model.report import ProgressReport, ReportKind
+from slurm_shockwave.service.feed import ReportFeed
+from slurm_shockwave.slurm.hints import parse_hint
+from slurm_shockwave.slurm.protocol import SlurmJob
+from slurm_shockwave.slurm.world import table_progress
+from slurm_shockwave.workloads.bundled import bundled_table
+
+HINT = parse_hint("shockwave: model=my-gpt bs=16 epochs=100 gpus=1-8")  # not in the table
+
+
+def job(state: str, gpus: int, restart: int) -> SlurmJob:
+    return SlurmJob(7, "gpt", "alice", "shockwave", state, gpus=gpus, restart_count=restart)
+
+
+class Reports:
+    def __init__(self) -> None:
+        self.items: list[ProgressReport] = []
+
+    def add(self, epoch: float, at: float, restart: int) -> None:
+        self.items.append(ProgressReport(7, ReportKind.PROGRESS, at, epoch=epoch, batch_size=16,
+                                         restart_count=restart, report_id=len(self.items) + 1))
+
+    def read(self, since: int) -> Mapping[int, Iterable[ProgressReport]]:
+        return {7: [r for r in self.items if r.report_id > since]}
+
+
+def test_an_elastic_job_of_an_unknown_model_learns_its_rates_from_its_runs() -> None:
+    reports = Reports()
+    feed = ReportFeed(reports.read, table_progress(bundled_table("tacc")))
+    # run 0 on 2 GPUs: 100 s an epoch
+    for e in range(4):
+        reports.add(e, 100.0 * e, restart=0)
+    feed.refresh()
+    on2 = feed.progress(job("RUNNING", 2, 0), HINT)
+    assert dict(on2.rate_by_gpus)[4] == pytest.approx(1.6)  # the prior: nothing else known
+    # resized: run 1 on 4 GPUs, 55 s an epoch after its restore
+    for at, e in [(400.0, 3.0), (480.0, 4.0), (535.0, 5.0), (590.0, 6.0)]:
+        reports.add(e, at, restart=1)
+    feed.refresh()
+    on4 = dict(feed.progress(job("RUNNING", 4, 1), HINT).rate_by_gpus)
+    assert on4[4] == 1.0 and on4[2] == pytest.approx(0.55)  # measured: 100 s against 55 s
+    assert on4[1] == pytest.approx(0.55 / 1.6)  # the prior, from 2 (the nearest measured)
+    assert on4[8] == pytest.approx(1.6)  # the prior, from 4
+    feed.keep_only([])
+    assert feed.runs == {} and feed.reports == {}
