@@ -27,7 +27,9 @@ from slurm_shockwave.emulate.train import (
     visible_gpus,
     write_checkpoint,
 )
-from slurm_shockwave.model.job import AdaptationMode
+from slurm_shockwave.model.job import AdaptationMode, JobProgress
+from slurm_shockwave.model.report import ProgressReport, ReportKind
+from slurm_shockwave.prediction.observed import observed_progress
 from slurm_shockwave.sim.inputs import build_workload, load_throughputs
 from slurm_shockwave.sim.trace import parse_trace
 from slurm_shockwave.workloads.bundled import load_table
@@ -129,11 +131,19 @@ def test_epochs_and_durations_are_the_simulators(tmp_path: Path, mode: str, mode
 
     rep.report = report  # type: ignore[method-assign]
     assert trainer.run()
+    # at a batch-size change the epoch is reported twice: at the old size (the epochs
+    # since the last report were trained at it), then at the new one
+    last = [i for i, r in enumerate(rep.reports)
+            if i + 1 == len(rep.reports) or rep.reports[i + 1][0] != r[0]]
+    for i, r in enumerate(rep.reports[:-1]):
+        if i not in last:
+            assert rep.reports[i - 1][1] == r[1] != rep.reports[i + 1][1]
+    ends = [ends[i] for i in last]
     assert ends[0] == 0.0 and rep.reports[0][:2] == (0, expected[0][0])
     starts = [20 / scale, *ends[1:-1]]
     for (_b, s), start, end in zip(expected, starts, ends[1:], strict=True):
         assert end - start == pytest.approx(s / scale, abs=1e-9)
-    epoch_reports = rep.reports[1:]
+    epoch_reports = [rep.reports[i] for i in last][1:]
     assert [r[0] for r in epoch_reports] == list(range(1, epochs + 1))
     # after epoch e the job trains at the batch size of epoch e (the one it reached)
     assert [r[1] for r in epoch_reports] == [expected[min(e, epochs - 1)][0]
@@ -163,7 +173,7 @@ def test_resume_continues_at_the_right_epoch_and_batch_size(tmp_path: Path) -> N
                      f"{plan[22].bs} (restart 1)")
     assert plan[22].bs == 128 and plan[10].bs == 32
     assert rep.reports[0][:2] == (22, 128)
-    assert [r[0] for r in rep.reports[1:]] == list(range(23, 31))
+    assert sorted(set(r[0] for r in rep.reports[1:])) == list(range(23, 31))
     assert out.getvalue().splitlines()[1].startswith("epoch 23/30 bs=128 ")
 
 
@@ -295,5 +305,26 @@ def test_reports_are_spaced_but_batch_size_changes_and_the_end_are_sent(
     trainer.report_every_s = 1.0
     assert trainer.run()
     epochs = [r[0] for r in rep.reports]
-    assert epochs == [0, 8, 16, 20, 28, 36, 44, 50]  # start, each 1 s, bs 64 next, the end
-    assert [r[1] for r in rep.reports if r[0] == 20] == [64]
+    # start, each 1 s, the change (at the old size, then the new), the end
+    assert epochs == [0, 8, 16, 20, 20, 28, 36, 44, 50]
+    assert [r[1] for r in rep.reports if r[0] == 20] == [32, 64]
+    # so the job's own history is exact: 20 epochs at 32, 30 at 64
+    reports = [ProgressReport(7, ReportKind.PROGRESS, float(i), epoch=r[0], batch_size=r[1])
+               for i, r in enumerate(rep.reports)]
+    assert observed_progress(JobProgress(bs=32, epoch_s=1.0), reports).bs_history == (
+        (32, 20), (64, 30))
+
+
+def test_training_on_after_a_checkpoint_does_not_restore_again(tmp_path: Path) -> None:
+    # 5 epochs of 10 s after a 20 s restore; the signal comes at 25 s (half of epoch 1):
+    # the job checkpoints and trains on in the same process, its state in memory
+    clock = FakeClock()
+
+    class OnceAt25(FakeReporter):
+        def should_checkpoint(self) -> bool:
+            return clock.now >= 25 and self.acks == 0
+
+    plan = tuple(train.Epoch(32, 10.0) for _ in range(5))
+    trainer, _ = a_trainer(tmp_path, plan, OnceAt25(), clock=clock, restore_s=20)
+    assert trainer.run() is False and trainer.epochs_done == pytest.approx(0.5)
+    assert trainer.run() and clock.now == pytest.approx(70.0)  # not 90: no second restore

@@ -10,6 +10,7 @@ from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.policies.shockwave.estimates import estimate
 from slurm_shockwave.prediction.observed import (
     acknowledged,
+    measured_on,
     measured_rates,
     merged_rates,
     observed_progress,
@@ -84,19 +85,39 @@ def test_an_elastic_jobs_own_reports_give_its_rate_at_each_count_it_ran_on() -> 
     # run 0 on 2 GPUs: 10 s an epoch; run 1 on 4 GPUs: 6 s (after a 40 s restore)
     reports = [rep(0, 0), rep(1, 10), rep(2, 20), rep(3, 30), rep(3, 35, restart=1),
                rep(4, 81, restart=1), rep(5, 87, restart=1), rep(6, 93, restart=1)]
-    got = measured_rates(reports, {0: 2, 1: 4}, current=4)
-    assert got == {4: 1.0, 2: pytest.approx(0.6)}
-    assert measured_rates(reports, {0: 2, 1: 4}, current=8) == {}  # nothing measured on 8
-    # only the restore interval on 4 GPUs: not a rate
-    assert measured_rates([*reports[:5], rep(4, 81, restart=1)], {0: 2, 1: 4}, 4) == {}
+    # relative to the count of the latest measurement (4)
+    assert measured_rates(reports, {0: 2, 1: 4}) == {4: 1.0, 2: pytest.approx(0.6)}
+    # only the restore interval on 4 GPUs: not a rate; 2 GPUs is the only count measured
+    assert measured_rates([*reports[:5], rep(4, 81, restart=1)], {0: 2, 1: 4}) == {2: 1.0}
+    # the epoch time at bs 32 was measured on 4 GPUs; before the 4-GPU run's second
+    # interval, on 2 (the first interval of a run does not replace an earlier measurement)
+    assert measured_on(reports, {0: 2, 1: 4}, 32) == 4
+    assert measured_on(reports[:6], {0: 2, 1: 4}, 32) == 2
+    assert measured_on(reports, {}, 32) is None
+
+
+def test_the_median_ratio_over_the_batch_sizes_both_counts_measured() -> None:
+    on2 = [rep(0, 0, bs=32), rep(1, 10, bs=32), rep(2, 20, bs=32), rep(2, 20, bs=64),
+           rep(3, 26, bs=64), rep(3, 26, bs=128), rep(4, 30, bs=128)]
+    on4 = [rep(4, 40, bs=32, restart=1), rep(4.5, 50, bs=32, restart=1),
+           rep(5.5, 55, bs=32, restart=1), rep(5.5, 55, bs=64, restart=1),
+           rep(6.5, 59, bs=64, restart=1), rep(6.5, 59, bs=128, restart=1),
+           rep(7.5, 61, bs=128, restart=1)]
+    # ratios of 2-GPU to 4-GPU throughput: 5/10, 4/6, 2/4 -> median 0.5
+    assert measured_rates(on2 + on4, {0: 2, 1: 4}) == {4: 1.0, 2: pytest.approx(0.5)}
 
 
 def test_counts_not_run_on_take_the_tables_or_the_priors_ratio_to_the_nearest_measured(
         ) -> None:
     prior = relative_rates({4: 1.0}, [1, 2, 4, 8], 4)  # what the table gives an unknown model
     measured = {4: 1.0, 2: 0.5}  # measured: halving to 2 GPUs halves it (the prior says /1.6)
-    rates = merged_rates(prior, measured)
+    rates = merged_rates(prior, measured, current=4)
     assert rates[4] == 1.0 and rates[2] == 0.5
     assert rates[1] == pytest.approx(0.5 / 1.6)  # from 2, the nearest measured, by the prior
     assert rates[8] == pytest.approx(1.6)  # from 4
-    assert merged_rates(prior, {4: 1.0}) == prior  # one count measured: nothing to compare
+    assert merged_rates(prior, {4: 1.0}, current=4) == prior  # one count: nothing to compare
+    # a job now pending at 8 GPUs (its GRES changed), measured on 2 and 4: relative to 8
+    prior8 = relative_rates({8: 1.0}, [1, 2, 4, 8], 8)
+    at8 = merged_rates(prior8, {4: 2.0, 2: 1.0}, current=8)
+    assert at8[8] == 1.0 and at8[4] == pytest.approx(1 / 1.6)
+    assert at8[2] == pytest.approx(0.5 / 1.6)  # the measured 2:4 ratio survives

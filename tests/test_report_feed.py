@@ -49,5 +49,25 @@ def test_an_elastic_job_of_an_unknown_model_learns_its_rates_from_its_runs() -> 
     assert on4[4] == 1.0 and on4[2] == pytest.approx(0.55)  # measured: 100 s against 55 s
     assert on4[1] == pytest.approx(0.55 / 1.6)  # the prior, from 2 (the nearest measured)
     assert on4[8] == pytest.approx(1.6)  # the prior, from 4
+    # the epoch time is the one measured on 4 GPUs; pending again with its GRES set to 2,
+    # it is converted to 2 GPUs by the measured ratio
+    assert feed.progress(job("RUNNING", 4, 1), HINT).epoch_s == pytest.approx(55.0)
+    pending = feed.progress(job("PENDING", 2, 1), HINT)
+    assert pending.epoch_s == pytest.approx(100.0)
+    assert dict(pending.rate_by_gpus)[4] == pytest.approx(1 / 0.55)
     feed.keep_only([])
     assert feed.runs == {} and feed.reports == {}
+
+
+def test_right_after_a_resize_the_old_counts_epoch_time_is_converted() -> None:
+    reports = Reports()
+    feed = ReportFeed(reports.read, table_progress(bundled_table("tacc")))
+    for e in range(4):  # run 0 on 2 GPUs: 100 s an epoch
+        reports.add(e, 100.0 * e, restart=0)
+    feed.refresh()
+    feed.progress(job("RUNNING", 2, 0), HINT)
+    reports.add(3.0, 400.0, restart=1)  # run 1 on 8 GPUs: only its start so far
+    feed.refresh()
+    now = feed.progress(job("RUNNING", 8, 1), HINT)
+    # nothing measured on 8 yet: the 2-GPU time scaled by the prior (1.6 a doubling)
+    assert now.epoch_s == pytest.approx(100.0 / 1.6 ** 2)

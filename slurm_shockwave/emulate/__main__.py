@@ -86,8 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"start job {job}{label}: {args.model} bs={args.bs} mode={args.mode} "
               f"epochs={len(plan)} gpus={got} (asked {args.gpus}) full-scale "
               f"{full_scale_s(plan):.0f}s / {args.time_scale:g}", flush=True)
-        # after a checkpoint the job trains on from it (the partial epoch is lost) until
-        # the service requeues it, which kills it; or, if the plan keeps it, to the end
+        # after a checkpoint the job trains on (no second restore: its state is in
+        # memory) until the service requeues it, which kills it, or to the end if the
+        # plan keeps it
         while not trainer.run():
             pass
         return 0

@@ -199,6 +199,9 @@ class Trainer:
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
     epochs_done: float = 0.0
+    restored: bool = False
+    """The restore is slept once a process: a job that trains on after its checkpoint
+    (until the requeue kills it) keeps its state in memory, as a real one does."""
 
     def bs_now(self) -> int:
         """The batch size the job trains at next: that of the epoch it has reached."""
@@ -233,8 +236,10 @@ class Trainer:
                            f"{self.bs_now()} (restart {self.restart_count})")
         self.reporter.install()
         self.reporter.report(epoch=self.epochs_done, batch_size=self.bs_now())
-        if not self._wait(self.restore_s / self.time_scale):
-            return self._on_signal()
+        if not self.restored:
+            if not self._wait(self.restore_s / self.time_scale):
+                return self._on_signal()
+            self.restored = True
         # Epochs end on a schedule kept from the start, not one sleep after another: the
         # scaled epochs are short (a 1 s epoch is 33 ms at time scale 30) and the loop's
         # own work (checkpoint file, report, log line: a few ms) would otherwise add
@@ -255,10 +260,13 @@ class Trainer:
             self.epochs_done = float(index + 1)
             self._save()
             now = self.clock()
-            if (now - reported_at >= self.report_every_s or self.bs_now() != reported_bs
-                    or self.epochs_done >= total):
+            changed = self.bs_now() != reported_bs
+            if now - reported_at >= self.report_every_s or changed or self.epochs_done >= total:
                 rate = (self.samples_per_epoch / wall
                         if self.samples_per_epoch and wall > 0 else None)
+                if changed:  # the epochs since the last report were at the old size
+                    self.reporter.report(epoch=self.epochs_done, batch_size=reported_bs,
+                                         samples_per_s=rate)
                 self.reporter.report(epoch=self.epochs_done, batch_size=self.bs_now(),
                                      samples_per_s=rate)
                 reported_at, reported_bs = now, self.bs_now()

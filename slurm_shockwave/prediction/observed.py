@@ -9,15 +9,19 @@ the table does not know) is the starting point; reports replace what they measur
   the Dirichlet regime posterior reads;
 - the epoch time at the current batch size is measured between consecutive progress
   reports of the same run (restart), not across a run's first interval where an
-  earlier one measured it (that interval holds the restore: once it made a migrated
-  4,949-epoch job look 25x slower for a round), so the estimate calibrates the table by the ratio
-  (``prediction/calibration.py``); a batch size the table does not know gets its measured
-  time, and a job of an unknown model gets every estimate from its own reports.
+  earlier one measured it (that interval holds the restore: with it, a migrated
+  4,949-epoch job's remaining time read 241,489 s instead of ~160 s for a round), so
+  the estimate calibrates the table by the ratio (``prediction/calibration.py``); a
+  batch size the table does not know gets its measured time, and a job of an unknown
+  model gets every estimate from its own reports;
+- an elastic job's throughput at each GPU count it ran on is its own (``measured_rates``,
+  ``merged_rates``; the service's feed knows each run's count).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
@@ -70,11 +74,7 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
                 history.append((bs, whole))
         last_epoch = max(last_epoch, epoch)
         prev = r
-    measured: dict[int, float] = {}
-    for _, bs, seconds, first in _epoch_times(progress, guess.bs):
-        # a run's first interval is an epoch time only where nothing else measured it
-        if not (first and bs in measured):
-            measured[bs] = seconds
+    measured = {b: seconds for b, (seconds, _) in _measured(progress, guess.bs).items()}
     latest = progress[-1]
     bs = latest.batch_size or guess.bs
     known = dict(guess.epoch_s_by_bs)
@@ -87,46 +87,71 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
                    bs_history=tuple(history), epoch_s_by_bs=tuple(sorted(known.items())))
 
 
-def measured_rates(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, int],
-                   current: int) -> dict[int, float]:
-    """An elastic job's throughput at each GPU count it has run on, relative to
-    ``current`` (1.0), from its own reports: epoch times at one batch size measured on
-    both counts (the median ratio over the batch sizes they share; a run's first
-    interval, its restore, never counts). ``gpus_by_run``: the count of each run
-    (restart count), as the service saw it running. Empty when ``current`` has no
-    measurement yet."""
+def _measured(progress: Sequence[ProgressReport], default_bs: int
+              ) -> dict[int, tuple[float, int]]:
+    """The epoch time at each batch size (the latest interval's) and the run (restart
+    count) that measured it. A run's first interval counts only where nothing else
+    measured that batch size."""
+    out: dict[int, tuple[float, int]] = {}
+    for r, bs, seconds, first in _epoch_times(progress, default_bs):
+        if not (first and bs in out):
+            out[bs] = (seconds, r.restart_count)
+    return out
+
+
+def measured_on(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, int],
+                bs: int) -> int | None:
+    """The GPU count of the run whose interval gave ``observed_progress`` its epoch time
+    at ``bs`` (None: not measured, or a run of unknown count)."""
+    got = _measured(_progress_reports(reports), bs).get(bs)
+    return None if got is None else gpus_by_run.get(got[1])
+
+
+def measured_rates(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, int]
+                   ) -> dict[int, float]:
+    """An elastic job's throughput at each GPU count it has run on, from its own
+    reports, relative to the count of its latest measurement (1.0): epoch times at one
+    batch size measured on both counts (the median ratio over the batch sizes they
+    share; a run's first interval, its restore, never counts). ``gpus_by_run``: the
+    count of each run (restart count), as the service saw it running."""
     times: dict[int, dict[int, float]] = {}
+    base_count = 0
     for r, bs, seconds, first in _epoch_times(_progress_reports(reports), 0):
         count = gpus_by_run.get(r.restart_count)
         if count and not first and seconds > 0:
             times.setdefault(count, {})[bs] = seconds  # the latest at each batch size
-    base = times.get(current)
-    if not base:
+            base_count = count
+    if not base_count:
         return {}
-    out = {current: 1.0}
+    base = times[base_count]
+    out = {base_count: 1.0}
     for count, by_bs in times.items():
         ratios = sorted(base[b] / by_bs[b] for b in by_bs.keys() & base.keys())
-        if count != current and ratios:
-            out[count] = ratios[len(ratios) // 2]
+        if count != base_count and ratios:
+            out[count] = float(statistics.median(ratios))
     return out
 
 
-def merged_rates(table_rates: Mapping[int, float], measured: Mapping[int, float]
-                 ) -> dict[int, float]:
-    """Throughput at each count (relative to the current one): measured where the job
-    ran; elsewhere the table's ratio (or the prior, when the table does not know the
-    model: ``table_rates`` is then the prior) to the nearest measured count."""
+def merged_rates(table_rates: Mapping[int, float], measured: Mapping[int, float],
+                 current: int) -> dict[int, float]:
+    """Throughput at each count relative to ``current``: measured where the job ran
+    (``measured``: on any common scale); elsewhere the table's ratio (the prior's, when
+    the table does not know the model: ``table_rates`` is then the prior) to the
+    nearest measured count. Fewer than two counts measured: the table's."""
     if len(measured) < 2:
         return dict(table_rates)
-    out = dict(table_rates)
-    for count, rate in table_rates.items():
+    out: dict[int, float] = {}
+    for count in {*table_rates, *measured, current}:
         if count in measured:
             out[count] = measured[count]
             continue
         near = min(measured, key=lambda m: (abs(math.log2(count / m)), -m))
-        if table_rates.get(near, 0.0) > 0:
-            out[count] = measured[near] * rate / table_rates[near]
-    return {**out, **measured}
+        if table_rates.get(near, 0.0) > 0 and count in table_rates:
+            out[count] = measured[near] * table_rates[count] / table_rates[near]
+    if out.get(current, 0.0) <= 0:
+        return dict(table_rates)
+    base = out[current]
+    return {c: r / base for c, r in out.items()}
 
 
 def acknowledged(reports: Sequence[ProgressReport], since_s: float) -> bool:

@@ -10,6 +10,7 @@ from slurm_shockwave.model.job import JobProgress
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.prediction.observed import (
     acknowledged,
+    measured_on,
     measured_rates,
     merged_rates,
     observed_progress,
@@ -52,8 +53,10 @@ class ReportFeed:
         self.runs = {j: r for j, r in self.runs.items() if j in wanted}
 
     def progress(self, job: SlurmJob, hint: Hint) -> JobProgress:
-        """The table's guess updated by the job's reports; an elastic job's throughput at
-        the counts it has run on is its own (``prediction/observed.py``)."""
+        """The table's guess updated by the job's reports. An elastic job's throughput at
+        the counts it has run on is its own, and an epoch time measured on another count
+        (before a resize, or a pending job whose GRES was changed) is converted to the
+        count it holds now by those rates (``prediction/observed.py``)."""
         reports = self.reports.get(job.job_id, ())
         seen = observed_progress(self.table(job, hint), reports)
         if not seen.rate_by_gpus:
@@ -61,10 +64,13 @@ class ReportFeed:
         runs = self.runs.setdefault(job.job_id, {})
         if job.state == "RUNNING" and job.gpus > 0:
             runs[job.restart_count] = job.gpus
-        measured = measured_rates(reports, runs, max(job.gpus, 1))
-        if len(measured) < 2:
-            return seen
-        rates = merged_rates(dict(seen.rate_by_gpus), measured)
+        current = max(job.gpus, 1)
+        rates = merged_rates(dict(seen.rate_by_gpus), measured_rates(reports, runs), current)
+        source = measured_on(reports, runs, seen.bs)
+        if source is not None and source != current and rates.get(current, 0.0) > 0:
+            factor = rates.get(source, 0.0) / rates[current]
+            if factor > 0:
+                seen = replace(seen, epoch_s=seen.epoch_s * factor)
         return replace(seen, rate_by_gpus=tuple(sorted(rates.items())))
 
     def acked(self, job_id: int, since_s: float) -> bool:
