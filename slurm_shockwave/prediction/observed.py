@@ -20,13 +20,13 @@ the table does not know) is the starting point; reports replace what they measur
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from slurm_shockwave.model.job import JobProgress
 from slurm_shockwave.model.report import ProgressReport, ReportKind
+from slurm_shockwave.workloads.scaling import nearest_count
 
 
 def _epoch_times(progress: Sequence[ProgressReport], default_bs: int
@@ -145,7 +145,7 @@ def merged_rates(table_rates: Mapping[int, float], measured: Mapping[int, float]
         if count in measured:
             out[count] = measured[count]
             continue
-        near = min(measured, key=lambda m: (abs(math.log2(count / m)), -m))
+        near = nearest_count(count, measured)
         if table_rates.get(near, 0.0) > 0 and count in table_rates:
             out[count] = measured[near] * table_rates[count] / table_rates[near]
     if out.get(current, 0.0) <= 0:

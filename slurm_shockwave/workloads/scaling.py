@@ -21,6 +21,11 @@ over-promised."""
 SCALING_EXPONENT = math.log2(2 * SCALING_EFFICIENCY)
 
 
+def nearest_count(count: int, measured: Iterable[int]) -> int:
+    """The measured count nearest ``count`` on a log scale, ties to the larger."""
+    return min(measured, key=lambda k: (abs(math.log2(count / k)), -k))
+
+
 def fill_rates(known: Mapping[int, float], counts: Iterable[int]) -> dict[int, float]:
     """Throughput at every count in ``counts``: measured where known, else the prior
     from the nearest measured count. ``known`` must hold at least one positive rate."""
@@ -32,7 +37,7 @@ def fill_rates(known: Mapping[int, float], counts: Iterable[int]) -> dict[int, f
         if c in measured:
             out[c] = measured[c]
             continue
-        near = min(measured, key=lambda k: (abs(math.log2(c / k)), -k))
+        near = nearest_count(c, measured)
         out[c] = measured[near] * (c / near) ** SCALING_EXPONENT
     return out
 
