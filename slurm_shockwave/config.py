@@ -41,6 +41,9 @@ class SimulatorConfig:
     """Force-complete a job after this many times its exclusive runtime (paper: 1.5)."""
     requeue_delay_s: float = 0.0
     """A preempted job may start again only this much later (a live Slurm: cred_expire+1)."""
+    fill_freed: bool = False
+    """Fill steps between rounds, as the service takes them (engine/fill.py); off is the
+    paper's model, where a GPU freed mid-round idles until the round ends."""
 
     def validate(self) -> tuple[str, str] | None:
         if not 1 <= self.round_s <= MAX_ROUND_S:
@@ -121,6 +124,11 @@ class ServiceConfig:
     """HOST:PORT of the progress API (port 0: any free port; the endpoint file says which)."""
     endpoint_file: str = field(default_factory=_default_endpoint_file)
     """Where the progress API writes its URL, for a TaskProlog to export to jobs."""
+    fill_freed: bool = True
+    """Between rounds, give GPUs that a job's end frees, or that a new job finds idle, to
+    waiting jobs at once (a fill step, engine/fill.py) instead of at the next round."""
+    fill_poll_s: float = 5.0
+    """While GPUs are idle between rounds, look this often for new jobs (one squeue)."""
 
     def validate(self) -> tuple[str, str] | None:
         if self.policy not in POLICIES:
@@ -138,6 +146,8 @@ class ServiceConfig:
             return "listen", "must be HOST:PORT (port 0: any free port)"
         if not self.endpoint_file:
             return "endpoint_file", "must be a file path"
+        if not (math.isfinite(self.fill_poll_s) and 0.1 <= self.fill_poll_s <= 3600):
+            return "fill_poll_s", "must be from 0.1 to 3600 seconds"
         return None
 
 

@@ -114,7 +114,8 @@ def service(env: Live, store: Store, policy_name: str, *, round_s: float | None 
     world.round_s = period
     return Service(world, env.policy(policy_name), policy_name, store, round_s=period,
                    dry_run=dry_run, feed=feed, heartbeat=svc.heartbeat,
-                   stale_after_s=svc.stale_after_s)
+                   stale_after_s=svc.stale_after_s, fill_freed=svc.fill_freed,
+                   fill_poll_s=svc.fill_poll_s)
 
 
 def live(config_path: str | None, partition: str | None, slurm_conf: str | None,

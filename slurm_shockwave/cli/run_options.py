@@ -109,6 +109,7 @@ def run_policy(inputs: RunInputs, name: str) -> SimResult:
                                   round_s=inputs.round_s,
                                   restore_s=inputs.settings.simulator.restore_s,
                                   requeue_delay_s=inputs.settings.simulator.requeue_delay_s,
+                                  fill_freed=inputs.settings.simulator.fill_freed,
                                   deadline_factor=inputs.cutoff)
     if not inputs.progress:
         return simulate(inputs.workload, policy, **kwargs)

@@ -72,7 +72,8 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
                  ", DRY RUN" if dry_run else "")
         api = ProgressAPI(path, listen=listen or svc.listen,
                           endpoint_file=endpoint_file or svc.endpoint_file,
-                          admin_uids={0, *admin_uids}, on_checkpointed=loop.checkpointed)
+                          admin_uids={0, *admin_uids}, on_checkpointed=loop.checkpointed,
+                          on_ended=loop.ended)
         metrics = ServiceMetrics(policy=name, partition=env.partition,
                                  backend=env.backend_in_use,
                                  heartbeat=None if dry_run else svc.heartbeat,

@@ -8,6 +8,7 @@ from typing import Any
 
 from slurm_shockwave.engine.admission import admit
 from slurm_shockwave.engine.diff import diff
+from slurm_shockwave.engine.fill import fill_only
 from slurm_shockwave.engine.placement import Placement, place
 from slurm_shockwave.engine.ports import Actuator, ClusterSource
 from slurm_shockwave.model.cluster import ClusterView
@@ -81,15 +82,19 @@ def _no_timer() -> float:
 
 
 def run_round(source: ClusterSource, policy: Policy[Any], memory: Memory,
-              actuator: Actuator, *, timer: Callable[[], float] = _no_timer) -> RoundReport:
+              actuator: Actuator, *, timer: Callable[[], float] = _no_timer,
+              fill: bool = False) -> RoundReport:
     """observe -> admit -> plan -> place -> diff -> apply; ``timer`` (a monotonic clock,
-    injected so the simulator reads none) times the phases."""
+    injected so the simulator reads none) times the phases. ``fill``: a fill step between
+    rounds (engine.fill), which only starts waiting jobs on free GPUs."""
     t0 = timer()
     view = source.observe()
     t1 = timer()
     view, rejected = admit(view)
     planned = policy.plan(view, memory)
     placement = place(view, planned.plan)
+    if fill:
+        placement = fill_only(view, placement)
     actions = diff(view, placement)
     t2 = timer()
     result = actuator.apply(actions)

@@ -7,7 +7,8 @@ cost at every (re)start. Two live costs the paper's simulator does not have are 
 in the comparison's simulator settings (``sim_*``; ``sim_paper_*`` are the paper's
 settings): Slurm starts a released job at its next scheduling pass (on average half of
 ``sched_interval``, added to the restore cost), and a requeued job waits ``cred_expire``
-+ 1 s before Slurm may start it again (the simulator's ``requeue_delay_s``).
++ 1 s before Slurm may start it again (the simulator's ``requeue_delay_s``); and the
+service takes fill steps between rounds (the simulator's ``fill_freed``).
 """
 
 from __future__ import annotations
@@ -130,7 +131,10 @@ def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
                     # one port for the whole run: a restarted service must be where the
                     # jobs' SHOCKWAVE_URL (fixed when they started) says it is
                     "listen": f"127.0.0.1:{_free_port()}",
-                    "endpoint_file": str(heartbeat.parent / "endpoint")}}))
+                    "endpoint_file": str(heartbeat.parent / "endpoint"),
+                    # the service's fill steps, scaled: a poll every 5 trace seconds (at
+                    # most 4 a wall second) while GPUs idle
+                    "fill_freed": True, "fill_poll_s": max(0.25, 5.0 / settings.time_scale)}}))
     return path
 
 
@@ -279,12 +283,15 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
     restore = live_restore_s(scale)
     delay = (settings.cred_expire_s + 1) * scale
 
-    def sim(restore_s: float, requeue_delay_s: float) -> Any:
+    def sim(restore_s: float, requeue_delay_s: float, fill: bool) -> Any:
         return simulate(workload, make_policy(sim_policy, None), gpus=settings.gpus,
                         gpus_per_node=settings.gpus_per_node, round_s=ROUND_TRACE_S,
-                        restore_s=restore_s, requeue_delay_s=requeue_delay_s).summary
+                        restore_s=restore_s, requeue_delay_s=requeue_delay_s,
+                        fill_freed=fill).summary
 
-    modelled, paper = sim(restore, delay), sim(RESTORE_TRACE_S, 0.0)
+    # fill steps: the service takes them, and Slurm alone starts jobs on every end and
+    # arrival, which FIFO with fill steps models closer than FIFO by rounds
+    modelled, paper = sim(restore, delay, True), sim(RESTORE_TRACE_S, 0.0, False)
     return {
         "policy": settings.policy, "jobs": len(workload.jobs), "completed": len(done),
         "lost": len(workload.jobs) - len(done),

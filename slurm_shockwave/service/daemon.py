@@ -6,7 +6,9 @@ reconciler (the world's passive sync of checkpoint intents, then the active step
 a versioned write). A round that fails (Slurm unreachable, or a bug) writes nothing: it
 is logged (once per outage for Slurm) and retried with backoff; the loop never dies of it.
 Rounds never overlap: one thread, and a round that overruns is followed at once by the
-next.
+next. Between rounds the same thread takes fill steps (engine/fill.py): when a job's
+epilog reports its end, or a poll finds a new job while GPUs idle, waiting jobs start on
+the free GPUs at once; a fill step is stored as a round of the same index.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from slurm_shockwave.engine.dry_run import DryRunActuator
 from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import RoundReport, run_round
-from slurm_shockwave.model.plan import Memory
+from slurm_shockwave.model.plan import ActionKind, Memory
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.service.feed import ReportFeed
@@ -46,7 +48,8 @@ class Service:
     def __init__(self, world: SlurmCluster, policy: Policy[Any], policy_name: str,
                  store: Store, *, round_s: float, dry_run: bool = False,
                  heartbeat: str | None = None, stale_after_s: float = 0.0,
-                 feed: ReportFeed | None = None,
+                 feed: ReportFeed | None = None, fill_freed: bool = False,
+                 fill_poll_s: float = 5.0,
                  timer: Callable[[], float] = time.monotonic) -> None:
         self.world = world
         self.policy = policy
@@ -59,20 +62,28 @@ class Service:
         self.stale_after_s = stale_after_s or 3 * round_s
         self.timer = timer
         self.feed = feed
+        self.fill_freed = fill_freed
+        self.fill_poll_s = fill_poll_s
         self.memory: Memory = store.memory(policy_name)
         self._acked: queue.SimpleQueue[ProgressReport] = queue.SimpleQueue()
+        self._ended = threading.Event()
         self._wake = threading.Event()
-        world.round_index = store.next_round_index()
+        self._idle_gpus = 0
+        """GPUs the last round or fill step left idle: a new job may take them at once."""
         world.origin_s = store.origin_s(world.clock.now())
 
-    def round_once(self) -> RoundDone:
-        """One whole round; raises (and writes nothing) if it cannot finish."""
+    def round_once(self, *, fill: bool = False) -> RoundDone:
+        """One whole round (``fill``: a fill step of the last one, engine/fill.py); raises
+        (and writes nothing) if it cannot finish."""
         read_id = self.store.last_round_id()
         start = self.timer()
+        self.world.round_index = self.store.next_round_index() - (1 if fill else 0)
         if self.feed is not None:
             self.feed.refresh()
         report = run_round(self.world, self.policy, self.memory, self.actuator,
-                           timer=self.timer)
+                           timer=self.timer, fill=fill)
+        if report.view is not None:
+            self._idle_gpus = report.view.total_gpus - report.gpus_busy
         before_persist = self.timer()
         phase_s = {**report.phase_s, "persist": 0.0}
         record = round_record(report, policy=self.policy_name, dry_run=self.dry_run,
@@ -143,11 +154,33 @@ class Service:
         self._acked.put(report)
         self._wake.set()
 
+    def ended(self, _report: ProgressReport) -> None:
+        """A job's epilog reported its end (the progress API's thread calls this): its GPUs
+        are free, and with ``fill_freed`` a fill step gives them out before the round."""
+        if self.fill_freed:
+            self._ended.set()
+            self._wake.set()
+
     def _wait(self, stop: threading.Event, boundary: float) -> None:
         """Sleep to the round boundary; requeue acknowledged checkpoints as they come (a
-        round is 120 s, and the GPUs a checkpointed job holds idle until it is requeued)."""
+        round is 120 s, and the GPUs a checkpointed job holds idle until it is requeued);
+        take a fill step when a job ends, or when a poll finds a new job while GPUs idle."""
+        next_poll = self.timer() + self.fill_poll_s
         while not stop.is_set() and (left := boundary - self.timer()) > 0:
-            if self._wake.wait(min(left, 0.25)):
+            woke = self._wake.wait(min(left, 0.25))
+            if self._ended.is_set():
+                self._ended.clear()
+                self._fill("a job ended")
+            elif (self.fill_freed and self._idle_gpus > 0 and self.timer() >= next_poll
+                  and not self.dry_run):
+                next_poll = self.timer() + self.fill_poll_s
+                try:
+                    arrived = self.world.arrived()
+                except SlurmError:
+                    arrived = False  # the next round says so, once
+                if arrived:
+                    self._fill("a job arrived")
+            if woke:
                 self._wake.clear()
                 while not self._acked.empty():
                     report = self._acked.get()
@@ -162,6 +195,20 @@ class Service:
                         continue
                     if done:
                         log.info("job %d: checkpoint acknowledged, requeued", job_id)
+
+    def _fill(self, why: str) -> None:
+        """A fill step now; one that fails is logged and left to the next round."""
+        try:
+            done = self.round_once(fill=True)
+        except SlurmError as exc:
+            log.warning("fill step (%s) skipped: Slurm unreachable: %s", why, exc)
+            return
+        except Exception:
+            log.exception("fill step (%s) failed; nothing of it was written", why)
+            return
+        started = sum(1 for a in done.report.actions if a.kind == ActionKind.START)
+        log.info("fill step of round %d (%s): started %d", done.record.round_index, why,
+                 started)
 
     def _log_round(self, done: RoundDone) -> None:
         r, p = done.record, done.record.phase_s

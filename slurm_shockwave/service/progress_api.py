@@ -176,10 +176,13 @@ class ProgressAPI:
                  decode: Callable[[str], munge.Decoded] = munge.decode,
                  uid_of: Callable[[str], int | None] = uid_of,
                  metrics: Callable[[], tuple[bytes, str]] | None = None,
-                 on_checkpointed: Callable[[ProgressReport], None] | None = None) -> None:
+                 on_checkpointed: Callable[[ProgressReport], None] | None = None,
+                 on_ended: Callable[[ProgressReport], None] | None = None) -> None:
         self.store_path = store_path
         self.on_checkpointed = on_checkpointed
         """Told each accepted `checkpointed` report (the loop requeues its job at once)."""
+        self.on_ended = on_ended
+        """Told each accepted `end` report (the loop gives the job's GPUs out at once)."""
         self.metrics = metrics
         """``() -> (body, content type)`` for GET /metrics; None: 404."""
         self.host, self.port = parse_listen(listen)
@@ -250,6 +253,8 @@ class ProgressAPI:
             raise Refused(503, "store unavailable", None) from None
         if report.kind == ReportKind.CHECKPOINTED and self.on_checkpointed is not None:
             self.on_checkpointed(report)
+        if report.kind == ReportKind.END and self.on_ended is not None:
+            self.on_ended(report)
         return report_id
 
     def count_rejected(self) -> None:

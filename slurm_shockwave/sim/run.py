@@ -49,7 +49,7 @@ class SimResult:
 def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
              gpus_per_node: int | None = None, round_s: float = 120.0, restore_s: float = 20.0,
              deadline_factor: float | None = None, requeue_delay_s: float = 0.0,
-             max_rounds: int = 1_000_000,
+             fill_freed: bool = False, max_rounds: int = 1_000_000,
              on_round: ProgressFn | None = None) -> SimResult:
     started = time.perf_counter()
     nodes = make_nodes(gpus, gpus_per_node)
@@ -63,7 +63,8 @@ def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
                          f"{shape} cannot place it", source=workload.source,
                          line=big.line or None, field="gpus")
     world = SimulatedCluster(workload, nodes, round_s=round_s, restore_s=restore_s,
-                             deadline_factor=deadline_factor, requeue_delay_s=requeue_delay_s)
+                             deadline_factor=deadline_factor, requeue_delay_s=requeue_delay_s,
+                             fill_freed=fill_freed)
     memory: Memory = {}
     total = len(workload.jobs)
     rounds = 0
@@ -72,7 +73,8 @@ def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
             raise RuntimeError(f"{policy.name}: not done after {max_rounds} rounds")
         report = run_round(world, policy, memory, world)
         memory = report.memory
-        world.advance()
+        while not world.advance():  # a job ended mid-round and another waits
+            memory = run_round(world, policy, memory, world, fill=True).memory
         rounds += 1
         if on_round is not None:
             on_round(len(world.finished), total)

@@ -2,11 +2,15 @@
 
 Time model (../shared/reference/shockwave/NOTES.md §3.2, the paper's simulator):
 synchronous rounds of ``round_s``;
-a job started this round (first start, restart after preemption, or migration) loses
-``restore_s`` to checkpoint restore; a GPU freed mid-round stays idle until the round
-ends; a preempted job may start again only ``requeue_delay_s`` later (0 as in the
-paper; a live Slurm's cred_expire + 1 s); a round ends early only when every running job
-finished early; with nothing
+a job started (first start, restart after preemption, or migration) loses the first
+``restore_s`` of its run to checkpoint restore; a GPU freed mid-round stays idle until the round
+ends, unless ``fill_freed``: then the round stops at each finish that leaves a job
+waiting and at each arrival while GPUs are free, the driver runs a fill step
+(engine.fill: the policy plans, waiting jobs start on the GPUs free now, nobody is
+preempted or moved) and the round goes on to its end, as the live service does when a
+job's epilog reports its end or its poll sees a new job; a preempted job may start
+again only ``requeue_delay_s`` later (0 as in the paper; a live Slurm's cred_expire +
+1 s); a round ends early only when every running job finished early; with nothing
 running and nothing waiting the clock jumps to the next arrival. A batch-size change
 takes effect at the end of the round in which the job reached the epoch that calls for
 it, and progress is kept in epochs, so steps are rescaled and epochs preserved. An
@@ -49,7 +53,8 @@ class _SimJob:
     last_run_round: int = -1
     phase: Phase = Phase.PENDING
     slots: tuple[str, ...] = ()
-    started_this_round: bool = False
+    restore_left_s: float = 0.0
+    """Restore still to pay before this run makes progress (set at each start)."""
     eligible_s: float = 0.0
     """A requeued job is back in the view only from here (Slurm's BeginTime)."""
     finish_s: float | None = None
@@ -98,12 +103,15 @@ class SimulatedCluster:
 
     def __init__(self, workload: Workload, nodes: Sequence[GpuNode], *, round_s: float = 120.0,
                  restore_s: float = 20.0, deadline_factor: float | None = None,
-                 requeue_delay_s: float = 0.0) -> None:
+                 requeue_delay_s: float = 0.0, fill_freed: bool = False) -> None:
         if round_s <= 0 or restore_s < 0 or restore_s >= round_s:
             raise ValueError("need 0 <= restore_s < round_s")
         if requeue_delay_s < 0:
             raise ValueError("need requeue_delay_s >= 0")
         self.requeue_delay_s = requeue_delay_s
+        self.fill_freed = fill_freed
+        self._round_start: float | None = None
+        """Set while a round is under way (fill steps stop it before its end)."""
         self.nodes = tuple(nodes)
         self.round_s = round_s
         self.restore_s = restore_s
@@ -158,7 +166,7 @@ class SimulatedCluster:
                 job.set_phase(Phase.RUNNING)
                 job.slots = action.gpu_slots
                 job.gpus = len(action.gpu_slots)
-                job.started_this_round = True
+                job.restore_left_s = self.restore_s
                 self.starts += 1
             results.append(ActionResult(action, Outcome.APPLIED))
         return ApplyResult(tuple(results))
@@ -177,45 +185,61 @@ class SimulatedCluster:
         else:
             job.history.append([job.bs, gained])
 
-    def advance(self) -> None:
-        """Run the current round and move the clock to its end."""
-        start = self.clock.now()
+    def _waiting(self) -> bool:
+        now = self.clock.now()
+        return any(j.phase != Phase.RUNNING and j.eligible_s <= now
+                   for j in self._active.values())
+
+    def _fill_at(self, now: float, round_end: float, running: Sequence[_SimJob],
+                 need: dict[int, float]) -> float:
+        """When a fill step is due before the round's end: the first finish while a job
+        waits, or the next arrival while GPUs are free."""
+        stop = round_end
+        if running and self._waiting():
+            stop = min(stop, min(now + n for n in need.values()))
+        free = sum(n.gpus for n in self.nodes) > sum(j.gpus for j in running)
+        if free and self._next < len(self._all) and now < self._arrivals[self._next] < stop:
+            stop = self._arrivals[self._next]
+        return stop
+
+    def advance(self) -> bool:
+        """Run the current round and move the clock to its end; with ``fill_freed`` stop
+        instead where a fill step is due. True when the round ended (False: run the fill
+        step, then ``advance`` again)."""
+        now = self.clock.now()
+        start = now if self._round_start is None else self._round_start
         running = [j for j in self._active.values() if j.phase == Phase.RUNNING]
-        if not running:
+        if not running and self._round_start is None:
             if not self._active:  # idle: jump to the next arrival
                 if self._next < len(self._all):
                     self.clock.advance_to(max(start, self._arrivals[self._next]))
-                return
+                return True
             self.timeline.append((start, 0))
             self.clock.advance_to(start + self.round_s)
             self.round_index += 1
-            return
-        self.timeline.append((start, sum(j.gpus for j in running)))
-        round_end = start
+            return True
+        self._round_start = start
+        round_end = start + self.round_s
+        need = {id(j): j.restore_left_s + (j.spec.num_epochs - j.epochs_done) * j.epoch_s
+                for j in running}
+        stop = round_end
+        if self.fill_freed:
+            stop = self._fill_at(now, round_end, running, need)
+        self.timeline.append((now, sum(j.gpus for j in running)))
+        last = now
         for job in running:
-            penalty = self.restore_s if job.started_this_round else 0.0
-            epoch_s = job.epoch_s
-            left = job.spec.num_epochs - job.epochs_done
-            need_s = penalty + left * epoch_s
-            used = min(self.round_s, need_s)
-            before = job.epochs_done
-            job.epochs_done = float(job.spec.num_epochs) if need_s <= self.round_s else (
-                job.epochs_done + (self.round_s - penalty) / epoch_s)
-            self._record_bs(job, before)
-            job.run_s += used
-            job.attained_gpu_s += used * job.gpus
-            job.rounds_run += 1
-            job.last_run_round = self.round_index
-            job.started_this_round = False
-            self.busy_gpu_s += used * job.gpus
-            self.restore_gpu_s += min(penalty, used) * job.gpus
-            over = (self.deadline_factor is not None
-                    and job.run_s > self.deadline_factor * job.profile.exclusive_s)
-            if need_s <= self.round_s or over:
-                job.finish_s = start + used
-                job.cut_off = over and need_s > self.round_s
-            round_end = max(round_end, start + used)
-        end = start + self.round_s if any(j.finish_s is None for j in running) else round_end
+            ends = now + need[id(job)] <= stop  # the same sum as ``stop``: exact for its job
+            self._run(job, need[id(job)] if ends else stop - now, ends)
+            if job.finish_s is not None:
+                last = max(last, job.finish_s)
+        unfinished = any(j.finish_s is None for j in running)
+        if stop < round_end:  # a fill step: the round goes on after it
+            for job in running:
+                if job.finish_s is not None:
+                    self._complete(job)
+            self.clock.advance_to(stop)
+            return False
+        end = round_end if unfinished else last
         for job in running:
             if job.finish_s is not None:
                 self._complete(job)
@@ -224,6 +248,30 @@ class SimulatedCluster:
                                                      job.spec.num_epochs - 1)]
         self.clock.advance_to(end)
         self.round_index += 1
+        self._round_start = None
+        return True
+
+    def _run(self, job: _SimJob, used: float, finishes: bool) -> None:
+        """``used`` seconds of the job's run from now; ``finishes``: it ends within them."""
+        now = self.clock.now()
+        paid = min(job.restore_left_s, used)
+        job.restore_left_s -= paid
+        before = job.epochs_done
+        job.epochs_done = float(job.spec.num_epochs) if finishes else (
+            job.epochs_done + (used - paid) / job.epoch_s)
+        self._record_bs(job, before)
+        job.run_s += used
+        job.attained_gpu_s += used * job.gpus
+        if job.last_run_round != self.round_index:
+            job.rounds_run += 1
+            job.last_run_round = self.round_index
+        self.busy_gpu_s += used * job.gpus
+        self.restore_gpu_s += paid * job.gpus
+        over = (self.deadline_factor is not None
+                and job.run_s > self.deadline_factor * job.profile.exclusive_s)
+        if finishes or over:
+            job.finish_s = now + used
+            job.cut_off = over and not finishes
 
     def _complete(self, job: _SimJob) -> None:
         job.set_phase(Phase.DONE)

@@ -243,8 +243,14 @@ class SlurmCluster:
                            round_index=self.round_index,
                            round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
                            restart_cost_s=self.restart_cost_s)
-        self.round_index += 1
         return view
+
+    def arrived(self) -> bool:
+        """A pending job in the partition that the last observation did not see (one
+        squeue): the service's poll for a fill step while GPUs idle between rounds."""
+        return any(j.partition == self.partition and j.state == "PENDING"
+                   and j.job_id not in self._jobs
+                   for j in self.backend.list_jobs(self.partition))
 
     def _sync_intents(self) -> None:
         """Passive sync: a checkpoint intent whose job left RUNNING, or was requeued and

@@ -1,0 +1,30 @@
+"""A fill step: GPUs freed between rounds go to waiting jobs at once, and nothing else moves.
+
+Slurm alone starts the next job the moment a job ends or arrives (its scheduler runs on
+those events); a round-based planner leaves freed GPUs idle until the next round, on
+average half a round a job. In a fill step the policy plans as in any round (the job set
+changed, so it re-plans), and of its placement only the starts of waiting jobs on GPUs
+free now are kept: a running job keeps its GPUs (no preemption, move or resize) and a
+checkpoint under way goes on (keeping that job would cancel it). The simulator
+(``fill_freed``) and the service both take their fill steps through run_round(fill=True).
+"""
+
+from __future__ import annotations
+
+from slurm_shockwave.engine.placement import Placement
+from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.lifecycle import Phase
+
+
+def fill_only(view: ClusterView, placement: Placement) -> Placement:
+    """``placement`` cut to a fill step: running jobs where they run, and the waiting jobs
+    it places on GPU slots no job holds."""
+    held = {s for j in view.jobs if j.is_running for s in j.gpu_slots}
+    slots = {j.job_id: j.gpu_slots for j in view.jobs if j.phase == Phase.RUNNING}
+    for job in view.jobs:
+        placed = placement.slots.get(job.job_id)
+        if job.is_running or placed is None or held.intersection(placed):
+            continue
+        held.update(placed)
+        slots[job.job_id] = placed
+    return Placement(slots, set(placement.fragmented))
