@@ -162,9 +162,12 @@ sed -e "s|^SHOCKWAVE_PARTITION = .*|SHOCKWAVE_PARTITION = \"shockwave\"|" \
     -e "s|^if SHOCKWAVE_IS_DEFAULT == nil then .*|SHOCKWAVE_IS_DEFAULT = $IS_DEFAULT|" \
     -e "s|^SHOCKWAVE_HEARTBEAT = .*|SHOCKWAVE_HEARTBEAT = \"$HEARTBEAT\"|" \
     "$REPO/plugin_scripts/job_submit.lua" > "$STATE/etc/job_submit.lua"
-# the TaskProlog and the Epilog read the service's endpoint file beside the heartbeat
+# the TaskProlog and the Epilog read the service's endpoint file beside the heartbeat; the
+# Epilog runs the shockwave command by its path (Slurm gives it a PATH of its own)
+SW_BIN="$(python3 -c 'from slurm_shockwave.slurm.plugin_files import shockwave_bin as b; print(b())' 2>/dev/null || true)"
 for script in prolog.sh epilog.sh events.sh task_prolog.sh; do
   sed -e "s|^ENDPOINT_FILE=.*|ENDPOINT_FILE=\"$(dirname "$HEARTBEAT")/endpoint\"|" \
+      -e "s|^SHOCKWAVE_BIN=.*|SHOCKWAVE_BIN=\"$SW_BIN\"|" \
       "$REPO/plugin_scripts/$script" > "$STATE/etc/$script"
   chmod 755 "$STATE/etc/$script"
 done

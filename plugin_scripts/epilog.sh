@@ -10,7 +10,10 @@ case "$0" in */*) HERE="${0%/*}" ;; *) HERE=. ;; esac
 if [ -r "$HERE/events.sh" ] && command . "$HERE/events.sh" 2>/dev/null; then
   event "$(date +%s) end job=$JOB user=${SLURM_JOB_USER:-?} node=$(hostname -s 2>/dev/null)" 2>/dev/null
 fi
-BIN="$(command -v shockwave 2>/dev/null)"
+# the shockwave command; install-scripts writes its path (Slurm gives an Epilog its own PATH)
+SHOCKWAVE_BIN=""
+BIN="$SHOCKWAVE_BIN"
+[ -x "$BIN" ] || BIN="$(command -v shockwave 2>/dev/null)"
 case "${SLURM_JOB_ID:-}" in ''|*[!0-9]*) BIN="" ;; esac
 if [ -n "$BIN" ]; then
   export SHOCKWAVE_ENDPOINT_FILE="$ENDPOINT_FILE"

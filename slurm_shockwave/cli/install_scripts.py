@@ -9,7 +9,13 @@ import click
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.config import load_settings
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.slurm.plugin_files import ScriptSettings, install, render, targets
+from slurm_shockwave.slurm.plugin_files import (
+    ScriptSettings,
+    install,
+    render,
+    shockwave_bin,
+    targets,
+)
 from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, read_slurm_conf
 
 
@@ -42,7 +48,8 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
     is_default = conf.partitions.get(part, {}).get("default", "no").lower() == "yes"
     values = ScriptSettings(partition=part, heartbeat=settings.service.heartbeat,
                             endpoint_file=settings.service.endpoint_file,
-                            is_default=is_default, service_url=service_url)
+                            is_default=is_default, service_url=service_url,
+                            shockwave_bin=shockwave_bin())
     if dest and not os.path.isabs(dest):
         raise InputError("must be an absolute path (slurm.conf names it)", field="--dest")
     if not dry_run and os.geteuid() != 0:

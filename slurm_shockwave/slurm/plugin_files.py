@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
+import sys
 import tempfile
 from dataclasses import dataclass
 from importlib.resources import files
@@ -40,6 +42,9 @@ class ScriptSettings:
     is_default: bool = False
     service_url: str = ""
     """The service's URL for nodes that cannot read the endpoint file ("" : none)."""
+    shockwave_bin: str = ""
+    """The ``shockwave`` command for the Epilog ("": its PATH), which Slurm runs with an
+    environment of its own: a pip install under pyenv or a venv is not on that PATH."""
 
     def validate(self) -> None:
         if not _PARTITION.match(self.partition):
@@ -49,6 +54,9 @@ class ScriptSettings:
             if not _PATH.match(getattr(self, name)):
                 raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is "
                                  "written into the plugin scripts)", field=f"service.{name}")
+        if self.shockwave_bin and not _PATH.match(self.shockwave_bin):
+            raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is written "
+                             "into the Epilog)", field="shockwave_bin")
         if self.service_url and not _URL.match(self.service_url):
             raise InputError("must be http://HOST:PORT of [A-Za-z0-9.-] (it is written into "
                              "the plugin scripts)", field="--service-url")
@@ -69,7 +77,18 @@ def _sh_lines(s: ScriptSettings) -> dict[str, str]:
 def _settings_lines(name: str, s: ScriptSettings) -> dict[str, str]:
     if name == "job_submit.lua":
         return _lua_lines(s)
-    return _sh_lines(s) if name in ("epilog.sh", "task_prolog.sh") else {}
+    if name == "epilog.sh":
+        return {**_sh_lines(s), r"^SHOCKWAVE_BIN=.*$": f'SHOCKWAVE_BIN="{s.shockwave_bin}"'}
+    return _sh_lines(s) if name == "task_prolog.sh" else {}
+
+
+def shockwave_bin() -> str:
+    """The ``shockwave`` command of this Python (beside its interpreter: a venv's or
+    pyenv's bin, whose shims need an environment an Epilog lacks), else the one on PATH,
+    else ""."""
+    beside = Path(sys.executable).parent / "shockwave"
+    found = str(beside) if os.access(beside, os.X_OK) else shutil.which("shockwave") or ""
+    return found if _PATH.match(found) else ""
 
 
 def packaged(name: str) -> str:
