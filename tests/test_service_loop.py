@@ -238,3 +238,51 @@ def test_an_acknowledged_checkpoint_is_requeued_between_rounds(tmp_path: Path) -
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
     assert fake.jobs[1].restart_count == 1 and store.load_intents() == {}
     assert fake.signals == [(1, "USR1")]
+
+
+def test_a_job_end_or_an_arrival_onto_idle_gpus_starts_waiting_jobs_between_rounds(
+        tmp_path: Path) -> None:
+    """Fill steps (engine/fill.py): an end report wakes the loop, which releases the job
+    waiting for those GPUs before the next round; while GPUs idle, a poll finds a new job
+    and releases it. Each is stored as a round of the same index; nothing is preempted."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    for j in (job(1, 4), job(2, 4), job(3, 4)):
+        fake.add(j)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, fill_freed=True, fill_poll_s=2.0)
+    svc.round_once()
+    fake.tick()
+    assert {j.job_id for j in fake.list_jobs() if j.state == "RUNNING"} == {1, 2}
+    assert fake.jobs[3].held
+    ticks = iter(float(t) for t in range(1000))
+    svc.timer = lambda: next(ticks)
+    stop = threading.Event()
+    fake.finish(1)
+    svc.ended(ProgressReport(1, ReportKind.END, clock.t, exit_code=0))
+    svc._wait(stop, boundary=3.0)
+    assert not fake.jobs[3].held and store.next_round_index() == 1  # a fill of round 0
+    fake.tick()
+    assert fake.jobs[3].state == "RUNNING"
+    fake.finish(2)  # 4 GPUs idle now, and nobody waits
+    svc.round_once()
+    fake.add(job(4, 2))
+    svc._wait(stop, boundary=200.0)  # polls every 2 ticks while GPUs idle
+    assert not fake.jobs[4].held and store.next_round_index() == 2
+    assert fake.signals == [] and all(a["kind"] == "start" for jid in (3, 4)
+                                      for a in store.actions(jid))
+
+
+def test_without_fill_freed_an_end_report_waits_for_the_round(tmp_path: Path) -> None:
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 4))
+    fake.add(job(2, 4))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock)
+    svc.round_once()
+    fake.tick()
+    ticks = iter(float(t) for t in range(1000))
+    svc.timer = lambda: next(ticks)
+    fake.finish(1)
+    svc.ended(ProgressReport(1, ReportKind.END, clock.t, exit_code=0))
+    svc._wait(threading.Event(), boundary=20.0)
+    assert fake.jobs[2].held

@@ -115,3 +115,42 @@ def test_fifo_never_restarts_a_job_on_nodes() -> None:
     assert fifo.starts == len(trace)
     shockwave = simulate(workload, make_policy("shockwave"), gpus=16, gpus_per_node=8)
     assert shockwave.starts > len(trace)  # the count sees restarts where there are some
+
+
+def test_fill_steps_start_a_waiting_job_when_a_job_ends_and_an_arrival_at_once() -> None:
+    """Off (the paper's model) a GPU freed mid-round idles to the round's end and an
+    arrival waits for the next round; with ``fill_freed`` both start at that moment,
+    paying their restore from then, and the round keeps its boundary."""
+    # 2 GPUs: job 1 ends at 82.5 s beside the long job 0, job 2 waits for its GPU
+    ends = a_workload(a_spec(0, epochs=4), a_spec(1, epochs=1), a_spec(2, epochs=1))
+    arrives = a_workload(a_spec(0, epochs=4), a_spec(1, epochs=1, arrival_s=30.0))  # 2 GPUs
+    off = {o.job_id: o.finish_s for o in simulate(ends, make_policy("fifo"), gpus=2).outcomes}
+    on = {o.job_id: o.finish_s for o in
+          simulate(ends, make_policy("fifo"), gpus=2, fill_freed=True).outcomes}
+    assert off[2] == pytest.approx(120 + 20 + EPOCH_S)
+    assert on[2] == pytest.approx(2 * (20 + EPOCH_S))
+    assert on[0] == off[0] == pytest.approx(20 + 4 * EPOCH_S)
+    late = {o.job_id: o.finish_s for o in
+            simulate(arrives, make_policy("fifo"), gpus=2).outcomes}
+    now = {o.job_id: o.finish_s for o in
+           simulate(arrives, make_policy("fifo"), gpus=2, fill_freed=True).outcomes}
+    assert late[1] == pytest.approx(120 + 20 + EPOCH_S)
+    assert now[1] == pytest.approx(30 + 20 + EPOCH_S)
+    assert now[0] == late[0] == pytest.approx(20 + 4 * EPOCH_S)  # nobody else moved
+
+
+def test_a_fill_step_never_preempts_and_a_restore_runs_on_past_the_round() -> None:
+    """SRTF would preempt the long job for the short one at a round; in a fill step the
+    short one takes only the GPU a finish freed. A job started 10 s before the round ends
+    pays the rest of its 20 s restore in the next round."""
+    w = a_workload(a_spec(0, epochs=20), a_spec(1, epochs=1, arrival_s=0.0),
+                   a_spec(2, epochs=1, arrival_s=1.0))
+    r = simulate(w, make_policy("srtf"), gpus=2, fill_freed=True)
+    finish = {o.job_id: o.finish_s for o in r.outcomes}
+    assert finish[1] == pytest.approx(20 + EPOCH_S)  # started at 0 beside job 0
+    # job 2 arrived at 1 s with no GPU free; job 1's end at 82.5 s frees one at once
+    assert finish[2] == pytest.approx(2 * (20 + EPOCH_S))
+    assert r.starts == 3  # job 0 never preempted
+    # round 90 s: job 2 starts at 82.5 s, 7.5 s of its restore in this round, 12.5 in the next
+    r = simulate(w, make_policy("srtf"), gpus=2, fill_freed=True, round_s=90.0)
+    assert {o.job_id: o.finish_s for o in r.outcomes}[2] == pytest.approx(2 * (20 + EPOCH_S))

@@ -11,9 +11,21 @@ checkpoint under way goes on (keeping that job would cancel it). The simulator
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from slurm_shockwave.engine.placement import Placement
 from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.lifecycle import Phase
+from slurm_shockwave.model.plan import Plan
+
+
+def fill_plan(view: ClusterView, plan: Plan) -> Plan:
+    """``plan`` with every job holding GPUs first, on the count it holds: placement keeps
+    them where they are, so the waiting jobs in the plan's order are placed around them."""
+    holding = [j.job_id for j in view.jobs if j.is_running]
+    held = set(holding)
+    return replace(plan, order=(*holding, *(jid for jid in plan.order if jid not in held)),
+                   gpus={jid: n for jid, n in plan.gpus.items() if jid not in held})
 
 
 def fill_only(view: ClusterView, placement: Placement) -> Placement:

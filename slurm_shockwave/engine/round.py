@@ -8,7 +8,7 @@ from typing import Any
 
 from slurm_shockwave.engine.admission import admit
 from slurm_shockwave.engine.diff import diff
-from slurm_shockwave.engine.fill import fill_only
+from slurm_shockwave.engine.fill import fill_only, fill_plan
 from slurm_shockwave.engine.placement import Placement, place
 from slurm_shockwave.engine.ports import Actuator, ClusterSource
 from slurm_shockwave.model.cluster import ClusterView
@@ -92,9 +92,8 @@ def run_round(source: ClusterSource, policy: Policy[Any], memory: Memory,
     t1 = timer()
     view, rejected = admit(view)
     planned = policy.plan(view, memory)
-    placement = place(view, planned.plan)
-    if fill:
-        placement = fill_only(view, placement)
+    placement = (fill_only(view, place(view, fill_plan(view, planned.plan))) if fill
+                 else place(view, planned.plan))
     actions = diff(view, placement)
     t2 = timer()
     result = actuator.apply(actions)

@@ -185,18 +185,20 @@ class SimulatedCluster:
         else:
             job.history.append([job.bs, gained])
 
-    def _waiting(self) -> bool:
-        now = self.clock.now()
-        return any(j.phase != Phase.RUNNING and j.eligible_s <= now
-                   for j in self._active.values())
+    def _waiting_at(self, t: float) -> bool:
+        """A job not running is in the view at ``t`` (arrived, past its requeue delay)."""
+        return (any(j.phase != Phase.RUNNING and j.eligible_s <= t
+                    for j in self._active.values())
+                or (self._next < len(self._all) and self._arrivals[self._next] <= t))
 
     def _fill_at(self, now: float, round_end: float, running: Sequence[_SimJob],
                  need: dict[int, float]) -> float:
-        """When a fill step is due before the round's end: the first finish while a job
+        """When a fill step is due before the round's end: the first finish if a job then
         waits, or the next arrival while GPUs are free."""
         stop = round_end
-        if running and self._waiting():
-            stop = min(stop, min(now + n for n in need.values()))
+        first_end = min((now + n for n in need.values()), default=round_end)
+        if first_end < round_end and self._waiting_at(first_end):
+            stop = first_end
         free = sum(n.gpus for n in self.nodes) > sum(j.gpus for j in running)
         if free and self._next < len(self._all) and now < self._arrivals[self._next] < stop:
             stop = self._arrivals[self._next]

@@ -1,0 +1,40 @@
+"""A fill step (engine/fill.py) starts waiting jobs on free GPUs and moves nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from slurm_shockwave.engine.dry_run import DryRunActuator
+from slurm_shockwave.engine.round import run_round
+from slurm_shockwave.model.lifecycle import Phase
+from slurm_shockwave.model.plan import ActionKind, ReasonCode
+from tests.builders import a_job, a_view
+from tests.test_round_reasons import Fixed, Says
+
+
+def test_a_fill_step_starts_only_waiting_jobs_on_free_gpus() -> None:
+    """The plan runs 3 and 4 only (a round would preempt 1 and cancel 2's checkpoint); the
+    fill keeps 1 where it runs, lets 2's checkpoint go on, starts 3 on the one free GPU,
+    and 4 (two GPUs) waits with the reason to show for it."""
+    running = a_job(1, gpus=2, running=True, slots=("pool:0", "pool:1"))
+    checkpointing = replace(a_job(2, running=True, slots=("pool:2",)),
+                            phase=Phase.CHECKPOINTING)
+    view = a_view(running, checkpointing, a_job(3), a_job(4, gpus=2), gpus=4)
+    plan = Says((3, 4), ReasonCode.SCHEDULED)
+    full = run_round(Fixed(view), plan, {}, DryRunActuator())
+    fill = run_round(Fixed(view), plan, {}, DryRunActuator(), fill=True)
+    assert {(a.kind, a.job_id) for a in full.actions} >= {(ActionKind.PREEMPT, 1),
+                                                           (ActionKind.START, 4)}
+    assert sorted((a.kind.value, a.job_id, a.gpu_slots) for a in fill.actions) == [
+        ("keep", 1, ("pool:0", "pool:1")), ("preempt", 2, ("pool:2",)),
+        ("start", 3, ("pool:3",))]
+    assert fill.reasons[1].code == ReasonCode.KEPT_RUNNING
+    assert fill.reasons[4].code == ReasonCode.WAITING_CAPACITY
+
+
+def test_a_fill_step_with_nothing_free_does_nothing_new() -> None:
+    view = a_view(a_job(1, gpus=4, running=True, slots=tuple(f"pool:{i}" for i in range(4))),
+                  a_job(2), gpus=4)
+    fill = run_round(Fixed(view), Says((2,), ReasonCode.SCHEDULED), {}, DryRunActuator(),
+                     fill=True)
+    assert [(a.kind, a.job_id) for a in fill.actions] == [(ActionKind.KEEP, 1)]
