@@ -167,8 +167,10 @@ class Service:
         take a fill step when a job ends, or when a poll finds a new job while GPUs idle."""
         next_poll = self.timer() + self.fill_poll_s
         while not stop.is_set() and (left := boundary - self.timer()) > 0:
-            woke = self._wake.wait(min(left, 0.25))
-            if self._ended.is_set():
+            if self._wake.wait(min(left, 0.25)):
+                self._wake.clear()
+                self._requeue_acknowledged()
+            if self._ended.is_set():  # after the requeues: their GPUs are free too
                 self._ended.clear()
                 self._fill("a job ended")
             elif (self.fill_freed and self._idle_gpus > 0 and self.timer() >= next_poll
@@ -180,21 +182,21 @@ class Service:
                     arrived = False  # the next round says so, once
                 if arrived:
                     self._fill("a job arrived")
-            if woke:
-                self._wake.clear()
-                while not self._acked.empty():
-                    report = self._acked.get()
-                    job_id = report.job_id
-                    if self.dry_run:
-                        continue
-                    try:
-                        done = self.world.complete_checkpoint(report)
-                    except SlurmError as exc:
-                        log.warning("job %d: requeue after its checkpoint failed: %s "
-                                    "(the next round retries)", job_id, exc)
-                        continue
-                    if done:
-                        log.info("job %d: checkpoint acknowledged, requeued", job_id)
+
+    def _requeue_acknowledged(self) -> None:
+        while not self._acked.empty():
+            report = self._acked.get()
+            job_id = report.job_id
+            if self.dry_run:
+                continue
+            try:
+                done = self.world.complete_checkpoint(report)
+            except SlurmError as exc:
+                log.warning("job %d: requeue after its checkpoint failed: %s "
+                            "(the next round retries)", job_id, exc)
+                continue
+            if done:
+                log.info("job %d: checkpoint acknowledged, requeued", job_id)
 
     def _fill(self, why: str) -> None:
         """A fill step now; one that fails is logged and left to the next round."""
@@ -206,9 +208,9 @@ class Service:
         except Exception:
             log.exception("fill step (%s) failed; nothing of it was written", why)
             return
-        started = sum(1 for a in done.report.actions if a.kind == ActionKind.START)
-        log.info("fill step of round %d (%s): started %d", done.record.round_index, why,
-                 started)
+        starts = sum(1 for a in done.report.actions if a.kind == ActionKind.START)
+        log.info("fill step of round %d (%s): %d starts", done.record.round_index, why,
+                 starts)
 
     def _log_round(self, done: RoundDone) -> None:
         r, p = done.record, done.record.phase_s
