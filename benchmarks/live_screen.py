@@ -3,8 +3,10 @@
 A live run takes minutes, so the traces for ``benchmarks.live`` are screened in the
 simulator with the costs a live run has at ``--time-scale`` (a restart loses the emulated
 restore plus half of Slurm's scheduling interval; a requeued job waits ``cred_expire`` +
-1 s), on nodes of 8 GPUs. For each generated trace (five shapes of 24-40 jobs on 16-32
-GPUs, ``--seeds`` seeds each): every policy's makespan, average JCT and worst rho, the
+1 s; the service's fill steps between rounds, and Slurm alone modelled as FIFO with
+them, since Slurm's scheduler runs on every end and submission), on nodes of 8 GPUs.
+For each generated trace (five shapes of 24-40 jobs on 16-32 GPUs, ``--seeds`` seeds
+each): every policy's makespan, average JCT and worst rho, the
 trace's makespan lower bound (latest arrival + exclusive runtime, or GPU-work / GPUs),
 and whether Shockwave beats FIFO (the simulator's model of Slurm alone) on both makespan
 and worst rho; ``restarts`` counts starts beyond each job's first (preemptions, moves).
@@ -50,6 +52,9 @@ def main() -> None:
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--config", default="{}", help="JSON settings for shockwave, e.g. "
                     "'{\"lease_overhead\": 0}' to measure what the leases do")
+    ap.add_argument("--no-fill", action="store_true",
+                    help="no fill steps between rounds (the paper's model; the service and "
+                         "Slurm alone both start work between rounds)")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
     table = load_throughputs(None)
@@ -65,7 +70,8 @@ def main() -> None:
             for policy in args.policies.split(","):
                 cfg = json.loads(args.config) if policy == "shockwave" else None
                 r = simulate(workload, make_policy(policy, cfg), gpus=gpus, gpus_per_node=8,
-                             round_s=ROUND_TRACE_S, restore_s=restore, requeue_delay_s=delay)
+                             round_s=ROUND_TRACE_S, restore_s=restore, requeue_delay_s=delay,
+                             fill_freed=not args.no_fill)
                 s = r.summary
                 runs[policy] = {"makespan_s": round(s.makespan_s, 1),
                                 "avg_jct_s": round(s.avg_jct_s, 1),
@@ -88,6 +94,7 @@ def main() -> None:
                    "avg_jct_s": mean(p, "avg_jct_s"), "worst_rho": mean(p, "worst_rho")}
                for p in ("shockwave", "fifo")} if both else {}
     print(json.dumps({"time_scale": args.time_scale, "restore_s": restore,
+                      "fill_freed": not args.no_fill,
                       "requeue_delay_s": delay, "traces": rows,
                       "wins_both": sum(r["shockwave_beats_slurm"] for r in rows),
                       "wins_makespan": sum(r["policies"]["shockwave"]["makespan_s"]
