@@ -258,9 +258,11 @@ def test_a_job_end_or_an_arrival_onto_idle_gpus_starts_waiting_jobs_between_roun
     svc.timer = lambda: next(ticks)
     stop = threading.Event()
     fake.finish(1)
+    svc.memory = {"kept": 1}  # the round's: a fill step leaves it as it is
     svc.ended(ProgressReport(1, ReportKind.END, clock.t, exit_code=0))
     svc._wait(stop, boundary=3.0)
     assert not fake.jobs[3].held and store.next_round_index() == 1  # a fill of round 0
+    assert svc.memory == {"kept": 1} and store.memory("fifo") == {"kept": 1}
     fake.tick()
     assert fake.jobs[3].state == "RUNNING"
     fake.finish(2)  # 4 GPUs idle now, and nobody waits

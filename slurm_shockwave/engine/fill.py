@@ -6,7 +6,12 @@ average half a round a job. In a fill step the policy plans as in any round (the
 changed, so it re-plans), and of its placement only the starts of waiting jobs on GPUs
 free now are kept: a running job keeps its GPUs (no preemption, move or resize) and a
 checkpoint under way goes on (keeping that job would cancel it). The simulator
-(``fill_freed``) and the service both take their fill steps through run_round(fill=True).
+(``fill_freed``) and the service both take their fill steps through run_round(fill=True),
+and both keep the policy's memory as the round left it: a fill step only gives out free
+GPUs, and the next round re-plans with everything that changed, as without fills (a
+policy's memory may count rounds, e.g. Gavel's credit; and re-planning at every fill
+step cost restarts: over the 20 traces of benchmarks.live_screen, 37.5 restarts a trace
+against 29.9, makespan / bound 1.224 against 1.213).
 """
 
 from __future__ import annotations

@@ -88,10 +88,11 @@ class Service:
         phase_s = {**report.phase_s, "persist": 0.0}
         record = round_record(report, policy=self.policy_name, dry_run=self.dry_run,
                               phase_s=phase_s, origin_s=self.world.origin_s)
+        memory = self.memory if fill else report.memory  # a fill step keeps the round's
         round_id = self.store.save_round(record, job_rows(report, self.world.bad_hints),
-                                         action_rows(report), report.memory,
+                                         action_rows(report), memory,
                                          read_round_id=read_id)
-        self.memory = report.memory
+        self.memory = memory
         if self.feed is not None and report.view is not None:
             self.feed.keep_only(j.job_id for j in report.view.jobs)
         end = self.timer()

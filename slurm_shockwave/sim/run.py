@@ -73,8 +73,8 @@ def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
             raise RuntimeError(f"{policy.name}: not done after {max_rounds} rounds")
         report = run_round(world, policy, memory, world)
         memory = report.memory
-        while not world.advance():  # a job ended mid-round and another waits
-            memory = run_round(world, policy, memory, world, fill=True).memory
+        while not world.advance():  # a fill step; the policy's memory stays the round's
+            run_round(world, policy, memory, world, fill=True)
         rounds += 1
         if on_round is not None:
             on_round(len(world.finished), total)
