@@ -288,3 +288,19 @@ def test_without_fill_freed_an_end_report_waits_for_the_round(tmp_path: Path) ->
     svc.ended(ProgressReport(1, ReportKind.END, clock.t, exit_code=0))
     svc._wait(threading.Event(), boundary=20.0)
     assert fake.jobs[2].held
+
+
+def test_a_fill_step_never_holds_again_a_job_its_round_released(tmp_path: Path) -> None:
+    """The round released job 2 to take job 1's GPUs once 1 has checkpointed; a fill step
+    before that (another job's end) has no GPU for 2, and must leave it released: held
+    again, it would wait a whole round after 1's GPUs free."""
+    fake, store, _clock, svc = srtf_preempting_job_1(tmp_path)
+    svc.fill_freed = True
+    assert fake.jobs[1].state == "RUNNING" and 1 in store.load_intents()
+    assert fake.jobs[2].state == "PENDING" and not fake.jobs[2].held
+    ticks = iter(float(t) for t in range(100))
+    svc.timer = lambda: next(ticks)
+    svc.ended(ProgressReport(7, ReportKind.END, 0.0, exit_code=0))
+    svc._wait(threading.Event(), boundary=3.0)
+    assert store.next_round_index() == 2  # the fill step was stored, as round 1
+    assert not fake.jobs[2].held and 1 in store.load_intents()

@@ -204,6 +204,9 @@ class SlurmCluster:
         """Each observed job's hint text and what it parsed to (a Hint, or the error)."""
         self.bad_hints: dict[int, str] = {}
         self.rehold_failures: dict[int, str] = {}
+        self._started_in: dict[int, int] = {}
+        """Job -> the round index whose start released or ranked it: a fill step of that
+        round (same index) must not hold it again while it waits for GPUs to free."""
 
     # -- ClusterSource ----------------------------------------------------------------------
     def observe(self) -> ClusterView:
@@ -351,8 +354,12 @@ class SlurmCluster:
         # 3. everything else pending in the managed partition waits, held by the admin:
         # job_submit.lua's hold is a user hold (JobHeldUser) that the owner may release;
         # root's `scontrol hold` turns it into JobHeldAdmin, which users cannot release
+        for a in starts:
+            self._started_in[a.job_id] = self.round_index
+        self._started_in = {jid: r for jid, r in self._started_in.items() if jid in self._jobs}
         rehold = [j.job_id for j in self._jobs.values()
                   if j.state == "PENDING" and j.job_id not in approved
+                  and self._started_in.get(j.job_id) != self.round_index
                   and self._planned_hint(j.job_id) is not None
                   and (not j.held or j.reason == "JobHeldUser")]
         self.rehold_failures = {jid: err for jid, err in each_job(rehold, self.backend.hold).items()
