@@ -16,7 +16,7 @@ from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
-from slurm_shockwave.slurm.world import SlurmCluster
+from slurm_shockwave.slurm.world import TOP_PRIORITY, WAITING_BAND, SlurmCluster
 from tests.builders import WallLikeClock as Clock
 
 SIGNAL = "shockwave:v1 model=ResNet-18 bs=32 epochs={e} mode=static signal=USR1 grace=30"
@@ -304,3 +304,23 @@ def test_a_fill_step_never_holds_again_a_job_its_round_released(tmp_path: Path) 
     svc._wait(threading.Event(), boundary=3.0)
     assert store.next_round_index() == 2  # the fill step was stored, as round 1
     assert not fake.jobs[2].held and 1 in store.load_intents()
+
+
+def test_a_start_that_waits_for_a_checkpoint_ranks_below_every_start_that_can_run_now(
+        tmp_path: Path) -> None:
+    """SRTF preempts the long job 1 for the short jobs 2 (on 1's GPUs) and 3 (on the two
+    free ones). Slurm's main scheduler stops at the first job of a partition that cannot
+    start, so 2, waiting for 1's checkpoint, must not rank above 3."""
+    fake = fake_cluster(nodes=1, gpus=6)
+    fake.add(job(1, 4, epochs=500))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy="srtf")
+    svc.round_once()
+    fake.tick()
+    fake.add(job(2, 4, epochs=2))
+    fake.add(job(3, 2, epochs=1))
+    clock.t += 60
+    svc.round_once()
+    assert 1 in store.load_intents() and fake.jobs[1].state == "RUNNING"
+    assert fake.jobs[3].priority == TOP_PRIORITY
+    assert fake.jobs[2].priority == TOP_PRIORITY - WAITING_BAND

@@ -61,6 +61,11 @@ ProgressFn = Callable[[SlurmJob, Hint], JobProgress]
 
 TOP_PRIORITY = 1_000_000
 """Priorities the planner pins are TOP_PRIORITY - rank; hand-back unpins them."""
+WAITING_BAND = 50_000
+"""A start whose GPUs a running job still holds (its checkpoint under way) ranks this far
+below every start that can run now: Slurm's main scheduler stops at the first job of a
+partition that cannot start and leaves the rest to the backfill pass (``bf_interval``,
+30 s by default), so a waiting job ranked first would hold back every start after it."""
 
 PRIOR_EPOCH_S = 600.0
 
@@ -329,7 +334,14 @@ class SlurmCluster:
         to_release = [a for a in starts if (j := self._jobs.get(a.job_id)) and j.held]
         release_results = {r.action.job_id: r for r in
                            self._batch(to_release, self.backend.release)}
-        for rank, a in enumerate(starts):
+        busy = {slot for j in self._jobs.values() if j.state == "RUNNING"
+                for slot in job_slots(j)}
+        ready = [a for a in starts if not busy.intersection(a.gpu_slots)]
+        ranks = {a.job_id: i for i, a in enumerate(ready)}
+        ranks.update({a.job_id: WAITING_BAND + i for i, a in enumerate(starts)
+                      if a.job_id not in ranks})
+        for a in starts:
+            rank = ranks[a.job_id]
             released = release_results.get(a.job_id)
             if released is not None and released.outcome != Outcome.APPLIED:
                 results.append(released)
