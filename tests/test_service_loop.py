@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace as with_state
 from pathlib import Path
 
 import pytest
@@ -12,11 +13,18 @@ import pytest
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.service.daemon import Service
+from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
-from slurm_shockwave.slurm.world import TOP_PRIORITY, WAITING_BAND, SlurmCluster
+from slurm_shockwave.slurm.world import (
+    TOP_PRIORITY,
+    WAITING_BAND,
+    SlurmCluster,
+    table_progress,
+)
+from slurm_shockwave.workloads.bundled import bundled_table
 from tests.builders import WallLikeClock as Clock
 
 SIGNAL = "shockwave:v1 model=ResNet-18 bs=32 epochs={e} mode=static signal=USR1 grace=30"
@@ -324,3 +332,28 @@ def test_a_start_that_waits_for_a_checkpoint_ranks_below_every_start_that_can_ru
     assert 1 in store.load_intents() and fake.jobs[1].state == "RUNNING"
     assert fake.jobs[3].priority == TOP_PRIORITY
     assert fake.jobs[2].priority == TOP_PRIORITY - WAITING_BAND
+
+
+def test_a_job_being_requeued_keeps_its_reports_while_it_is_out_of_the_view(
+        tmp_path: Path) -> None:
+    """A step taken while a job is COMPLETING (its epilog's end report wakes a fill step
+    exactly then) does not see it; its reports must stay, or it reads as not started
+    (a job 97 epochs of 99 in was planned as new, live)."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    fake.add(job(1, 4, epochs=50))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    feed = ReportFeed(lambda since: store.reports(since_id=since),
+                      table_progress(bundled_table("tacc")))
+    world = SlurmCluster(fake, clock, round_s=60.0, intents=store, progress=feed.progress)
+    svc = Service(world, make_policy("fifo", None), "fifo", store, round_s=60.0, feed=feed)
+    svc.round_once()
+    fake.tick()
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, clock.t, epoch=30.0,
+                                    batch_size=32))
+    svc.round_once()
+    assert world.observe().jobs[0].progress.epochs_done == 30.0
+    fake.jobs[1] = with_state(fake.jobs[1], state="COMPLETING")
+    svc.round_once()
+    assert 1 in world.queued_ids and 1 in feed.reports
+    fake.jobs[1] = with_state(fake.jobs[1], state="PENDING", held=True)
+    assert world.observe().jobs[0].progress.epochs_done == 30.0

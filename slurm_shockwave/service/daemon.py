@@ -93,8 +93,8 @@ class Service:
                                          action_rows(report), memory,
                                          read_round_id=read_id)
         self.memory = memory
-        if self.feed is not None and report.view is not None:
-            self.feed.keep_only(j.job_id for j in report.view.jobs)
+        if self.feed is not None:  # a job being requeued is out of the view, not gone
+            self.feed.keep_only(self.world.queued_ids)
         end = self.timer()
         phase_s.update(persist=end - before_persist, total=end - start)
         self.store.set_timings(round_id, phase_s)

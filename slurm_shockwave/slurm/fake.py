@@ -129,7 +129,8 @@ class FakeSlurm:
     # -- SlurmBackend ------------------------------------------------------------------
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
         return [j for j in self.jobs.values() if partition is None or (
-            j.partition == partition and j.state in ("PENDING", "RUNNING"))]
+            j.partition == partition
+            and j.state in ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED"))]  # as the CLI's
 
     def list_nodes(self) -> list[SlurmNode]:
         used = self._used()

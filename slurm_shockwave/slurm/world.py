@@ -209,14 +209,19 @@ class SlurmCluster:
         """Each observed job's hint text and what it parsed to (a Hint, or the error)."""
         self.bad_hints: dict[int, str] = {}
         self.rehold_failures: dict[int, str] = {}
+        self.queued_ids: frozenset[int] = frozenset()
+        """Every job of the partition the last observation listed, in any state: one
+        being requeued (COMPLETING) is out of the view but not gone."""
         self._started_in: dict[int, int] = {}
         """Job -> the round index whose start released or ranked it: a fill step of that
         round (same index) must not hold it again while it waits for GPUs to free."""
 
     # -- ClusterSource ----------------------------------------------------------------------
     def observe(self) -> ClusterView:
-        jobs = [j for j in self.backend.list_jobs(self.partition)
-                if j.partition == self.partition and j.state in ("PENDING", "RUNNING")]
+        listed = [j for j in self.backend.list_jobs(self.partition)
+                  if j.partition == self.partition]
+        self.queued_ids = frozenset(j.job_id for j in listed)
+        jobs = [j for j in listed if j.state in ("PENDING", "RUNNING")]
         self._jobs = {j.job_id: j for j in jobs}
         self._sync_intents()
         self.bad_hints = {}
