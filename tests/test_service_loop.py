@@ -357,3 +357,29 @@ def test_a_job_being_requeued_keeps_its_reports_while_it_is_out_of_the_view(
     assert 1 in world.queued_ids and 1 in feed.reports
     fake.jobs[1] = with_state(fake.jobs[1], state="PENDING", held=True)
     assert world.observe().jobs[0].progress.epochs_done == 30.0
+
+
+def test_the_gpus_of_a_job_whose_epilog_runs_go_to_a_waiting_job_at_once(
+        tmp_path: Path) -> None:
+    """The end report comes from the Epilog, while Slurm still counts the job's GPUs as
+    allocated (COMPLETING): the fill step counts them as the planner's, and releases the
+    waiting job, which Slurm starts once they are free."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 4))
+    fake.add(job(2, 4))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, fill_freed=True)
+    svc.round_once()
+    fake.tick()
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[2].held
+    fake.jobs[1] = with_state(fake.jobs[1], state="COMPLETING")  # its Epilog runs
+    ticks = iter(float(t) for t in range(100))
+    svc.timer = lambda: next(ticks)
+    svc.ended(ProgressReport(1, ReportKind.END, clock.t, exit_code=0))
+    svc._wait(threading.Event(), boundary=3.0)
+    assert not fake.jobs[2].held
+    fake.tick()
+    assert fake.jobs[2].state == "PENDING"  # the GPUs are not free yet
+    fake.finish(1)
+    fake.tick()
+    assert fake.jobs[2].state == "RUNNING"

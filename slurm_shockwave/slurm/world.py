@@ -246,6 +246,14 @@ class SlurmCluster:
                 if int(index) in planned.get(node, set()):
                     log.warning("job %d: GPU %s is claimed by another job too", v.job_id, slot)
                 planned.setdefault(node, set()).add(int(index))
+        # a job of ours that is ending or being requeued (COMPLETING: its Epilog runs)
+        # frees its GPUs in a moment: they are the planner's to give out now (Slurm starts
+        # a released job there once they are free), not another partition's
+        for j in listed:
+            if j.state == "COMPLETING":
+                for slot in job_slots(j):
+                    node, index = slot.rsplit(":", 1)
+                    planned.setdefault(node, set()).add(int(index))
         nodes = []
         for n in self.backend.list_nodes():
             if n.usable and self.partition in n.partitions and n.gpus > 0:
