@@ -32,6 +32,9 @@ def main() -> None:
     ap.add_argument("--policy", default="shockwave")
     ap.add_argument("--throughputs", default=None)
     ap.add_argument("--kill-service-every", type=float, default=None, metavar="S")
+    ap.add_argument("--no-fill", action="store_true",
+                    help="the service takes no fill steps between rounds (the simulator "
+                         "then neither), to measure what they do")
     ap.add_argument("--timeout-s", type=float, default=1800.0)
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
@@ -46,7 +49,8 @@ def main() -> None:
         result = run_live(LiveSettings(
             trace=args.trace, gpus=args.gpus, time_scale=args.time_scale, policy=args.policy,
             work_dir=work, throughputs=args.throughputs,
-            kill_service_every_s=args.kill_service_every, timeout_s=args.timeout_s), tick)
+            kill_service_every_s=args.kill_service_every, timeout_s=args.timeout_s,
+            fill_freed=not args.no_fill), tick)
     except KeyboardInterrupt:
         print(f"\ninterrupted: stopped everything it started (logs in {work})", file=sys.stderr)
         raise SystemExit(130) from None

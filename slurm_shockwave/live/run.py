@@ -53,6 +53,8 @@ class LiveSettings:
     work_dir: Path
     throughputs: str | None = None
     kill_service_every_s: float | None = None
+    fill_freed: bool = True
+    """The service's fill steps between rounds (``service.fill_freed``)."""
     timeout_s: float = 1800.0
     cred_expire_s: int = 5
     gpus_per_node: int = 8
@@ -134,7 +136,8 @@ def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
                     "endpoint_file": str(heartbeat.parent / "endpoint"),
                     # the service's fill steps, scaled: a poll every 5 trace seconds (at
                     # most 4 a wall second) while GPUs idle
-                    "fill_freed": True, "fill_poll_s": max(0.25, 5.0 / settings.time_scale)}}))
+                    "fill_freed": settings.fill_freed,
+                    "fill_poll_s": max(0.25, 5.0 / settings.time_scale)}}))
     return path
 
 
@@ -291,7 +294,8 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
 
     # fill steps: the service takes them, and Slurm alone starts jobs on every end and
     # arrival, which FIFO with fill steps models closer than FIFO by rounds
-    modelled, paper = sim(restore, delay, True), sim(RESTORE_TRACE_S, 0.0, False)
+    modelled = sim(restore, delay, settings.fill_freed or settings.policy == "slurm")
+    paper = sim(RESTORE_TRACE_S, 0.0, False)
     return {
         "policy": settings.policy, "jobs": len(workload.jobs), "completed": len(done),
         "lost": len(workload.jobs) - len(done),
@@ -301,6 +305,7 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
         "sim_avg_jct_s": round(modelled.avg_jct_s, 1),
         "sim_worst_rho": round(modelled.worst_rho, 3), "sim_policy": sim_policy,
         "sim_restore_s": restore, "sim_requeue_delay_s": delay,
+        "fill_freed": settings.fill_freed,
         "sim_paper_makespan_s": round(paper.makespan_s, 1),
         "sim_paper_avg_jct_s": round(paper.avg_jct_s, 1),
         "sim_paper_worst_rho": round(paper.worst_rho, 3),
