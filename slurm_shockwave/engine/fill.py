@@ -10,7 +10,7 @@ checkpoint under way goes on (keeping that job would cancel it). The simulator
 and both keep the policy's memory as the round left it: a fill step only gives out free
 GPUs, and the next round re-plans with everything that changed, as without fills (a
 policy's memory may count rounds, e.g. Gavel's credit; and re-planning at every fill
-step cost restarts: over the 20 traces of benchmarks.live_screen, 37.5 restarts a trace
+step, a variant measured while choosing, cost restarts: over live_screen's 20 traces, 37.5
 against 29.9, makespan / bound 1.224 against 1.213).
 """
 
