@@ -217,9 +217,13 @@ class SlurmCluster:
         round (same index) must not hold it again while it waits for GPUs to free."""
 
     # -- ClusterSource ----------------------------------------------------------------------
+    def _listed(self) -> list[SlurmJob]:
+        """The managed partition's jobs, in any state the backend lists."""
+        return [j for j in self.backend.list_jobs(self.partition)
+                if j.partition == self.partition]
+
     def observe(self) -> ClusterView:
-        listed = [j for j in self.backend.list_jobs(self.partition)
-                  if j.partition == self.partition]
+        listed = self._listed()
         self.queued_ids = frozenset(j.job_id for j in listed)
         jobs = [j for j in listed if j.state in ("PENDING", "RUNNING")]
         self._jobs = {j.job_id: j for j in jobs}
@@ -239,21 +243,19 @@ class SlurmCluster:
             slots = job_slots(j) if j.state == "RUNNING" else ()
             views.append(Job(spec, self.progress(j, hint), phase, slots))
         self._parsed = {jid: v for jid, v in self._parsed.items() if jid in self._jobs}
+        # the GPUs the planner gives out: those its jobs hold, and those of a job of ours
+        # that is ending or being requeued (COMPLETING: its Epilog runs), free in a
+        # moment (Slurm starts a released job there once they are), not another
+        # partition's; two jobs in the view claiming one GPU is worth a warning
+        claims = [(v.job_id, v.gpu_slots, True) for v in views]
+        claims += [(j.job_id, job_slots(j), False) for j in listed if j.state == "COMPLETING"]
         planned: dict[str, set[int]] = {}
-        for v in views:
-            for slot in v.gpu_slots:
+        for job_id, slots, in_view in claims:
+            for slot in slots:
                 node, index = slot.rsplit(":", 1)
-                if int(index) in planned.get(node, set()):
-                    log.warning("job %d: GPU %s is claimed by another job too", v.job_id, slot)
+                if in_view and int(index) in planned.get(node, set()):
+                    log.warning("job %d: GPU %s is claimed by another job too", job_id, slot)
                 planned.setdefault(node, set()).add(int(index))
-        # a job of ours that is ending or being requeued (COMPLETING: its Epilog runs)
-        # frees its GPUs in a moment: they are the planner's to give out now (Slurm starts
-        # a released job there once they are free), not another partition's
-        for j in listed:
-            if j.state == "COMPLETING":
-                for slot in job_slots(j):
-                    node, index = slot.rsplit(":", 1)
-                    planned.setdefault(node, set()).add(int(index))
         nodes = []
         for n in self.backend.list_nodes():
             if n.usable and self.partition in n.partitions and n.gpus > 0:
@@ -269,9 +271,8 @@ class SlurmCluster:
     def arrived(self) -> bool:
         """A pending job in the partition that the last observation did not see (one
         squeue): the service's poll for a fill step while GPUs idle between rounds."""
-        return any(j.partition == self.partition and j.state == "PENDING"
-                   and j.job_id not in self._jobs
-                   for j in self.backend.list_jobs(self.partition))
+        return any(j.state == "PENDING" and j.job_id not in self._jobs
+                   for j in self._listed())
 
     def _sync_intents(self) -> None:
         """Passive sync: a checkpoint intent whose job left RUNNING, or was requeued and
