@@ -383,3 +383,26 @@ def test_the_gpus_of_a_job_whose_epilog_runs_go_to_a_waiting_job_at_once(
     fake.finish(1)
     fake.tick()
     assert fake.jobs[2].state == "RUNNING"
+
+
+def test_a_requeued_job_joins_the_plan_when_slurm_may_start_it(tmp_path: Path) -> None:
+    """A requeued job may not start before its eligible time (cred_expire + 1 s after
+    the requeue): planned earlier, the GPUs kept for it idle until then (live, 20-25% of
+    starts waited 4-5 s so). Out of the view until then, as the simulator's preempted
+    jobs are for ``requeue_delay_s``; the poll between rounds sees it join."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    fake.add(with_state(job(1, 8), eligible_time=int(clock.t) + 6, restart_count=1))
+    fake.add(job(2, 4))
+    svc = service(fake, store, clock, fill_freed=True, fill_poll_s=1.0)
+    svc.round_once()
+    assert fake.jobs[1].held and not fake.jobs[2].held  # FIFO would pick job 1 first
+    assert 1 in svc.world.queued_ids and not svc.world.arrived()
+    fake.tick()
+    fake.finish(2)  # 8 GPUs idle: the poll runs
+    clock.t += 6
+    assert svc.world.arrived()  # eligible now: a fill step on the idle GPUs starts it
+    ticks = iter(float(t) for t in range(100))
+    svc.timer = lambda: next(ticks)
+    svc._wait(threading.Event(), boundary=5.0)
+    assert not fake.jobs[1].held
