@@ -53,9 +53,40 @@ def _progress_reports(reports: Sequence[ProgressReport]) -> list[ProgressReport]
     return [r for r in reports if r.kind == ReportKind.PROGRESS and r.epoch is not None]
 
 
+Interval = tuple[ProgressReport, int, float, bool]
+"""One of ``_epoch_times``: closing report, batch size, seconds per epoch, run's first."""
+
+
 def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> JobProgress:
     """``guess`` updated by ``reports`` (in the order the service accepted them)."""
     progress = _progress_reports(reports)
+    return _observed(guess, progress, list(_epoch_times(progress, guess.bs)))
+
+
+def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
+                     gpus_by_run: Mapping[int, int], current: int) -> JobProgress:
+    """``observed_progress`` for a job that may run on several GPU counts: its own
+    throughput at the counts it ran on (``measured_rates``, merged with the table's by
+    ``merged_rates``), and an epoch time measured on another count than ``current``
+    (before a resize, or a pending job whose GRES was changed) converted to ``current``.
+    One pass over the reports for all three (the service asks every round)."""
+    progress = _progress_reports(reports)
+    intervals = list(_epoch_times(progress, guess.bs))
+    seen = _observed(guess, progress, intervals)
+    if not seen.rate_by_gpus:
+        return seen
+    rates = merged_rates(dict(seen.rate_by_gpus), _rates(intervals, gpus_by_run), current)
+    got = _measured(intervals).get(seen.bs)
+    source = None if got is None else gpus_by_run.get(got[1])
+    if source is not None and source != current and rates.get(current, 0.0) > 0:
+        factor = rates.get(source, 0.0) / rates[current]
+        if factor > 0:
+            seen = replace(seen, epoch_s=seen.epoch_s * factor)
+    return replace(seen, rate_by_gpus=tuple(sorted(rates.items())))
+
+
+def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
+              intervals: Sequence[Interval]) -> JobProgress:
     if not progress:
         return guess
     history: list[tuple[int, int]] = []
@@ -74,7 +105,7 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
                 history.append((bs, whole))
         last_epoch = max(last_epoch, epoch)
         prev = r
-    measured = {b: seconds for b, (seconds, _) in _measured(progress, guess.bs).items()}
+    measured = {b: seconds for b, (seconds, _) in _measured(intervals).items()}
     latest = progress[-1]
     bs = latest.batch_size or guess.bs
     known = dict(guess.epoch_s_by_bs)
@@ -87,13 +118,12 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
                    bs_history=tuple(history), epoch_s_by_bs=tuple(sorted(known.items())))
 
 
-def _measured(progress: Sequence[ProgressReport], default_bs: int
-              ) -> dict[int, tuple[float, int]]:
+def _measured(intervals: Sequence[Interval]) -> dict[int, tuple[float, int]]:
     """The epoch time at each batch size (the latest interval's) and the run (restart
     count) that measured it. A run's first interval counts only where nothing else
     measured that batch size."""
     out: dict[int, tuple[float, int]] = {}
-    for r, bs, seconds, first in _epoch_times(progress, default_bs):
+    for r, bs, seconds, first in intervals:
         if not (first and bs in out):
             out[bs] = (seconds, r.restart_count)
     return out
@@ -103,7 +133,7 @@ def measured_on(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, int
                 bs: int) -> int | None:
     """The GPU count of the run whose interval gave ``observed_progress`` its epoch time
     at ``bs`` (None: not measured, or a run of unknown count)."""
-    got = _measured(_progress_reports(reports), bs).get(bs)
+    got = _measured(list(_epoch_times(_progress_reports(reports), bs))).get(bs)
     return None if got is None else gpus_by_run.get(got[1])
 
 
@@ -114,9 +144,14 @@ def measured_rates(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, 
     batch size measured on both counts (the median ratio over the batch sizes they
     share; a run's first interval, its restore, never counts). ``gpus_by_run``: the
     count of each run (restart count), as the service saw it running."""
+    return _rates(list(_epoch_times(_progress_reports(reports), 0)), gpus_by_run)
+
+
+def _rates(intervals: Sequence[Interval], gpus_by_run: Mapping[int, int]
+           ) -> dict[int, float]:
     times: dict[int, dict[int, float]] = {}
     base_count = 0
-    for r, bs, seconds, first in _epoch_times(_progress_reports(reports), 0):
+    for r, bs, seconds, first in intervals:
         count = gpus_by_run.get(r.restart_count)
         if count and not first and seconds > 0:
             times.setdefault(count, {})[bs] = seconds  # the latest at each batch size

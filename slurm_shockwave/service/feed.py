@@ -4,15 +4,12 @@ from the HTTP thread directly (it only writes reports into the store)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 
 from slurm_shockwave.model.job import JobProgress
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.prediction.observed import (
     acknowledged,
-    measured_on,
-    measured_rates,
-    merged_rates,
+    observed_elastic,
     observed_progress,
 )
 from slurm_shockwave.slurm.hints import Hint
@@ -58,20 +55,13 @@ class ReportFeed:
         (before a resize, or a pending job whose GRES was changed) is converted to the
         count it holds now by those rates (``prediction/observed.py``)."""
         reports = self.reports.get(job.job_id, ())
-        seen = observed_progress(self.table(job, hint), reports)
-        if not seen.rate_by_gpus:
-            return seen
+        guess = self.table(job, hint)
+        if not guess.rate_by_gpus:
+            return observed_progress(guess, reports)
         runs = self.runs.setdefault(job.job_id, {})
         if job.state == "RUNNING" and job.gpus > 0:
             runs[job.restart_count] = job.gpus
-        current = max(job.gpus, 1)
-        rates = merged_rates(dict(seen.rate_by_gpus), measured_rates(reports, runs), current)
-        source = measured_on(reports, runs, seen.bs)
-        if source is not None and source != current and rates.get(current, 0.0) > 0:
-            factor = rates.get(source, 0.0) / rates[current]
-            if factor > 0:
-                seen = replace(seen, epoch_s=seen.epoch_s * factor)
-        return replace(seen, rate_by_gpus=tuple(sorted(rates.items())))
+        return observed_elastic(guess, reports, runs, max(job.gpus, 1))
 
     def acked(self, job_id: int, since_s: float) -> bool:
         return acknowledged(self.reports.get(job_id, ()), since_s)
