@@ -154,3 +154,20 @@ def test_a_fill_step_never_preempts_and_a_restore_runs_on_past_the_round() -> No
     # round 90 s: job 2 starts at 82.5 s, 7.5 s of its restore in this round, 12.5 in the next
     r = simulate(w, make_policy("srtf"), gpus=2, fill_freed=True, round_s=90.0)
     assert {o.job_id: o.finish_s for o in r.outcomes}[2] == pytest.approx(2 * (20 + EPOCH_S))
+
+
+def test_a_fill_step_starts_a_preempted_job_once_its_requeue_delay_ends_on_idle_gpus() -> None:
+    """SRTF preempts the longer job 1 for job 2 at the 120 s round; job 2 ends at
+    202.5 s, before job 1 may start again (requeue delay 100 s: at 220 s). With fill
+    steps it starts at 220 s on the idle GPU, as the service's poll starts a requeued
+    job at its eligible time; without, at the next round (240 s)."""
+    w = a_workload(a_spec(0, epochs=20), a_spec(1, epochs=30),
+                   a_spec(2, epochs=1, arrival_s=100.0))
+    runs = {fill: simulate(w, make_policy("srtf"), gpus=2, requeue_delay_s=100.0,
+                           fill_freed=fill) for fill in (False, True)}
+    done = {fill: {o.job_id: o.finish_s for o in r.outcomes} for fill, r in runs.items()}
+    assert done[True][2] == done[False][2] == pytest.approx(120 + 20 + EPOCH_S)
+    assert runs[True].starts == runs[False].starts == 4  # job 1 preempted once
+    left = 30 * EPOCH_S - (120 - 20)  # job 1's work after its first run
+    assert done[True][1] == pytest.approx(220 + 20 + left)
+    assert done[False][1] == pytest.approx(240 + 20 + left)

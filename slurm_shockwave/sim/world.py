@@ -5,10 +5,11 @@ synchronous rounds of ``round_s``;
 a job started (first start, restart after preemption, or migration) loses the first
 ``restore_s`` of its run to checkpoint restore; a GPU freed mid-round stays idle until the round
 ends, unless ``fill_freed``: then the round stops at each finish that leaves a job
-waiting and at each arrival while GPUs are free, the driver runs a fill step
-(engine.fill: the policy plans, waiting jobs start on the GPUs free now, nobody is
-preempted or moved) and the round goes on to its end, as the live service does when a
-job's epilog reports its end or its poll sees a new job; a preempted job may start
+waiting and, while GPUs are free, at each arrival and each moment a preempted job may
+start again; the driver runs a fill step (engine.fill: the policy plans, waiting jobs
+start on the GPUs free now, nobody is preempted or moved) and the round goes on to its
+end, as the live service does when a job's epilog reports its end or its poll sees a new
+or newly eligible job; a preempted job may start
 again only ``requeue_delay_s`` later (0 as in the paper; a live Slurm's cred_expire +
 1 s); a round ends early only when every running job finished early; with nothing
 running and nothing waiting the clock jumps to the next arrival. A batch-size change
@@ -194,15 +195,19 @@ class SimulatedCluster:
     def _fill_at(self, now: float, round_end: float, running: Sequence[_SimJob],
                  need: dict[int, float]) -> float:
         """When a fill step is due before the round's end: the first finish if a job then
-        waits, or the next arrival while GPUs are free."""
+        waits, or, while GPUs are free, the next arrival or the moment a preempted job
+        may start again (the service's poll sees both)."""
         stop = round_end
         first_end = min((now + n for n in need.values()), default=round_end)
         if first_end < round_end and self._waiting_at(first_end):
             stop = first_end
-        free = sum(n.gpus for n in self.nodes) > sum(j.gpus for j in running)
-        if free and self._next < len(self._all) and now < self._arrivals[self._next] < stop:
-            stop = self._arrivals[self._next]
-        return stop
+        # GPUs are free now, or from the first finish on
+        free_from = now if sum(n.gpus for n in self.nodes) > sum(j.gpus for j in running) \
+            else first_end
+        joins = [j.eligible_s for j in self._active.values() if j.phase != Phase.RUNNING]
+        if self._next < len(self._all):
+            joins.append(self._arrivals[self._next])
+        return min([stop, *(t for t in joins if now < t < stop and t >= free_from)])
 
     def advance(self) -> bool:
         """Run the current round and move the clock to its end; with ``fill_freed`` stop
