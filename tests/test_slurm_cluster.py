@@ -109,8 +109,15 @@ def test_signal_then_requeue_restarts_with_restart_count(backend, jobs, tmp_path
     backend.requeue([jid])
     j = job(backend, jid)
     assert j.state in ("PENDING", "COMPLETING", "REQUEUED") and j.restart_count == 1
-    # the requeued job waits cred_expire + 1 s before it may start again
+    # the requeued job waits cred_expire + 1 s before it may start again, and both
+    # listings say until when (the service plans it from then on: slurm/world.py)
+    wait_for(lambda: job(backend, jid).state == "PENDING", 20)
+    listed = [x for x in backend.list_jobs("shockwave") if x.job_id == jid]
+    now = time.time()
+    if listed[0].state == "PENDING":  # not started again yet
+        assert listed[0].eligible_time > now - 1 and job(backend, jid).eligible_time > now - 1
     wait_for(lambda: "start restart=1" in out.read_text(), 60)
+    assert job(backend, jid).start_time >= listed[0].eligible_time
 
 
 def test_gres_of_a_pending_job_can_change(backend, jobs) -> None:

@@ -31,7 +31,7 @@ from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 # One line per job for the per-round listing; Comment last, since it may hold anything.
 _FIELDS = ("JobID", "State", "Reason", "PriorityLong", "UserName", "NumNodes", "NodeList",
            "SubmitTime", "tres-per-node", "tres-per-job", "RestartCnt", "StartTime",
-           "TimeLimit", "Name", "Comment")
+           "EligibleTime", "TimeLimit", "Name", "Comment")
 _FORMAT = ",".join(f"{f}:|" for f in _FIELDS[:-1]) + f",{_FIELDS[-1]}:"
 _COL = {name: i for i, name in enumerate(_FIELDS)}
 # jobs of every partition holding nodes, for the GPU indices a node listing lacks
@@ -237,6 +237,7 @@ class CliBackend:
             restart_count=int(restarts) if restarts.isdigit() else 0,
             submit_time=_epoch(r[c["SubmitTime"]].strip()),
             start_time=_epoch(r[c["StartTime"]].strip()) if holds_alloc(state) else 0,
+            eligible_time=_epoch(r[c["EligibleTime"]].strip()),  # N/A: 0, eligible
             gpu_alloc=alloc, time_limit_s=time_limit_text_s(r[c["TimeLimit"]]))
 
     @staticmethod
