@@ -109,7 +109,7 @@ def test_a_missing_slurm_conf_is_one_line(monkeypatch, tmp_path) -> None:
 # What the world reads of a job and a node; both backends must say the same of each.
 _JOB_FIELDS = ("job_id", "name", "user", "partition", "state", "held", "priority", "comment",
                "admin_comment", "gpus", "node_count", "nodes", "restart_count",
-               "submit_time", "start_time", "gpu_alloc", "time_limit_s")
+               "submit_time", "start_time", "eligible_time", "gpu_alloc", "time_limit_s")
 _NODE_FIELDS = ("name", "state", "gpus", "gpus_used", "gpus_used_idx", "partitions")
 
 

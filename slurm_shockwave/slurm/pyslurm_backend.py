@@ -144,6 +144,7 @@ class PyslurmBackend:
                 restart_count=int(_get(j, "requeue_count", default=0) or 0),
                 submit_time=int(_get(j, "submit_time", default=0) or 0),
                 start_time=int(_get(j, "start_time", default=0) or 0) if state_ok else 0,
+                eligible_time=int(_get(j, "eligible_time", default=0) or 0),
                 gpu_alloc=alloc,
                 time_limit_s=int(limit) * 60 if isinstance(limit, int) and limit > 0 else 0))
         return self._with_per_job_gpus(out)
