@@ -13,7 +13,7 @@ import pytest
 
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.engine.round import RoundReport, run_round
-from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.cluster import ClusterView, slot_node
 from slurm_shockwave.model.plan import ActionKind, Memory, Plan, Planned
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.registry import make_policy
@@ -110,3 +110,62 @@ def test_a_running_elastic_job_is_resized_without_losing_progress(
     # on from its checkpoint while the service waited out the grace)
     assert resumed is not None, text
     assert float(resumed[1]) >= max(saved - 0.05, done_before), text
+
+
+NODE_PRINTER = """#!/bin/sh
+trap 'echo "signal USR1"' USR1
+n=${SLURM_JOB_NUM_NODES}
+echo "start restart=${SLURM_RESTART_COUNT:-0} nodes=$n gpus=${CUDA_VISIBLE_DEVICES:-none}"
+while true; do sleep 1; done
+"""
+
+
+def _line(out: Path, restart: int) -> re.Match[str] | None:
+    return re.search(rf"(?m)^start restart={restart} nodes=(\d+) gpus=(\S+)$",
+                     out.read_text() if out.exists() else "")
+
+
+def test_an_elastic_job_grows_onto_two_nodes_and_shrinks_back_to_one(
+        backend: CliBackend, submitter: Callable[..., Submitter], tmp_path: Path,
+        managed_heartbeat: Path) -> None:
+    """A count wider than a node needs the node count updated with the GRES (Slurm's gres
+    is per node): 2 GPUs asked -> 16 on two nodes of 8 -> 4 on one, by checkpoint
+    signal, requeue-hold, GRES and node-count update, release."""
+    jobs = submitter(NODE_PRINTER, "-o", str(tmp_path / "%j.out"), "--open-mode=append",
+                     "--requeue")
+    jid = jobs("--gres=gpu:2",
+               "--comment=model=resnet18 bs=32 epochs=90 gpus=1-16 signal=USR1 grace=2")
+    out = tmp_path / f"{jid}.out"
+    world = SlurmCluster(backend, WallClock())
+    start = next(a for a in _round(world, _Only(jid, 16)).actions if a.job_id == jid)
+    assert start.kind == ActionKind.START and len(start.gpu_slots) == 16
+    assert len({slot_node(s) for s in start.gpu_slots}) == 2, start.gpu_slots
+    wait_for(lambda: job(backend, jid).state == "RUNNING", 30, "the start on two nodes")
+    grown = job(backend, jid)
+    assert (grown.gpus, grown.node_count) == (16, 2)
+    wait_for(lambda: _line(out, 0) is not None, 20, "its first line")
+    first = _line(out, 0)
+    assert first is not None and first[1] == "2" and len(first[2].split(",")) == 8
+
+    # shrink: checkpoint signal, then (after the grace) requeue-hold, update, release
+    kinds = {a.kind for a in _round(world, _Only(jid, 4)).actions}
+    assert kinds == {ActionKind.PREEMPT, ActionKind.START}
+    wait_for(lambda: "signal USR1" in out.read_text(), 20, "the checkpoint signal")
+
+    def requeued() -> bool:
+        _round(world, _Only(jid, 4))
+        j = job(backend, jid)
+        return j.state == "PENDING" and j.restart_count == 1
+
+    wait_for(requeued, 30, "the requeue-hold")
+
+    def shrunk() -> bool:
+        _round(world, _Only(jid, 4))
+        j = job(backend, jid)
+        return (j.gpus, j.node_count, j.held) == (4, 1, False)
+
+    wait_for(shrunk, 30, "gres 4 on one node, released")
+    wait_for(lambda: _line(out, 1) is not None, 60, "the restart on one node")
+    again = _line(out, 1)
+    assert again is not None and again[1] == "1" and len(again[2].split(",")) == 4, \
+        out.read_text()
