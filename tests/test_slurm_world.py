@@ -182,6 +182,7 @@ def test_a_pending_elastic_job_gets_its_gres_before_its_release() -> None:
 
 def test_a_running_elastic_job_is_resized_by_checkpoint_requeue_and_gres() -> None:
     world, fake, clock = cluster(replace(running(1, 2), admin_comment=ELASTIC))
+    fake.now = int(clock.t)  # one clock: the requeue's eligible time is the world's future
     world.observe()
     four = ("n1:0", "n1:1", "n1:2", "n1:3")
     resize = [Action(ActionKind.PREEMPT, 1, ("n1:0", "n1:1")), Action(ActionKind.START, 1, four)]
@@ -189,10 +190,12 @@ def test_a_running_elastic_job_is_resized_by_checkpoint_requeue_and_gres() -> No
     assert [r.outcome for r in first.results] == [Outcome.DEFERRED, Outcome.DEFERRED]
     assert fake.signals == [(1, "USR1")] and 1 in world.intents  # a move: not "kept"
     clock.t += 31
+    fake.now = int(clock.t)
     world.observe()
     world.apply(resize)  # the grace is over: requeue-hold
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
-    view = world.observe()
+    assert fake.jobs[1].eligible_time > clock.t  # Slurm would not start it yet...
+    view = world.observe()  # ...but the move is the plan's: it stays in the view
     assert view.jobs[0].gpus == 2 and not view.jobs[0].is_running
     world.apply([Action(ActionKind.START, 1, four)])
     assert fake.jobs[1].gpus == 4 and not fake.jobs[1].held
@@ -229,3 +232,27 @@ def test_a_migration_signals_once_and_completes_the_checkpoint() -> None:
     world.observe()
     world.apply(move)
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1
+
+
+def test_a_moved_job_keeps_its_place_through_the_requeue_delay_a_preempted_one_does_not(
+) -> None:
+    """A requeued job joins the view at its eligible time (the GPUs kept for it would
+    idle), except one the plan moved or resized: its new GPUs are the plan's, and a fill
+    step woken by its requeue must not give them to another job meanwhile."""
+    plain = replace(running(2), admin_comment=HINT.replace(" signal=USR1 grace=30", ""))
+    world, fake, clock = cluster(replace(running(1), admin_comment=plain.admin_comment), plain)
+    fake.now = int(clock.t)
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.START, 1, ("n1:3",)),
+                 Action(ActionKind.PREEMPT, 2)])  # no signal named: both requeued at once
+    assert all(fake.jobs[j].state == "PENDING" and fake.jobs[j].eligible_time > clock.t
+               for j in (1, 2))
+    assert {j.job_id for j in world.observe().jobs} == {1}
+    world.apply([Action(ActionKind.START, 1, ("n1:3",))])  # released: Slurm starts it later
+    assert {j.job_id for j in world.observe().jobs} == {1}
+    clock.t += 11
+    fake.tick(11)  # eligible now: the fake starts the released job 1
+    assert fake.jobs[1].state == "RUNNING"
+    assert {j.job_id for j in world.observe().jobs} == {1, 2}
+    world.apply([Action(ActionKind.PREEMPT, 1)])  # now a plain preemption: no move left
+    assert {j.job_id for j in world.observe().jobs} == {2}

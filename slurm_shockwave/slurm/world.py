@@ -215,6 +215,10 @@ class SlurmCluster:
         self._started_in: dict[int, int] = {}
         """Job -> the round index whose start released or ranked it: a fill step of that
         round (same index) must not hold it again while it waits for GPUs to free."""
+        self._moving: dict[int, int] = {}
+        """Job -> its restart count when a plan moved or resized it (preempt + start in one
+        round), until it runs again: its requeue is the plan's, so it stays in the view
+        through the requeue delay and keeps the GPUs planned for it."""
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -227,12 +231,22 @@ class SlurmCluster:
         eligible time (cred_expire + 1 s after the requeue; a ``--begin`` too): planned
         earlier, the GPUs kept for it would idle until then (seen live: 20-25% of starts
         waited 4-5 s for it), so it joins the view when Slurm could start it, as the
-        simulator's preempted jobs rejoin after ``requeue_delay_s``."""
-        return job.state == "RUNNING" or (job.state == "PENDING" and job.eligible_time <= now)
+        simulator's preempted jobs rejoin after ``requeue_delay_s``. A job the plan moves
+        or resizes stays: its new GPUs are the plan's, not a fill step's to give away."""
+        return job.state == "RUNNING" or (job.state == "PENDING" and (
+            job.eligible_time <= now or job.job_id in self._moving))
+
+    def _track_moves(self, listed: Sequence[SlurmJob]) -> None:
+        """Forget a move once its job runs again (a later run) or leaves the queue."""
+        by_id = {j.job_id: j for j in listed}
+        self._moving = {jid: count for jid, count in self._moving.items()
+                        if (j := by_id.get(jid)) is not None
+                        and not (j.state == "RUNNING" and j.restart_count > count)}
 
     def observe(self) -> ClusterView:
         listed = self._listed()
         self.queued_ids = frozenset(j.job_id for j in listed)
+        self._track_moves(listed)
         now = self.clock.now()
         jobs = [j for j in listed if self._plannable(j, now)]
         self._jobs = {j.job_id: j for j in jobs}
@@ -325,6 +339,15 @@ class SlurmCluster:
         starts = [a for a in actions if a.kind == ActionKind.START and a.job_id not in moving]
         approved = {a.job_id for a in actions
                     if a.kind != ActionKind.PREEMPT and a.job_id not in moving}
+        # a move ends when the plan keeps the job where it runs, or only preempts it
+        kept = {jid for jid in approved
+                if (job := self._jobs.get(jid)) is not None and job.state == "RUNNING"}
+        preempted = {a.job_id for a in actions if a.kind == ActionKind.PREEMPT} - moving
+        self._moving = {jid: count for jid, count in self._moving.items()
+                        if jid not in kept and jid not in preempted}
+        for jid in moving:
+            if (job := self._jobs.get(jid)) is not None and jid not in self._moving:
+                self._moving[jid] = job.restart_count
 
         # 1. preemption: signal (if the job handles one) then requeue-hold. A checkpoint
         # in flight from an earlier round (or an earlier process) goes on unless the plan
