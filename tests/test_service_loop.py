@@ -398,6 +398,8 @@ def test_a_requeued_job_joins_the_plan_when_slurm_may_start_it(tmp_path: Path) -
     svc.round_once()
     assert fake.jobs[1].held and not fake.jobs[2].held  # FIFO would pick job 1 first
     assert 1 in svc.world.queued_ids and not svc.world.arrived()
+    waiting = store.jobs_now()[1]  # out of the plan, not out of queue and explain
+    assert waiting.phase == "pending" and waiting.reason.startswith("not_eligible(until ")
     fake.tick()
     fake.finish(2)  # 8 GPUs idle: the poll runs
     clock.t += 6

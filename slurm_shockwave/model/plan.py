@@ -20,6 +20,7 @@ class ReasonCode(str, Enum):
     BACKFILLED = "backfilled"
     REJECTED_TOO_LARGE = "rejected_too_large"
     BAD_HINT = "bad_hint"
+    NOT_ELIGIBLE = "not_eligible"
     SOLVER_TIMEOUT_FALLBACK = "solver_timeout_fallback"
 
 

@@ -89,7 +89,8 @@ class Service:
         record = round_record(report, policy=self.policy_name, dry_run=self.dry_run,
                               phase_s=phase_s, origin_s=self.world.origin_s)
         memory = self.memory if fill else report.memory  # a fill step keeps the round's
-        round_id = self.store.save_round(record, job_rows(report, self.world.bad_hints),
+        round_id = self.store.save_round(record, job_rows(report, self.world.bad_hints,
+                                                          self.world.not_eligible),
                                          action_rows(report), memory,
                                          read_round_id=read_id)
         self.memory = memory

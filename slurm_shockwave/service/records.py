@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +30,17 @@ def solver_summary(memory: Mapping[str, Any]) -> tuple[str | None, float | None]
     return str(solve.get("status")), float(gap) if isinstance(gap, (int, float)) else None
 
 
-def job_rows(report: RoundReport, bad_hints: Mapping[int, str]) -> list[JobRow]:
+def not_eligible_rows(not_eligible: Mapping[int, int]) -> list[JobRow]:
+    """Pending jobs Slurm will not start before their eligible time (a requeued job's
+    cred_expire + 1 s, a ``--begin``): out of the plan until then, not out of sight."""
+    return [JobRow(job_id=jid, phase="pending",
+                   reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until "
+                          f"{time.strftime('%H:%M:%S', time.localtime(at))})")
+            for jid, at in sorted(not_eligible.items())]
+
+
+def job_rows(report: RoundReport, bad_hints: Mapping[int, str],
+             not_eligible: Mapping[int, int] | None = None) -> list[JobRow]:
     """One row per managed job the round saw, with what was decided and what Slurm said."""
     plan = report.memory.get("plan")
     rho = plan.get("rho", {}) if isinstance(plan, Mapping) else {}
@@ -56,7 +67,7 @@ def job_rows(report: RoundReport, bad_hints: Mapping[int, str]) -> list[JobRow]:
              for jid, reason in sorted(report.reasons.items()) if jid not in seen]
     rows += [JobRow(job_id=jid, reason=f"{ReasonCode.BAD_HINT.value}({msg})",
                     phase="not planned") for jid, msg in sorted(bad_hints.items())]
-    return rows
+    return rows + not_eligible_rows(not_eligible or {})
 
 
 def round_record(report: RoundReport, *, policy: str, dry_run: bool,

@@ -208,6 +208,9 @@ class SlurmCluster:
         self._parsed: dict[int, tuple[str, Hint | str]] = {}
         """Each observed job's hint text and what it parsed to (a Hint, or the error)."""
         self.bad_hints: dict[int, str] = {}
+        self.not_eligible: dict[int, int] = {}
+        """Pending jobs of the partition left out of the view until their eligible time
+        (epoch seconds): listed so that queue and explain still show them."""
         self.rehold_failures: dict[int, str] = {}
         self.queued_ids: frozenset[int] = frozenset()
         """Every job of the partition the last observation listed, in any state: one
@@ -249,6 +252,8 @@ class SlurmCluster:
         self._track_moves(listed)
         now = self.clock.now()
         jobs = [j for j in listed if self._plannable(j, now)]
+        self.not_eligible = {j.job_id: j.eligible_time for j in listed
+                             if j.state == "PENDING" and not self._plannable(j, now)}
         self._jobs = {j.job_id: j for j in jobs}
         self._sync_intents()
         self.bad_hints = {}
