@@ -13,6 +13,7 @@ from slurm_shockwave.prediction.observed import (
     measured_on,
     measured_rates,
     merged_rates,
+    observed_elastic,
     observed_progress,
 )
 from slurm_shockwave.workloads.scaling import relative_rates
@@ -121,3 +122,26 @@ def test_counts_not_run_on_take_the_tables_or_the_priors_ratio_to_the_nearest_me
     at8 = merged_rates(prior8, {4: 2.0, 2: 1.0}, current=8)
     assert at8[8] == 1.0 and at8[4] == pytest.approx(1 / 1.6)
     assert at8[2] == pytest.approx(0.5 / 1.6)  # the measured 2:4 ratio survives
+
+
+def _at(at_s: float, epoch: float, restart: int) -> ProgressReport:
+    return ProgressReport(1, ReportKind.PROGRESS, at_s, epoch, None, restart_count=restart)
+
+
+def test_an_elastic_jobs_epoch_time_comes_from_the_count_it_was_measured_on() -> None:
+    """One pass over an elastic job's reports gives its progress, its rates per count and
+    the count its epoch time was measured on. Reports without a batch size are at the
+    job's own (the guess's) batch size."""
+    guess = JobProgress(bs=32, epoch_s=100.0, epoch_s_by_bs=((32, 100.0), (64, 60.0)),
+                        rate_by_gpus=((1, 1.0), (2, 1.8), (4, 3.0)))
+    on_two = [_at(10, 1, 0), _at(55.5, 2, 0), _at(101, 3, 0)]  # 45.5 s an epoch on 2 GPUs
+    resized = observed_elastic(guess, [*on_two, _at(200, 3, 1)], {0: 2, 1: 4}, 4)
+    # nothing measured on 4 GPUs yet: 45.5 s converted by the rates 1.8 -> 3.0
+    assert resized.epochs_done == 3 and resized.bs == 32
+    assert resized.epoch_s == pytest.approx(45.5 * 1.8 / 3.0)
+    measured = observed_elastic(
+        guess, [*on_two, _at(200, 3, 1), _at(230, 4, 1), _at(250, 5, 1), _at(270, 6, 1)],
+        {0: 2, 1: 4}, 4)
+    rates = dict(measured.rate_by_gpus)
+    assert measured.epoch_s == pytest.approx(20.0)  # measured on the count it runs on
+    assert rates[4] / rates[2] == pytest.approx(45.5 / 20.0)  # both counts its own
