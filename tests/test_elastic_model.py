@@ -119,3 +119,13 @@ def test_a_resize_pays_a_restore_and_runs_at_the_new_count() -> None:
     # the test table scales linearly: on 2 GPUs the rest takes half, after a restore
     assert grown.summary.makespan_s == pytest.approx(120 + 20 + work_left / 2)
     assert grown.outcomes[0].exclusive_s == fixed.outcomes[0].exclusive_s
+
+
+def test_a_resize_waits_out_the_requeue_delay_on_its_new_gpus() -> None:
+    """Live, a resized (or migrated) job is requeued and Slurm starts it again only after
+    cred_expire + 1 s; the simulator with a requeue delay holds the new GPUs idle that
+    long before the restore (with none, the paper's model, nothing changes)."""
+    spec = replace(a_spec(epochs=20, gpus=1), gpus_range=(1, 2))
+    instant = simulate(a_workload(spec), _Resizer(at=1, count=2), gpus=2)
+    delayed = simulate(a_workload(spec), _Resizer(at=1, count=2), gpus=2, requeue_delay_s=180)
+    assert delayed.summary.makespan_s == pytest.approx(instant.summary.makespan_s + 180)

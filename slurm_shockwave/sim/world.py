@@ -11,13 +11,14 @@ start on the GPUs free now, nobody is preempted or moved) and the round goes on 
 end, as the live service does when a job's epilog reports its end or its poll sees a new
 or newly eligible job; a preempted job may start
 again only ``requeue_delay_s`` later (0 as in the paper; a live Slurm's cred_expire +
-1 s); a round ends early only when every running job finished early; with nothing
-running and nothing waiting the clock jumps to the next arrival. A batch-size change
-takes effect at the end of the round in which the job reached the epoch that calls for
-it, and progress is kept in epochs, so steps are rescaled and epochs preserved. An
+1 s), and a job moved (preempted and started in one round) holds its new GPUs idle for
+that delay before its restore; a round ends early only when every running job finished
+early; with nothing running and nothing waiting the clock jumps to the next arrival. A
+batch-size change takes effect at the end of the round in which the job reached the epoch
+that calls for it, and progress is kept in epochs, so steps are rescaled and epochs preserved. An
 elastic job runs at the throughput of the count it was started on (its profile's epoch
 times at that count); a resize is a preemption plus a start, so it pays ``restore_s``
-as a migration does.
+(and the requeue delay) as a migration does.
 """
 
 from __future__ import annotations
@@ -167,7 +168,9 @@ class SimulatedCluster:
                 job.set_phase(Phase.RUNNING)
                 job.slots = action.gpu_slots
                 job.gpus = len(action.gpu_slots)
-                job.restore_left_s = self.restore_s
+                # a job moved this round (preempted, then started) waits out its requeue
+                # delay on the GPUs it moved to, as Slurm holds a requeued job live
+                job.restore_left_s = self.restore_s + max(0.0, job.eligible_s - self.clock.now())
                 self.starts += 1
             results.append(ActionResult(action, Outcome.APPLIED))
         return ApplyResult(tuple(results))
