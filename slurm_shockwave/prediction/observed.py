@@ -10,10 +10,11 @@ the table does not know) is the starting point; reports replace what they measur
 - the epoch time at the current batch size is measured between consecutive progress
   reports of the same run (restart), not across a run's first interval where an
   earlier one measured it (that interval holds the restore: with it, a migrated
-  4,949-epoch job's remaining time read 241,489 s instead of ~160 s for a round), so
-  the estimate calibrates the table by the ratio (``prediction/calibration.py``); a
-  batch size the table does not know gets its measured time, and a job of an unknown
-  model gets every estimate from its own reports;
+  4,949-epoch job's remaining time read 241,489 s instead of ~160 s for a round), and
+  where a run's first interval is all there is, it only lowers the table's time (it
+  bounds the epoch time from above), so the estimate calibrates the table by the ratio
+  (``prediction/calibration.py``); a batch size the table does not know gets its
+  measured time, and a job of an unknown model gets every estimate from its own reports;
 - an elastic job's throughput at each GPU count it ran on is its own (``measured_rates``,
   ``merged_rates``; the service's feed knows each run's count).
 """
@@ -76,8 +77,8 @@ def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
     if not seen.rate_by_gpus:
         return seen
     rates = merged_rates(dict(seen.rate_by_gpus), _rates(intervals, gpus_by_run), current)
-    got = _measured(intervals).get(seen.bs)
-    source = None if got is None else gpus_by_run.get(got[1])
+    got = _measured(intervals, dict(guess.epoch_s_by_bs)).get(seen.bs)
+    source = None if got is None or got[1] is None else gpus_by_run.get(got[1])
     if source is not None and source != current and rates.get(current, 0.0) > 0:
         factor = rates.get(source, 0.0) / rates[current]
         if factor > 0:
@@ -105,7 +106,8 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
                 history.append((bs, whole))
         last_epoch = max(last_epoch, epoch)
         prev = r
-    measured = {b: seconds for b, (seconds, _) in _measured(intervals).items()}
+    measured = {b: seconds for b, (seconds, _) in
+                _measured(intervals, dict(guess.epoch_s_by_bs)).items()}
     latest = progress[-1]
     bs = latest.batch_size or guess.bs
     known = dict(guess.epoch_s_by_bs)
@@ -118,14 +120,27 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
                    bs_history=tuple(history), epoch_s_by_bs=tuple(sorted(known.items())))
 
 
-def _measured(intervals: Sequence[Interval]) -> dict[int, tuple[float, int]]:
+def _measured(intervals: Sequence[Interval], guess: Mapping[int, float] | None = None
+              ) -> dict[int, tuple[float, int | None]]:
     """The epoch time at each batch size (the latest interval's) and the run (restart
     count) that measured it. A run's first interval counts only where nothing else
-    measured that batch size."""
-    out: dict[int, tuple[float, int]] = {}
+    measured that batch size, and then only to lower ``guess``'s time (the table's):
+    it holds the run's start-up (restore, loading), so it overstates the epoch time and
+    bounds it from above (seen live: a job preempted 0.25 epochs in read 2.3 times its
+    length, and waited 80 rounds). Where the guess stands, the run is None."""
+    out: dict[int, tuple[float, int | None]] = {}
+    first_only: set[int] = set()
     for r, bs, seconds, first in intervals:
-        if not (first and bs in out):
-            out[bs] = (seconds, r.restart_count)
+        if first and bs in out:
+            continue
+        out[bs] = (seconds, r.restart_count)
+        if first:
+            first_only.add(bs)
+        else:
+            first_only.discard(bs)
+    for bs in first_only:
+        if guess is not None and bs in guess and guess[bs] < out[bs][0]:
+            out[bs] = (guess[bs], None)
     return out
 
 
@@ -134,7 +149,7 @@ def measured_on(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, int
     """The GPU count of the run whose interval gave ``observed_progress`` its epoch time
     at ``bs`` (None: not measured, or a run of unknown count)."""
     got = _measured(list(_epoch_times(_progress_reports(reports), bs))).get(bs)
-    return None if got is None else gpus_by_run.get(got[1])
+    return None if got is None or got[1] is None else gpus_by_run.get(got[1])
 
 
 def measured_rates(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, int]
