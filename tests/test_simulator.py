@@ -98,6 +98,33 @@ def test_a_requeued_job_waits_out_the_requeue_delay() -> None:
         SimulatedCluster(w, make_nodes(1), requeue_delay_s=-1.0)
 
 
+def test_a_moved_job_holds_its_new_gpus_in_view_through_the_requeue_delay() -> None:
+    """A job moved in a round (preempted and started) waits out the requeue delay on its
+    new GPUs: it stays in the view with them (the live world keeps a moved job too), so
+    the next round's placement cannot give them to another job even with a delay longer
+    than the round; and the wait is neither run time nor attained service nor busy GPU
+    time (live, the job is pending then)."""
+    from slurm_shockwave.model.plan import Action, ActionKind, Outcome
+    from slurm_shockwave.sim.world import SimulatedCluster
+
+    w = a_workload(a_spec(1, epochs=50), a_spec(2, epochs=50))
+    world = SimulatedCluster(w, make_nodes(2), requeue_delay_s=180.0)
+    world.observe()
+    world.apply([Action(ActionKind.START, 1, ("pool:0",))])
+    world.advance()
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1, ("pool:0",)),
+                 Action(ActionKind.START, 1, ("pool:1",))])
+    busy = world.busy_gpu_s
+    world.advance()
+    view = {j.job_id: j for j in world.observe().jobs}
+    assert view[1].gpu_slots == ("pool:1",)
+    assert view[1].progress.run_s == pytest.approx(120.0)  # the first round only
+    assert world.busy_gpu_s == busy
+    taken = world.apply([Action(ActionKind.START, 2, ("pool:1",))])
+    assert taken.results[0].outcome == Outcome.REJECTED
+
+
 def test_fifo_never_restarts_a_job_on_nodes() -> None:
     """Placement may clear a node for a wide job, but only by moving jobs the plan ranks
     below it: FIFO ranks running jobs first, so it stays non-preemptive (the simulator's

@@ -57,6 +57,10 @@ class _SimJob:
     slots: tuple[str, ...] = ()
     restore_left_s: float = 0.0
     """Restore still to pay before this run makes progress (set at each start)."""
+    hold_left_s: float = 0.0
+    """A moved job's requeue delay still to wait on its new GPUs before its restore: they
+    are its, but it is pending (live, Slurm holds it), so the wait is neither run time
+    nor attained service nor busy GPU time."""
     eligible_s: float = 0.0
     """A requeued job is back in the view only from here (Slurm's BeginTime)."""
     finish_s: float | None = None
@@ -141,8 +145,9 @@ class SimulatedCluster:
             self._active[j.spec.job_id] = j
         self._next = max(self._next, end)
         return ClusterView(now_s=now, round_index=self.round_index, round_s=self.round_s,
-                           nodes=self.nodes, jobs=tuple(j.view() for j in self._active.values()
-                                                        if j.eligible_s <= now),
+                           nodes=self.nodes,
+                           jobs=tuple(j.view() for j in self._active.values()
+                                      if j.phase == Phase.RUNNING or j.eligible_s <= now),
                            num_jobs_total=len(self._all), restart_cost_s=self.restore_s)
 
     # -- Actuator ---------------------------------------------------------------------------
@@ -170,7 +175,8 @@ class SimulatedCluster:
                 job.gpus = len(action.gpu_slots)
                 # a job moved this round (preempted, then started) waits out its requeue
                 # delay on the GPUs it moved to, as Slurm holds a requeued job live
-                job.restore_left_s = self.restore_s + max(0.0, job.eligible_s - self.clock.now())
+                job.hold_left_s = max(0.0, job.eligible_s - self.clock.now())
+                job.restore_left_s = self.restore_s
                 self.starts += 1
             results.append(ActionResult(action, Outcome.APPLIED))
         return ApplyResult(tuple(results))
@@ -230,8 +236,8 @@ class SimulatedCluster:
             return True
         self._round_start = start
         round_end = start + self.round_s
-        need = {id(j): j.restore_left_s + (j.spec.num_epochs - j.epochs_done) * j.epoch_s
-                for j in running}
+        need = {id(j): j.hold_left_s + j.restore_left_s
+                + (j.spec.num_epochs - j.epochs_done) * j.epoch_s for j in running}
         stop = round_end
         if self.fill_freed:
             stop = self._fill_at(now, round_end, running, need)
@@ -264,6 +270,10 @@ class SimulatedCluster:
     def _run(self, job: _SimJob, used: float, finishes: bool) -> None:
         """``used`` seconds of the job's run from now; ``finishes``: it ends within them."""
         now = self.clock.now()
+        held = min(job.hold_left_s, used)
+        job.hold_left_s -= held
+        used -= held
+        now += held
         paid = min(job.restore_left_s, used)
         job.restore_left_s -= paid
         before = job.epochs_done
@@ -272,7 +282,7 @@ class SimulatedCluster:
         self._record_bs(job, before)
         job.run_s += used
         job.attained_gpu_s += used * job.gpus
-        if job.last_run_round != self.round_index:
+        if used > 0 and job.last_run_round != self.round_index:
             job.rounds_run += 1
             job.last_run_round = self.round_index
         self.busy_gpu_s += used * job.gpus
