@@ -12,7 +12,6 @@ from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.policies.shockwave.estimates import estimate
 from slurm_shockwave.prediction.observed import (
     acknowledged,
-    measured_on,
     measured_rates,
     merged_rates,
     observed_elastic,
@@ -92,11 +91,14 @@ def test_an_elastic_jobs_own_reports_give_its_rate_at_each_count_it_ran_on() -> 
     assert measured_rates(reports, {0: 2, 1: 4}) == {4: 1.0, 2: pytest.approx(0.6)}
     # only the restore interval on 4 GPUs: not a rate; 2 GPUs is the only count measured
     assert measured_rates([*reports[:5], rep(4, 81, restart=1)], {0: 2, 1: 4}) == {2: 1.0}
-    # the epoch time at bs 32 was measured on 4 GPUs; before the 4-GPU run's second
-    # interval, on 2 (the first interval of a run does not replace an earlier measurement)
-    assert measured_on(reports, {0: 2, 1: 4}, 32) == 4
-    assert measured_on(reports[:6], {0: 2, 1: 4}, 32) == 2
-    assert measured_on(reports, {}, 32) is None
+    # the epoch time at bs 32 is the 4-GPU run's; before that run's second interval, the
+    # 2-GPU run's converted to 4 (a run's first interval does not replace an earlier
+    # measurement); with no run's count known, the latest as it is
+    guess = replace(TABLE, rate_by_gpus=((2, 1.0), (4, 1.6)))
+    assert observed_elastic(guess, reports, {0: 2, 1: 4}, 4).epoch_s == pytest.approx(6.0)
+    assert observed_elastic(guess, reports[:6], {0: 2, 1: 4}, 4).epoch_s == pytest.approx(
+        10.0 * 1.0 / 1.6)
+    assert observed_elastic(guess, reports, {}, 4).epoch_s == pytest.approx(6.0)
 
 
 def test_the_median_ratio_over_the_batch_sizes_both_counts_measured() -> None:
@@ -164,3 +166,27 @@ def test_a_runs_first_interval_only_lowers_the_tables_epoch_time() -> None:
     on = [*start, _at(718.09, 1.2504, 0)]
     assert observed_progress(table, on).epoch_s == pytest.approx(2.0)
     assert observed_progress(slow_table, on).epoch_s == pytest.approx(2.0)
+
+
+def test_an_elastic_runs_first_interval_is_compared_with_the_table_on_its_own_count() -> None:
+    """A first interval measured on 4 GPUs bounds the 4-GPU epoch time: it may only lower
+    the table's time there, and converted to the count the job holds now it may not
+    raise the table's time at that count."""
+    at_one = JobProgress(bs=32, epoch_s=80.0, epoch_s_by_bs=((32, 80.0),),
+                         rate_by_gpus=((1, 1.0), (2, 1.8), (4, 3.0)))  # table on 4: 26.7 s
+    slow_start = [_at(0, 0, 0), _at(30, 1, 0)]  # 30 s on 4 GPUs: start-up inside
+    assert observed_elastic(at_one, slow_start, {0: 4}, 1).epoch_s == pytest.approx(80.0)
+    fast_start = [_at(0, 0, 0), _at(20, 1, 0)]  # 20 s on 4: below the table, so it counts
+    assert observed_elastic(at_one, fast_start, {0: 4}, 1).epoch_s == pytest.approx(60.0)
+
+
+def test_a_first_interval_replaces_a_prior_as_it_would_not_a_table() -> None:
+    """A model the table does not know is planned from a prior (its time limit over its
+    epochs, or 600 s): the job's own first interval, start-up and all, is better than that
+    and replaces it even when longer."""
+    prior = JobProgress(bs=16, epoch_s=600.0, epoch_s_by_bs=((16, 600.0),),
+                        epoch_s_is_prior=True)
+    start = [rep(0, 0, bs=16), rep(1, 1800, bs=16)]
+    assert observed_progress(prior, start).epoch_s == pytest.approx(1800.0)
+    table = replace(prior, epoch_s_is_prior=False)
+    assert observed_progress(table, start).epoch_s == pytest.approx(600.0)

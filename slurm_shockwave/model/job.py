@@ -92,6 +92,9 @@ class JobProgress:
     rate_by_gpus: tuple[tuple[int, float], ...] = ()
     """An elastic job's throughput at each of its counts relative to its request, at the
     current batch size (1.0 at the request); empty for a fixed job."""
+    epoch_s_is_prior: bool = False
+    """The epoch times are a prior (a model the table does not know), not a table's: the
+    job's own measurements replace them, even a run's first interval."""
 
 
 @dataclass(frozen=True, slots=True)

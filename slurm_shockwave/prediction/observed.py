@@ -73,11 +73,14 @@ def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
     One pass over the reports for all three (the service asks every round)."""
     progress = _progress_reports(reports)
     intervals = list(_epoch_times(progress, guess.bs))
-    seen = _observed(guess, progress, intervals)
-    if not seen.rate_by_gpus:
-        return seen
-    rates = merged_rates(dict(seen.rate_by_gpus), _rates(intervals, gpus_by_run), current)
-    got = _measured(intervals, dict(guess.epoch_s_by_bs)).get(seen.bs)
+    if not guess.rate_by_gpus:
+        return _observed(guess, progress, intervals)
+    rates = merged_rates(dict(guess.rate_by_gpus), _rates(intervals, gpus_by_run), current)
+    # epoch time on a run's count = on ``current`` x this (the table's times are at current)
+    slower = {run: rates[current] / rates[count] for run, count in gpus_by_run.items()
+              if rates.get(count, 0.0) > 0 and rates.get(current, 0.0) > 0}
+    seen = _observed(guess, progress, intervals, slower)
+    got = _measured(intervals, _table_times(guess), slower).get(seen.bs)
     source = None if got is None or got[1] is None else gpus_by_run.get(got[1])
     if source is not None and source != current and rates.get(current, 0.0) > 0:
         factor = rates.get(source, 0.0) / rates[current]
@@ -86,8 +89,15 @@ def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
     return replace(seen, rate_by_gpus=tuple(sorted(rates.items())))
 
 
+def _table_times(guess: JobProgress) -> dict[int, float] | None:
+    """The times a run's first interval may only lower: the table's; a prior's (a model
+    the table does not know) are no measurement, so the job's own replace them."""
+    return None if guess.epoch_s_is_prior else dict(guess.epoch_s_by_bs)
+
+
 def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
-              intervals: Sequence[Interval]) -> JobProgress:
+              intervals: Sequence[Interval], slower: Mapping[int, float] | None = None
+              ) -> JobProgress:
     if not progress:
         return guess
     history: list[tuple[int, int]] = []
@@ -107,7 +117,7 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
         last_epoch = max(last_epoch, epoch)
         prev = r
     measured = {b: seconds for b, (seconds, _) in
-                _measured(intervals, dict(guess.epoch_s_by_bs)).items()}
+                _measured(intervals, _table_times(guess), slower).items()}
     latest = progress[-1]
     bs = latest.batch_size or guess.bs
     known = dict(guess.epoch_s_by_bs)
@@ -120,14 +130,17 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
                    bs_history=tuple(history), epoch_s_by_bs=tuple(sorted(known.items())))
 
 
-def _measured(intervals: Sequence[Interval], guess: Mapping[int, float] | None = None
+def _measured(intervals: Sequence[Interval], guess: Mapping[int, float] | None = None,
+              slower: Mapping[int, float] | None = None
               ) -> dict[int, tuple[float, int | None]]:
     """The epoch time at each batch size (the latest interval's) and the run (restart
     count) that measured it. A run's first interval counts only where nothing else
     measured that batch size, and then only to lower ``guess``'s time (the table's):
     it holds the run's start-up (restore, loading), so it overstates the epoch time and
     bounds it from above (seen live: a job preempted 0.25 epochs in read 2.3 times its
-    length, and waited 80 rounds). Where the guess stands, the run is None."""
+    length, and waited 80 rounds). Where the guess stands, the run is None. ``slower``:
+    an elastic job's table time on a run's count is ``guess``'s (on the count it holds
+    now) times this, so the interval is compared with the table on the count it ran on."""
     out: dict[int, tuple[float, int | None]] = {}
     first_only: set[int] = set()
     for r, bs, seconds, first in intervals:
@@ -139,17 +152,11 @@ def _measured(intervals: Sequence[Interval], guess: Mapping[int, float] | None =
         else:
             first_only.discard(bs)
     for bs in first_only:
-        if guess is not None and bs in guess and guess[bs] < out[bs][0]:
+        seconds, run = out[bs]
+        scale = (slower or {}).get(run, 1.0) if run is not None else 1.0
+        if guess is not None and bs in guess and guess[bs] * scale < seconds:
             out[bs] = (guess[bs], None)
     return out
-
-
-def measured_on(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, int],
-                bs: int) -> int | None:
-    """The GPU count of the run whose interval gave ``observed_progress`` its epoch time
-    at ``bs`` (None: not measured, or a run of unknown count)."""
-    got = _measured(list(_epoch_times(_progress_reports(reports), bs))).get(bs)
-    return None if got is None or got[1] is None else gpus_by_run.get(got[1])
 
 
 def measured_rates(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, int]
