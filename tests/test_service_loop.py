@@ -408,3 +408,21 @@ def test_a_requeued_job_joins_the_plan_when_slurm_may_start_it(tmp_path: Path) -
     svc.timer = lambda: next(ticks)
     svc._wait(threading.Event(), boundary=5.0)
     assert not fake.jobs[1].held
+
+
+def test_a_job_preempted_in_a_round_wakes_the_poll_when_eligible_without_its_epilog(
+        tmp_path: Path) -> None:
+    """The round saw it running; requeued, it is pending and out of the view until its
+    eligible time; then the poll sees it join even if no Epilog report woke a fill step
+    (no SHOCKWAVE_BIN, the service unreachable from the node)."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    fake.add(with_state(job(1, 4), state="RUNNING", held=False))
+    svc = service(fake, store, clock, fill_freed=True, fill_poll_s=1.0)
+    svc.round_once()
+    assert fake.jobs[1].state == "RUNNING" and not svc.world.arrived()
+    fake.jobs[1] = with_state(fake.jobs[1], state="PENDING", gpu_alloc=(), nodes="",
+                              restart_count=1, eligible_time=int(clock.t) + 6)
+    assert not svc.world.arrived()  # requeued, not yet eligible
+    clock.t += 6
+    assert svc.world.arrived()

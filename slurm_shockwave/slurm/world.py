@@ -98,7 +98,7 @@ def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S,
             prior = limit / hint.epochs if limit > 0 else prior_epoch_s
             return JobProgress(bs=hint.bs, epoch_s=prior, epoch_s_by_bs=((hint.bs, prior),),
                                gpus=gpus, rate_by_gpus=elastic_rates(table, hint, gpus, hint.bs)
-                               if hint.gpus_range else ())
+                               if hint.gpus_range else (), epoch_s_is_prior=True)
         nearest = min(known, key=lambda b: (abs(math.log(b / hint.bs)), b))
         if hint.bs not in known:
             known[hint.bs] = known[nearest]
@@ -299,10 +299,17 @@ class SlurmCluster:
     def arrived(self) -> bool:
         """A pending job in the partition that the last observation did not see, or a
         requeued one whose eligible time has come (one squeue): the service's poll for a
-        fill step while GPUs idle between rounds."""
+        fill step while GPUs idle between rounds. A job the last observation saw running
+        counts once it is pending and eligible (preempted in that round, its Epilog's
+        report, which wakes a fill step too, may not come)."""
         now = self.clock.now()
-        return any(j.state == "PENDING" and j.job_id not in self._jobs
-                   and self._plannable(j, now) for j in self._listed())
+
+        def new(j: SlurmJob) -> bool:
+            seen = self._jobs.get(j.job_id)
+            return seen is None or (seen.state != "PENDING" and j.eligible_time <= now)
+
+        return any(j.state == "PENDING" and self._plannable(j, now) and new(j)
+                   for j in self._listed())
 
     def _sync_intents(self) -> None:
         """Passive sync: a checkpoint intent whose job left RUNNING, or was requeued and
