@@ -38,3 +38,15 @@ def test_a_fill_step_with_nothing_free_does_nothing_new() -> None:
     fill = run_round(Fixed(view), Says((2,), ReasonCode.SCHEDULED), {}, DryRunActuator(),
                      fill=True)
     assert [(a.kind, a.job_id) for a in fill.actions] == [(ActionKind.KEEP, 1)]
+
+
+def test_a_fill_step_places_jobs_already_started_before_held_ones() -> None:
+    """Job 3 was started by the round and waits (live: released, PENDING) for GPUs a
+    checkpoint frees; a fill step whose re-plan ranks held job 4 first still gives them
+    to 3: they are the round's, and the next round re-plans."""
+    view = a_view(a_job(1, gpus=2, running=True, slots=("pool:0", "pool:1")),
+                  a_job(3, gpus=2), replace(a_job(4, gpus=2), phase=Phase.HELD), gpus=4)
+    fill = run_round(Fixed(view), Says((4, 3), ReasonCode.SCHEDULED), {}, DryRunActuator(),
+                     fill=True)
+    assert sorted((a.kind.value, a.job_id) for a in fill.actions) == [
+        ("keep", 1), ("start", 3)]
