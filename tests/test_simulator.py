@@ -125,6 +125,27 @@ def test_a_moved_job_holds_its_new_gpus_in_view_through_the_requeue_delay() -> N
     assert taken.results[0].outcome == Outcome.REJECTED
 
 
+def test_a_moved_job_preempted_in_its_requeue_delay_keeps_its_eligible_time() -> None:
+    """Live, a moved job still in its requeue delay is a held pending job: preempting it
+    again changes nothing in Slurm, its eligible time stands (no second delay)."""
+    from slurm_shockwave.model.plan import Action, ActionKind
+    from slurm_shockwave.sim.world import SimulatedCluster
+
+    world = SimulatedCluster(a_workload(a_spec(1, epochs=50)), make_nodes(2),
+                             requeue_delay_s=180.0)
+    world.observe()
+    world.apply([Action(ActionKind.START, 1, ("pool:0",))])
+    world.advance()  # 120 s
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1, ("pool:0",)),
+                 Action(ActionKind.START, 1, ("pool:1",))])  # eligible at 300
+    world.advance()  # 240 s: still waiting on pool:1
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1, ("pool:1",))])
+    world.advance()  # 360 s
+    assert [j.job_id for j in world.observe().jobs] == [1]
+
+
 def test_fifo_never_restarts_a_job_on_nodes() -> None:
     """Placement may clear a node for a wide job, but only by moving jobs the plan ranks
     below it: FIFO ranks running jobs first, so it stays non-preemptive (the simulator's

@@ -164,7 +164,10 @@ class SimulatedCluster:
                 for phase in (Phase.CHECKPOINTING, Phase.REQUEUED, Phase.PENDING):
                     job.set_phase(phase)
                 job.slots = ()
-                job.eligible_s = self.clock.now() + self.requeue_delay_s
+                if job.hold_left_s > 0:  # moved, still in its requeue delay: live it is
+                    job.hold_left_s = 0.0  # held, its eligible time unchanged
+                else:
+                    job.eligible_s = self.clock.now() + self.requeue_delay_s
             elif action.kind == ActionKind.START:
                 if held.intersection(action.gpu_slots):
                     results.append(ActionResult(action, Outcome.REJECTED, "GPU already in use"))
