@@ -40,13 +40,29 @@ def test_a_fill_step_with_nothing_free_does_nothing_new() -> None:
     assert [(a.kind, a.job_id) for a in fill.actions] == [(ActionKind.KEEP, 1)]
 
 
-def test_a_fill_step_places_jobs_already_started_before_held_ones() -> None:
-    """Job 3 was started by the round and waits (live: released, PENDING) for GPUs a
-    checkpoint frees; a fill step whose re-plan ranks held job 4 first still gives them
-    to 3: they are the round's, and the next round re-plans."""
+def test_a_fill_step_places_the_rounds_waiting_starts_first() -> None:
+    """Job 3 was started by this round and waits (live: released) for GPUs a checkpoint
+    frees; a fill step whose re-plan ranks job 4 first, or leaves 3 out, still gives
+    them to 3: they are the round's, and the next round re-plans. The simulator reserves
+    nothing, so there the order is the plan's."""
     view = a_view(a_job(1, gpus=2, running=True, slots=("pool:0", "pool:1")),
-                  a_job(3, gpus=2), replace(a_job(4, gpus=2), phase=Phase.HELD), gpus=4)
-    fill = run_round(Fixed(view), Says((4, 3), ReasonCode.SCHEDULED), {}, DryRunActuator(),
+                  a_job(3, gpus=2), a_job(4, gpus=2), gpus=4)
+    reserved = replace(view, reserved=frozenset({3}))
+    for order in ((4, 3), (4,)):
+        fill = run_round(Fixed(reserved), Says(order, ReasonCode.SCHEDULED), {},
+                         DryRunActuator(), fill=True)
+        assert sorted((a.kind.value, a.job_id) for a in fill.actions) == [
+            ("keep", 1), ("start", 3)]
+    plain = run_round(Fixed(view), Says((4, 3), ReasonCode.SCHEDULED), {}, DryRunActuator(),
+                      fill=True)
+    assert sorted((a.kind.value, a.job_id) for a in plain.actions) == [("keep", 1), ("start", 4)]
+
+
+def test_a_fill_step_keeps_free_gpus_for_a_reserved_job_that_does_not_fit_yet() -> None:
+    """Job 3 (3 GPUs) was started by this round and waits for a checkpoint to free a
+    third GPU; job 4 may not take one of the two free now: job 3 needs them."""
+    busy = a_job(1, gpus=3, running=True, slots=("pool:0", "pool:1", "pool:2"))
+    view = replace(a_view(busy, a_job(3, gpus=3), a_job(4), gpus=5), reserved=frozenset({3}))
+    fill = run_round(Fixed(view), Says((3, 4), ReasonCode.SCHEDULED), {}, DryRunActuator(),
                      fill=True)
-    assert sorted((a.kind.value, a.job_id) for a in fill.actions) == [
-        ("keep", 1), ("start", 3)]
+    assert [(a.kind.value, a.job_id) for a in fill.actions] == [("keep", 1)]

@@ -63,6 +63,18 @@ def test_start_releases_then_pins_priority_in_plan_order() -> None:
     assert fake.jobs[2].state == "RUNNING" and fake.jobs[1].state == "RUNNING"
 
 
+def test_a_fill_step_sees_the_rounds_waiting_starts_as_reserved() -> None:
+    """Job 2 is started by round 5 while job 1's checkpoint holds the GPUs: a fill step of
+    round 5 (same index) sees job 2 reserved, the next round does not."""
+    world, _, _ = cluster(running(1, 4), held(2, 4))
+    world.round_index = 5
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.START, 2)])
+    assert world.observe().reserved == frozenset({2})
+    world.round_index = 6
+    assert world.observe().reserved == frozenset()
+
+
 def test_a_job_released_by_its_owner_is_held_again() -> None:
     world, fake, _ = cluster(held(1))
     fake.release([1])  # the owner, behind the planner's back

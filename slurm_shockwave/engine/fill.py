@@ -28,32 +28,44 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
     """``plan`` with every job holding GPUs first, on the count it holds: placement keeps
     them where they are, so the waiting jobs in the plan's order are placed around them.
 
-    Next come the jobs an earlier step already started that wait for GPUs (live: released,
-    PENDING, most often for a preempted job's GPUs while it checkpoints), then the rest
-    (HELD): those GPUs are the round's, not free ones. Re-planned with a new arrival, a
-    fill step gave them to other jobs (seen live on 40 jobs / 16 GPUs: six of a round's
-    seven starts displaced, held again by the next round, started two rounds late). The
-    simulator starts a job at once, so none of its jobs wait so and the order there is
-    the plan's."""
+    Next come the jobs this round already started that still wait for GPUs
+    (``view.reserved``; the round's, even where the fill step's re-plan leaves them out),
+    then the rest in the plan's order. Re-planned with a new arrival, a fill step gave
+    their GPUs to other jobs (seen live on 40 jobs / 16 GPUs: six of a round's seven
+    starts displaced, held again by the next round, started two rounds late). The
+    simulator starts jobs at once: nothing is reserved there and the order is the
+    plan's."""
     holding = [j.job_id for j in view.jobs if j.is_running]
     held = set(holding)
-    started = {j.job_id for j in view.jobs if j.phase == Phase.PENDING}
-    waiting = [jid for jid in plan.order if jid not in held]
-    order = (*holding, *(j for j in waiting if j in started),
-             *(j for j in waiting if j not in started))
-    return replace(plan, order=order,
+    in_view = {j.job_id for j in view.jobs}
+    reserved = [jid for jid in plan.order if jid in view.reserved and jid not in held]
+    reserved += sorted(jid for jid in view.reserved
+                       if jid in in_view and jid not in held and jid not in reserved)
+    first = set(reserved)
+    return replace(plan, order=(*holding, *reserved,
+                                *(jid for jid in plan.order if jid not in held | first)),
                    gpus={jid: n for jid, n in plan.gpus.items() if jid not in held})
 
 
 def fill_only(view: ClusterView, placement: Placement) -> Placement:
     """``placement`` cut to a fill step: running jobs where they run, and the waiting jobs
-    it places on GPU slots no job holds."""
+    it places on GPU slots no job holds. While a reserved job is not placed (the GPUs it
+    waits for are not all free yet), the free GPUs it needs are kept for it: other jobs
+    start only on GPUs beyond that count."""
     held = {s for j in view.jobs if j.is_running for s in j.gpu_slots}
     slots = {j.job_id: j.gpu_slots for j in view.jobs if j.phase == Phase.RUNNING}
-    for job in view.jobs:
+    waiting = [j for j in view.jobs if not j.is_running]
+    spare = (sum(n.gpus for n in view.nodes) - len(held)
+             - sum(j.gpus for j in waiting if j.job_id in view.reserved
+                   and placement.slots.get(j.job_id) is None))
+    for job in sorted(waiting, key=lambda j: j.job_id not in view.reserved):
         placed = placement.slots.get(job.job_id)
-        if job.is_running or placed is None or held.intersection(placed):
+        if placed is None or held.intersection(placed):
             continue
+        if job.job_id not in view.reserved:
+            if len(placed) > spare:
+                continue
+            spare -= len(placed)
         held.update(placed)
         slots[job.job_id] = placed
     return Placement(slots, set(placement.fragmented))

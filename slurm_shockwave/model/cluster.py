@@ -42,6 +42,11 @@ class ClusterView:
     restart_cost_s: float = 20.0
     """Time a job loses at each (re)start, as the world knows it: the simulator's restore
     cost; live, ``slurm.restart_cost_s`` (checkpoint restore plus Slurm's start latency)."""
+    reserved: frozenset[JobId] = frozenset()
+    """Waiting jobs this round's plan already started (live: released and not yet given
+    GPUs, most often a preempted job's while it checkpoints, or moved and waiting out
+    the requeue delay): a fill step places them first (engine.fill). Empty in the
+    simulator, which starts a job at once."""
 
     @property
     def total_gpus(self) -> int:

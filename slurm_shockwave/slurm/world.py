@@ -290,10 +290,14 @@ class SlurmCluster:
                 idx = usable_gpus(n, planned.get(n.name, set()))
                 if idx:
                     nodes.append(GpuNode(n.name, len(idx), idx))
+        # this round's starts still waiting for GPUs, and moves in their requeue delay:
+        # a fill step of the round places them first (engine.fill)
+        reserved = frozenset(v.job_id for v in views if not v.is_running and (
+            self._started_in.get(v.job_id) == self.round_index or v.job_id in self._moving))
         view = ClusterView(now_s=now - self.origin_s,
                            round_index=self.round_index,
                            round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
-                           restart_cost_s=self.restart_cost_s)
+                           restart_cost_s=self.restart_cost_s, reserved=reserved)
         return view
 
     def arrived(self) -> bool:
