@@ -17,7 +17,7 @@ from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import live, live_options
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.report.tables import console, rows_table
-from slurm_shockwave.service.records import not_eligible_rows, where
+from slurm_shockwave.service.records import unplanned_rows, where
 from slurm_shockwave.service.store import JobRow, Store
 from slurm_shockwave.slurm.world import MemoryIntents
 
@@ -65,9 +65,7 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
             reason=last.reason if last else "not planned yet",
             action=last.action if last else "", outcome=last.outcome if last else "",
             message=last.message if last else ""))
-    rows += [JobRow(job_id=jid, phase="not planned", reason=f"bad_hint({msg})")
-             for jid, msg in sorted(world.bad_hints.items())]
-    rows += not_eligible_rows(world.not_eligible)
+    rows += unplanned_rows(world.bad_hints, world.not_eligible)
     if as_json:
         for row in rows:
             click.echo(json_text(asdict(row)))

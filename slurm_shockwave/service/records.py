@@ -30,13 +30,17 @@ def solver_summary(memory: Mapping[str, Any]) -> tuple[str | None, float | None]
     return str(solve.get("status")), float(gap) if isinstance(gap, (int, float)) else None
 
 
-def not_eligible_rows(not_eligible: Mapping[int, int]) -> list[JobRow]:
-    """Pending jobs Slurm will not start before their eligible time (a requeued job's
-    cred_expire + 1 s, a ``--begin``): out of the plan until then, not out of sight."""
-    return [JobRow(job_id=jid, phase="pending",
-                   reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until "
-                          f"{time.strftime('%H:%M:%S', time.localtime(at))})")
-            for jid, at in sorted(not_eligible.items())]
+def unplanned_rows(bad_hints: Mapping[int, str], not_eligible: Mapping[int, int]
+                   ) -> list[JobRow]:
+    """Managed jobs the plan leaves out, so that queue and explain still show them: a bad
+    hint (left to Slurm), and pending jobs Slurm will not start before their eligible
+    time (a requeued job's cred_expire + 1 s, a ``--begin``), out of the plan until then."""
+    rows = [JobRow(job_id=jid, reason=f"{ReasonCode.BAD_HINT.value}({msg})",
+                   phase="not planned") for jid, msg in sorted(bad_hints.items())]
+    return rows + [JobRow(job_id=jid, phase="pending",
+                          reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until "
+                                 f"{time.strftime('%H:%M:%S', time.localtime(at))})")
+                   for jid, at in sorted(not_eligible.items())]
 
 
 def job_rows(report: RoundReport, bad_hints: Mapping[int, str],
@@ -65,9 +69,7 @@ def job_rows(report: RoundReport, bad_hints: Mapping[int, str],
     # in the view but must not vanish from queue and explain
     rows += [JobRow(job_id=jid, phase="not planned", reason=str(reason))
              for jid, reason in sorted(report.reasons.items()) if jid not in seen]
-    rows += [JobRow(job_id=jid, reason=f"{ReasonCode.BAD_HINT.value}({msg})",
-                    phase="not planned") for jid, msg in sorted(bad_hints.items())]
-    return rows + not_eligible_rows(not_eligible or {})
+    return rows + unplanned_rows(bad_hints, not_eligible or {})
 
 
 def round_record(report: RoundReport, *, policy: str, dry_run: bool,
