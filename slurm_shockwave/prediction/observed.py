@@ -61,7 +61,8 @@ Interval = tuple[ProgressReport, int, float, bool]
 def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> JobProgress:
     """``guess`` updated by ``reports`` (in the order the service accepted them)."""
     progress = _progress_reports(reports)
-    return _observed(guess, progress, list(_epoch_times(progress, guess.bs)))
+    return _observed(guess, progress,
+                     _measured(list(_epoch_times(progress, guess.bs)), _table_times(guess)))
 
 
 def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
@@ -74,13 +75,14 @@ def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
     progress = _progress_reports(reports)
     intervals = list(_epoch_times(progress, guess.bs))
     if not guess.rate_by_gpus:
-        return _observed(guess, progress, intervals)
+        return _observed(guess, progress, _measured(intervals, _table_times(guess)))
     rates = merged_rates(dict(guess.rate_by_gpus), _rates(intervals, gpus_by_run), current)
     # epoch time on a run's count = on ``current`` x this (the table's times are at current)
     slower = {run: rates[current] / rates[count] for run, count in gpus_by_run.items()
               if rates.get(count, 0.0) > 0 and rates.get(current, 0.0) > 0}
-    seen = _observed(guess, progress, intervals, slower)
-    got = _measured(intervals, _table_times(guess), slower).get(seen.bs)
+    measured = _measured(intervals, _table_times(guess), slower)
+    seen = _observed(guess, progress, measured)
+    got = measured.get(seen.bs)
     source = None if got is None or got[1] is None else gpus_by_run.get(got[1])
     if source is not None and source != current and rates.get(current, 0.0) > 0:
         factor = rates.get(source, 0.0) / rates[current]
@@ -96,8 +98,8 @@ def _table_times(guess: JobProgress) -> dict[int, float] | None:
 
 
 def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
-              intervals: Sequence[Interval], slower: Mapping[int, float] | None = None
-              ) -> JobProgress:
+              measured_by_bs: Mapping[int, tuple[float, int | None]]) -> JobProgress:
+    """``guess`` updated by the progress reports, with the epoch times ``_measured``."""
     if not progress:
         return guess
     history: list[tuple[int, int]] = []
@@ -116,8 +118,7 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
                 history.append((bs, whole))
         last_epoch = max(last_epoch, epoch)
         prev = r
-    measured = {b: seconds for b, (seconds, _) in
-                _measured(intervals, _table_times(guess), slower).items()}
+    measured = {b: seconds for b, (seconds, _) in measured_by_bs.items()}
     latest = progress[-1]
     bs = latest.batch_size or guess.bs
     known = dict(guess.epoch_s_by_bs)
