@@ -41,9 +41,9 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
     reserved = [jid for jid in plan.order if jid in view.reserved and jid not in held]
     reserved += sorted(jid for jid in view.reserved
                        if jid in in_view and jid not in held and jid not in reserved)
-    first = set(reserved)
+    first = held.union(reserved)
     return replace(plan, order=(*holding, *reserved,
-                                *(jid for jid in plan.order if jid not in held | first)),
+                                *(jid for jid in plan.order if jid not in first)),
                    gpus={jid: n for jid, n in plan.gpus.items() if jid not in held})
 
 

@@ -251,9 +251,13 @@ class SlurmCluster:
         self.queued_ids = frozenset(j.job_id for j in listed)
         self._track_moves(listed)
         now = self.clock.now()
-        jobs = [j for j in listed if self._plannable(j, now)]
-        self.not_eligible = {j.job_id: j.eligible_time for j in listed
-                             if j.state == "PENDING" and not self._plannable(j, now)}
+        jobs: list[SlurmJob] = []
+        self.not_eligible = {}
+        for j in listed:
+            if self._plannable(j, now):
+                jobs.append(j)
+            elif j.state == "PENDING":
+                self.not_eligible[j.job_id] = j.eligible_time
         self._jobs = {j.job_id: j for j in jobs}
         self._sync_intents()
         self.bad_hints = {}
