@@ -21,6 +21,8 @@ from pathlib import Path
 
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import LiveSettings, LiveStatus, run_live
+from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.policies.registry import make_policy
 
 
 def main() -> None:
@@ -35,10 +37,24 @@ def main() -> None:
     ap.add_argument("--no-fill", action="store_true",
                     help="the service takes no fill steps between rounds (the simulator "
                          "then neither), to measure what they do")
+    ap.add_argument("--config", default="{}", help="JSON settings of --policy for the "
+                    "service and the simulation, e.g. '{\"lease_overhead\": 0.05}'")
     ap.add_argument("--timeout-s", type=float, default=1800.0)
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
+    try:  # a bad setting is named now, not after a ten-minute run
+        config: object = json.loads(args.config)
+    except ValueError as exc:
+        config = exc
+    try:
+        if not isinstance(config, dict):
+            raise InputError(f"not a JSON object ({config})", source="--config")
+        if args.policy != "slurm":
+            make_policy(args.policy, config, source="--config")
+    except InputError as exc:
+        print(f"benchmarks.live: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="shockwave-live-"))
 
     def tick(s: LiveStatus) -> None:
@@ -50,7 +66,7 @@ def main() -> None:
             trace=args.trace, gpus=args.gpus, time_scale=args.time_scale, policy=args.policy,
             work_dir=work, throughputs=args.throughputs,
             kill_service_every_s=args.kill_service_every, timeout_s=args.timeout_s,
-            fill_freed=not args.no_fill), tick)
+            fill_freed=not args.no_fill, policy_config=config), tick)
     except KeyboardInterrupt:
         print(f"\ninterrupted: stopped everything it started (logs in {work})", file=sys.stderr)
         raise SystemExit(130) from None

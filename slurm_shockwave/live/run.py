@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,9 @@ class LiveSettings:
     kill_service_every_s: float | None = None
     fill_freed: bool = True
     """The service's fill steps between rounds (``service.fill_freed``)."""
+    policy_config: Mapping[str, Any] | None = None
+    """Settings of ``policy`` (its ``policies:`` section), for the service and the
+    simulation alike; None: the policy's defaults, as shipped."""
     timeout_s: float = 1800.0
     cred_expire_s: int = 5
     gpus_per_node: int = 8
@@ -137,7 +140,8 @@ def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
                     # the service's fill steps, scaled: a poll every 5 trace seconds (at
                     # most 4 a wall second) while GPUs idle
                     "fill_freed": settings.fill_freed,
-                    "fill_poll_s": max(0.25, 5.0 / settings.time_scale)}}))
+                    "fill_poll_s": max(0.25, 5.0 / settings.time_scale)},
+        "policies": {settings.policy: dict(settings.policy_config or {})}}))
     return path
 
 
@@ -287,7 +291,8 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
     delay = (settings.cred_expire_s + 1) * scale
 
     def sim(restore_s: float, requeue_delay_s: float, fill: bool) -> Any:
-        return simulate(workload, make_policy(sim_policy, None), gpus=settings.gpus,
+        config = settings.policy_config if sim_policy == settings.policy else None
+        return simulate(workload, make_policy(sim_policy, config), gpus=settings.gpus,
                         gpus_per_node=settings.gpus_per_node, round_s=ROUND_TRACE_S,
                         restore_s=restore_s, requeue_delay_s=requeue_delay_s,
                         fill_freed=fill).summary
@@ -305,7 +310,7 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
         "sim_avg_jct_s": round(modelled.avg_jct_s, 1),
         "sim_worst_rho": round(modelled.worst_rho, 3), "sim_policy": sim_policy,
         "sim_restore_s": restore, "sim_requeue_delay_s": delay,
-        "fill_freed": settings.fill_freed,
+        "fill_freed": settings.fill_freed, "policy_config": dict(settings.policy_config or {}),
         "sim_paper_makespan_s": round(paper.makespan_s, 1),
         "sim_paper_avg_jct_s": round(paper.avg_jct_s, 1),
         "sim_paper_worst_rho": round(paper.worst_rho, 3),
