@@ -3,7 +3,8 @@
 For jobs in the managed partition: validate the adaptation hint given with
 `sbatch --comment "bs=... epochs=... [model=...] [mode=...] [gpus=LO-HI] [signal=... [grace=...]]"`,
 reject a malformed one at submit time with a message naming the field, store the
-normalised hint in the admin-only comment (users cannot change it after submit), and,
+normalised hint in the admin-only comment (users cannot change it after submit) with the
+time of submission (`submitted=<epoch>`, which a requeue does not move), and,
 while the scheduler service is alive (its heartbeat file is fresh), hold the job so
 nothing starts before the planner decides. With no fresh heartbeat the job is not held:
 it runs under Slurm alone (fail-open).
@@ -197,7 +198,10 @@ local function admit(job_desc, comment, job_id)
   if not normalised then
     return reject(job_id, "shockwave: bad hint in --comment: field '%s': %s", field, problem)
   end
-  job_desc.admin_comment = normalised
+  -- the first submission, stamped: Slurm moves a requeued job's submit time to the
+  -- requeue, and the planner must not take a preempted job for a new arrival
+  -- (split_admin_comment in slurm_shockwave/slurm/hints.py reads it back)
+  job_desc.admin_comment = normalised .. " submitted=" .. tostring(os.time())
   if shockwave_service_alive() then
     job_desc.priority = 0 -- held until the planner releases it
   else

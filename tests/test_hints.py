@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.slurm.hints import Hint, parse_hint
+from slurm_shockwave.slurm.hints import Hint, parse_hint, split_admin_comment
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = json.loads((ROOT / "tests" / "data" / "hints.json").read_text())
@@ -159,7 +159,14 @@ SHOCKWAVE_HEARTBEAT = arg[2]
 dofile(arg[1])
 local function part(default) return { flag_default = default } end
 local function show(rc, desc)
-  print(rc, tostring(desc.admin_comment), tostring(desc.priority), logs[#logs] or "")
+  -- the submission stamp is checked here and left out of the printed comment
+  local comment = tostring(desc.admin_comment)
+  local hint, at = string.match(comment, "^(.*) submitted=(%d+)$")
+  if hint then
+    assert(math.abs(tonumber(at) - os.time()) <= 5, "stamp " .. at)
+    comment = hint
+  end
+  print(rc, comment, tostring(desc.priority), logs[#logs] or "")
   logs = {}
 end
 """
@@ -176,6 +183,26 @@ def _run(body: str, heartbeat: Path) -> list[str]:
 
 
 GOOD = "shockwave:v1 model=LM bs=10 epochs=3 mode=static"
+
+
+def test_lua_stamps_the_first_submission_for_python_to_read(tmp_path: Path) -> None:
+    """A requeue moves Slurm's submit time; the admin comment keeps the first one, in the
+    form the world reads back (split_admin_comment), and only the plugin writes it."""
+    import time
+    before = int(time.time())
+    out = _run("""
+local d = { partition = "shockwave", comment = "model=lm bs=10 epochs=3" }
+slurm_job_submit(d, { shockwave = part(1) }, 0)
+print(d.admin_comment)
+local u = { partition = "shockwave", comment = "model=lm bs=10 epochs=3 submitted=1" }
+show(slurm_job_submit(u, { shockwave = part(1) }, 0), u)
+""", tmp_path / "heartbeat")
+    hint, stamp = split_admin_comment(out[0])
+    assert hint == GOOD and stamp is not None and before <= stamp <= int(time.time()) + 1
+    assert parse_hint(hint).normalised() == GOOD
+    assert out[1].startswith("-1\tnil\tnil\t") and "field 'submitted'" in out[1]
+    assert split_admin_comment(GOOD) == (GOOD, None)
+    assert split_admin_comment(f"{GOOD} submitted=x") == (f"{GOOD} submitted=x", None)
 
 
 @pytest.mark.parametrize(("content", "held"), [

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.hints import split_admin_comment
 from slurm_shockwave.slurm.protocol import SlurmError
 from tests.live_cluster import Submitter, job, kept_heartbeat, wait_for, write_fresh
 
@@ -55,7 +56,9 @@ def test_managed_jobs_are_held_at_submit_with_the_normalised_hint(backend, jobs)
     jid = jobs("--gres=gpu:1", f"--comment={HINT}")
     j = job(backend, jid)
     assert j.state == "PENDING" and j.held and j.priority == 0
-    assert j.admin_comment == "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=gns"
+    hint, submitted = split_admin_comment(j.admin_comment)
+    assert hint == "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=gns"
+    assert submitted is not None and abs(submitted - j.submit_time) <= 2
 
 
 def test_bad_hint_is_rejected_by_sbatch_naming_the_field(backend, jobs) -> None:
@@ -191,6 +194,14 @@ def test_world_preempts_with_signal_then_requeue_hold(backend, jobs, tmp_path) -
     assert job(backend, jid).restart_count == 1
     # the job passes through COMPLETING while its processes end
     wait_for(lambda: job(backend, jid).state == "PENDING" and job(backend, jid).held, 30)
+    # Slurm moved its submit time to the requeue; the planner's view keeps the first
+    # (job_submit.lua's stamp), also in a world that never saw the job before
+    submitted = split_admin_comment(job(backend, jid).admin_comment)[1]
+    assert submitted is not None and job(backend, jid).submit_time > submitted
+    fresh = SlurmCluster(backend, WallClock())
+    wait_for(lambda: any(v.job_id == jid for v in fresh.observe().jobs), 30)  # eligible
+    for w in (world, fresh):
+        assert {v.spec.arrival_s for v in w.observe().jobs if v.job_id == jid} == {submitted}
 
 
 def test_filtered_listing_agrees_with_the_json_one(backend, jobs) -> None:

@@ -52,6 +52,24 @@ def test_observe_reads_managed_jobs_hints_and_usable_nodes() -> None:
     assert "'bs'" in world.bad_hints[4] or "bs:" in world.bad_hints[4]
 
 
+def test_a_requeued_job_keeps_its_first_arrival() -> None:
+    """Slurm moves a requeued job's submit time to the requeue: the view keeps the first
+    one, from job_submit.lua's stamp (which a restarted service reads too), else from
+    the earliest submit time this world has seen."""
+    stamped = replace(running(1), admin_comment=f"{HINT} submitted=800")
+    world, fake, _ = cluster(stamped, running(2))
+    assert {j.job_id: j.spec.arrival_s for j in world.observe().jobs} == {1: 800, 2: 900}
+    assert world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.PREEMPT, 2)])
+    fake.requeue([1, 2])
+    assert fake.jobs[1].submit_time > 900 and fake.jobs[2].submit_time > 900
+    fake.tick(fake.cred_expire_s + 1)
+    arrivals = {j.job_id: j.spec.arrival_s for j in world.observe().jobs}
+    assert arrivals == {1: 800, 2: 900}
+    restarted = SlurmCluster(fake, Clock())  # a service restart: only the stamp is left
+    assert {j.job_id: j.spec.arrival_s for j in restarted.observe().jobs}[1] == 800
+    assert world.observe().jobs[0].spec.model == "ResNet-18"  # the hint without the stamp
+
+
 def test_start_releases_then_pins_priority_in_plan_order() -> None:
     world, fake, _ = cluster(held(1), held(2), held(3))
     world.observe()

@@ -3,7 +3,8 @@ integration works: tests/test_slurm_cluster.py runs the real daemons).
 
 It follows the rules measured on Slurm 22.05: a held job rejects a priority update; a
 set priority is pinned; suspend is not offered (it keeps GPUs); requeue returns a job to
-PENDING with a begin time cred_expire + 1 s away and counts the restart; GRES changes only
+PENDING with a begin time cred_expire + 1 s away, moves its submit time to the requeue
+and counts the restart; GRES changes only
 while pending; a job runs when released and the GPUs it asks for are free, in priority
 order.
 
@@ -173,7 +174,8 @@ class FakeSlurm:
                 j, state="PENDING", held=hold, priority=0 if hold else j.priority,
                 reason="JobHeldAdmin" if hold else "BeginTime",
                 restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",
-                eligible_time=self.now + self.cred_expire_s + 1)
+                eligible_time=self.now + self.cred_expire_s + 1,
+                submit_time=max(self.now, j.submit_time + 1))
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
         j = self._get(job_id)

@@ -91,6 +91,20 @@ def _gpu_range(value: str) -> tuple[int, int]:
     return lo, hi
 
 
+SUBMITTED = re.compile(r"(.*)[ ]submitted=([0-9]{1,12})")
+"""job_submit.lua appends ``submitted=<epoch>`` to the normalised hint it writes into the
+admin comment: the job's first submission. Slurm sets a requeued job's submit time to
+the requeue (job_mgr.c), so without the stamp every preemption would look like a new
+arrival and reset the job's fair finish time. Not part of the hint language: a user's
+``--comment`` cannot carry it (unknown key) and only an admin can set the admin comment."""
+
+
+def split_admin_comment(text: str) -> tuple[str, int | None]:
+    """The admin comment's hint and its submission stamp (None where it has none)."""
+    m = SUBMITTED.fullmatch(text.rstrip(_WS))
+    return (m.group(1), int(m.group(2))) if m else (text, None)
+
+
 def parse_hint(text: str) -> Hint:
     """Parse a hint; raise InputError naming the field on anything malformed."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:

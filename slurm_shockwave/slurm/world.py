@@ -46,7 +46,7 @@ from slurm_shockwave.model.plan import Action, ActionKind, ActionResult, ApplyRe
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.prediction.observed import acknowledged
-from slurm_shockwave.slurm.hints import Hint, parse_hint
+from slurm_shockwave.slurm.hints import Hint, parse_hint, split_admin_comment
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob, SlurmNode
 from slurm_shockwave.workloads.bundled import bundled_table
@@ -206,6 +206,7 @@ class SlurmCluster:
         times, so with Unix times (1.8e9 s) every job would read rho 1.00."""
         self._jobs: dict[int, SlurmJob] = {}
         self._parsed: dict[int, tuple[str, Hint | str]] = {}
+        self._submitted: dict[int, float] = {}
         """Each observed job's hint text and what it parsed to (a Hint, or the error)."""
         self.bad_hints: dict[int, str] = {}
         self.not_eligible: dict[int, int] = {}
@@ -270,11 +271,13 @@ class SlurmCluster:
                      else Phase.RUNNING if j.state == "RUNNING"
                      else Phase.HELD if j.held else Phase.PENDING)
             spec = JobSpec(j.job_id, hint.model, hint.bs, max(j.gpus, 1), hint.mode,
-                           float(j.submit_time) - self.origin_s, hint.epochs, user=j.user,
+                           self._arrival(j), hint.epochs, user=j.user,
                            gpus_range=hint.gpus_range)
             slots = job_slots(j) if j.state == "RUNNING" else ()
             views.append(Job(spec, self.progress(j, hint), phase, slots))
         self._parsed = {jid: v for jid, v in self._parsed.items() if jid in self._jobs}
+        self._submitted = {jid: t for jid, t in self._submitted.items()
+                           if jid in self.queued_ids}
         # the GPUs the planner gives out: those its jobs hold, and those of a job of ours
         # that is ending or being requeued (COMPLETING: its Epilog runs), free in a
         # moment (Slurm starts a released job there once they are), not another
@@ -327,9 +330,20 @@ class SlurmCluster:
             if job is None or job.state != "RUNNING" or job.restart_count > ck.restart_count:
                 self._forget(jid)
 
+    def _arrival(self, job: SlurmJob) -> float:
+        """When the job was first submitted, on the view's clock. Slurm sets a requeued
+        job's submit time to the requeue, which would make every preemption a new arrival
+        (a fresh fair finish time, a new place in arrival order): the admin comment's
+        stamp (job_submit.lua) says when it came, else the earliest submit time seen."""
+        _, stamp = split_admin_comment(job.admin_comment)
+        known = [float(t) for t in (stamp, self._submitted.get(job.job_id), job.submit_time)
+                 if t]
+        first = self._submitted[job.job_id] = min(known, default=0.0)
+        return first - self.origin_s
+
     def _hint(self, job: SlurmJob) -> Hint | None:
         """The job's validated hint; a bad one leaves that job to Slurm, never the round."""
-        text = job.admin_comment or job.comment
+        text = split_admin_comment(job.admin_comment)[0] or job.comment
         cached = self._parsed.get(job.job_id)
         if cached is None or cached[0] != text:
             try:
