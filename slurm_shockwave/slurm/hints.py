@@ -95,8 +95,9 @@ SUBMITTED = re.compile(r"(.*)[ ]submitted=([0-9]{1,12})")
 """job_submit.lua appends ``submitted=<epoch>`` to the normalised hint it writes into the
 admin comment: the job's first submission. Slurm sets a requeued job's submit time to
 the requeue (job_mgr.c: batch_requeue_fini), so without the stamp every preemption
-would look like a new arrival and reset the job's fair finish time. Not part of the hint language: a user's
-``--comment`` cannot carry it (unknown key) and only an admin can set the admin comment."""
+would look like a new arrival and reset the job's fair finish time. Not part of the
+hint language: a user's ``--comment`` cannot carry it (unknown key) and only an admin
+can set the admin comment."""
 
 
 def split_admin_comment(text: str) -> tuple[str, int | None]:
