@@ -206,8 +206,9 @@ class SlurmCluster:
         times, so with Unix times (1.8e9 s) every job would read rho 1.00."""
         self._jobs: dict[int, SlurmJob] = {}
         self._parsed: dict[int, tuple[str, Hint | str]] = {}
-        self._submitted: dict[int, float] = {}
         """Each observed job's hint text and what it parsed to (a Hint, or the error)."""
+        self._submitted: dict[int, float] = {}
+        """Each queued job's first submission seen (``_arrival``)."""
         self.bad_hints: dict[int, str] = {}
         self.not_eligible: dict[int, int] = {}
         """Pending jobs of the partition left out of the view until their eligible time
