@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.hints import split_admin_comment
 from slurm_shockwave.slurm.protocol import SlurmError
 from tests.live_cluster import Submitter, job, kept_heartbeat, wait_for, write_fresh
 
@@ -56,6 +57,13 @@ def jobs(submitter: Callable[..., Submitter]) -> Submitter:
     return submitter(WORKER, "-o", "/dev/null")
 
 
+def stamped(admin_comment: str) -> bool:
+    """The plugin's normalised hint, stamped with the submission (or move) time."""
+    hint, submitted = split_admin_comment(admin_comment)
+    return hint == NORMALISED and submitted is not None \
+        and abs(submitted - time.time()) < 120
+
+
 def scontrol_update(job_id: int, *settings: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["scontrol", "update", f"jobid={job_id}", *settings],
                           capture_output=True, text=True, timeout=60, check=False)
@@ -81,7 +89,7 @@ def test_no_partition_is_managed_iff_the_default_is(backend, jobs, heartbeat) ->
     j = job(backend, jid)
     if managed_is_default():
         assert j.partition == "shockwave" and j.held and j.priority == 0
-        assert j.admin_comment == NORMALISED
+        assert stamped(j.admin_comment)
         with pytest.raises(SlurmError, match="field 'epochs': expected an integer"):
             jobs("--gres=gpu:1", "--comment=bs=32 epochs=0")
     else:
@@ -113,7 +121,7 @@ def test_moving_a_job_into_the_managed_partition_validates_it(backend, jobs,
     assert proc.returncode == 0, proc.stderr
     j = job(backend, good)
     assert j.partition == "shockwave" and j.held and j.priority == 0
-    assert j.admin_comment == NORMALISED
+    assert stamped(j.admin_comment)
 
 
 def test_the_hint_of_a_managed_job_cannot_change(backend, jobs, heartbeat) -> None:
@@ -122,7 +130,7 @@ def test_the_hint_of_a_managed_job_cannot_change(backend, jobs, heartbeat) -> No
     proc = scontrol_update(jid, "comment=bs=64 epochs=9")
     assert proc.returncode != 0
     j = job(backend, jid)
-    assert j.comment == GOOD and j.admin_comment == NORMALISED
+    assert j.comment == GOOD and stamped(j.admin_comment)
     assert scontrol_update(jid, "comment=" + GOOD).returncode == 0  # no change: fine
     assert scontrol_update(jid, "timelimit=10").returncode == 0  # anything else passes
 
@@ -133,7 +141,7 @@ def test_without_a_fresh_heartbeat_jobs_run_under_slurm_alone(backend, jobs, hea
     getattr(heartbeat, state)()
     jid = jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}")
     j = job(backend, jid)
-    assert not j.held and j.admin_comment == NORMALISED  # validated, not held
+    assert not j.held and stamped(j.admin_comment)  # validated, not held
     wait_for(lambda: job(backend, jid).state == "RUNNING", 30)
     with pytest.raises(SlurmError, match="field 'bs'"):  # still validated
         jobs("-p", "shockwave", "--gres=gpu:1", "--comment=bs=0 epochs=1")
