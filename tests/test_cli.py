@@ -135,3 +135,27 @@ def test_seed_reaches_the_policy(tmp_path: Path) -> None:
 
     assert jct("1") == jct("1")
     assert jct("1") != jct("2")
+
+
+def test_every_command_resolves_and_lists_in_help() -> None:
+    from slurm_shockwave.cli.main import COMMANDS
+
+    listed = run("--help").stdout
+    for name in COMMANDS:
+        assert f"  {name} " in listed or f"  {name}\n" in listed, name
+        assert "Usage:" in run(name, "--help").stdout, name
+    assert run("no-such-command", check=False).returncode == 2
+
+
+def test_report_leaves_the_planner_and_numpy_unimported() -> None:
+    """The Epilog runs `shockwave report --end` after every job while the job's GPUs wait:
+    it must not pay for the simulator, the solvers or numpy."""
+    code = ("import sys\nfrom slurm_shockwave.cli.main import cli\n"
+            "try:\n    cli(['report', '--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = ('numpy', 'highspy', 'gurobipy', 'yaml', 'slurm_shockwave.sim',"
+            " 'slurm_shockwave.policies', 'slurm_shockwave.solver', 'slurm_shockwave.engine')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or"
+            " any(m == h or m.startswith(h + '.') for h in heavy)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
