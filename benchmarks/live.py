@@ -6,7 +6,8 @@ the trace's emulated jobs at their arrival times divided by ``--time-scale``, wa
 all of them, stops everything it started, and prints one JSON object: policy, jobs,
 completed, lost, makespan_s, avg_jct_s, worst_rho (trace seconds), the simulator's
 sim_makespan_s, sim_avg_jct_s, sim_worst_rho on the same trace and settings, preemptions,
-wall_s.
+wall_s, and start_wait and requeue_wait: the actuation waits measured in slurmctld's log
+(wall seconds) next to what the simulation charges for them.
 
     python -m benchmarks.live --trace T --gpus 16 --time-scale 60 --policy shockwave --json
 """

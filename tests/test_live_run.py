@@ -37,6 +37,8 @@ def test_sixteen_emulated_jobs_complete_through_service_kills(tmp_path: Path) ->
                                    ports=(23817 + PORT_OFFSET, 23900 + PORT_OFFSET)))
     assert result["completed"] == result["jobs"] == 16 and result["lost"] == 0
     assert result["service_kills"] >= 1
+    # the controller's log shows every job released by the service before it started
+    assert result["start_wait"]["n"] >= 16 and result["start_wait"]["mean_s"] is not None
     db = sqlite3.connect(f"file:{tmp_path / 'state.db'}?mode=ro", uri=True)
     kinds = dict(db.execute("SELECT kind, COUNT(*) FROM reports GROUP BY kind").fetchall())
     assert kinds.get("progress", 0) > 100

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_shockwave.live.cluster import LocalCluster
+from slurm_shockwave.live.ctld_log import log_summaries
 from slurm_shockwave.metrics.summary import Finished, summarize
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.sim.inputs import build_workload, load_throughputs, load_trace
@@ -317,4 +318,14 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
         "preemptions": sum(j.restarts for j in jobs.values()), "service_kills": kills,
         "time_scale": scale, "gpus": settings.gpus, "wall_s": round(wall_s, 1),
         "machine": {"cpus": os.cpu_count()},
+        **_actuation(settings.work_dir / "cluster" / "log" / "slurmctld.log"),
     }
+
+
+def _actuation(ctld_log: Path) -> dict[str, Any]:
+    """The run's actuation waits, wall seconds, measured from the controller's log next to
+    what the simulation above charges for them: half of ``sched_interval`` for a start
+    (in ``sim_restore_s``), nothing from the checkpoint signal to the requeue."""
+    measured = log_summaries(ctld_log)
+    return {"start_wait": {**measured["start"], "modelled_mean_s": SCHED_INTERVAL_S / 2},
+            "requeue_wait": {**measured["requeue"], "modelled_mean_s": 0.0}}
