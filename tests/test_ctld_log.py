@@ -49,3 +49,12 @@ def test_summary_and_a_missing_log(tmp_path: Path) -> None:
     path = tmp_path / "slurmctld.log"
     path.write_text(LOG)
     assert log_summaries(path)["requeue"]["n"] == 1
+
+
+def test_the_demo_names_both_waits_next_to_the_model() -> None:
+    from slurm_shockwave.cli.demo import _actuation_line
+
+    line = _actuation_line({"start_wait": {**summary([0.5, 1.5]), "modelled_mean_s": 1.0},
+                            "requeue_wait": {**summary([]), "modelled_mean_s": 0.0}})
+    assert "release to start: 1.00 s mean, p90 1.50 s over 2 (simulator 1 s)" in line
+    assert "checkpoint signal to requeue: none" in line

@@ -108,4 +108,19 @@ def demo(trace: str, gpus: int, time_scale: float, policy: str, no_slurm_alone: 
     console().print(rows_table(
         f"{first['jobs']} jobs on {gpus} GPUs, time scale {time_scale:g} (trace seconds)",
         ("run", "completed", "makespan s", "avg JCT s", "worst rho", "requeues"), rows))
+    click.echo(_actuation_line(first))
     click.echo(f"logs and the store: {work}")
+
+
+def _actuation_line(result: dict[str, Any]) -> str:
+    """Slurm's two actuation waits as the controller logged them (live/ctld_log.py), next
+    to what the simulator row charges: where they differ, so may live and simulated."""
+    def part(key: str, what: str) -> str:
+        w = result.get(key) or {}
+        if not w.get("n"):
+            return f"{what}: none"
+        return (f"{what}: {w['mean_s']:.2f} s mean, p90 {w['p90_s']:.2f} s over {w['n']} "
+                f"(simulator {w['modelled_mean_s']:g} s)")
+    return ("Slurm's actuation, wall seconds from slurmctld's log: "
+            f"{part('start_wait', 'release to start')}; "
+            f"{part('requeue_wait', 'checkpoint signal to requeue')}")
