@@ -278,7 +278,9 @@ class Trainer:
     def _on_signal(self) -> bool:
         self._save()
         self.reporter.checkpointed()
-        _say(self.out, f"checkpoint signal: saved {self.epochs_done:.3g}/{len(self.plan)} "
+        # rounded down: the log never shows more progress than the checkpoint holds
+        saved = math.floor(self.epochs_done * 100) / 100
+        _say(self.out, f"checkpoint signal: saved {saved:.2f}/{len(self.plan)} "
                        f"epochs, batch size {self.bs_now()}; training on from it")
         return False
 
