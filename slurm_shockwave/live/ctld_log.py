@@ -46,41 +46,38 @@ def actuation_waits(lines: Iterable[str]) -> ActuationWaits:
     released: dict[int, float] = {}
     signalled: dict[int, float] = {}
     running: set[int] = set()
+
+    def mark(job: int, release: bool, at: float) -> None:
+        if not release:
+            released.pop(job, None)
+        elif job not in running:  # the service re-pins a running job's priority too
+            released.setdefault(job, at)
+
     for line in lines:
         m = _LINE.match(line)
         if m is None:
             continue
         at, text = datetime.fromisoformat(m.group(1)).timestamp(), m.group(2)
         if (p := _PRIORITY.search(text)) is not None:
-            job, release = int(p.group(2)), int(p.group(1)) > 0
+            mark(int(p.group(2)), int(p.group(1)) > 0, at)
         elif (h := _HOLD.search(text)) is not None:
-            job, release = int(h.group(2)), h.group(1) is not None
+            mark(int(h.group(2)), h.group(1) is not None, at)
         elif (a := _ALLOCATE.search(text)) is not None:
             job = int(a.group(1) or a.group(2))
             running.add(job)
             if (since := released.pop(job, None)) is not None:
                 waits.start.append(round(max(0.0, at - since), 3))
-            continue
         elif (s := _SIGNAL.search(text)) is not None:
             if int(s.group(1)) in running:
                 signalled.setdefault(int(s.group(1)), at)
-            continue
         elif (r := _REQUEUE.search(text)) is not None:
             job = int(r.group(1))
             running.discard(job)
             if (since := signalled.pop(job, None)) is not None:
                 waits.requeue.append(round(max(0.0, at - since), 3))
-            continue
         elif (d := _DONE.search(text)) is not None:
             running.discard(int(d.group(1)))
             signalled.pop(int(d.group(1)), None)
-            continue
-        else:
-            continue
-        if not release:
-            released.pop(job, None)
-        elif job not in running:  # the service re-pins a running job's priority too
-            released.setdefault(job, at)
     return waits
 
 

@@ -42,6 +42,10 @@ ROUND_TRACE_S = 120.0
 RESTORE_TRACE_S = 20.0
 SCHED_INTERVAL_S = 2.0
 """Slurm's sched_interval on the test cluster (docker-slurm/start.sh), wall seconds."""
+START_WAIT_S = SCHED_INTERVAL_S / 2
+"""The simulator's model of a start's wait for Slurm's next scheduling pass, wall seconds:
+on average half of its interval (in ``live_restore_s``; checked against slurmctld's log
+by ``_actuation``)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ class _Service:
 def live_restore_s(time_scale: float) -> float:
     """A (re)start's cost in trace seconds: the emulated job's restore plus, on average,
     half of Slurm's scheduling interval before it starts."""
-    return min(RESTORE_TRACE_S + SCHED_INTERVAL_S / 2 * time_scale, ROUND_TRACE_S - 1)
+    return min(RESTORE_TRACE_S + START_WAIT_S * time_scale, ROUND_TRACE_S - 1)
 
 
 def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
@@ -327,5 +331,5 @@ def _actuation(ctld_log: Path) -> dict[str, Any]:
     what the simulation above charges for them: half of ``sched_interval`` for a start
     (in ``sim_restore_s``), nothing from the checkpoint signal to the requeue."""
     measured = log_summaries(ctld_log)
-    return {"start_wait": {**measured["start"], "modelled_mean_s": SCHED_INTERVAL_S / 2},
+    return {"start_wait": {**measured["start"], "modelled_mean_s": START_WAIT_S},
             "requeue_wait": {**measured["requeue"], "modelled_mean_s": 0.0}}
