@@ -3,7 +3,8 @@
 Subcommands are imported when they are called, not all at start: the Epilog runs
 ``shockwave report --end`` after every job, requeues included, and the node's GPUs stay
 with the finished job until it returns; importing every command (the simulator, the
-solver, numpy) took 0.76 s of the 2 cores here, ``report`` alone 0.17 s.
+solver, numpy) takes 0.75-0.84 s on the 2 idle cores here, ``report`` alone 0.19-0.23 s
+(docs/admin.md).
 """
 
 from __future__ import annotations
