@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from benchmarks.reference_runs import SETTINGS, reference_workload
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import Workload, build_workload
+from slurm_shockwave.solver.fluid import FluidJobs
 from slurm_shockwave.workloads.bundled import bundled_table
 
 
@@ -53,10 +56,15 @@ def load(name: str) -> tuple[Workload, int]:
     return build_workload(jobs, table, source=f"generated:{name}"), g.gpus
 
 
+def fluid_jobs(workload: Workload, gpus: int) -> FluidJobs:
+    """The trace's jobs for the fluid relaxation: arrival, exclusive runtime, GPUs."""
+    jobs = workload.jobs
+    return FluidJobs(np.array([j.spec.arrival_s for j in jobs], dtype=float),
+                     np.array([workload.profiles[j.spec.job_id].exclusive_s for j in jobs]),
+                     np.array([j.spec.gpus for j in jobs]), gpus)
+
+
 def lower_bound_s(workload: Workload, gpus: int) -> float:
     """No schedule finishes before the latest (arrival + exclusive runtime), nor before
     all GPU-work spread over every GPU."""
-    jobs = workload.jobs
-    latest = max(j.spec.arrival_s + workload.profiles[j.spec.job_id].exclusive_s for j in jobs)
-    work = sum(j.spec.gpus * workload.profiles[j.spec.job_id].exclusive_s for j in jobs)
-    return max(latest, work / gpus)
+    return fluid_jobs(workload, gpus).simple_bound_s
