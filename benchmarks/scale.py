@@ -1,8 +1,10 @@
-"""The scale study: Shockwave against all nine baselines on the paper's traces and ours.
+"""The scale study: Shockwave and stretch_edf against all nine baselines, on the paper's
+traces and ours.
 
 For each trace (benchmarks/traces.py): every policy's metrics, the trace's makespan lower
-bound, and the four targets of issue 10 as pass/fail, each measured against the best of
-all nine baselines:
+bound, and the four targets of issue 10 as pass/fail (``targets`` for Shockwave,
+``targets_stretch_edf`` for the max-stretch rule), each measured against the best of all
+nine baselines:
 
 - makespan <= 1.10 x the lower bound (max of latest arrival + exclusive runtime, and
   total GPU-work / GPUs);
@@ -15,14 +17,21 @@ shipped); ``--config`` overrides Shockwave's section. Prints one JSON object; ``
 DIR`` also writes a Pareto plot per trace (``pareto_<trace>.png``: makespan and average
 JCT against worst rho, one point per policy) and the CDF plots (``scale_<trace>/``).
 
-    python -m benchmarks.scale --json [--traces 120,220,small] [--out docs/img]
+``--bounds`` adds, per trace, what no schedule can do (``fluid``: the least makespan,
+worst rho and average JCT of the fluid relaxation, solved exactly as LPs; a schedule that
+knows the future included) and whether that proves a combination of the targets
+unreachable on the trace.
+
+    python -m benchmarks.scale --json [--traces 120,220,small] [--out docs/img] [--bounds]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,15 +39,19 @@ from typing import Any
 from benchmarks import traces
 from benchmarks.reference_runs import machine
 from slurm_shockwave.config import Settings, load_settings
+from slurm_shockwave.metrics.summary import contention
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.report.results import summary_record
 from slurm_shockwave.sim.inputs import Workload
 from slurm_shockwave.sim.run import SimResult, simulate
+from slurm_shockwave.solver import fluid
 
 SHIPPED = Path(__file__).resolve().parents[1] / "etc" / "shockwave.yaml"
 # the nine published baselines; elastic_greedy is the elastic comparison (benchmarks/elastic.py)
 # and on these fixed-count traces runs exactly as FIFO (tests/test_elastic_policy.py)
-BASELINES = tuple(sorted(n for n in POLICIES if n not in ("shockwave", "elastic_greedy")))
+# and ours: Shockwave, and stretch_edf (the max-stretch rule the targets were met with)
+CONTENDERS = ("shockwave", "stretch_edf")
+BASELINES = tuple(sorted(n for n in POLICIES if n not in (*CONTENDERS, "elastic_greedy")))
 MAKESPAN_SLACK = 1.10
 JCT_SLACK = 1.10
 UNFAIR_LIMIT = 0.02
@@ -77,8 +90,42 @@ def targets(records: Mapping[str, Mapping[str, Any]], bound_s: float,
             for k, (v, lim, what) in rows.items()}
 
 
+def fluid_bounds(workload: Workload, gpus: int, bound_s: float,
+                 records: Mapping[str, Mapping[str, Any]], slot_s: float) -> dict[str, Any]:
+    """What no schedule can do on this trace, from the fluid relaxation (solver/fluid.py),
+    and which targets that proves unreachable together: the least worst rho of a schedule
+    within the makespan limit, and the least average JCT of one within both the makespan
+    and the worst-rho limits. The unfair fraction has no bound here."""
+    started = time.perf_counter()
+    jobs = traces.fluid_jobs(workload, gpus)
+    c = contention(len(workload.jobs), gpus)
+    m_limit = MAKESPAN_SLACK * bound_s
+    row: dict[str, Any] = {
+        "slot_s": slot_s,
+        "makespan_s": fluid.min_makespan_s(jobs, slot_s),
+        "worst_rho": fluid.min_worst_rho(jobs, c, slot_s),
+        "worst_rho_within_makespan_limit": fluid.min_worst_rho(jobs, c, slot_s,
+                                                               makespan_s=m_limit),
+        "avg_jct_s": fluid.min_avg_jct_s(jobs, fluid.deadlines(jobs), slot_s),
+    }
+    base = [records[b] for b in BASELINES if b in records]
+    if base:
+        rho_limit = min(float(r["worst_rho"]) for r in base)
+        jct_limit = JCT_SLACK * min(float(r["avg_jct_s"]) for r in base)
+        within = fluid.deadlines(jobs, worst_rho=rho_limit, contention=c, makespan_s=m_limit)
+        row["avg_jct_s_within_limits"] = fluid.min_avg_jct_s(jobs, within, slot_s)
+        row["proven_unreachable"] = {
+            "makespan_and_worst_rho": row["worst_rho_within_makespan_limit"] > rho_limit,
+            "makespan_worst_rho_and_avg_jct": row["avg_jct_s_within_limits"] > jct_limit,
+        }
+    row["wall_s"] = time.perf_counter() - started
+    return {k: (round(v, 4) if isinstance(v, float) and math.isfinite(v) else
+                (None if isinstance(v, float) else v)) for k, v in row.items()}
+
+
 def study(name: str, policies: list[str], settings: Settings,
-          override: Mapping[str, Any] | None, out: Path | None) -> dict[str, Any]:
+          override: Mapping[str, Any] | None, out: Path | None,
+          bounds_slot_s: float | None = None) -> dict[str, Any]:
     workload, gpus = traces.load(name)
     bound = traces.lower_bound_s(workload, gpus)
     results = []
@@ -91,9 +138,15 @@ def study(name: str, policies: list[str], settings: Settings,
         r["makespan_vs_bound"] = round(float(r["makespan_s"]) / bound, 4)
     row: dict[str, Any] = {"jobs": len(workload.jobs), "gpus": gpus,
                            "lower_bound_s": round(bound, 1), "policies": records}
-    if "shockwave" in records and all(b in records for b in BASELINES):
-        row["targets"] = targets(records, bound)
-        row["all_pass"] = all(t["pass"] for t in row["targets"].values())
+    if all(b in records for b in BASELINES):
+        for policy in (p for p in CONTENDERS if p in records):
+            checked = targets(records, bound, policy)
+            key = "" if policy == "shockwave" else f"_{policy}"
+            row[f"targets{key}"] = checked
+            row[f"all_pass{key}"] = all(t["pass"] for t in checked.values())
+    if bounds_slot_s is not None:
+        print(f"{name}: fluid bounds ...", file=sys.stderr, flush=True)
+        row["fluid"] = fluid_bounds(workload, gpus, bound, records, bounds_slot_s)
     if out is not None:
         from slurm_shockwave.report.plots import write_pareto, write_plots
 
@@ -107,15 +160,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", "--sizes", dest="traces", default=",".join(traces.ALL),
                     help=f"comma-separated, of: {', '.join(traces.ALL)}")
-    ap.add_argument("--policies", default=",".join(("shockwave", *BASELINES)))
+    ap.add_argument("--policies", default=",".join((*CONTENDERS, *BASELINES)))
     ap.add_argument("--settings", default=str(SHIPPED), help="YAML settings (all policies)")
     ap.add_argument("--config", default="{}", help="JSON overrides of shockwave's settings")
     ap.add_argument("--out", default=None, help="directory for the plots")
+    ap.add_argument("--bounds", action="store_true",
+                    help="also what no schedule can do (the fluid relaxation's LPs)")
+    ap.add_argument("--slot-s", type=float, default=120.0,
+                    help="the relaxation's slot (smaller: tighter, slower)")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
     settings = load_settings(args.settings)
     out = Path(args.out) if args.out else None
-    table = {name: study(name, args.policies.split(","), settings, json.loads(args.config), out)
+    slot = args.slot_s if args.bounds else None
+    table = {name: study(name, args.policies.split(","), settings, json.loads(args.config), out,
+                         slot)
              for name in args.traces.split(",")}
     print(json.dumps({"scale": table, "settings": args.settings, "machine": machine()}))
 

@@ -14,7 +14,7 @@ def order(name: str, *jobs, gpus: int = 4, now_s: float = 0.0, memory=None, **co
 
 def test_registry_names() -> None:
     assert list(POLICIES) == ["fifo", "srtf", "las", "gavel", "themis", "allox", "ossp", "mst",
-                              "gandiva_fair", "shockwave", "elastic_greedy"]
+                              "gandiva_fair", "shockwave", "elastic_greedy", "stretch_edf"]
     with pytest.raises(InputError, match="unknown policy 'nope'"):
         make_policy("nope")
 
@@ -89,3 +89,26 @@ def test_allox_is_non_preemptive_and_bounded_to_the_oldest() -> None:
     # 2 free GPUs and 10 waiting: candidates are the oldest max(0.2*10, 2) = 2
     assert set(plan_order[1:]) == {1, 2}
     assert plan_order[1:] == (2, 1)  # shortest processing time first
+
+
+def test_stretch_edf_runs_the_earliest_deadline_arrival_plus_stretch_times_size() -> None:
+    # sizes 1,000 s and 200 s (10 and 2 epochs of 100 s): with stretch 2 the deadlines are
+    # 0 + 2,000 and 900 + 400, so the short late job goes first; with stretch 0.5 they
+    # are 500 and 1,000, so the early long one does
+    long, short = a_job(1, epochs=10), a_job(2, epochs=2, arrival_s=900)
+    assert order("stretch_edf", long, short, gpus=1, now_s=900, critical_frac=0) == (2, 1)
+    assert order("stretch_edf", long, short, gpus=1, now_s=900, critical_frac=0,
+                 stretch=0.5) == (1, 2)
+
+
+def test_stretch_edf_runs_the_critical_path_first() -> None:
+    # one GPU: 10,000 s of work left in job 1 is the makespan's bound, whatever its deadline
+    long, short = a_job(1, epochs=100, arrival_s=500), a_job(2, epochs=2)
+    assert order("stretch_edf", long, short, gpus=2, now_s=500, critical_frac=0) == (2, 1)
+    assert order("stretch_edf", long, short, gpus=2, now_s=500) == (1, 2)
+
+
+def test_stretch_edf_refuses_a_bad_stretch() -> None:
+    with pytest.raises(InputError) as err:
+        make_policy("stretch_edf", {"stretch": 0})
+    assert err.value.field == "stretch_edf.stretch"

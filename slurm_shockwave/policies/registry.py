@@ -17,10 +17,12 @@ from slurm_shockwave.policies.mst import Mst
 from slurm_shockwave.policies.ossp import Ossp
 from slurm_shockwave.policies.shockwave.policy import Shockwave
 from slurm_shockwave.policies.srtf import Srtf
+from slurm_shockwave.policies.stretch_edf import StretchEdf
 from slurm_shockwave.policies.themis import Themis
 
 _CLASSES: tuple[type[Policy[Any]], ...] = (
     Fifo, Srtf, Las, Gavel, Themis, Allox, Ossp, Mst, GandivaFair, Shockwave, ElasticGreedy,
+    StretchEdf,
 )
 
 
