@@ -5,9 +5,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks import traces
-from benchmarks.scale import BASELINES, targets
+from benchmarks.scale import BASELINES, CONTENDERS, SHIPPED, study, targets
+from slurm_shockwave.config import load_settings
 from slurm_shockwave.report.plots import write_pareto
 from tests.builders import a_spec, a_workload
+from tests.conftest import reference_file
 
 
 def _record(policy: str, makespan: float, jct: float, rho: float, unfair: float) -> dict:
@@ -41,3 +43,21 @@ def test_pareto_plot_is_written(tmp_path: Path) -> None:
                for i, p in enumerate(("shockwave", *BASELINES))]
     path = write_pareto(records, tmp_path / "p.png", "t", bound_s=90.0)
     assert path.stat().st_size > 1000
+
+
+@pytest.mark.reference
+def test_on_the_paper_trace_stretch_edf_meets_all_four_targets_and_nothing_is_proven_unreachable(
+) -> None:
+    """docs/evaluation.md, "The targets (issue 10)", 120 jobs / 32 GPUs: stretch_edf passes
+    all four against the nine baselines, more than Shockwave's; the fluid relaxation's
+    least worst rho within the makespan limit stays below the best baseline's."""
+    reference_file("traces/120_*.trace")
+    row = study("120", [*CONTENDERS, *BASELINES], load_settings(SHIPPED), None, None,
+                bounds_slot_s=120.0)
+    assert row["all_pass_stretch_edf"]
+    shockwave = sum(t["pass"] for t in row["targets"].values())
+    assert shockwave < 4
+    fluid = row["fluid"]
+    assert not any(fluid["proven_unreachable"].values())
+    assert fluid["worst_rho_within_makespan_limit"] < row["targets"]["worst_rho"]["limit"]
+    assert fluid["makespan_s"] >= row["lower_bound_s"] - 1e-6
