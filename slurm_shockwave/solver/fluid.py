@@ -1,4 +1,4 @@
-"""What no schedule can beat: a trace's jobs as a fluid relaxation, solved as linear programs.
+"""What no schedule can beat: a trace's jobs as a fluid relaxation (flows and an LP).
 
 Any schedule of the trace (gangs, node placement, restarts and restore costs included)
 gives, slot by slot, how many seconds each job ran in each slot of ``slot_s`` seconds:
@@ -6,8 +6,10 @@ gives, slot by slot, how many seconds each job ran in each slot of ``slot_s`` se
 in a slot than the part of the slot between its arrival and its finish; a job runs its
 exclusive runtime in all (restores only add to it); and the GPU-seconds of a slot are at
 most ``capacity * slot_s``. A schedule that meets finish deadlines therefore makes this
-linear program feasible, so an infeasible program proves that no schedule meets them:
-that is what turns "the targets were not met" into "they cannot be".
+program feasible (checked as a maximum flow), so an infeasible program proves that no
+schedule meets them: that is what turns "the targets were not met" into "they cannot
+be". Jobs keep their GPU count: an elastic job run on more GPUs is faster than its
+exclusive runtime, which this relaxation does not bound.
 
 The average-JCT bound uses a job's mean busy time: a job that runs at most at rate 1 and
 finishes at C has C >= (its mean busy time) + work / 2, and the program takes each slot's
