@@ -3,8 +3,8 @@ times its predicted exclusive runtime; preemptive; the critical path first.
 
 Finish-time fairness is a job's stretch (JCT over exclusive runtime) divided by the
 trace's contention, so keeping every job's stretch under one target keeps the worst rho
-down, and earliest-deadline-first on such deadlines is the classic online rule for the
-maximum stretch (Bender, Chakrabarti and Muthukrishnan, SODA 1998). Among jobs that
+down; earliest-deadline-first on such deadlines is what the online max-stretch algorithm
+of Bender, Chakrabarti and Muthukrishnan (SODA 1998) runs. Among jobs that
 arrive together it is shortest first, which keeps average JCT near SRTF's; unlike SRTF,
 a long job's deadline comes round, so it is never left behind for ever. One constant
 needs no knowledge of the cluster's contention: the order is arrival + stretch x size.
