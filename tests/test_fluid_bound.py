@@ -38,7 +38,7 @@ def test_two_gangs_that_each_fill_the_cluster_cannot_share_it() -> None:
     # the true least worst rho is 2; a slot holding both deadlines lets the two gangs
     # overlap inside it (capacity is per slot), so the bound is below 2 by at most a slot
     rho = fluid.min_worst_rho(jobs, 1.0, 60.0)
-    assert 2.0 - 60.0 / 100.0 <= rho <= 2.0 * (1 + 2e-3)
+    assert 2.0 - 60.0 / 100.0 <= rho <= 2.0
     assert fluid.min_worst_rho(jobs, 1.0, 10.0) >= rho
     assert math.isinf(fluid.min_worst_rho(jobs, 1.0, 60.0, makespan_s=150.0))
     # the true optimum is 150 (100 and 200); the bound is at most slot/2 below it
@@ -82,7 +82,7 @@ def test_no_policy_beats_the_bounds_in_the_simulator() -> None:
         s = simulate(workload, make_policy(name), gpus=gpus, gpus_per_node=8,
                      restore_s=20.0).summary
         assert s.makespan_s >= makespan - 1.0, name
-        assert s.worst_rho >= rho * (1 - 1e-3), name
+        assert s.worst_rho >= rho, name
         assert s.avg_jct_s >= jct - 1e-6, name
 
 

@@ -157,7 +157,8 @@ def min_avg_jct_s(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float) -> flo
 def min_makespan_s(jobs: FluidJobs, slot_s: float, *, worst_rho: float = math.inf,
                    contention: float = 1.0, tol_s: float = 1.0) -> float:
     """The least makespan of any schedule (with every job within ``worst_rho``), to
-    ``tol_s`` above it; inf when the worst rho alone cannot be met."""
+    ``tol_s`` below it (the bracket's infeasible end: a bound must not be above it); inf
+    when the worst rho alone cannot be met."""
     lo = jobs.simple_bound_s
 
     def ok(m: float) -> bool:
@@ -169,18 +170,19 @@ def min_makespan_s(jobs: FluidJobs, slot_s: float, *, worst_rho: float = math.in
     if ok(lo):
         return lo
     hi = 1.05 * lo
-    while not ok(hi):  # ends: one job after another, at the latest, meets any makespan
+    while not ok(hi):  # ends: late enough, the makespan adds nothing to the worst rho's deadlines
         lo, hi = hi, 1.05 * hi
     while hi - lo > tol_s:
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
+    return lo
 
 
 def min_worst_rho(jobs: FluidJobs, contention: float, slot_s: float, *,
                   makespan_s: float = math.inf, tol: float = 1e-3) -> float:
     """The least worst rho of any schedule (finishing by ``makespan_s``), to ``tol``
-    (relative) above it; inf when the makespan alone cannot be met."""
+    (relative) below it (the bracket's lower end); inf when the makespan alone cannot be
+    met."""
     lo = 1.0 / contention  # rho < 1/contention means finishing before the exclusive runtime
 
     def ok(r: float) -> bool:
@@ -195,4 +197,4 @@ def min_worst_rho(jobs: FluidJobs, contention: float, slot_s: float, *,
     while hi - lo > tol * hi:
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
+    return lo
