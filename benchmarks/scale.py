@@ -170,6 +170,8 @@ def main() -> None:
                     help="the relaxation's slot (smaller: tighter, slower)")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
+    if not 1.0 <= args.slot_s <= 3600.0:
+        ap.error(f"--slot-s: must be from 1 to 3600 seconds, not {args.slot_s}")
     settings = load_settings(args.settings)
     out = Path(args.out) if args.out else None
     slot = args.slot_s if args.bounds else None

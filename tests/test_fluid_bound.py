@@ -62,6 +62,10 @@ def test_bad_jobs_are_refused() -> None:
         _jobs([0.0], [10.0], [8], 4)
     with pytest.raises(ValueError, match="one arrival"):
         _jobs([0.0, 1.0], [10.0], [1], 4)
+    with pytest.raises(ValueError, match="arrival >= 0"):
+        _jobs([-1.0], [10.0], [1], 4)
+    with pytest.raises(ValueError, match="slot_s"):
+        fluid.feasible(_jobs([0.0], [10.0], [1], 4), np.array([20.0]), 0.0)
 
 
 def test_no_policy_beats_the_bounds_in_the_simulator() -> None:

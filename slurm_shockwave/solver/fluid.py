@@ -47,8 +47,9 @@ class FluidJobs:
         if not (len(self.work_s) == len(self.gpus) == n) or n == 0:
             raise ValueError("need one arrival, work and GPU count per job, at least one job")
         if np.any(self.gpus > self.capacity) or np.any(self.gpus < 1) \
-                or np.any(self.work_s <= 0):
-            raise ValueError("every job needs work > 0 and 1 to the capacity's GPUs")
+                or not np.all(self.work_s > 0) or not np.all(self.arrival_s >= 0):
+            raise ValueError("every job needs an arrival >= 0, work > 0 and 1 to the "
+                             "capacity's GPUs")
 
     @property
     def simple_bound_s(self) -> float:
@@ -68,6 +69,8 @@ def _program(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float,
     """The slotted program for these deadlines; None when a job's window is shorter than
     its work (infeasible without a solve)."""
     a, p, g = jobs.arrival_s, jobs.work_s, jobs.gpus
+    if not slot_s > 0:
+        raise ValueError(f"slot_s must be > 0, not {slot_s}")
     if np.any(deadline_s - a < p - 1e-9):
         return None
     if not np.all(np.isfinite(deadline_s)):
