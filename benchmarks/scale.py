@@ -65,18 +65,19 @@ def run_policy(name: str, workload: Workload, gpus: int, settings: Settings,
                     restore_s=sim.restore_s, deadline_factor=sim.deadline_factor)
 
 
+def best_baseline(records: Mapping[str, Mapping[str, Any]], key: str) -> tuple[float, str]:
+    """The lowest ``key`` among the nine baselines run, and whose it is."""
+    r = min((records[b] for b in BASELINES if b in records),
+            key=lambda r: (float(r[key]), r["policy"]))
+    return float(r[key]), str(r["policy"])
+
+
 def targets(records: Mapping[str, Mapping[str, Any]], bound_s: float,
             policy: str = "shockwave") -> dict[str, dict[str, Any]]:
     """The four targets for ``policy`` against the best of the nine baselines."""
     sw = records[policy]
-    base = [records[b] for b in BASELINES if b in records]
-
-    def best(key: str) -> tuple[float, str]:
-        r = min(base, key=lambda r: (float(r[key]), r["policy"]))
-        return float(r[key]), str(r["policy"])
-
-    rho, rho_by = best("worst_rho")
-    jct, jct_by = best("avg_jct_s")
+    rho, rho_by = best_baseline(records, "worst_rho")
+    jct, jct_by = best_baseline(records, "avg_jct_s")
     rows = {
         "makespan": (float(sw["makespan_s"]), MAKESPAN_SLACK * bound_s,
                      f"{MAKESPAN_SLACK} x lower bound"),
@@ -108,10 +109,9 @@ def fluid_bounds(workload: Workload, gpus: int, bound_s: float,
                                                                makespan_s=m_limit),
         "avg_jct_s": fluid.min_avg_jct_s(jobs, fluid.deadlines(jobs), slot_s),
     }
-    base = [records[b] for b in BASELINES if b in records]
-    if base:
-        rho_limit = min(float(r["worst_rho"]) for r in base)
-        jct_limit = JCT_SLACK * min(float(r["avg_jct_s"]) for r in base)
+    if any(b in records for b in BASELINES):
+        rho_limit = best_baseline(records, "worst_rho")[0]
+        jct_limit = JCT_SLACK * best_baseline(records, "avg_jct_s")[0]
         within = fluid.deadlines(jobs, worst_rho=rho_limit, contention=c, makespan_s=m_limit)
         row["avg_jct_s_within_limits"] = fluid.min_avg_jct_s(jobs, within, slot_s)
         row["proven_unreachable"] = {
