@@ -59,16 +59,19 @@ class FluidJobs:
 
 
 @dataclass(frozen=True)
-class _Program:
-    milp: Milp
+class _Slots:
+    """Every (job, slot) pair in which a job may run: the job, the slot, and the earliest
+    instant and the length of the part of the slot between its arrival and deadline."""
     job_of: np.ndarray
+    slot: np.ndarray
+    start_s: np.ndarray
+    room_s: np.ndarray
+    count: int
 
 
-def _program(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float,
-             jct_objective: bool) -> _Program | None:
-    """The slotted program for these deadlines; None when a job's window is shorter than
-    its work (infeasible without a solve)."""
-    a, p, g = jobs.arrival_s, jobs.work_s, jobs.gpus
+def _slots(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float) -> _Slots | None:
+    """None when a job's window is shorter than its work (infeasible without a solve)."""
+    a, p = jobs.arrival_s, jobs.work_s
     if not slot_s > 0:
         raise ValueError(f"slot_s must be > 0, not {slot_s}")
     if np.any(deadline_s - a < p - 1e-9):
@@ -77,29 +80,36 @@ def _program(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float,
         raise ValueError("the fluid program needs a finite deadline for every job")
     first = np.floor(a / slot_s).astype(int)
     last = np.ceil(deadline_s / slot_s).astype(int)  # exclusive
-    counts = last - first
-    job_of = np.repeat(np.arange(len(a)), counts)
+    job_of = np.repeat(np.arange(len(a)), last - first)
     slot = np.concatenate([np.arange(f, e) for f, e in zip(first, last, strict=True)])
-    lo = np.maximum(a[job_of], slot * slot_s)
-    hi = np.minimum(deadline_s[job_of], (slot + 1) * slot_s)
-    room = np.maximum(hi - lo, 0.0)
-    n, slots, cols = len(a), int(last.max()), len(job_of)
+    start = np.maximum(a[job_of], slot * slot_s)
+    end = np.minimum(deadline_s[job_of], (slot + 1) * slot_s)
+    return _Slots(job_of, slot, start, np.maximum(end - start, 0.0), int(last.max()))
+
+
+def _program(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float,
+             jct_objective: bool) -> Milp | None:
+    """The slotted program for these deadlines as an LP; None as ``_slots``."""
+    cells = _slots(jobs, deadline_s, slot_s)
+    if cells is None:
+        return None
+    p, n, cols = jobs.work_s, len(jobs.work_s), len(cells.job_of)
     rows = sp.vstack([
-        sp.csr_matrix((np.ones(cols), (job_of, np.arange(cols))), shape=(n, cols)),
-        sp.csr_matrix((g[job_of].astype(float), (slot, np.arange(cols))), shape=(slots, cols)),
+        sp.csr_matrix((np.ones(cols), (cells.job_of, np.arange(cols))), shape=(n, cols)),
+        sp.csr_matrix((jobs.gpus[cells.job_of].astype(float), (cells.slot, np.arange(cols))),
+                      shape=(cells.count, cols)),
     ]).tocsc()
-    row_lo = np.concatenate([p, np.zeros(slots)])
-    row_hi = np.concatenate([p, np.full(slots, float(jobs.capacity) * slot_s)])
+    row_lo = np.concatenate([p, np.zeros(cells.count)])
+    row_hi = np.concatenate([p, np.full(cells.count, float(jobs.capacity) * slot_s)])
     # maximise -(mean over jobs of: mean busy time + work/2 - arrival), in seconds
-    c = -(lo / p[job_of]) / n if jct_objective else np.zeros(cols)
-    offset = -float(np.mean(p / 2 - a)) if jct_objective else 0.0
-    milp = Milp(c=c, a=rows, row_lo=row_lo, row_hi=row_hi, col_lo=np.zeros(cols),
-                col_hi=room, integer=np.zeros(cols, dtype=bool), offset=offset)
-    return _Program(milp, job_of)
+    c = -(cells.start_s / p[cells.job_of]) / n if jct_objective else np.zeros(cols)
+    offset = -float(np.mean(p / 2 - jobs.arrival_s)) if jct_objective else 0.0
+    return Milp(c=c, a=rows, row_lo=row_lo, row_hi=row_hi, col_lo=np.zeros(cols),
+                col_hi=cells.room_s, integer=np.zeros(cols, dtype=bool), offset=offset)
 
 
-def _solve(program: _Program) -> tuple[bool, float]:
-    result = solve(program.milp, SolveOptions(), "highs")
+def _solve(program: Milp) -> tuple[bool, float]:
+    result = solve(program, SolveOptions(), "highs")
     if result.status == Status.INFEASIBLE:
         return False, math.inf
     if result.status != Status.OPTIMAL:
@@ -129,22 +139,20 @@ def feasible(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float) -> bool:
     job -> slot: its GPUs x its room in the slot; slot -> sink: the slot's GPU-seconds).
     Capacities are whole GPU-seconds rounded up and demands rounded down, so rounding
     only ever loosens the relaxation (a bound stays a bound)."""
-    program = _program(jobs, deadline_s, slot_s, jct_objective=False)
-    if program is None:
+    cells = _slots(jobs, deadline_s, slot_s)
+    if cells is None:
         return False
-    milp, job_of = program.milp, program.job_of
-    n = len(jobs.work_s)
-    slots = milp.shape[0] - n
-    slot_of = milp.a[n:].tocsc().indices  # each column's one capacity row
+    n, slots = len(jobs.work_s), cells.count
     source, sink = 0, 1 + n + slots
-    tails = np.concatenate([np.zeros(n, dtype=int), 1 + job_of, 1 + n + np.arange(slots)])
-    heads = np.concatenate([1 + np.arange(n), 1 + n + slot_of, np.full(slots, sink)])
+    tails = np.concatenate([np.zeros(n, dtype=int), 1 + cells.job_of, 1 + n + np.arange(slots)])
+    heads = np.concatenate([1 + np.arange(n), 1 + n + cells.slot, np.full(slots, sink)])
     # units of GPU-seconds, coarser where the total would overflow the int32 capacities
-    unit = max(1.0, math.ceil(float(np.sum(milp.row_hi[n:])) / 2**30))
+    per_slot = float(jobs.capacity) * slot_s
+    unit = max(1.0, math.ceil(per_slot * slots / 2**30))
     demand = np.floor(jobs.gpus * jobs.work_s / unit).astype(np.int64)
     caps = np.concatenate([demand,
-                           np.ceil(jobs.gpus[job_of] * milp.col_hi / unit - 1e-9),
-                           np.ceil(milp.row_hi[n:] / unit)]).astype(np.int32)
+                           np.ceil(jobs.gpus[cells.job_of] * cells.room_s / unit - 1e-9),
+                           np.full(slots, math.ceil(per_slot / unit))]).astype(np.int32)
     graph = sp.csr_matrix((caps, (tails, heads)), shape=(sink + 1, sink + 1))
     return bool(maximum_flow(graph, source, sink).flow_value >= int(demand.sum()))
 
