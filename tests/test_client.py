@@ -20,6 +20,7 @@ import pytest
 from slurm_shockwave.client import reporter
 from slurm_shockwave.service.progress_api import ProgressAPI
 from slurm_shockwave.service.store import JobRow, RoundRecord, Store
+from slurm_shockwave.slurm.world import CheckpointIntent
 from tests.test_progress_api import munged_running
 
 pytestmark = pytest.mark.skipif(not munged_running(),
@@ -231,3 +232,31 @@ def test_should_checkpoint_flips_on_the_real_signal() -> None:
             "assert reporter.should_checkpoint() is False\n")
     done = run(["-c", code], job_env())
     assert done.returncode == 0 and "own handler" in done.stdout, done.stderr
+
+
+def test_a_checkpoint_the_signal_missed_comes_with_the_next_answer(store: Store) -> None:
+    """The service signalled run 2 of job 7 before the job had its handler (the intent is
+    in the store, the signal went nowhere): the job's next progress report turns
+    should_checkpoint() true, in Python and for `shockwave report`; a job without a
+    checkpoint signal of its own, or reporting for another run, is not asked."""
+    sent = time.time()
+    store.record_intent(CheckpointIntent(7, "USR1", sent, sent + 30.0, 2))
+    code = ("from slurm_shockwave.client import reporter\n"
+            "assert reporter.should_checkpoint() is False\n"
+            "assert reporter.report(epoch=1.0) is True\n"
+            "print(reporter.should_checkpoint())\n")
+    with ProgressAPI(store.path, listen="127.0.0.1:0") as api:
+        env = job_env(SHOCKWAVE_URL=api.url, SLURM_JOB_ID="7", SLURM_RESTART_COUNT="2",
+                      SHOCKWAVE_SIGNAL="USR1")
+        asked = run(["-c", code], env)
+        assert asked.returncode == 0 and asked.stdout.strip() == "True", asked.stderr
+        cli = run(["-m", "slurm_shockwave.cli", "report", "--epoch", "1.5"], env)
+        assert cli.returncode == 0 and cli.stdout.strip() == "checkpoint", cli.stderr
+        other_run = run(["-c", code], {**env, "SLURM_RESTART_COUNT": "1"})
+        assert other_run.stdout.strip() == "False", other_run.stderr
+        no_handler = run(["-c", code], job_env(SHOCKWAVE_URL=api.url, SLURM_JOB_ID="7",
+                                               SLURM_RESTART_COUNT="2"))
+        assert no_handler.stdout.strip() == "False", no_handler.stderr
+        acked = run(["-c", "from slurm_shockwave.client import reporter\n"
+                           "assert reporter.checkpointed() is True\n" + code], env)
+        assert acked.stdout.strip() == "False", acked.stderr

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from slurm_shockwave.service.progress_api import (
     parse_listen,
 )
 from slurm_shockwave.service.store import JobRow, RoundRecord, Store
+from slurm_shockwave.slurm.world import CheckpointIntent
 
 
 def munged_running() -> bool:
@@ -148,13 +150,39 @@ def test_an_accepted_report_lands_in_the_store(api: tuple[ProgressAPI, Store],
     status, answer = post(server, body, cred_as(users[0], body_digest(body)))
     assert status == 202, answer
     [report] = stored(store)
-    assert answer == {"accepted": store.last_report_id()}
+    assert answer == {"accepted": store.last_report_id(), "checkpoint": False}
     assert report.job_id == 101 and report.kind == ReportKind.PROGRESS
     assert (report.epoch, report.batch_size, report.samples_per_s) == (1.5, 64, 812.0)
     import pwd
     assert report.uid == pwd.getpwnam(users[0]).pw_uid
     assert Path(server.endpoint_file or "").read_text().strip() == server.url
     assert server.counts.accepted == 1
+
+
+def test_the_answer_asks_for_the_checkpoint_a_signal_may_have_missed(
+        api: tuple[ProgressAPI, Store]) -> None:
+    """A signal went to run 1 of job 103 (the intent is written before it is sent): that
+    run's progress reports are answered checkpoint=true until it acknowledges; another
+    run's are not, and an ack older than the signal does not count."""
+    server, store = api
+
+    def send(**fields: Any) -> dict[str, Any]:
+        body = body_of(job_id=103, **fields)
+        status, answer = post(server, body, munge.encode(body_digest(body).encode()))
+        assert status == 202, answer
+        return answer
+
+    assert send(restart_count=1)["checkpoint"] is False  # no signal yet
+    signalled = time.time()
+    store.record_intent(CheckpointIntent(103, "USR1", signalled, signalled + 30.0, 1))
+    assert send(restart_count=1)["checkpoint"] is True
+    assert send(restart_count=0)["checkpoint"] is False  # a spooled report of the last run
+    assert "checkpoint" not in send(kind="checkpointed", age_s=60.0)  # older than the signal
+    assert send(restart_count=1)["checkpoint"] is True
+    send(kind="checkpointed", restart_count=1)
+    assert send(restart_count=1)["checkpoint"] is False
+    store.forget_intent(103)
+    assert send(restart_count=1)["checkpoint"] is False
 
 
 def test_root_may_report_for_any_job_and_end_reports_are_kept(

@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from slurm_shockwave.emulate.submit import EmulatorSettings, gpu_args, hint_comment, job_script
+from slurm_shockwave.emulate.submit import (
+    GRACE_S,
+    EmulatorSettings,
+    gpu_args,
+    hint_comment,
+    job_script,
+)
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
 from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.slurm.cli_backend import CliBackend
@@ -243,6 +249,51 @@ def test_an_acknowledged_checkpoint_requeues_long_before_the_grace(
     assert isinstance(signalled, float)
     assert requeued - signalled < 15.0  # the grace is 30 s
     # requeued as the acknowledgement came, between rounds, not at the next round
+    assert f"job {long}: checkpoint acknowledged, requeued" in env.log()
+    assert env.job(long).restart_count == 1
+
+
+def test_a_signal_sent_while_the_job_starts_reaches_it_with_its_first_report(
+        env: Env, submitter: Callable[..., Submitter]) -> None:
+    """The trainer's batch script spends 10 s setting up (an environment, a container)
+    with the checkpoint signal ignored, as the emulator's script ignores it until Python
+    handles it. SRTF preempts it in that time: the signal reaches no handler. The answer
+    to its first progress report asks for the checkpoint, so it saves, acknowledges, and
+    is requeued long before its 90 s grace."""
+    write_heartbeat(env.heartbeat, time.time(), 600)
+    endpoint = Path(env.heartbeat).parent / "endpoint"
+    saved = endpoint.read_bytes() if endpoint.exists() else None
+    spec = JobSpec(1, "ResNet-18", 32, 8, AdaptationMode.STATIC, 0.0, 5000)
+    settings = EmulatorSettings(time_scale=10.0, checkpoint_dir=env.tmp / "ckpt",
+                                output_dir=env.tmp, pythonpath=str(ROOT))
+    script = job_script(spec, settings).replace(
+        "\nexec ", "\necho setting-up; sleep 10; echo set-up\nexec ", 1)
+    trainer = submitter(script, "-o", str(env.tmp / "%j.out"), "--open-mode=append",
+                        "--requeue")
+    try:
+        proc = env.serve("srtf", service_extra=f", endpoint_file: {endpoint}")
+        long = trainer(*gpu_args(8), "--comment=" + hint_comment(spec).replace(
+            f"grace={GRACE_S}", "grace=90"))
+        wait_for(lambda: env.job(long).state == "RUNNING", 60, "the trainer runs")
+        env.submit("-N", "4", "--gres=gpu:8", f"--comment={HINT.format(e=1)}")
+        wait_for(lambda: env.query(f"SELECT COUNT(*) FROM intents WHERE job_id = {long}")[0][0]
+                 == 1, 30, "the checkpoint intent")
+        assert "set-up" not in env.output(long), "signalled after the set-up: no test"
+        wait_for(lambda: env.job(long).restart_count >= 1, 60, "the requeue")
+        requeued = time.time()
+        assert stop(proc) == 0
+    finally:
+        if saved is None:
+            endpoint.unlink(missing_ok=True)
+        else:
+            endpoint.write_bytes(saved)
+    [(signalled,)] = env.query(
+        "SELECT MIN(r.at_s) FROM actions a JOIN rounds r ON r.id = a.round_id "
+        f"WHERE a.kind = 'preempt' AND a.outcome = 'deferred' AND a.job_id = {long}")
+    assert isinstance(signalled, float)
+    assert requeued - signalled < 40.0  # the grace is 90 s
+    out = env.output(long)
+    assert "checkpoint signal: saved" in out and out.index("set-up") < out.index("checkpoint")
     assert f"job {long}: checkpoint acknowledged, requeued" in env.log()
     assert env.job(long).restart_count == 1
 

@@ -50,7 +50,9 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
     """Tell the service about this job (found through $SHOCKWAVE_URL or
     $SHOCKWAVE_ENDPOINT_FILE; the job is $SLURM_JOB_ID): progress, --checkpointed,
     --end EXIT, or --flush-spool DIR. Spools to $SHOCKWAVE_SPOOL when the service is
-    unreachable. Always exits 0."""
+    unreachable. Prints `checkpoint` when the service answers a progress report asking
+    this run to checkpoint (its signal, $SHOCKWAVE_SIGNAL, may have come before the
+    script's trap). Always exits 0."""
     try:
         if ignored:
             click.echo(f"shockwave report: ignoring {' '.join(ignored)}", err=True)
@@ -69,5 +71,7 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
                     _value("--samples-per-s", samples_per_s, float))
         if any(v is not None for v in progress):
             reporter.report(*progress)
+            if reporter.should_checkpoint():  # the service waits for a checkpoint
+                click.echo("checkpoint")
     except Exception as exc:  # never fail the job
         click.echo(f"shockwave report: {exc}", err=True)

@@ -25,6 +25,11 @@ Environment (the TaskProlog exports the SHOCKWAVE_* ones):
 
 Each request carries a fresh MUNGE credential whose payload is the hex SHA-256 of the
 body (libmunge through ctypes, else the ``munge`` command).
+
+The service's answer to a progress report says whether it has asked this run of the job to
+checkpoint and waits for the acknowledgement; ``should_checkpoint()`` then turns true as if
+the signal had come. A signal sent while the job was starting (before ``install()``) is
+lost, and this is how the job still hears of it: at its next report.
 """
 
 from __future__ import annotations
@@ -121,7 +126,8 @@ def should_checkpoint() -> bool:
 def report(epoch: float | None = None, batch_size: int | None = None,
            samples_per_s: float | None = None) -> bool:
     """Progress: epochs done over the whole job (fractions allowed), the batch size now,
-    the throughput. True if the service took it."""
+    the throughput. True if the service took it. Its answer may ask for a checkpoint
+    (``should_checkpoint()``), when the job handles the checkpoint signal."""
     return _send("progress", epoch=epoch, batch_size=batch_size, samples_per_s=samples_per_s)
 
 
@@ -181,8 +187,10 @@ class _Client:
         deadline = time.monotonic() + TIMEOUT_S
         _sent, reachable = self.flush(deadline)
         if reachable:
-            outcome = _post(self.url, data, deadline)
+            outcome, answer = _post(self.url, data, deadline)
             if outcome != "unreachable":
+                if answer.get("checkpoint") is True and kind == "progress" and _installed:
+                    _checkpoint.set()  # the signal this run may have missed
                 return outcome == "accepted"
         self._spool(data)
         return False
@@ -247,7 +255,7 @@ class _Client:
             data = _read_spooled(path / name)
             if data is None or _body_job(data) != self.job_id:
                 continue  # not this job's (or not a report): left alone
-            outcome = _post(self.url, _with_age(data, name), deadline)
+            outcome, _answer = _post(self.url, _with_age(data, name), deadline)
             if outcome == "unreachable":
                 return sent, False
             with contextlib.suppress(OSError):
@@ -307,23 +315,38 @@ def _service_url(env: Mapping[str, str]) -> str | None:
     return url.rstrip("/") if url.startswith(("http://", "https://")) else None
 
 
-def _post(url: str, data: bytes, deadline: float) -> str:
+def _post(url: str, data: bytes, deadline: float) -> tuple[str, dict[str, Any]]:
     """``accepted``, ``refused`` (a 4xx: sending it again would not help) or
-    ``unreachable`` (no answer, a 5xx, or no credential could be made)."""
+    ``unreachable`` (no answer, a 5xx, or no credential could be made); with the
+    service's JSON answer when it took the report (else empty)."""
     cred = _credential(hashlib.sha256(data).hexdigest().encode())
     timeout = max(0.1, min(TIMEOUT_S, deadline - time.monotonic()))
     if cred is None:
-        return "unreachable"
+        return "unreachable", {}
     request = urllib.request.Request(
         f"{url}/v1/report", data=data, method="POST",
         headers={"Content-Type": "application/json", CRED_HEADER: cred})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as resp:
-            return "accepted" if resp.status == 202 else "refused"
+            if resp.status != 202:
+                return "refused", {}
+            try:
+                return "accepted", _answer(resp.read(MAX_BODY))
+            except Exception:  # taken: an unreadable answer must not send it twice
+                return "accepted", {}
     except urllib.error.HTTPError as exc:
-        return "refused" if 400 <= exc.code < 500 else "unreachable"
+        return ("refused" if 400 <= exc.code < 500 else "unreachable"), {}
     except Exception:  # refused connection, timeout, DNS, a reset
-        return "unreachable"
+        return "unreachable", {}
+
+
+def _answer(data: bytes) -> dict[str, Any]:
+    """The answer's JSON object; an older service's or a garbled one reads as empty."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 # -- MUNGE ----------------------------------------------------------------------------------

@@ -12,6 +12,12 @@ Checks, in order: body size (413), credential (401: missing, refused by munged -
 expired, replayed - or for another body), JSON and its fields (400), the job is managed
 (404), the sender owns it or is an admin uid (403).
 
+An accepted progress report is answered ``{"accepted": id, "checkpoint": bool}``:
+``checkpoint`` is true while a checkpoint signal sent to this run of the job waits for its
+acknowledgement. A signal Slurm sends before the job's program has its handler in place
+(the batch step not yet started, the batch script ignoring it until Python takes over) is
+lost; the answer delivers it at the job's next report, with no second signal.
+
 ``GET /metrics`` serves the service's Prometheus metrics on the same server (one port
 to open, one bounded pool of threads), through the ``metrics`` callable the service
 passes in; this module does not know Prometheus.
@@ -214,16 +220,21 @@ class ProgressAPI:
     def handle_report(self, body: bytes, credential: str | None) -> tuple[int, dict[str, Any]]:
         """(status, JSON answer) for one POST; counts it."""
         try:
-            report_id = self._accept(body, credential)
+            report_id, checkpoint = self._accept(body, credential)
         except Refused as exc:
             self.count_rejected()
             log.debug("report refused (%d): %s [%s]", exc.status, exc.error, exc.field)
             return exc.status, {"error": exc.error, "field": exc.field}
         with self._counts_lock:
             self.counts.accepted += 1
-        return 202, {"accepted": report_id}
+        answer: dict[str, Any] = {"accepted": report_id}
+        if checkpoint is not None:
+            answer["checkpoint"] = checkpoint
+        return 202, answer
 
-    def _accept(self, body: bytes, credential: str | None) -> int:
+    def _accept(self, body: bytes, credential: str | None) -> tuple[int, bool | None]:
+        """The stored report's id, and for a progress report whether its run is asked to
+        checkpoint (None for other kinds)."""
         if len(body) > MAX_BODY:
             raise Refused(413, f"body over {MAX_BODY} bytes", "body")
         if not credential:
@@ -251,11 +262,18 @@ class ProgressAPI:
         except Exception as exc:
             log.error("progress API: could not write a report: %s", exc)
             raise Refused(503, "store unavailable", None) from None
+        checkpoint: bool | None = None
+        if report.kind == ReportKind.PROGRESS:
+            try:  # the report is kept: a failure here must not make the job send it again
+                checkpoint = bool(self._on_db(
+                    lambda s: s.checkpoint_wanted(report.job_id, report.restart_count)))
+            except Exception as exc:
+                log.error("progress API: could not read the checkpoint intents: %s", exc)
         if report.kind == ReportKind.CHECKPOINTED and self.on_checkpointed is not None:
             self.on_checkpointed(report)
         if report.kind == ReportKind.END and self.on_ended is not None:
             self.on_ended(report)
-        return report_id
+        return report_id, checkpoint
 
     def count_rejected(self) -> None:
         with self._counts_lock:

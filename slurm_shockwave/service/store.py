@@ -215,6 +215,22 @@ class Store:
         with self._transaction():
             self.db.execute("DELETE FROM intents WHERE job_id = ?", (job_id,))
 
+    def checkpoint_wanted(self, job_id: int, restart_count: int) -> bool:
+        """A checkpoint signal went to this run of the job (``restart_count``) and no
+        acknowledgement of this run came since: the progress API tells the job in its
+        answer, so a signal that reached no handler (sent as the job was starting) still
+        reaches the job at its next report."""
+        row = self.db.execute(
+            "SELECT sent_s FROM intents WHERE job_id = ? AND restart_count = ?",
+            (job_id, restart_count)).fetchone()
+        if row is None:
+            return False
+        acked = self.db.execute(
+            "SELECT 1 FROM reports WHERE job_id = ? AND restart_count = ? "
+            "AND kind = 'checkpointed' AND at_s >= ? LIMIT 1",
+            (job_id, restart_count, float(row[0]))).fetchone()
+        return acked is None
+
     # -- progress reports (the HTTP thread writes them through its own Store) ---------------
     def add_report(self, r: ProgressReport) -> int:
         """Keep one accepted report (its own short transaction); its id."""
