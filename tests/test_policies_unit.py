@@ -4,6 +4,7 @@ import pytest
 
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES, make_policy
+from slurm_shockwave.policies.stretch_edf import Active, least_stretch, reachable
 from tests.builders import a_job, a_view
 
 
@@ -96,9 +97,28 @@ def test_stretch_edf_runs_the_earliest_deadline_arrival_plus_stretch_times_size(
     # 0 + 2,000 and 900 + 400, so the short late job goes first; with stretch 0.5 they
     # are 500 and 1,000, so the early long one does
     long, short = a_job(1, epochs=10), a_job(2, epochs=2, arrival_s=900)
-    assert order("stretch_edf", long, short, gpus=1, now_s=900, critical_frac=0) == (2, 1)
+    assert order("stretch_edf", long, short, gpus=1, now_s=900, critical_frac=0,
+                 stretch=2.0) == (2, 1)
     assert order("stretch_edf", long, short, gpus=1, now_s=900, critical_frac=0,
                  stretch=0.5) == (1, 2)
+    # auto: the least stretch that keeps both deadlines in reach is 2.1 (below)
+    assert order("stretch_edf", long, short, gpus=1, now_s=900, critical_frac=0) == (2, 1)
+
+
+def test_the_least_stretch_keeps_every_deadline_in_reach_and_no_less_would() -> None:
+    # one GPU at t=900: a 1,000 s job that came at 0 and a 200 s one that came at 900.
+    # Short first: the long one ends at 2,100 = 0 + S x 1,000, so S = 2.1; any less and
+    # the GPU-work due by the long job's deadline does not fit before it.
+    jobs = [Active(0.0, 1000.0, 1000.0, 1), Active(900.0, 200.0, 200.0, 1)]
+    s = least_stretch(jobs, 900.0, 1)
+    assert 2.1 <= s <= 2.1 * 1.001
+    assert reachable(jobs, 900.0, 1, 2.1) and not reachable(jobs, 900.0, 1, 2.09)
+    # GPUs for all: each job's own time sets it (the long one waited 900 s: 1.9)
+    assert 1.9 <= least_stretch(jobs, 900.0, 8) <= 1.9 * 1.001
+    # a 4-GPU job counts four times its time against the GPU-seconds
+    wide = [Active(0.0, 100.0, 100.0, 4), Active(0.0, 100.0, 100.0, 4)]
+    assert 2.0 <= least_stretch(wide, 0.0, 4) <= 2.002
+    assert least_stretch([], 0.0, 4) == 0.0
 
 
 def test_stretch_edf_runs_the_critical_path_first() -> None:
@@ -109,6 +129,9 @@ def test_stretch_edf_runs_the_critical_path_first() -> None:
 
 
 def test_stretch_edf_refuses_a_bad_stretch() -> None:
-    with pytest.raises(InputError) as err:
-        make_policy("stretch_edf", {"stretch": 0})
-    assert err.value.field == "stretch_edf.stretch"
+    for bad in (0, "fast", -1.0):
+        with pytest.raises(InputError) as err:
+            make_policy("stretch_edf", {"stretch": bad})
+        assert err.value.field == "stretch_edf.stretch"
+    assert make_policy("stretch_edf", {"stretch": "auto"}).config.stretch == "auto"
+    assert make_policy("stretch_edf", {"stretch": "3"}).config.stretch == 3.0

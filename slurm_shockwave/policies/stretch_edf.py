@@ -1,13 +1,17 @@
-"""Max-stretch EDF: earliest deadline first, each job's deadline its arrival plus ``stretch``
+"""Max-stretch EDF: earliest deadline first, each job's deadline its arrival plus a stretch
 times its predicted exclusive runtime; preemptive; the critical path first.
 
 Finish-time fairness is a job's stretch (JCT over exclusive runtime) divided by the
 trace's contention, so keeping every job's stretch under one target keeps the worst rho
 down; earliest-deadline-first on such deadlines is what the online max-stretch algorithm
-of Bender, Chakrabarti and Muthukrishnan (SODA 1998) runs. Among jobs that
-arrive together it is shortest first, which keeps average JCT near SRTF's; unlike SRTF,
-a long job's deadline comes round, so it is never left behind for ever. One constant
-needs no knowledge of the cluster's contention: the order is arrival + stretch x size.
+of Bender, Chakrabarti and Muthukrishnan (SODA 1998) runs, with the stretch the least
+that the jobs seen so far can all still meet. Here (``stretch: auto``) that is the least
+stretch S for which no active job's deadline, arrival + S x size, is out of reach in the
+fluid relaxation from now (``least_stretch``), re-taken every round, so the order needs
+no constant: under light load S is small and the order close to arrival order, under a
+crowd S grows and the order goes towards shortest first. Among jobs that arrive together
+it is shortest first, which keeps average JCT near SRTF's; unlike SRTF, a long job's
+deadline comes round, so it is never left behind for ever. A number fixes the stretch.
 
 Sizes are Shockwave's predictions (its batch-size posterior, ``shockwave/estimates.py``),
 and Shockwave's critical path runs first (``shockwave/commitments.py``): a job whose
@@ -17,6 +21,7 @@ round it waits. Measured against Shockwave and the nine baselines in docs/evalua
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slurm_shockwave.model.cluster import ClusterView
@@ -25,36 +30,93 @@ from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.shockwave.commitments import critical_path
 from slurm_shockwave.policies.shockwave.estimates import estimate
 
+AUTO = "auto"
+MAX_STRETCH = 1e9
+"""Where ``least_stretch`` stops doubling: no deadline this far out is out of reach."""
+
 
 @dataclass(frozen=True)
 class StretchEdfConfig:
-    stretch: float = 2.0
+    stretch: float | str = AUTO
     """A job's deadline is its arrival plus this many times its predicted exclusive
-    runtime (the order depends only on it, not on the cluster's size)."""
+    runtime; ``auto``: the least stretch the active jobs can all still meet, every round
+    (``least_stretch``)."""
     critical_frac: float = 0.95
     """As Shockwave's: jobs whose remaining time reaches this fraction of the makespan's
     lower bound from now run first; 0 turns it off."""
 
     def validate(self) -> tuple[str, str] | None:
-        if not 0 < self.stretch <= 1000:
-            return "stretch", "must be > 0 and <= 1000"
+        if isinstance(self.stretch, str):
+            if self.stretch != AUTO:
+                return "stretch", f"must be {AUTO} or a number > 0 and <= 1000"
+        elif not 0 < self.stretch <= 1000:
+            return "stretch", f"must be {AUTO} or a number > 0 and <= 1000"
         if not 0 <= self.critical_frac <= 1:
             return "critical_frac", "must be in [0, 1]"
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Active:
+    """What the stretch needs of an active job (seconds; size and remaining exclusive)."""
+
+    arrival_s: float
+    size_s: float
+    remaining_s: float
+    gpus: int
+
+
+def reachable(jobs: Sequence[Active], now_s: float, total_gpus: int, stretch: float) -> bool:
+    """Whether every deadline arrival + stretch x size can still be met in the fluid
+    relaxation (GPU-seconds shared at will, a job no faster than alone): each job's own
+    remaining time fits before its deadline, and the GPU-work due by each deadline fits
+    in the GPU-seconds until it. A relaxation: true does not promise a schedule."""
+    work = 0.0
+    for due, remaining, gpus in sorted((j.arrival_s + stretch * j.size_s, j.remaining_s,
+                                        j.gpus) for j in jobs):
+        if now_s + remaining > due:
+            return False
+        work += gpus * remaining
+        if work > total_gpus * (due - now_s):
+            return False
+    return True
+
+
+def least_stretch(jobs: Sequence[Active], now_s: float, total_gpus: int,
+                  rel_tol: float = 1e-3) -> float:
+    """The least stretch for which ``reachable`` holds, to ``rel_tol`` (from above;
+    bisection, a fixed number of steps, so a round replays exactly). 0 with no job."""
+    if not jobs or total_gpus <= 0:
+        return 0.0
+    hi = 1.0
+    while not reachable(jobs, now_s, total_gpus, hi):
+        hi *= 2.0
+        if hi > MAX_STRETCH:
+            return MAX_STRETCH
+    lo = 0.0
+    while hi - lo > rel_tol * hi:
+        mid = (lo + hi) / 2
+        if reachable(jobs, now_s, total_gpus, mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 class StretchEdf(Policy[StretchEdfConfig]):
     name = "stretch_edf"
-    summary = ("earliest deadline first, deadline = arrival + stretch x predicted runtime; "
-               "critical path first")
+    summary = ("earliest deadline first, deadline = arrival + stretch x predicted runtime, "
+               "the stretch the least the active jobs can meet; critical path first")
     Config = StretchEdfConfig
 
     def plan(self, view: ClusterView, memory: Memory) -> Planned:
         cfg = self.config
         est = {j.job_id: estimate(j) for j in view.jobs}
-        deadline = {j.job_id: j.spec.arrival_s + cfg.stretch * (est[j.job_id].done_work_s
-                                                                + est[j.job_id].remaining_s)
-                    for j in view.jobs}
+        size = {jid: e.done_work_s + e.remaining_s for jid, e in est.items()}
+        stretch = (cfg.stretch if not isinstance(cfg.stretch, str) else least_stretch(
+            [Active(j.spec.arrival_s, size[j.job_id], est[j.job_id].remaining_s, j.gpus)
+             for j in view.jobs], view.now_s, view.total_gpus))
+        deadline = {j.job_id: j.spec.arrival_s + stretch * size[j.job_id] for j in view.jobs}
         crit = critical_path({j.job_id: est[j.job_id].remaining_s for j in view.jobs},
                              {j.job_id: j.gpus for j in view.jobs}, view.total_gpus,
                              cfg.critical_frac)
