@@ -5,7 +5,8 @@ For each size: Shockwave on the trace as published (fixed counts), Shockwave on 
 elastic trace, and ``elastic_greedy`` on the elastic trace; ratios elastic / fixed
 (below 1 is better) and the checks of issue 11 (average JCT <= 0.85x and makespan <=
 0.95x of fixed, worst rho no worse; better than the elastic baseline on worst rho and
-makespan). Prints one JSON object.
+makespan). The same for ``stretch_edf`` (ours; it only grows elastic jobs), fixed and
+elastic, under ``checks_stretch_edf``. Prints one JSON object.
 
     python -m benchmarks.elastic --json [--sizes 120,220,900] [--range 0.5,2] [--out DIR]
 
@@ -28,7 +29,8 @@ from slurm_shockwave.sim.run import SimResult, simulate
 from slurm_shockwave.sim.trace import make_elastic
 
 RUNS = (("shockwave_fixed", "shockwave", False), ("shockwave_elastic", "shockwave", True),
-        ("elastic_greedy", "elastic_greedy", True))
+        ("elastic_greedy", "elastic_greedy", True),
+        ("stretch_edf_fixed", "stretch_edf", False), ("stretch_edf_elastic", "stretch_edf", True))
 
 
 def elastic_workload(size: str, low: float, high: float) -> tuple[Workload, Workload, int]:
@@ -38,8 +40,9 @@ def elastic_workload(size: str, low: float, high: float) -> tuple[Workload, Work
     return fixed, build_workload(jobs, table, source=f"{fixed.source} (elastic)"), gpus
 
 
-def checks(rec: dict[str, dict[str, object]]) -> dict[str, object]:
-    fixed, el, base = (rec[name] for name, _, _ in RUNS)
+def checks(rec: dict[str, dict[str, object]], policy: str = "shockwave") -> dict[str, object]:
+    """Issue 11's checks of ``policy`` elastic against ``policy`` fixed and elastic_greedy."""
+    fixed, el, base = rec[f"{policy}_fixed"], rec[f"{policy}_elastic"], rec["elastic_greedy"]
 
     def num(r: dict[str, object], key: str) -> float:
         return float(r[key])  # type: ignore[arg-type]
@@ -73,7 +76,8 @@ def main() -> None:
             result = simulate(elastic if is_elastic else fixed, make_policy(policy), gpus=gpus)
             records[label] = summary_record(result)
             results.append(replace(result, policy=label))
-        out[size] = {"gpus": gpus, "runs": records, "checks": checks(records)}
+        out[size] = {"gpus": gpus, "runs": records, "checks": checks(records),
+                     "checks_stretch_edf": checks(records, "stretch_edf")}
         if args.out:
             from slurm_shockwave.report.plots import write_plots
 

@@ -65,13 +65,14 @@ def at_count(job: Job, count: int) -> Job:
 
 
 def base_counts(view: ClusterView, remaining_s: Mapping[JobId, float],
-                critical: float = 1.0) -> dict[JobId, int]:
+                critical: float = 1.0, *, shrink: bool = True) -> dict[JobId, int]:
     """Every job's count before any growth: a running job keeps the count it runs on (a
     shrink would cost it a restart to benefit others); a waiting elastic job takes its
     usable count with the most throughput per GPU where that beats its request's by
     SHRINK_GAIN, so a busy cluster runs the most work, unless at that count it would
     need longer than ``critical`` x the longest remaining time of any job at its
-    request: shrinking the longest jobs lengthens the makespan. A fixed job its request."""
+    request: shrinking the longest jobs lengthens the makespan. A fixed job its request.
+    ``shrink=False``: a waiting elastic job takes its request (growth only)."""
     longest = max((remaining_at(j, j.gpus, remaining_s[j.job_id]) for j in view.jobs),
                   default=0.0)
     out: dict[JobId, int] = {}
@@ -83,6 +84,7 @@ def base_counts(view: ClusterView, remaining_s: Mapping[JobId, float],
         usable = usable_counts(job, view)
         request = job.gpus if job.gpus in usable else max(usable, key=lambda c: (r[c] / c, -c))
         ok = [c for c in usable if c == request or (
+            shrink and
             r[c] / c >= SHRINK_GAIN * r[request] / request
             and remaining_at(job, c, remaining_s[job.job_id]) <= critical * longest)]
         out[job.job_id] = max(ok, key=lambda c: (r[c] / c, -c))

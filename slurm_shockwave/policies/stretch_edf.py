@@ -13,6 +13,13 @@ crowd S grows and the order goes towards shortest first. Among jobs that arrive 
 it is shortest first, which keeps average JCT near SRTF's; unlike SRTF, a long job's
 deadline comes round, so it is never left behind for ever. A number fixes the stretch.
 
+Elastic jobs (a ``gpus=LO-HI`` hint) start at their request and only grow: GPUs that
+would idle even if every job ran go one step at a time to the job whose next count saves
+the most remaining time per GPU, a running one only when that pays for its restart
+within ``horizon_s`` (``policies/gpu_counts.py``, shared with Shockwave and
+elastic_greedy). No job is shrunk: a shrunk job runs longer against a stretch measured at
+its request, and on the paper's traces shrinking cost the worst rho more than it saved.
+
 Sizes are Shockwave's predictions (its batch-size posterior, ``shockwave/estimates.py``),
 and Shockwave's critical path runs first (``shockwave/commitments.py``): a job whose
 remaining time alone nearly sets the makespan's lower bound loses makespan for every
@@ -21,12 +28,14 @@ round it waits. Measured against Shockwave and the nine baselines in docs/evalua
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.job import JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
 from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.policies.gpu_counts import base_counts, grow
 from slurm_shockwave.policies.shockwave.commitments import critical_path
 from slurm_shockwave.policies.shockwave.estimates import estimate
 
@@ -44,8 +53,13 @@ class StretchEdfConfig:
     critical_frac: float = 0.95
     """As Shockwave's: jobs whose remaining time reaches this fraction of the makespan's
     lower bound from now run first; 0 turns it off."""
+    horizon_s: float = 2400.0
+    """Elastic jobs: how far ahead growing a running job must pay for its restart
+    (Shockwave's window, 20 rounds of 120 s)."""
 
     def validate(self) -> tuple[str, str] | None:
+        if not 0 < self.horizon_s <= 10 * 86400:
+            return "horizon_s", "must be > 0 and <= 864000 seconds"
         if isinstance(self.stretch, str):
             if self.stretch != AUTO:
                 return "stretch", f"must be {AUTO} or a number > 0 and <= 1000"
@@ -125,4 +139,21 @@ class StretchEdf(Policy[StretchEdfConfig]):
         reasons = {jid: Reason(ReasonCode.SCHEDULED, "critical path") for jid in crit}
         reasons.update({jid: Reason(ReasonCode.SCHEDULED, f"deadline {deadline[jid]:.0f}s")
                         for jid in rest})
-        return Planned(Plan(tuple(crit + rest), reasons), memory)
+        gpus = self._elastic_counts(view, {jid: e.remaining_s for jid, e in est.items()})
+        reasons = {jid: replace(r, detail=f"{r.detail} gpus={gpus[jid]}")
+                   if jid in gpus else r for jid, r in reasons.items()}
+        return Planned(Plan(tuple(crit + rest), reasons, gpus=gpus), memory)
+
+    def _elastic_counts(self, view: ClusterView,
+                        remaining_s: Mapping[JobId, float]) -> dict[JobId, int]:
+        """Each elastic job's count: its request (or the one it runs on), grown into GPUs
+        that would idle even if every job ran (module docstring)."""
+        elastic = [j for j in view.jobs if j.spec.is_elastic]
+        if not elastic:
+            return {}
+        counts = base_counts(view, remaining_s, shrink=False)
+        spare = view.total_gpus - sum(counts.values())
+        if spare > 0:
+            grow(counts, elastic, view, spare, remaining_s, horizon_s=self.config.horizon_s,
+                 cost_s=view.restart_cost_s)
+        return {j.job_id: counts[j.job_id] for j in elastic}
