@@ -10,7 +10,7 @@ import pytest
 from slurm_shockwave.model.job import Job
 from slurm_shockwave.policies.gpu_counts import base_counts, grow, rates, worth_resizing
 from slurm_shockwave.policies.registry import make_policy
-from slurm_shockwave.sim.inputs import build_workload, load_throughputs
+from slurm_shockwave.sim.inputs import Workload, build_workload, load_throughputs
 from slurm_shockwave.sim.run import simulate
 from slurm_shockwave.sim.trace import make_elastic, read_trace
 from slurm_shockwave.workloads.bundled import bundled_table
@@ -114,14 +114,19 @@ def test_elastic_shockwave_finishes_a_small_elastic_trace_sooner() -> None:
     assert b.summary.makespan_s < a.summary.makespan_s
 
 
+def paper_120_fixed_and_elastic() -> tuple[Workload, Workload]:
+    """The paper's 120-job trace as published, and made elastic 0.5x-2x."""
+    trace = read_trace(reference_file("traces/120_*.trace"))
+    table = load_throughputs(reference_file("throughputs/tacc_throughputs.json"))
+    return (build_workload(trace, table, source="120"),
+            build_workload([make_elastic(j, 0.5, 2) for j in trace], table, source="e"))
+
+
 @pytest.mark.reference
 def test_on_the_paper_trace_elastic_shockwave_holds_its_measured_claims() -> None:
     """docs/evaluation.md, "Elastic jobs", 120 jobs / 32 GPUs: makespan <= 0.95x of the
     same jobs fixed, worst rho no worse, better than elastic_greedy on both."""
-    trace = read_trace(reference_file("traces/120_*.trace"))
-    table = load_throughputs(reference_file("throughputs/tacc_throughputs.json"))
-    fixed = build_workload(trace, table, source="120")
-    elastic = build_workload([make_elastic(j, 0.5, 2) for j in trace], table, source="e")
+    fixed, elastic = paper_120_fixed_and_elastic()
     base = simulate(fixed, make_policy("shockwave"), gpus=32).summary
     ours = simulate(elastic, make_policy("shockwave"), gpus=32).summary
     greedy = simulate(elastic, make_policy("elastic_greedy"), gpus=32).summary
@@ -136,10 +141,7 @@ def test_on_the_paper_trace_elastic_stretch_edf_is_better_than_fixed_on_every_me
     """docs/evaluation.md, "Elastic jobs", 120 jobs / 32 GPUs: stretch_edf with the jobs
     elastic against the same jobs fixed, lower makespan, average JCT and worst rho, and
     better than elastic_greedy on worst rho and makespan."""
-    trace = read_trace(reference_file("traces/120_*.trace"))
-    table = load_throughputs(reference_file("throughputs/tacc_throughputs.json"))
-    fixed = build_workload(trace, table, source="120")
-    elastic = build_workload([make_elastic(j, 0.5, 2) for j in trace], table, source="e")
+    fixed, elastic = paper_120_fixed_and_elastic()
     base = simulate(fixed, make_policy("stretch_edf"), gpus=32).summary
     ours = simulate(elastic, make_policy("stretch_edf"), gpus=32).summary
     greedy = simulate(elastic, make_policy("elastic_greedy"), gpus=32).summary

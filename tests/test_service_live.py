@@ -6,6 +6,7 @@ missing cluster fails instead. Each test submits its own jobs and cancels exactl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -212,6 +213,48 @@ def test_kill9_mid_preemption_never_signals_twice(env: Env) -> None:
     assert env.query("SELECT COUNT(*) FROM intents")[0][0] == 0
 
 
+@contextlib.contextmanager
+def serving_with_endpoint(env: Env, policy: str) -> Iterator[subprocess.Popen[bytes]]:
+    """The service, writing its URL where the TaskProlog reads it (the test cluster's
+    endpoint file, put back as it was afterwards)."""
+    endpoint = Path(env.heartbeat).parent / "endpoint"
+    saved = endpoint.read_bytes() if endpoint.exists() else None
+    try:
+        yield env.serve(policy, service_extra=f", endpoint_file: {endpoint}")
+    finally:
+        if saved is None:
+            endpoint.unlink(missing_ok=True)
+        else:
+            endpoint.write_bytes(saved)
+
+
+def emulated_trainer(env: Env, submitter: Callable[..., Submitter], *, setup_s: int = 0,
+                     grace_s: int = GRACE_S) -> Callable[[], int]:
+    """Submits an emulated 8-GPU trainer (its batch script first spends ``setup_s``
+    setting up, the checkpoint signal ignored, as the emulator's script ignores it until
+    Python handles it); returns its job id."""
+    spec = JobSpec(1, "ResNet-18", 32, 8, AdaptationMode.STATIC, 0.0, 5000)
+    settings = EmulatorSettings(time_scale=10.0, checkpoint_dir=env.tmp / "ckpt",
+                                output_dir=env.tmp, pythonpath=str(ROOT))
+    script = job_script(spec, settings)
+    if setup_s:
+        script = script.replace("\nexec ", f"\necho setting-up; sleep {setup_s}; "
+                                "echo set-up\nexec ", 1)
+    trainer = submitter(script, "-o", str(env.tmp / "%j.out"), "--open-mode=append",
+                        "--requeue")
+    hint = hint_comment(spec).replace(f"grace={GRACE_S}", f"grace={grace_s}")
+    return lambda: trainer(*gpu_args(8), f"--comment={hint}")
+
+
+def first_signal_s(env: Env, job_id: int) -> float:
+    """When the round that signalled the job (its first deferred preemption) began."""
+    [(signalled,)] = env.query(
+        "SELECT MIN(r.at_s) FROM actions a JOIN rounds r ON r.id = a.round_id "
+        f"WHERE a.kind = 'preempt' AND a.outcome = 'deferred' AND a.job_id = {job_id}")
+    assert isinstance(signalled, float)
+    return signalled
+
+
 def test_an_acknowledged_checkpoint_requeues_long_before_the_grace(
         env: Env, submitter: Callable[..., Submitter]) -> None:
     """An emulated 8-GPU trainer, preempted by SRTF for a short whole-cluster job: it
@@ -219,16 +262,9 @@ def test_an_acknowledged_checkpoint_requeues_long_before_the_grace(
     by the TaskProlog from the endpoint file), and the service requeues it the next round
     instead of waiting out its 30 s grace."""
     write_heartbeat(env.heartbeat, time.time(), 600)
-    endpoint = Path(env.heartbeat).parent / "endpoint"
-    saved = endpoint.read_bytes() if endpoint.exists() else None
-    spec = JobSpec(1, "ResNet-18", 32, 8, AdaptationMode.STATIC, 0.0, 5000)
-    settings = EmulatorSettings(time_scale=10.0, checkpoint_dir=env.tmp / "ckpt",
-                                output_dir=env.tmp, pythonpath=str(ROOT))
-    trainer = submitter(job_script(spec, settings), "-o", str(env.tmp / "%j.out"),
-                        "--open-mode=append", "--requeue")
-    try:
-        proc = env.serve("srtf", service_extra=f", endpoint_file: {endpoint}")
-        long = trainer(*gpu_args(8), f"--comment={hint_comment(spec)}")
+    submit_trainer = emulated_trainer(env, submitter)
+    with serving_with_endpoint(env, "srtf") as proc:
+        long = submit_trainer()
         wait_for(lambda: env.job(long).state == "RUNNING", 60, "the trainer runs")
         wait_for(lambda: env.query("SELECT COUNT(*) FROM reports WHERE kind = 'progress' "
                                    f"AND job_id = {long}")[0][0] >= 2, 60, "its reports")
@@ -236,18 +272,9 @@ def test_an_acknowledged_checkpoint_requeues_long_before_the_grace(
         wait_for(lambda: env.job(long).restart_count >= 1, 60, "the requeue")
         requeued = time.time()
         assert stop(proc) == 0
-    finally:
-        if saved is None:
-            endpoint.unlink(missing_ok=True)
-        else:
-            endpoint.write_bytes(saved)
-    [(signalled,)] = env.query(
-        "SELECT MIN(r.at_s) FROM actions a JOIN rounds r ON r.id = a.round_id "
-        f"WHERE a.kind = 'preempt' AND a.outcome = 'deferred' AND a.job_id = {long}")
     assert env.query("SELECT COUNT(*) FROM reports WHERE kind = 'checkpointed' "
                      f"AND job_id = {long}")[0][0] >= 1
-    assert isinstance(signalled, float)
-    assert requeued - signalled < 15.0  # the grace is 30 s
+    assert requeued - first_signal_s(env, long) < 15.0  # the grace is 30 s
     # requeued as the acknowledgement came, between rounds, not at the next round
     assert f"job {long}: checkpoint acknowledged, requeued" in env.log()
     assert env.job(long).restart_count == 1
@@ -256,24 +283,13 @@ def test_an_acknowledged_checkpoint_requeues_long_before_the_grace(
 def test_a_signal_sent_while_the_job_starts_reaches_it_with_its_first_report(
         env: Env, submitter: Callable[..., Submitter]) -> None:
     """The trainer's batch script spends 10 s setting up (an environment, a container)
-    with the checkpoint signal ignored, as the emulator's script ignores it until Python
-    handles it. SRTF preempts it in that time: the signal reaches no handler. The answer
-    to its first progress report asks for the checkpoint, so it saves, acknowledges, and
-    is requeued long before its 90 s grace."""
+    with the checkpoint signal ignored. SRTF preempts it in that time: the signal reaches
+    no handler. The answer to its first progress report asks for the checkpoint, so it
+    saves, acknowledges, and is requeued long before its 90 s grace."""
     write_heartbeat(env.heartbeat, time.time(), 600)
-    endpoint = Path(env.heartbeat).parent / "endpoint"
-    saved = endpoint.read_bytes() if endpoint.exists() else None
-    spec = JobSpec(1, "ResNet-18", 32, 8, AdaptationMode.STATIC, 0.0, 5000)
-    settings = EmulatorSettings(time_scale=10.0, checkpoint_dir=env.tmp / "ckpt",
-                                output_dir=env.tmp, pythonpath=str(ROOT))
-    script = job_script(spec, settings).replace(
-        "\nexec ", "\necho setting-up; sleep 10; echo set-up\nexec ", 1)
-    trainer = submitter(script, "-o", str(env.tmp / "%j.out"), "--open-mode=append",
-                        "--requeue")
-    try:
-        proc = env.serve("srtf", service_extra=f", endpoint_file: {endpoint}")
-        long = trainer(*gpu_args(8), "--comment=" + hint_comment(spec).replace(
-            f"grace={GRACE_S}", "grace=90"))
+    submit_trainer = emulated_trainer(env, submitter, setup_s=10, grace_s=90)
+    with serving_with_endpoint(env, "srtf") as proc:
+        long = submit_trainer()
         wait_for(lambda: env.job(long).state == "RUNNING", 60, "the trainer runs")
         env.submit("-N", "4", "--gres=gpu:8", f"--comment={HINT.format(e=1)}")
         wait_for(lambda: env.query(f"SELECT COUNT(*) FROM intents WHERE job_id = {long}")[0][0]
@@ -282,16 +298,7 @@ def test_a_signal_sent_while_the_job_starts_reaches_it_with_its_first_report(
         wait_for(lambda: env.job(long).restart_count >= 1, 60, "the requeue")
         requeued = time.time()
         assert stop(proc) == 0
-    finally:
-        if saved is None:
-            endpoint.unlink(missing_ok=True)
-        else:
-            endpoint.write_bytes(saved)
-    [(signalled,)] = env.query(
-        "SELECT MIN(r.at_s) FROM actions a JOIN rounds r ON r.id = a.round_id "
-        f"WHERE a.kind = 'preempt' AND a.outcome = 'deferred' AND a.job_id = {long}")
-    assert isinstance(signalled, float)
-    assert requeued - signalled < 40.0  # the grace is 90 s
+    assert requeued - first_signal_s(env, long) < 40.0  # the grace is 90 s
     out = env.output(long)
     assert "checkpoint signal: saved" in out and out.index("set-up") < out.index("checkpoint")
     assert f"job {long}: checkpoint acknowledged, requeued" in env.log()
