@@ -98,8 +98,8 @@ def reachable(jobs: Sequence[Active], now_s: float, total_gpus: int, stretch: fl
 
 def least_stretch(jobs: Sequence[Active], now_s: float, total_gpus: int,
                   rel_tol: float = 1e-3) -> float:
-    """The least stretch for which ``reachable`` holds, to ``rel_tol`` (from above;
-    bisection, a fixed number of steps, so a round replays exactly). 0 with no job."""
+    """The least stretch for which ``reachable`` holds, to ``rel_tol`` (from above, by
+    bisection: no clock in it, so a round replays exactly). 0 with no job."""
     if not jobs or total_gpus <= 0:
         return 0.0
     hi = 1.0
