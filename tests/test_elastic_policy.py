@@ -83,6 +83,20 @@ def test_stretch_edf_grows_elastic_jobs_into_idle_gpus_and_never_shrinks_them() 
     assert make_policy("stretch_edf").plan(a_view(a_job(0), gpus=4), {}).plan.gpus == {}
 
 
+def test_stretch_edf_takes_a_grown_jobs_deadline_at_its_request() -> None:
+    """A 2-GPU job of 100 s epochs grown to 8 (4x the throughput) reports 25 s epochs:
+    its deadline is still arrival + S x its size at 2 GPUs, not a quarter of it."""
+    rate = {1: 0.5, 2: 1.0, 4: 2.0, 8: 4.0}
+    at2 = _elastic(a_job(0, gpus=2, epochs=10, epoch_s=100.0), 1, 8, rate)
+    grown = _elastic(a_job(0, gpus=2, epochs=10, epoch_s=25.0, running=True,
+                           slots=tuple(f"pool:{i}" for i in range(8))), 1, 8, rate)
+    grown = replace(grown, progress=replace(grown.progress, gpus=8))
+    details = [str(make_policy("stretch_edf", {"stretch": 2.0, "critical_frac": 0}).plan(
+        a_view(j, gpus=8), {}).plan.reasons[0]) for j in (at2, grown)]
+    # 900 s of work in all (the builder's job has one of its ten epochs done)
+    assert details[0] == details[1] == "scheduled(deadline 1800s gpus=8)"
+
+
 def test_elastic_greedy_admits_in_arrival_order_at_the_smallest_count() -> None:
     jobs = [_elastic(a_job(i, gpus=2, arrival_s=float(i)), 1, 4, {1: 0.5, 2: 1.0, 4: 2.0})
             for i in range(5)]

@@ -28,6 +28,7 @@ round it waits. Measured against Shockwave and the nine baselines in docs/evalua
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -35,7 +36,7 @@ from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.job import JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
 from slurm_shockwave.policies.base import Policy
-from slurm_shockwave.policies.gpu_counts import base_counts, grow
+from slurm_shockwave.policies.gpu_counts import base_counts, grow, remaining_at
 from slurm_shockwave.policies.shockwave.commitments import critical_path
 from slurm_shockwave.policies.shockwave.estimates import estimate
 
@@ -99,7 +100,11 @@ def reachable(jobs: Sequence[Active], now_s: float, total_gpus: int, stretch: fl
 def least_stretch(jobs: Sequence[Active], now_s: float, total_gpus: int,
                   rel_tol: float = 1e-3) -> float:
     """The least stretch for which ``reachable`` holds, to ``rel_tol`` (from above, by
-    bisection: no clock in it, so a round replays exactly). 0 with no job."""
+    bisection: no clock in it, so a round replays exactly). 0 with no job. Jobs with no
+    work left, or sizes that are not positive finite numbers, are left out: no stretch
+    makes a deadline of size 0 reachable, and one such job would set S to MAX_STRETCH
+    for everyone."""
+    jobs = [j for j in jobs if j.remaining_s > 0 and 0 < j.size_s < math.inf]
     if not jobs or total_gpus <= 0:
         return 0.0
     hi = 1.0
@@ -126,9 +131,14 @@ class StretchEdf(Policy[StretchEdfConfig]):
     def plan(self, view: ClusterView, memory: Memory) -> Planned:
         cfg = self.config
         est = {j.job_id: estimate(j) for j in view.jobs}
-        size = {jid: e.done_work_s + e.remaining_s for jid, e in est.items()}
+        # at each job's request: an elastic job's estimates are at the count it runs on
+        at_request = {j.job_id: (remaining_at(j, j.gpus, 1.0) if j.current_gpus != j.gpus
+                                 else 1.0) for j in view.jobs}
+        size = {jid: (e.done_work_s + e.remaining_s) * at_request[jid]
+                for jid, e in est.items()}
         stretch = (cfg.stretch if not isinstance(cfg.stretch, str) else least_stretch(
-            [Active(j.spec.arrival_s, size[j.job_id], est[j.job_id].remaining_s, j.gpus)
+            [Active(j.spec.arrival_s, size[j.job_id],
+                    est[j.job_id].remaining_s * at_request[j.job_id], j.gpus)
              for j in view.jobs], view.now_s, view.total_gpus))
         deadline = {j.job_id: j.spec.arrival_s + stretch * size[j.job_id] for j in view.jobs}
         crit = critical_path({j.job_id: est[j.job_id].remaining_s for j in view.jobs},

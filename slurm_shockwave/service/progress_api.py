@@ -403,11 +403,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(answer).encode(), "application/json")
 
     def _send(self, status: int, data: bytes, kind: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            # the client gave up (its 2 s timeout) before the answer: what it sent is
+            # kept or refused already, and it resends or spools; nothing to tell
+            self.close_connection = True
+            log.debug("%s left before its answer (%d)", self.address_string(), status)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
