@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 from slurm_shockwave.engine.diff import diff
 from slurm_shockwave.engine.placement import place
 from slurm_shockwave.model.plan import ActionKind, Plan
@@ -107,3 +109,21 @@ def test_clearing_never_moves_a_job_ranked_above_the_wide_one() -> None:
     assert placed.slots[1] == ("n0:0",) and placed.slots[2] == ("n1:0",)
     assert placed.fragmented == {3}
     assert ActionKind.PREEMPT not in {a.kind for a in diff(view, placed)}
+
+
+def test_an_elastic_job_left_out_at_its_planned_count_takes_a_smaller_one() -> None:
+    """Two 3-GPU jobs on two 4-GPU nodes leave a GPU on each: a grown count of 2 fits
+    nowhere, so the elastic job (range 1-4) runs on 1 instead of waiting; a running one
+    planned wider keeps its own GPU; a fixed job is still left out."""
+    fixed = (a_job(1, gpus=3, running=True, slots=("n0:0", "n0:1", "n0:2")),
+             a_job(2, gpus=3, running=True, slots=("n1:0", "n1:1", "n1:2")))
+    elastic = a_job(3, gpus=1)
+    elastic = replace(elastic, spec=replace(elastic.spec, gpus_range=(1, 4)))
+    placed = place(a_view(*fixed, elastic, gpus=8, gpus_per_node=4), Plan((1, 2, 3), gpus={3: 2}))
+    assert len(placed.slots[3]) == 1 and not placed.fragmented
+    running = replace(elastic, gpu_slots=("n1:3",))
+    placed = place(a_view(*fixed, running, gpus=8, gpus_per_node=4), Plan((1, 2, 3), gpus={3: 2}))
+    assert placed.slots[3] == ("n1:3",)
+    wide = a_job(3, gpus=2)
+    placed = place(a_view(*fixed, wide, gpus=8, gpus_per_node=4), Plan((1, 2, 3)))
+    assert 3 not in placed.slots and placed.fragmented == {3}

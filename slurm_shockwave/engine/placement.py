@@ -136,6 +136,19 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     return (again, left) if better else (out, free)
 
 
+def _narrower(job: Job, wanted: int, free: _FreeSlots) -> tuple[str, ...] | None:
+    """GPUs for an elastic job that fragmentation left out at the plan's count: the widest
+    of its smaller counts that fits (its own GPUs where it runs on that count), so the GPUs
+    a grown count could not use do not idle while it waits. None for a fixed job."""
+    for count in sorted((c for c in job.spec.gpu_counts() if c < wanted), reverse=True):
+        if len(job.gpu_slots) == count and free.take_exact(job.gpu_slots):
+            return job.gpu_slots
+        got = free.take(count)
+        if got is not None:
+            return got
+    return None
+
+
 def place(view: ClusterView, plan: Plan) -> Placement:
     jobs = view.by_id()
     order: list[Job] = [jobs[j] for j in plan.order if j in jobs]
@@ -152,12 +165,18 @@ def place(view: ClusterView, plan: Plan) -> Placement:
         out, free = _defragment(view, selected, want, out, free)
     # Backfill what fragmentation left, in plan order; a running job stays where it runs
     # if it still can (best fit alone may swap two running jobs: a needless migration).
+    # An elastic job left out takes the widest of its smaller counts that fits.
     if out.fragmented:
         for job in order:
             if free.total == 0:
                 break
-            if (job.job_id in out.slots or job.job_id in out.fragmented
-                    or want[job.job_id] > free.total):
+            if job.job_id in out.fragmented:
+                got = _narrower(job, want[job.job_id], free)
+                if got is not None:
+                    out.slots[job.job_id] = got
+                    out.fragmented.discard(job.job_id)
+                continue
+            if job.job_id in out.slots or want[job.job_id] > free.total:
                 continue
             if _stays(job, want, free):
                 out.slots[job.job_id] = job.gpu_slots
