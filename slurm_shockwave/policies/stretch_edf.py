@@ -58,8 +58,14 @@ class StretchEdfConfig:
     horizon_s: float = 2400.0
     """Elastic jobs: how far ahead growing a running job must pay for its restart
     (Shockwave's window, 20 rounds of 120 s)."""
+    prediction_noise: float = 0.0
+    """As Shockwave's, to measure robustness: each job's predicted remaining time times a
+    seeded factor in [1-e, 1+e] (``benchmarks/noise.py``)."""
+    seed: int = 0
 
     def validate(self) -> tuple[str, str] | None:
+        if not 0 <= self.prediction_noise <= 1:
+            return "prediction_noise", "must be in [0, 1]"
         if not 0 < self.horizon_s <= 10 * 86400:
             return "horizon_s", "must be > 0 and <= 864000 seconds"
         if isinstance(self.stretch, str):
@@ -131,7 +137,8 @@ class StretchEdf(Policy[StretchEdfConfig]):
 
     def plan(self, view: ClusterView, memory: Memory) -> Planned:
         cfg = self.config
-        est = {j.job_id: estimate(j) for j in view.jobs}
+        est = {j.job_id: estimate(j, noise=cfg.prediction_noise, seed=cfg.seed)
+               for j in view.jobs}
         # at each job's request: an elastic job's estimates are at the count it runs on
         at_request = {j.job_id: (remaining_at(j, j.gpus, 1.0) if j.current_gpus != j.gpus
                                  else 1.0) for j in view.jobs}
