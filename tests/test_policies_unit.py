@@ -119,6 +119,9 @@ def test_the_least_stretch_keeps_every_deadline_in_reach_and_no_less_would() -> 
     wide = [Active(0.0, 100.0, 100.0, 4), Active(0.0, 100.0, 100.0, 4)]
     assert 2.0 <= least_stretch(wide, 0.0, 4) <= 2.002
     assert least_stretch([], 0.0, 4) == 0.0
+    # a job with nothing left, or no size, cannot be late: it does not set S for the rest
+    done, empty = Active(0.0, 100.0, 0.0, 1), Active(0.0, 0.0, 0.0, 1)
+    assert least_stretch([*jobs, done, empty], 900.0, 1) == least_stretch(jobs, 900.0, 1)
 
 
 def test_stretch_edf_runs_the_critical_path_first() -> None:
