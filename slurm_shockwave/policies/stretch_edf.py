@@ -40,6 +40,7 @@ from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.gpu_counts import base_counts, grow, remaining_at
 from slurm_shockwave.policies.shockwave.commitments import critical_path
 from slurm_shockwave.policies.shockwave.estimates import estimate
+from slurm_shockwave.solver.search import narrow
 
 AUTO = "auto"
 MAX_STRETCH = 1e9
@@ -114,19 +115,15 @@ def least_stretch(jobs: Sequence[Active], now_s: float, total_gpus: int,
     jobs = [j for j in jobs if j.remaining_s > 0 and 0 < j.size_s < math.inf]
     if not jobs or total_gpus <= 0:
         return 0.0
+    def ok(stretch: float) -> bool:
+        return reachable(jobs, now_s, total_gpus, stretch)
+
     hi = 1.0
-    while not reachable(jobs, now_s, total_gpus, hi):
+    while not ok(hi):
         hi *= 2.0
         if hi > MAX_STRETCH:
             return MAX_STRETCH
-    lo = 0.0
-    while hi - lo > rel_tol * hi:
-        mid = (lo + hi) / 2
-        if reachable(jobs, now_s, total_gpus, mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return narrow(ok, 0.0, hi, rel_tol=rel_tol)[1]
 
 
 class StretchEdf(Policy[StretchEdfConfig]):

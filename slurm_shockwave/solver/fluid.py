@@ -32,6 +32,7 @@ from scipy.sparse.csgraph import maximum_flow
 
 from slurm_shockwave.solver.backends import solve
 from slurm_shockwave.solver.milp import Milp, SolveOptions, Status
+from slurm_shockwave.solver.search import narrow
 
 
 @dataclass(frozen=True)
@@ -183,10 +184,7 @@ def min_makespan_s(jobs: FluidJobs, slot_s: float, *, worst_rho: float = math.in
     hi = 1.05 * lo
     while not ok(hi):  # ends: late enough, the makespan adds nothing to the worst rho's deadlines
         lo, hi = hi, 1.05 * hi
-    while hi - lo > tol_s:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return lo
+    return narrow(ok, lo, hi, abs_tol=tol_s)[0]
 
 
 def min_worst_rho(jobs: FluidJobs, contention: float, slot_s: float, *,
@@ -205,7 +203,4 @@ def min_worst_rho(jobs: FluidJobs, contention: float, slot_s: float, *,
     hi = 2.0 * lo
     while not ok(hi):  # ends: without a makespan, a large enough rho is always met
         lo, hi = hi, 2.0 * hi
-    while hi - lo > tol * hi:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return lo
+    return narrow(ok, lo, hi, rel_tol=tol)[0]
