@@ -146,15 +146,15 @@ class StretchEdf(Policy[StretchEdfConfig]):
                     est[j.job_id].remaining_s * at_request[j.job_id], j.gpus)
              for j in view.jobs], view.now_s, view.total_gpus))
         deadline = {j.job_id: j.spec.arrival_s + stretch * size[j.job_id] for j in view.jobs}
-        crit = critical_path({j.job_id: est[j.job_id].remaining_s for j in view.jobs},
-                             {j.job_id: j.gpus for j in view.jobs}, view.total_gpus,
-                             cfg.critical_frac)
+        remaining = {jid: e.remaining_s for jid, e in est.items()}
+        crit = critical_path(remaining, {j.job_id: j.gpus for j in view.jobs},
+                             view.total_gpus, cfg.critical_frac)
         rest = sorted((j.job_id for j in view.jobs if j.job_id not in crit),
                       key=lambda jid: (deadline[jid], jid))
         reasons = {jid: Reason(ReasonCode.SCHEDULED, "critical path") for jid in crit}
         reasons.update({jid: Reason(ReasonCode.SCHEDULED, f"deadline {deadline[jid]:.0f}s")
                         for jid in rest})
-        gpus = self._elastic_counts(view, {jid: e.remaining_s for jid, e in est.items()})
+        gpus = self._elastic_counts(view, remaining)
         reasons = {jid: replace(r, detail=f"{r.detail} gpus={gpus[jid]}")
                    if jid in gpus else r for jid, r in reasons.items()}
         return Planned(Plan(tuple(crit + rest), reasons, gpus=gpus), memory)
