@@ -13,14 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 
 from benchmarks.reference_runs import machine, reference_workload
-from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.report.results import summary_record
 from slurm_shockwave.sim.run import simulate
 
-NOISY = ("shockwave", "stretch_edf")
-"""The policies with a ``prediction_noise`` setting."""
+NOISY = tuple(name for name, cls in POLICIES.items()
+              if "prediction_noise" in {f.name for f in fields(cls.Config)})
+"""The policies with a ``prediction_noise`` setting (Shockwave and stretch_edf)."""
 
 
 def main() -> None:
