@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks import traces
-from benchmarks.scale import BASELINES, CONTENDERS, SHIPPED, study, targets
-from slurm_shockwave.config import load_settings
+from benchmarks.scale import BASELINES, CONTENDERS, SHIPPED, run_policy, study, targets
+from slurm_shockwave.config import load_settings, parse_settings
 from slurm_shockwave.report.plots import write_pareto
 from tests.builders import a_spec, a_workload
 from tests.conftest import reference_file
@@ -36,6 +36,21 @@ def test_lower_bound_is_the_latest_finish_or_the_work_over_the_gpus() -> None:
     assert traces.lower_bound_s(w, 1) == pytest.approx(max(1500, 1000))
     wide = a_workload(*(a_spec(i, epochs=8) for i in range(8)))
     assert traces.lower_bound_s(wide, 2) == pytest.approx(8 * 500 / 2)
+
+
+def test_the_simulator_section_of_the_settings_is_the_one_simulated() -> None:
+    """fill_freed reaches the simulation (scale dropped it): two GPUs, a 500 s job beside
+    a long one, a third waiting; with fill steps the third starts where the first ends
+    (520 s, its restore included) instead of at the end of that round (600 s)."""
+    w = a_workload(a_spec(0, epochs=8), a_spec(1, epochs=40), a_spec(2, epochs=8))
+
+    def third_finish_s(simulator: dict) -> float:
+        result = run_policy("fifo", w, 2, parse_settings({"simulator": simulator},
+                                                         source="test"))
+        return next(o.finish_s for o in result.outcomes if o.job_id == 2)
+
+    assert third_finish_s({}) == pytest.approx(600 + 520)
+    assert third_finish_s({"fill_freed": True}) == pytest.approx(520 + 520)
 
 
 def test_pareto_plot_is_written(tmp_path: Path) -> None:
