@@ -80,8 +80,8 @@ class SlurmConfig:
     wall time like the round, the clock and what jobs report. 1 on a real cluster."""
 
     def validate(self) -> tuple[str, str] | None:
-        if not self.partition or "," in self.partition:
-            return "partition", "must be one partition name"
+        if not self.partition or any(c == "," or c.isspace() for c in self.partition):
+            return "partition", "must be one partition name (no commas or spaces)"
         if not (math.isfinite(self.round_s) and 1 <= self.round_s <= 86400):
             return "round_s", "must be from 1 to 86400 seconds"
         if self.backend not in BACKENDS:
@@ -142,10 +142,13 @@ class ServiceConfig:
         if not (math.isfinite(self.solver_time_limit_s) and self.solver_time_limit_s > 0):
             return "solver_time_limit_s", "must be > 0"
         host, sep, port = self.listen.rpartition(":")
-        if not (sep and host and port.isdigit() and int(port) <= 65535):
+        # isdigit alone takes "²" and Arabic-Indic digits, which int() reads or refuses
+        if not (sep and host and port.isascii() and port.isdigit() and int(port) <= 65535):
             return "listen", "must be HOST:PORT (port 0: any free port)"
         if not self.endpoint_file:
             return "endpoint_file", "must be a file path"
+        if not self.heartbeat:
+            return "heartbeat", "must be a file path"
         if not (math.isfinite(self.fill_poll_s) and 0.1 <= self.fill_poll_s <= 3600):
             return "fill_poll_s", "must be from 0.1 to 3600 seconds"
         return None

@@ -213,6 +213,12 @@ SLICE: list[tuple[str, bytes, list[str], list[str]]] = [
      ["--gpus", "4"], [":2: gpus:", "cannot place"]),
     ("ok.jsonl", LINE.encode(), ["--cutoff", "-1"], ["'--cutoff'"]),
     ("ok.jsonl", LINE.encode(), ["--csv", "/proc/nope/x.csv"], ["/proc/nope/x.csv: --csv:"]),
+    ("outside.jsonl", b'{"model": "LM", "batch_size": 10, "epochs": 2, "gpus": 4, '
+     b'"gpus_range": [1, 2]}\n', [], [":1: gpus_range: must contain the job's gpus (4)"]),
+    ("range.jsonl", b'{"model": "LM", "batch_size": 10, "epochs": 2, "gpus_range": [1, '
+     + b"9" * 30 + b"]}\n", [], [":1: gpus_range:", "<= 4096"]),
+    ("ok.jsonl", LINE.encode(), ["--csv", "/dev/full"],
+     ["/dev/full: --csv: cannot write it (No space left on device)"]),
 ]
 
 
@@ -233,7 +239,12 @@ def test_config_duplicate_key_and_non_finite(tmp_path: Path) -> None:
     for text, expected in [("simulator: {round_s: 60}\nsimulator: {round_s: 90}\n",
                             ":2: yaml: not valid YAML (duplicate key 'simulator')"),
                            ("simulator: {round_s: .inf}\n", "simulator.round_s: must be a finite"),
-                           ("simulator: 5\n", "simulator: expected a mapping")]:
+                           ("simulator: 5\n", "simulator: expected a mapping"),
+                           # isdigit() takes a superscript two, int() does not
+                           ('service: {listen: "h:\u00b2"}\n', "service.listen: must be"),
+                           ("slurm: {partition: a b}\n", "slurm.partition: must be one"),
+                           ("policies: {stretch_edf: {seed: -1}}\n",
+                            "stretch_edf.seed: must be from 0")]:
         cfg = tmp_path / "c.yaml"
         cfg.write_text(text)
         proc = shockwave("simulate", "--config", str(cfg), "--json")
@@ -246,10 +257,40 @@ def test_config_duplicate_key_and_non_finite(tmp_path: Path) -> None:
 def test_generate_options_are_bounded() -> None:
     for args, option in [(["--max-h", "1e30"], "--max-h"), (["--mean-gap-s", "inf"],
                                                             "--mean-gap-s"),
-                         (["--jobs", "0"], "--jobs"), (["--gpu-mix", "nan,0,0,1"], "--gpu-mix")]:
+                         (["--jobs", "0"], "--jobs"), (["--gpu-mix", "nan,0,0,1"], "--gpu-mix"),
+                         # a Pareto draw of shape 0.001 overflowed a float
+                         (["--duration-dist", "pareto", "--tail-alpha", "0.001"],
+                          "--tail-alpha")]:
         proc = shockwave("trace", "generate", *args)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
         assert option in proc.stderr
+
+
+def test_outputs_are_checked_before_the_run_and_written_whole(tmp_path: Path) -> None:
+    """compare --out with one of its files taken by a directory, trace elastic into a
+    missing folder or with a range past any cluster: one line, exit 2, nothing written;
+    a device named as --csv is written through, not replaced by a file."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(LINE * 3)
+    out = tmp_path / "out"
+    (out / "jobs_fifo.csv").mkdir(parents=True)
+    cases = [
+        (["compare", str(trace), "--gpus", "4", "--policies", "gavel,fifo", "--out", str(out)],
+         "jobs_fifo.csv: --out: is a directory"),
+        (["compare", str(trace), "--gpus", "4", "--policies", "gavel,gavel"],
+         "--policies: gavel named twice"),
+        (["trace", "elastic", str(trace), "--out", str(tmp_path / "no" / "x.jsonl")],
+         "--out: its directory"),
+        (["trace", "elastic", str(trace), "--range", "0.5,1e308", "--out", str(tmp_path / "x")],
+         "--range: expected 0 < LO <= 1 <= HI <= 4096"),
+    ]
+    for args, expected in cases:
+        proc = shockwave(*args)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["jobs_fifo.csv"]
+    assert not (tmp_path / "x").exists()
+    assert Path("/dev/full").is_char_device()
 
 
 def test_a_bug_is_exit_1_not_2(tmp_path: Path) -> None:

@@ -29,6 +29,18 @@ def test_rates_fall_back_to_the_prior_around_the_current_count() -> None:
     assert r[2] == 1.0 and r[4] == 1.6 and r[1] == 1 / 1.6
 
 
+@pytest.mark.parametrize("policy", ["shockwave", "stretch_edf", "elastic_greedy"])
+def test_a_request_outside_its_range_is_planned_not_a_crash(policy: str) -> None:
+    """Live, Slurm's count is the request, and a user may submit ``--gres=gpu:4`` with
+    the hint ``gpus=1-2`` (trace files refuse it, sim/trace.py). Its rates lacked the
+    request once it was planned at a count of its range: KeyError: 4 in the round."""
+    w = a_workload(replace(a_spec(0, gpus=4, epochs=4), gpus_range=(1, 2)),
+                   a_spec(1, epochs=4))
+    assert set(rates(_elastic(a_job(0, gpus=4), 1, 2, {1: 1.0, 2: 1.8}))) == {1, 2, 4}
+    result = simulate(w, make_policy(policy), gpus=8)
+    assert len(result.outcomes) == 2 and not any(o.cut_off for o in result.outcomes)
+
+
 def test_a_waiting_job_shrinks_only_where_it_gains_throughput_per_gpu() -> None:
     poor = _elastic(a_job(0, gpus=4), 2, 8, {2: 0.9, 4: 1.0, 8: 1.1})  # LM-like
     linear = _elastic(a_job(1, gpus=4), 2, 8, {2: 0.5, 4: 1.0, 8: 2.0})

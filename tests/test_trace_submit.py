@@ -87,6 +87,22 @@ def test_a_bad_trace_is_one_line_and_exit_2(tmp_path: Path, line: str, field: st
     assert not (tmp_path / "out").exists()
 
 
+def test_a_slurm_that_does_not_answer_is_one_line_before_anything(tmp_path: Path) -> None:
+    """Checked once before the first arrival: not a refusal per job after sleeping
+    through the trace's arrivals, and no output folders left behind."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=nowhere\nSlurmctldHost=localhost\nSlurmctldPort=1\n"
+                    "MessageTimeout=1\nAuthType=auth/munge\n")
+    path = tmp_path / "t.jsonl"
+    path.write_text(TRACE.splitlines()[0] + "\n")
+    result = CliRunner().invoke(cli, ["trace", "submit", str(path), "--time-scale", "10",
+                                      "--output-dir", str(tmp_path / "out"),
+                                      "--slurm-conf", str(conf)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: squeue")
+    assert not (tmp_path / "out").exists()
+
+
 # --- on the real cluster -------------------------------------------------------------
 
 

@@ -9,12 +9,13 @@ traceback goes to stderr instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -151,6 +152,19 @@ def writable_file(path: str | None, option: str) -> None:
                              field=option) from None
     else:
         _probe(parent, source=path, field=option)
+
+
+@contextlib.contextmanager
+def output_errors(option: str, path: str | None = None) -> Iterator[None]:
+    """A file of ``option``'s (``path``) that cannot be written after all (a full disk, a
+    path taken by a directory): one line naming the option, exit 2; the writes are
+    whole-file (report/outputs.py), so what was there before is kept."""
+    try:
+        yield
+    except OSError as exc:
+        where = str(exc.filename) if exc.filename else (path or "")
+        raise InputError(f"cannot write it ({exc.strerror or exc})", source=where,
+                         field=option) from None
 
 
 def writable_dir(path: str | None, option: str) -> None:

@@ -7,9 +7,15 @@ from pathlib import Path
 import click
 
 from slurm_shockwave.cli.checks import json_text
-from slurm_shockwave.cli.errors import one_line_errors, writable_dir, writable_file
+from slurm_shockwave.cli.errors import (
+    one_line_errors,
+    output_errors,
+    writable_dir,
+    writable_file,
+)
 from slurm_shockwave.cli.run_options import prepare, run_options, run_policy
 from slurm_shockwave.policies.registry import POLICIES
+from slurm_shockwave.report.outputs import PLOTS, write_text
 from slurm_shockwave.report.results import summary_record, write_per_job_csv
 from slurm_shockwave.report.tables import compare_table, console, summary_table
 
@@ -31,7 +37,8 @@ def simulate(trace: str, gpus: int | None, gpus_per_node: int | None, throughput
                      progress, seed)
     result = run_policy(inputs, policy)
     if csv_path:
-        write_per_job_csv(result, Path(csv_path))
+        with output_errors("--csv", csv_path):
+            write_per_job_csv(result, Path(csv_path))
     if as_json:
         click.echo(json_text(summary_record(result, trace=trace)))
     else:
@@ -55,7 +62,13 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
     if not wanted or unknown:
         raise click.BadParameter(f"unknown policy {unknown[0] if unknown else '(none)'} "
                                  f"(known: {', '.join(POLICIES)})", param_hint="--policies")
+    twice = sorted({n for n in wanted if wanted.count(n) > 1})
+    if twice:
+        raise click.BadParameter(f"{twice[0]} named twice", param_hint="--policies")
     writable_dir(out, "--out")
+    if out and Path(out).is_dir():  # each file it will write, before the run
+        for name in ("results.json", *(f"jobs_{n}.csv" for n in wanted), *PLOTS):
+            writable_file(str(Path(out) / name), "--out")
     inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
                      progress, seed)
     results = [run_policy(inputs, n) for n in wanted]
@@ -69,11 +82,13 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
         from slurm_shockwave.report.plots import write_plots  # matplotlib only when asked
 
         folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "results.json").write_text(json_text(records, indent=1) + "\n")
-        for r in results:
-            write_per_job_csv(r, folder / f"jobs_{r.policy}.csv")
-        paths = write_plots(results, folder, f"{Path(trace).name[:40]}, {inputs.gpus} GPUs")
+        with output_errors("--out", out):
+            folder.mkdir(parents=True, exist_ok=True)
+            write_text(folder / "results.json", json_text(records, indent=1) + "\n")
+            for r in results:
+                write_per_job_csv(r, folder / f"jobs_{r.policy}.csv")
+            paths = write_plots(results, folder,
+                                f"{Path(trace).name[:40]}, {inputs.gpus} GPUs")
         if not as_json:
             click.echo(f"wrote {folder / 'results.json'}, per-job CSVs and "
                        f"{', '.join(p.name for p in paths)}")

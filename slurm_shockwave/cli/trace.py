@@ -13,17 +13,19 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import slurm_shockwave
 from slurm_shockwave.cli.checks import Bounded, json_text
-from slurm_shockwave.cli.errors import one_line_errors, writable_file
+from slurm_shockwave.cli.errors import one_line_errors, output_errors, writable_file
 from slurm_shockwave.emulate.submit import EmulatorSettings, hint_comment, job_script, sbatch_args
 from slurm_shockwave.model.bounds import (
     MAX_ARRIVAL_S,
     MAX_EPOCHS,
+    MAX_JOB_GPUS,
     MAX_JOBS,
     MAX_SEED,
     MAX_TOTAL_EPOCHS,
 )
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.typed_config import build_config
+from slurm_shockwave.report.outputs import write_text
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.sim.generate import ARRIVALS, DURATIONS, TraceShape, generate
 from slurm_shockwave.sim.inputs import DEMO_TRACE, build_workload, load_throughputs, load_trace
@@ -116,7 +118,8 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
     line = to_json_line if fmt == "jsonl" else to_gavel_line
     text = "\n".join(line(j) for j in jobs) + "\n"
     if out:
-        Path(out).write_text(text, encoding="utf-8")
+        with output_errors("--out", out):
+            write_text(Path(out), text)
         click.echo(f"wrote {len(jobs)} jobs to {out}", err=True)
     else:
         click.echo(text, nl=False)
@@ -132,10 +135,13 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
 def elastic_cmd(trace_file: str, factors: str, out: str) -> None:
     """Make every job of TRACE elastic: range LO x .. HI x its GPU request (docs/elastic.md)."""
     low, high = _floats(factors, 2, "--range")
-    if not 0 < low <= 1 <= high:
-        raise click.BadParameter("expected 0 < LO <= 1 <= HI", param_hint="--range")
+    if not 0 < low <= 1 <= high <= MAX_JOB_GPUS:
+        raise click.BadParameter(f"expected 0 < LO <= 1 <= HI <= {MAX_JOB_GPUS}",
+                                 param_hint="--range")
+    writable_file(out, "--out")
     jobs = [make_elastic(j, low, high) for j in load_trace(trace_file)]
-    Path(out).write_text("".join(to_json_line(j) + "\n" for j in jobs), encoding="utf-8")
+    with output_errors("--out", out):
+        write_text(Path(out), "".join(to_json_line(j) + "\n" for j in jobs))
     click.echo(f"wrote {len(jobs)} elastic jobs to {out}", err=True)
 
 
@@ -173,7 +179,7 @@ def _throughputs_for_jobs(spec: str | None) -> str | None:
 
 @trace.command("submit")
 @click.argument("trace_file")
-@click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), required=True,
+@click.option("--time-scale", type=Bounded(1e-6, 1e6), required=True,
               help="Divide arrival times and epoch durations by this.")
 @click.option("--partition", default="shockwave", show_default=True)
 @click.option("--throughputs", default=None, help="Gavel JSON or builtin:tacc|wisr "
@@ -207,9 +213,12 @@ def submit(trace_file: str, time_scale: float, partition: str, throughputs: str 
         checkpoint_dir=Path(checkpoint_dir or out_dir / "checkpoints").resolve(),
         throughputs=_throughputs_for_jobs(throughputs), python=sys.executable,
         pythonpath=str(Path(slurm_shockwave.__file__).resolve().parents[1]))
+    backend = CliBackend(slurm_conf=slurm_conf)
+    # a Slurm that does not answer (or no such partition): one line now, not a refusal
+    # per job after sleeping through every arrival, and no folders left behind
+    backend.list_jobs(partition=partition)
     settings.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
-    backend = CliBackend(slurm_conf=slurm_conf)
     ordered = sorted(jobs, key=lambda j: (j.spec.arrival_s, j.spec.job_id))
     failed = _submit_all(backend, ordered, settings, as_json)
     if failed:

@@ -36,10 +36,11 @@ def usable_counts(job: Job, view: ClusterView) -> tuple[int, ...]:
 
 
 def rates(job: Job) -> dict[int, float]:
-    """Throughput at each of the job's counts (and its current one) relative to its
-    request; from its progress, else the prior scaled from the count it runs on."""
+    """Throughput at each of the job's counts, its current one and its request (which
+    a user may have put outside the range: ``--gres=gpu:4`` with ``gpus=1-2``) relative
+    to its request; from its progress, else the prior scaled from the count it runs on."""
     known = dict(job.progress.rate_by_gpus)
-    counts = (*job.spec.gpu_counts(), job.current_gpus)
+    counts = (*job.spec.gpu_counts(), job.current_gpus, job.spec.gpus)
     if all(c in known for c in counts):
         return known
     return relative_rates(known or {job.current_gpus: 1.0}, counts, job.spec.gpus)

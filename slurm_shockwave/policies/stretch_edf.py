@@ -35,6 +35,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from slurm_shockwave.model.bounds import MAX_SEED
 from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.job import JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
@@ -69,6 +70,8 @@ class StretchEdfConfig:
     def validate(self) -> tuple[str, str] | None:
         if not 0 <= self.prediction_noise <= 1:
             return "prediction_noise", "must be in [0, 1]"
+        if not 0 <= self.seed <= MAX_SEED:
+            return "seed", f"must be from 0 to {MAX_SEED}"
         if not 0 < self.horizon_s <= 10 * 86400:
             return "horizon_s", "must be > 0 and <= 864000 seconds"
         if isinstance(self.stretch, str):

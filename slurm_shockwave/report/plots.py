@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import ScalarFormatter
 
+from slurm_shockwave.report.outputs import PLOTS, replacing
 from slurm_shockwave.sim.run import SimResult
 
 
@@ -21,12 +22,19 @@ def _cdf(ax: Any, values: Sequence[float], label: str) -> None:
     ax.step(xs, [(i + 1) / n for i in range(n)], where="post", label=label)
 
 
+def _write(fig: Any, path: Path, dpi: int) -> None:
+    try:
+        with replacing(path) as tmp:
+            fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+
+
 def _save(fig: Any, ax: Any, path: Path, *, xlabel: str, ylabel: str, title: str) -> Path:
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    _write(fig, path, dpi=110)
     return path
 
 
@@ -37,14 +45,14 @@ def write_plots(results: Sequence[SimResult], out: Path, title: str) -> list[Pat
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in results:
         _cdf(ax, [(o.finish_s - o.arrival_s) / 3600 for o in r.outcomes], r.policy)
-    paths.append(_save(fig, ax, out / "jct_cdf.png", xlabel="job completion time (h)",
+    paths.append(_save(fig, ax, out / PLOTS[0], xlabel="job completion time (h)",
                        ylabel="fraction of jobs", title=f"JCT CDF: {title}"))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in results:
         _cdf(ax, list(r.rhos.values()), r.policy)
     ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
-    paths.append(_save(fig, ax, out / "rho_cdf.png",
+    paths.append(_save(fig, ax, out / PLOTS[1],
                        xlabel="finish-time fairness rho (lower is fairer)",
                        ylabel="fraction of jobs", title=f"rho CDF: {title}"))
 
@@ -54,7 +62,7 @@ def write_plots(results: Sequence[SimResult], out: Path, title: str) -> list[Pat
                 label=r.policy, linewidth=1)
     if results:
         ax.axhline(results[0].gpus, color="grey", linestyle="--", linewidth=1)
-    paths.append(_save(fig, ax, out / "gpus_busy.png", xlabel="time (h)", ylabel="GPUs busy",
+    paths.append(_save(fig, ax, out / PLOTS[2], xlabel="time (h)", ylabel="GPUs busy",
                        title=f"GPUs busy over time: {title}"))
     return paths
 
@@ -96,6 +104,5 @@ def write_pareto(records: Sequence[Mapping[str, Any]], path: Path, title: str,
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"Pareto view: {title}")
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    _write(fig, path, dpi=100)
     return path

@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from slurm_shockwave.report.outputs import replacing
 from slurm_shockwave.sim.run import SimResult
 
 
@@ -25,7 +26,7 @@ def summary_record(result: SimResult, *, trace: str = "") -> dict[str, Any]:
 
 def write_per_job_csv(result: SimResult, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with replacing(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
         out = csv.writer(fh)
         out.writerow(["job_id", "gpus", "arrival_s", "finish_s", "jct_s", "exclusive_s",
                       "rho", "run_s", "rounds_run", "cut_off"])

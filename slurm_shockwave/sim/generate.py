@@ -32,6 +32,8 @@ GPU_CHOICES = (1, 2, 4, 8)
 ARRIVALS = ("poisson", "diurnal")
 DURATIONS = ("buckets", "pareto")
 _DAY_S = 86_400.0
+MIN_TAIL_ALPHA = 0.1
+MAX_TAIL_ALPHA = 100.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class TraceShape:
     durations: str = "buckets"
     """buckets (the paper's) | pareto (heavy tail of shape ``tail_alpha``)."""
     tail_alpha: float = 1.2
+    """From MIN_TAIL_ALPHA: below about 0.05 a uniform draw near 2**-53 raised to
+    -1/alpha overflows a float; the cap at ``max_h`` makes anything heavier the same."""
 
     def validate(self) -> tuple[str, str] | None:
         if self.num_jobs < 1:
@@ -67,8 +71,8 @@ class TraceShape:
             return "diurnal_depth", "must be in [0, 1)"
         if self.durations not in DURATIONS:
             return "durations", f"must be one of {', '.join(DURATIONS)}"
-        if self.tail_alpha <= 0:
-            return "tail_alpha", "must be > 0"
+        if not MIN_TAIL_ALPHA <= self.tail_alpha <= MAX_TAIL_ALPHA:
+            return "tail_alpha", f"must be from {MIN_TAIL_ALPHA} to {MAX_TAIL_ALPHA:g}"
         for name, mix in (("mode_mix", self.mode_mix), ("gpu_mix", self.gpu_mix)):
             if any(p < 0 for p in mix) or not math.isclose(sum(mix), 1.0, abs_tol=1e-6):
                 return name, "probabilities must be >= 0 and sum to 1"

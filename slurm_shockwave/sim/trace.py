@@ -104,14 +104,19 @@ _JSON_FIELDS = {"id", "model", "batch_size", "gpus", "mode", "arrival_s", "epoch
                 "total_steps", "priority_weight", "user", "gpus_range"}
 
 
-def _gpus_range(value: Any, *, source: str, line: int) -> tuple[int, int] | None:
+def _gpus_range(value: Any, gpus: int, *, source: str,
+                line: int) -> tuple[int, int] | None:
+    """[LO, HI] around the request: the counts an elastic job may run on."""
     if value is None:
         return None
     ok = (isinstance(value, list) and len(value) == 2
           and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-          and 1 <= value[0] <= value[1])
+          and 1 <= value[0] <= value[1] <= MAX_JOB_GPUS)
     if not ok:
-        raise InputError(f"expected [LO, HI] with integers 1 <= LO <= HI, got {value!r}",
+        raise InputError(f"expected [LO, HI] with integers 1 <= LO <= HI <= {MAX_JOB_GPUS}, "
+                         f"got {shown(value)}", source=source, line=line, field="gpus_range")
+    if not value[0] <= gpus <= value[1]:
+        raise InputError(f"must contain the job's gpus ({gpus}), got {shown(value)}",
                          source=source, line=line, field="gpus_range")
     return int(value[0]), int(value[1])
 
@@ -151,7 +156,7 @@ def parse_json_line(text: str, index: int, *, source: str, line: int) -> TraceJo
         num_epochs=epochs,
         priority_weight=number("priority_weight", 1, lo=0, hi=MAX_WEIGHT, lo_open=True),
         user=text_field(obj.get("user", ""), **where, field="user"),
-        gpus_range=_gpus_range(obj.get("gpus_range"), source=source, line=line),
+        gpus_range=_gpus_range(obj.get("gpus_range"), gpus, source=source, line=line),
     )
     return TraceJob(spec, steps, line=line)
 
@@ -216,11 +221,12 @@ def to_json_line(job: TraceJob) -> str:
 
 
 def make_elastic(job: TraceJob, low: float, high: float) -> TraceJob:
-    """The job with the range ``low`` x .. ``high`` x its request (at least 1 GPU, the
-    low end rounded down and the high end up, so 0.5-2 of 1 GPU is 1-2)."""
+    """The job with the range ``low`` x .. ``high`` x its request (at least 1 GPU and at
+    most MAX_JOB_GPUS, the low end rounded down and the high end up, so 0.5-2 of 1 GPU
+    is 1-2)."""
     g = job.spec.gpus
     lo = max(1, math.floor(low * g))
-    hi = max(lo, math.ceil(high * g))
+    hi = max(lo, min(MAX_JOB_GPUS, math.ceil(high * g)))
     return replace(job, spec=replace(job.spec, gpus_range=(lo, hi)))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from slurm_shockwave.model.bounds import MAX_SEED
 from slurm_shockwave.solver.backends import BACKEND_NAMES
 from slurm_shockwave.solver.gurobi import unavailable as gurobi_unavailable
 
@@ -66,6 +67,7 @@ class ShockwaveConfig:
             ("threads", 0 <= self.threads <= 1024, "must be from 0 to 1024"),
             ("rel_gap", self.rel_gap >= 0, "must be >= 0"),
             ("prediction_noise", 0 <= self.prediction_noise <= 1, "must be in [0, 1]"),
+            ("seed", 0 <= self.seed <= MAX_SEED, f"must be from 0 to {MAX_SEED}"),
         )
         for name, ok, message in checks:
             if not ok:
