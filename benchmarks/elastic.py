@@ -15,13 +15,16 @@ elastic, under ``checks_stretch_edf``. Prints one JSON object.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from benchmarks.args import Parser, floats, names
 from benchmarks.reference_runs import REFERENCE, SETTINGS, machine, reference_workload
+from slurm_shockwave.cli.errors import writable_dir
+from slurm_shockwave.model.bounds import MAX_JOB_GPUS
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.report.results import summary_record
 from slurm_shockwave.sim.inputs import Workload, build_workload, load_throughputs
@@ -59,15 +62,22 @@ def checks(rec: dict[str, dict[str, object]], policy: str = "shockwave") -> dict
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="120,220,900")
     ap.add_argument("--range", dest="factors", default="0.5,2")
     ap.add_argument("--out", default=None, help="write plots under this directory")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
-    low, high = (float(v) for v in args.factors.split(","))
+    low, high = floats(ap, "--range", args.factors, 2, lo=0, hi=MAX_JOB_GPUS)
+    if not 0 < low <= 1 <= high:
+        ap.error(f"--range: expected 0 < LO <= 1 <= HI <= {MAX_JOB_GPUS}")
+    sizes = names(ap, "--sizes", args.sizes, SETTINGS)
+    try:
+        writable_dir(args.out, "--out")
+    except InputError as exc:
+        ap.error(str(exc))
     out: dict[str, object] = {}
-    for size in args.sizes.split(","):
+    for size in sizes:
         fixed, elastic, gpus = elastic_workload(size, low, high)
         records: dict[str, dict[str, object]] = {}
         results: list[SimResult] = []

@@ -14,12 +14,12 @@ wall_s, and start_wait and requeue_wait: the actuation waits measured in slurmct
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.args import Parser
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import LiveSettings, LiveStatus, run_live
 from slurm_shockwave.model.errors import InputError
@@ -27,7 +27,7 @@ from slurm_shockwave.policies.registry import make_policy
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", default="demo-live",
                     help="trace file (default: the 16-job live demo)")
     ap.add_argument("--gpus", type=int, default=16)

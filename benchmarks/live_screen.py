@@ -18,12 +18,12 @@ metric, with its means. One JSON object; every trace is reported, not only the w
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Any
 
 from benchmarks import traces
+from benchmarks.args import Parser
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
 from slurm_shockwave.policies.registry import POLICIES, make_policy
@@ -46,7 +46,7 @@ SHAPES: tuple[tuple[str, TraceShape, int], ...] = (
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--time-scale", type=float, default=30.0)
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--cred-expire-s", type=int, default=5)

@@ -10,12 +10,12 @@ and unfair fraction per error level, next to Gavel on the same trace.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import fields
 
-from benchmarks.reference_runs import machine, reference_workload
+from benchmarks.args import Parser, floats, names
+from benchmarks.reference_runs import SETTINGS, machine, reference_workload
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.report.results import summary_record
 from slurm_shockwave.sim.run import simulate
@@ -26,7 +26,7 @@ NOISY = tuple(name for name, cls in POLICIES.items()
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", default="120")
     ap.add_argument("--errors", default="0,0.2,0.4,0.6,0.8,1.0")
     ap.add_argument("--seed", type=int, default=0)
@@ -34,9 +34,11 @@ def main() -> None:
                     help="a policy that uses Shockwave's predictions")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
+    names(ap, "--size", args.size, SETTINGS)
+    errors = floats(ap, "--errors", args.errors, lo=0, hi=1)
     workload, gpus = reference_workload(args.size)
     rows = []
-    for error in (float(e) for e in args.errors.split(",")):
+    for error in errors:
         print(f"noise {error:.0%} ...", file=sys.stderr, flush=True)
         r = simulate(workload, make_policy(args.policy, {"prediction_noise": error,
                                                          "seed": args.seed}), gpus=gpus)

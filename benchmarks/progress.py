@@ -14,7 +14,6 @@ job-side client does. Latency is what a job waits: credential plus POST round tr
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import http.client
 import json
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.args import Parser
 from benchmarks.reference_runs import machine
 from slurm_shockwave.service import munge
 from slurm_shockwave.service.progress_api import CRED_HEADER, ProgressAPI
@@ -104,7 +104,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rate", type=float, default=200.0, help="reports a second, in all")
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--clients", type=int, default=4, help="sending threads")

@@ -27,7 +27,6 @@ unreachable on the trace.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -37,9 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import traces
+from benchmarks.args import Parser, names
 from benchmarks.reference_runs import machine
+from slurm_shockwave.cli.errors import writable_dir
 from slurm_shockwave.config import Settings, load_settings
 from slurm_shockwave.metrics.summary import contention
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.report.results import summary_record
 from slurm_shockwave.sim.inputs import Workload
@@ -158,7 +160,7 @@ def study(name: str, policies: list[str], settings: Settings,
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", "--sizes", dest="traces", default=",".join(traces.ALL),
                     help=f"comma-separated, of: {', '.join(traces.ALL)}")
     ap.add_argument("--policies", default=",".join((*CONTENDERS, *BASELINES)))
@@ -173,12 +175,27 @@ def main() -> None:
     args = ap.parse_args()
     if not 1.0 <= args.slot_s <= 3600.0:
         ap.error(f"--slot-s: must be from 1 to 3600 seconds, not {args.slot_s}")
-    settings = load_settings(args.settings)
+    # everything named now, not after the first traces' minutes of simulation
+    wanted = names(ap, "--traces", args.traces, traces.ALL)
+    policies = names(ap, "--policies", args.policies, POLICIES)
+    try:
+        override = json.loads(args.config)
+    except ValueError as exc:
+        ap.error(f"--config: not JSON ({exc})")
+    if not isinstance(override, dict):
+        ap.error("--config: expected a JSON object")
+    try:
+        settings = load_settings(args.settings)
+        for policy in policies:
+            section = {**(settings.policies.get(policy) or {}),
+                       **(override if policy == "shockwave" else {})}
+            make_policy(policy, section, source="--config")
+        writable_dir(args.out, "--out")
+    except InputError as exc:
+        ap.error(str(exc))
     out = Path(args.out) if args.out else None
     slot = args.slot_s if args.bounds else None
-    table = {name: study(name, args.policies.split(","), settings, json.loads(args.config), out,
-                         slot)
-             for name in args.traces.split(",")}
+    table = {name: study(name, policies, settings, override, out, slot) for name in wanted}
     print(json.dumps({"scale": table, "settings": args.settings, "machine": machine()}))
 
 

@@ -14,7 +14,6 @@ submitted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.args import Parser
 from benchmarks.reference_runs import machine
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.config import live_policy, load_settings
@@ -46,7 +46,7 @@ def submit_many(n: int, script: str) -> list[int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--policy", default="shockwave")
     ap.add_argument("--rounds", type=int, default=3, help="rounds measured for db growth")

@@ -12,7 +12,6 @@ docker-slurm/start.sh (SLURM_CONF set); cancels its jobs at the end.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks.args import Parser
 from benchmarks.reference_runs import machine
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.model.plan import Action, ActionKind
@@ -52,7 +52,7 @@ def cancel(job_ids: list[int]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--start", type=int, default=16, help="jobs the plan starts")
     ap.add_argument("--preempt", type=int, default=8, help="running jobs it preempts")

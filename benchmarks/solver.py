@@ -27,7 +27,6 @@ slower of the two rounds; both are under ``solves``.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.args import Parser
 from slurm_shockwave.model.cluster import ClusterView, GpuNode
 from slurm_shockwave.model.job import Job, JobProgress
 from slurm_shockwave.model.lifecycle import Phase
@@ -130,7 +130,7 @@ def in_simulation(trace: str, config: ShockwaveConfig, max_rounds: int) -> dict[
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--backend", default="highs")

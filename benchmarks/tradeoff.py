@@ -23,7 +23,6 @@ with the best of the nine, themselves included). Prints JSON;
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import traces
+from benchmarks.args import Parser
 from benchmarks.reference_runs import machine
 from benchmarks.scale import BASELINES, SHIPPED, run_policy, targets
 from slurm_shockwave.config import load_settings
@@ -86,7 +86,7 @@ class Guard(Policy[GuardConfig]):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", default="small,heavy_tail,poisson,120,220")
     ap.add_argument("--no-shockwave", action="store_true", help="sweep the guard rule only")
     ap.add_argument("--out", default=None)

@@ -1,0 +1,30 @@
+"""The benchmarks refuse bad arguments in one line, exit 2, before any simulation runs
+(they were tracebacks, or found after minutes of work)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(("module", "args", "expected"), [
+    ("scale", ["--traces", "small,bogus"], "--traces: unknown 'bogus'"),
+    ("scale", ["--traces", "small", "--policies", "fifo,bogus"], "--policies: unknown 'bogus'"),
+    ("scale", ["--config", "[1]"], "--config: expected a JSON object"),
+    ("scale", ["--config", '{"k": "abc"}'], "--config: shockwave.k:"),
+    ("elastic", ["--range", "nan,2"], "--range: every number must be"),
+    ("elastic", ["--range", "2,1"], "--range: expected 0 < LO <= 1 <= HI"),
+    ("elastic", ["--sizes", "bogus"], "--sizes: unknown 'bogus'"),
+    ("noise", ["--errors", "0,2"], "--errors: every number must be from 0 to 1"),
+    ("noise", ["--size", "bogus"], "--size: unknown 'bogus'"),
+])
+def test_a_bad_argument_is_one_line_and_exit_2(module: str, args: list[str],
+                                               expected: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and proc.stdout == "", proc.stderr
+    assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
