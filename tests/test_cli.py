@@ -159,3 +159,12 @@ def test_report_leaves_the_planner_and_numpy_unimported() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+
+
+def test_the_command_alone_prints_its_help() -> None:
+    """``shockwave`` or ``shockwave trace`` with no command asks for the help: the help
+    as click prints it, exit 0 (it was the whole help folded into one error line)."""
+    for args in ([], ["trace"]):
+        proc = run(*args)
+        assert proc.stdout.startswith("Usage: ") and "Commands:" in proc.stdout
+        assert proc.stderr == ""

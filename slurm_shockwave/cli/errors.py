@@ -94,6 +94,10 @@ class OneLineGroup(click.Group):
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
         except click.ClickException as exc:
+            if isinstance(exc, click.UsageError) and exc.ctx is not None \
+                    and type(exc).__name__ == "NoArgsIsHelpError":
+                click.echo(exc.ctx.get_help())  # ``shockwave`` alone asks for the help
+                sys.exit(0)
             hint = ""
             if isinstance(exc, click.UsageError) and exc.ctx is not None and \
                     exc.ctx.command_path and not isinstance(exc, click.BadParameter):
