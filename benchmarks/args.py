@@ -1,5 +1,6 @@
 """Command-line parsing shared by the benchmarks: bad arguments are one line and exit 2,
-as for the ``shockwave`` command (argparse's own error prints the usage first)."""
+as for the ``shockwave`` command (argparse's own error prints the usage first), and
+are read by the same rules (``model/bounds.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import math
 import sys
 from collections.abc import Iterable
 from typing import NoReturn
+
+from slurm_shockwave.model.bounds import name_list, number_list
+from slurm_shockwave.model.errors import InputError
 
 
 class Parser(argparse.ArgumentParser):
@@ -18,24 +22,17 @@ class Parser(argparse.ArgumentParser):
 
 def names(ap: argparse.ArgumentParser, option: str, text: str,
           known: Iterable[str]) -> list[str]:
-    """A comma-separated list of names, each one of ``known``."""
-    known = tuple(known)
-    wanted = [n.strip() for n in text.split(",") if n.strip()]
-    bad = [n for n in wanted if n not in known] or ([] if wanted else ["(none)"])
-    if bad:
-        ap.error(f"{option}: unknown {bad[0]!r} (known: {', '.join(known)})")
-    return wanted
+    """A comma-separated list of names, each one of ``known``, none twice."""
+    try:
+        return name_list(text, known, field=option)
+    except InputError as exc:
+        ap.error(str(exc))
 
 
 def floats(ap: argparse.ArgumentParser, option: str, text: str, count: int | None = None,
            lo: float = -math.inf, hi: float = math.inf) -> list[float]:
     """Comma-separated finite numbers in [lo, hi] (``count`` of them if given)."""
     try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        ap.error(f"{option}: expected comma-separated numbers, got {text[:40]!r}")
-    if count is not None and len(values) != count:
-        ap.error(f"{option}: expected {count} comma-separated numbers, got {len(values)}")
-    if not all(math.isfinite(v) and lo <= v <= hi for v in values):
-        ap.error(f"{option}: every number must be from {lo:g} to {hi:g}, got {text[:40]!r}")
-    return values
+        return number_list(text, field=option, count=count, lo=lo, hi=hi)
+    except InputError as exc:
+        ap.error(str(exc))

@@ -23,13 +23,12 @@ from pathlib import Path
 from benchmarks.args import Parser, floats, names
 from benchmarks.reference_runs import REFERENCE, SETTINGS, machine, reference_workload
 from slurm_shockwave.cli.errors import writable_dir
-from slurm_shockwave.model.bounds import MAX_JOB_GPUS
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.report.results import summary_record
 from slurm_shockwave.sim.inputs import Workload, build_workload, load_throughputs
 from slurm_shockwave.sim.run import SimResult, simulate
-from slurm_shockwave.sim.trace import make_elastic
+from slurm_shockwave.sim.trace import elastic_factors, make_elastic
 
 RUNS = (("shockwave_fixed", "shockwave", False), ("shockwave_elastic", "shockwave", True),
         ("elastic_greedy", "elastic_greedy", True),
@@ -68,11 +67,10 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="write plots under this directory")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
-    low, high = floats(ap, "--range", args.factors, 2, lo=0, hi=MAX_JOB_GPUS)
-    if not 0 < low <= 1 <= high:
-        ap.error(f"--range: expected 0 < LO <= 1 <= HI <= {MAX_JOB_GPUS}")
+    low, high = floats(ap, "--range", args.factors, 2)
     sizes = names(ap, "--sizes", args.sizes, SETTINGS)
     try:
+        elastic_factors(low, high)
         writable_dir(args.out, "--out")
     except InputError as exc:
         ap.error(str(exc))

@@ -14,8 +14,9 @@ import json
 import sys
 from dataclasses import fields
 
-from benchmarks.args import Parser, floats, names
+from benchmarks.args import Parser, floats
 from benchmarks.reference_runs import SETTINGS, machine, reference_workload
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.report.results import summary_record
 from slurm_shockwave.sim.run import simulate
@@ -27,15 +28,18 @@ NOISY = tuple(name for name, cls in POLICIES.items()
 
 def main() -> None:
     ap = Parser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", default="120")
+    ap.add_argument("--size", default="120", choices=tuple(SETTINGS))
     ap.add_argument("--errors", default="0,0.2,0.4,0.6,0.8,1.0")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--policy", default="shockwave", choices=NOISY,
                     help="a policy that uses Shockwave's predictions")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
-    names(ap, "--size", args.size, SETTINGS)
     errors = floats(ap, "--errors", args.errors, lo=0, hi=1)
+    try:  # the seed's bounds are the policy's
+        make_policy(args.policy, {"seed": args.seed}, source="--seed")
+    except InputError as exc:
+        ap.error(str(exc))
     workload, gpus = reference_workload(args.size)
     rows = []
     for error in errors:

@@ -62,10 +62,8 @@ UNFAIR_LIMIT = 0.02
 def run_policy(name: str, workload: Workload, gpus: int, settings: Settings,
                override: Mapping[str, Any] | None = None) -> SimResult:
     section = {**(settings.policies.get(name) or {}), **(override or {})}
-    sim = settings.simulator
-    return simulate(workload, make_policy(name, section), gpus=gpus, round_s=sim.round_s,
-                    restore_s=sim.restore_s, deadline_factor=sim.deadline_factor,
-                    requeue_delay_s=sim.requeue_delay_s, fill_freed=sim.fill_freed)
+    return simulate(workload, make_policy(name, section), gpus=gpus,
+                    **settings.simulator.simulate_kwargs())
 
 
 def best_baseline(records: Mapping[str, Mapping[str, Any]], key: str) -> tuple[float, str]:

@@ -15,11 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
     ("scale", ["--traces", "small", "--policies", "fifo,bogus"], "--policies: unknown 'bogus'"),
     ("scale", ["--config", "[1]"], "--config: expected a JSON object"),
     ("scale", ["--config", '{"k": "abc"}'], "--config: shockwave.k:"),
-    ("elastic", ["--range", "nan,2"], "--range: every number must be"),
+    ("elastic", ["--range", "nan,2"], "--range: must be a finite number"),
     ("elastic", ["--range", "2,1"], "--range: expected 0 < LO <= 1 <= HI"),
     ("elastic", ["--sizes", "bogus"], "--sizes: unknown 'bogus'"),
-    ("noise", ["--errors", "0,2"], "--errors: every number must be from 0 to 1"),
-    ("noise", ["--size", "bogus"], "--size: unknown 'bogus'"),
+    ("noise", ["--errors", "0,2"], "--errors: must be from 0 to 1, got '2'"),
+    ("noise", ["--size", "120,220"], "--size: invalid choice"),
+    ("noise", ["--seed", "-1"], "--seed: shockwave.seed: must be from 0"),
 ])
 def test_a_bad_argument_is_one_line_and_exit_2(module: str, args: list[str],
                                                expected: str) -> None:

@@ -36,7 +36,10 @@ def test_a_request_outside_its_range_is_planned_not_a_crash(policy: str) -> None
     request once it was planned at a count of its range: KeyError: 4 in the round."""
     w = a_workload(replace(a_spec(0, gpus=4, epochs=4), gpus_range=(1, 2)),
                    a_spec(1, epochs=4))
-    assert set(rates(_elastic(a_job(0, gpus=4), 1, 2, {1: 1.0, 2: 1.8}))) == {1, 2, 4}
+    # planned at 2 (its progress at 2, rates known at 1 and 2): the request was missing
+    at2 = _elastic(a_job(0, gpus=4), 1, 2, {1: 1 / 1.8, 2: 1.0})
+    at2 = replace(at2, progress=replace(at2.progress, gpus=2))
+    assert at2.current_gpus == 2 and set(rates(at2)) == {1, 2, 4}
     result = simulate(w, make_policy(policy), gpus=8)
     assert len(result.outcomes) == 2 and not any(o.cut_off for o in result.outcomes)
 

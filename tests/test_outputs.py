@@ -1,5 +1,7 @@
 """Result files are written whole or not at all (report/outputs.py)."""
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -25,3 +27,44 @@ def test_a_symlink_is_written_through_not_replaced(tmp_path: Path) -> None:
     link.symlink_to(real)
     write_text(link, "{}\n")
     assert link.is_symlink() and real.read_text() == "{}\n"
+
+
+def test_the_target_keeps_its_mode_and_a_new_file_gets_the_umasks(tmp_path: Path) -> None:
+    private = tmp_path / "private.csv"
+    private.write_text("old\n")
+    private.chmod(0o600)
+    write_text(private, "new\n")
+    assert private.read_text() == "new\n" and stat.S_IMODE(private.stat().st_mode) == 0o600
+    fresh = tmp_path / "fresh.csv"
+    write_text(fresh, "x\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask
+
+
+def test_hard_links_fifos_and_devices_are_written_in_place(tmp_path: Path) -> None:
+    first = tmp_path / "a.csv"
+    first.write_text("old\n")
+    other = tmp_path / "b.csv"
+    os.link(first, other)
+    write_text(first, "new\n")
+    assert other.read_text() == "new\n"
+    with replacing(Path("/dev/null")) as target:
+        assert target == Path("/dev/null")
+    assert Path("/dev/null").is_char_device()
+
+
+def test_a_folder_without_room_for_a_temporary_is_written_in_place(tmp_path: Path) -> None:
+    """The name plus the temporary's prefix and suffix is over 255 bytes: the target
+    itself is written, as before (the same path as a read-only folder's)."""
+    target = tmp_path / ("r" * 250 + ".csv")
+    write_text(target, "x\n")
+    assert target.read_text() == "x\n" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_an_error_names_the_target_not_the_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "t.csv"
+    target.write_text("old\n")
+    with pytest.raises(OSError) as caught, replacing(target) as tmp:
+        tmp.unlink()  # the rename then fails on the temporary's name
+    assert caught.value.filename == str(target) and target.read_text() == "old\n"

@@ -99,7 +99,8 @@ def test_a_slurm_that_does_not_answer_is_one_line_before_anything(tmp_path: Path
                                       "--output-dir", str(tmp_path / "out"),
                                       "--slurm-conf", str(conf)])
     lines = result.output.strip().splitlines()
-    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: squeue")
+    assert result.exit_code == 2 and len(lines) == 1
+    assert lines[0].startswith("error: scontrol show: "), lines
     assert not (tmp_path / "out").exists()
 
 
@@ -127,6 +128,20 @@ def submitted(backend: CliBackend) -> Iterator[list[int]]:
     for job_id in mine:
         with contextlib.suppress(SlurmError):
             backend.cancel(job_id)
+
+
+@pytest.mark.slurm
+def test_an_unknown_partition_is_one_line_before_anything(backend: CliBackend,
+                                                          tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(TRACE)
+    result = CliRunner().invoke(cli, ["trace", "submit", str(path), "--time-scale", "10",
+                                      "--partition", "nosuchpartition",
+                                      "--output-dir", str(tmp_path / "out")])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith("error: scontrol show: ") and "nosuchpartition" in lines[0]
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slurm

@@ -82,6 +82,11 @@ def report_bug(exc: BaseException) -> int:
     return 1
 
 
+_NO_ARGS_IS_HELP: tuple[type[click.UsageError], ...] = tuple(
+    t for t in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if t is not None)
+"""click >= 8.2's error for a group run with no command: the user asked for its help."""
+
+
 class OneLineGroup(click.Group):
     """The ``shockwave`` group: click's usage errors as one line (exit 2), bugs as one
     line and exit 1 (the traceback with --debug)."""
@@ -94,8 +99,7 @@ class OneLineGroup(click.Group):
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
         except click.ClickException as exc:
-            if isinstance(exc, click.UsageError) and exc.ctx is not None \
-                    and type(exc).__name__ == "NoArgsIsHelpError":
+            if isinstance(exc, _NO_ARGS_IS_HELP) and exc.ctx is not None:
                 click.echo(exc.ctx.get_help())  # ``shockwave`` alone asks for the help
                 sys.exit(0)
             hint = ""

@@ -105,12 +105,9 @@ def run_policy(inputs: RunInputs, name: str) -> SimResult:
     if cls is not None and "seed" in {f.name for f in fields(cls.Config)}:
         config.setdefault("seed", inputs.seed)  # a seed in the config file wins
     policy = make_policy(name, config, source=inputs.settings.source)
-    kwargs: dict[str, Any] = dict(gpus=inputs.gpus, gpus_per_node=inputs.gpus_per_node,
-                                  round_s=inputs.round_s,
-                                  restore_s=inputs.settings.simulator.restore_s,
-                                  requeue_delay_s=inputs.settings.simulator.requeue_delay_s,
-                                  fill_freed=inputs.settings.simulator.fill_freed,
-                                  deadline_factor=inputs.cutoff)
+    kwargs: dict[str, Any] = {**inputs.settings.simulator.simulate_kwargs(),
+                              "gpus": inputs.gpus, "gpus_per_node": inputs.gpus_per_node,
+                              "round_s": inputs.round_s, "deadline_factor": inputs.cutoff}
     if not inputs.progress:
         return simulate(inputs.workload, policy, **kwargs)
     with Progress(TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),

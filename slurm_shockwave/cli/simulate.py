@@ -14,6 +14,7 @@ from slurm_shockwave.cli.errors import (
     writable_file,
 )
 from slurm_shockwave.cli.run_options import prepare, run_options, run_policy
+from slurm_shockwave.model.bounds import name_list
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.outputs import PLOTS, write_text
 from slurm_shockwave.report.results import summary_record, write_per_job_csv
@@ -57,14 +58,7 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
             config_path: str | None, seed: int, round_s: float | None, cutoff: float | None,
             progress: bool | None, names: str, out: str | None, as_json: bool) -> None:
     """Run several policies on one TRACE and compare them side by side."""
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
-    unknown = [n for n in wanted if n not in POLICIES]
-    if not wanted or unknown:
-        raise click.BadParameter(f"unknown policy {unknown[0] if unknown else '(none)'} "
-                                 f"(known: {', '.join(POLICIES)})", param_hint="--policies")
-    twice = sorted({n for n in wanted if wanted.count(n) > 1})
-    if twice:
-        raise click.BadParameter(f"{twice[0]} named twice", param_hint="--policies")
+    wanted = name_list(names, POLICIES, field="--policies")
     writable_dir(out, "--out")
     if out and Path(out).is_dir():  # each file it will write, before the run
         for name in ("results.json", *(f"jobs_{n}.csv" for n in wanted), *PLOTS):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 import tempfile
 import time
@@ -18,10 +17,10 @@ from slurm_shockwave.emulate.submit import EmulatorSettings, hint_comment, job_s
 from slurm_shockwave.model.bounds import (
     MAX_ARRIVAL_S,
     MAX_EPOCHS,
-    MAX_JOB_GPUS,
     MAX_JOBS,
     MAX_SEED,
     MAX_TOTAL_EPOCHS,
+    number_list,
 )
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.typed_config import build_config
@@ -29,7 +28,13 @@ from slurm_shockwave.report.outputs import write_text
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.sim.generate import ARRIVALS, DURATIONS, TraceShape, generate
 from slurm_shockwave.sim.inputs import DEMO_TRACE, build_workload, load_throughputs, load_trace
-from slurm_shockwave.sim.trace import TraceJob, make_elastic, to_gavel_line, to_json_line
+from slurm_shockwave.sim.trace import (
+    TraceJob,
+    elastic_factors,
+    make_elastic,
+    to_gavel_line,
+    to_json_line,
+)
 from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.hints import parse_hint
 from slurm_shockwave.slurm.protocol import SlurmError
@@ -46,14 +51,7 @@ def trace() -> None:
 
 
 def _floats(text: str, n: int, name: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise click.BadParameter(f"expected {n} comma-separated numbers", param_hint=name) from None
-    if len(values) != n or not all(math.isfinite(v) for v in values):
-        raise click.BadParameter(f"expected {n} comma-separated finite numbers",
-                                 param_hint=name)
-    return values
+    return number_list(text, field=name, count=n)
 
 
 @trace.command("generate")
@@ -135,9 +133,7 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
 def elastic_cmd(trace_file: str, factors: str, out: str) -> None:
     """Make every job of TRACE elastic: range LO x .. HI x its GPU request (docs/elastic.md)."""
     low, high = _floats(factors, 2, "--range")
-    if not 0 < low <= 1 <= high <= MAX_JOB_GPUS:
-        raise click.BadParameter(f"expected 0 < LO <= 1 <= HI <= {MAX_JOB_GPUS}",
-                                 param_hint="--range")
+    elastic_factors(low, high)
     writable_file(out, "--out")
     jobs = [make_elastic(j, low, high) for j in load_trace(trace_file)]
     with output_errors("--out", out):
@@ -206,7 +202,11 @@ def submit(trace_file: str, time_scale: float, partition: str, throughputs: str 
     # every job's throughputs and hint are checked before anything is submitted
     build_workload(jobs, load_throughputs(throughputs), source=trace_file)
     for j in jobs:
-        parse_hint(hint_comment(j.spec))
+        try:
+            parse_hint(hint_comment(j.spec))
+        except InputError as exc:  # named by the trace's line, not the hint it makes
+            raise InputError(f"its hint: {exc.problem}", source=trace_file, line=j.line,
+                             field=exc.field) from None
     out_dir = Path(output_dir).resolve()
     settings = EmulatorSettings(
         time_scale=time_scale, partition=partition, output_dir=out_dir,
@@ -214,9 +214,9 @@ def submit(trace_file: str, time_scale: float, partition: str, throughputs: str 
         throughputs=_throughputs_for_jobs(throughputs), python=sys.executable,
         pythonpath=str(Path(slurm_shockwave.__file__).resolve().parents[1]))
     backend = CliBackend(slurm_conf=slurm_conf)
-    # a Slurm that does not answer (or no such partition): one line now, not a refusal
+    # a Slurm that does not answer, or no such partition: one line now, not a refusal
     # per job after sleeping through every arrival, and no folders left behind
-    backend.list_jobs(partition=partition)
+    backend.scontrol("show", "partition", partition)
     settings.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     ordered = sorted(jobs, key=lambda j: (j.spec.arrival_s, j.spec.job_id))

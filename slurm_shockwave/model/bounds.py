@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import reprlib
+from collections.abc import Iterable
 from typing import Any
 
 from slurm_shockwave.model.errors import InputError
@@ -24,6 +25,9 @@ MAX_TOTAL_EPOCHS = 10_000_000
 MAX_STEPS = 10**12
 MAX_BATCH_SIZE = 1_000_000
 MAX_JOB_GPUS = 4_096
+MAX_RANGE_GPUS = 1_024
+"""The widest count an elastic job's range may name (the hint grammar's ``gpus=LO-HI``,
+job_submit.lua's MAX_GPUS), in traces as in hints: one language."""
 MAX_CLUSTER_GPUS = 100_000
 MAX_ARRIVAL_S = 1e10
 """About 300 years: arrival times in seconds from the trace start."""
@@ -46,6 +50,10 @@ MAX_SEED = 2**32 - 1
 MAX_ROUNDS = 100_000
 """Rounds a simulation may need at least (its GPU-seconds of work / the cluster's GPUs x
 the round): more is refused up front. The paper's largest run needs about a thousand."""
+
+PARTITION_NAME = re.compile(r"[A-Za-z0-9._-]+")
+"""What a managed partition may be called: job_submit.lua and the plugin scripts carry it
+as a quoted string, and a comma or a space would name two partitions to Slurm."""
 
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = 40
@@ -117,6 +125,31 @@ def bounded(value: Any, *, field: str, lo: float, hi: float, integer: bool = Fal
         span = f"> {_num(lo)} and <= {_num(hi)}" if lo_open else f"from {_num(lo)} to {_num(hi)}"
         raise bad(f"must be {span}, got {shown(value)}")
     return out
+
+
+def number_list(text: str, *, field: str, count: int | None = None,
+                lo: float = -math.inf, hi: float = math.inf) -> list[float]:
+    """Comma-separated finite numbers in [lo, hi], as ``bounded`` reads each (ASCII only);
+    exactly ``count`` of them when given."""
+    parts = text.split(",")
+    if count is not None and len(parts) != count:
+        raise InputError(f"expected {count} comma-separated numbers, got {shown(text)}",
+                         field=field)
+    return [float(bounded(p, field=field, lo=lo, hi=hi)) for p in parts]
+
+
+def name_list(text: str, known: Iterable[str], *, field: str) -> list[str]:
+    """Comma-separated names, at least one, each of ``known`` and none twice."""
+    known = tuple(known)
+    wanted = [n.strip() for n in text.split(",") if n.strip()]
+    if not wanted:
+        raise InputError(f"expected at least one of {', '.join(known)}", field=field)
+    for n in wanted:
+        if n not in known:
+            raise InputError(f"unknown {shown(n)} (known: {', '.join(known)})", field=field)
+        if wanted.count(n) > 1:
+            raise InputError(f"{shown(n)} named twice", field=field)
+    return wanted
 
 
 def text_field(value: Any, *, field: str, source: str = "", line: int | None = None,

@@ -37,8 +37,9 @@ def usable_counts(job: Job, view: ClusterView) -> tuple[int, ...]:
 
 def rates(job: Job) -> dict[int, float]:
     """Throughput at each of the job's counts, its current one and its request (which
-    a user may have put outside the range: ``--gres=gpu:4`` with ``gpus=1-2``) relative
-    to its request; from its progress, else the prior scaled from the count it runs on."""
+    a user may have put outside the range: ``--gres=gpu:4`` with ``gpus=1-2``): its
+    progress's own figures where they cover them all, else the prior scaled from the
+    count it runs on, relative to its request."""
     known = dict(job.progress.rate_by_gpus)
     counts = (*job.spec.gpu_counts(), job.current_gpus, job.spec.gpus)
     if all(c in known for c in counts):

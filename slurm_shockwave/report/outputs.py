@@ -1,13 +1,24 @@
-"""Result files written whole or not at all.
+"""Result files written whole where that is safe.
 
-A run's CSV, JSON, trace or plot goes to a temporary file beside its target and is
-renamed onto it only once complete, so a full disk or a killed run leaves the previous
-file as it was, never a truncated one.
+A run's CSV, JSON, trace or plot goes to a new temporary file beside its target and is
+renamed onto it once complete, so a full disk or a failed write leaves the previous
+file as it was, not a truncated one (a crash of the machine itself may still: nothing
+is fsynced). The rename is used only where it changes nothing else about the target:
+a new file, or a regular file of ours with one link, which keeps its mode. Anything
+else is written in place, as before: a symlink, a device (``/dev/stdout``) or a FIFO, a
+hard-linked file, another user's file, a folder where no temporary file can be made
+(read-only, or a name too long for the prefix), and a target the rename cannot replace
+(a single-file bind mount).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import secrets
+import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,22 +27,65 @@ PLOTS = ("jct_cdf.png", "rho_cdf.png", "gpus_busy.png")
 """The files ``report.plots.write_plots`` writes (here, so a caller can check them without
 importing matplotlib)."""
 
+_IN_PLACE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENAMETOOLONG}
+"""Errors making the temporary file that mean: write the target in place instead."""
+_NO_RENAME = {errno.EBUSY, errno.EXDEV}
+"""Errors renaming onto the target that mean: copy over it instead."""
+
+
+def _renamable(path: Path) -> bool:
+    if path.is_symlink():
+        return False
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return True
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_uid == os.geteuid()
+
+
+def _new_temporary(path: Path) -> Path | None:
+    """A new file beside ``path`` with the mode ``path`` has (a new file's: 0666 less the
+    umask, as ``open`` gives); None where none can be made there."""
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp{path.suffix}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        if exc.errno in _IN_PLACE:
+            return None
+        raise
+    try:
+        if path.exists():
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+    return tmp
+
 
 @contextmanager
 def replacing(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` (same suffix, so writers that go by it still
-    do): renamed onto ``path`` when the block ends, removed if it raises. Only a new
-    file or a regular one is replaced so: a symlink, a device (``/dev/stdout``) or a
-    FIFO is written through as it is, or a rename would put a file in its place."""
-    if path.is_symlink() or (path.exists() and not path.is_file()):
+    """The path to write ``path``'s new content to: a temporary file renamed onto it when
+    the block ends (removed if the block raises), or ``path`` itself (module docstring).
+    An error names ``path``, never the temporary file."""
+    tmp = _new_temporary(path) if _renamable(path) else None
+    if tmp is None:
         yield path
         return
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
     try:
         yield tmp
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            if exc.errno not in _NO_RENAME:
+                raise
+            shutil.copyfile(tmp, path)
+    except OSError as exc:
+        if exc.filename is not None and Path(exc.filename) == tmp:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
 
 
 def write_text(path: Path, text: str) -> None:

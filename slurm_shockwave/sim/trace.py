@@ -25,6 +25,7 @@ from slurm_shockwave.model.bounds import (
     MAX_JOB_GPUS,
     MAX_JOB_ID,
     MAX_JOBS,
+    MAX_RANGE_GPUS,
     MAX_STEPS,
     MAX_TOTAL_EPOCHS,
     MAX_WEIGHT,
@@ -111,9 +112,9 @@ def _gpus_range(value: Any, gpus: int, *, source: str,
         return None
     ok = (isinstance(value, list) and len(value) == 2
           and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-          and 1 <= value[0] <= value[1] <= MAX_JOB_GPUS)
+          and 1 <= value[0] <= value[1] <= MAX_RANGE_GPUS)
     if not ok:
-        raise InputError(f"expected [LO, HI] with integers 1 <= LO <= HI <= {MAX_JOB_GPUS}, "
+        raise InputError(f"expected [LO, HI] with integers 1 <= LO <= HI <= {MAX_RANGE_GPUS}, "
                          f"got {shown(value)}", source=source, line=line, field="gpus_range")
     if not value[0] <= gpus <= value[1]:
         raise InputError(f"must contain the job's gpus ({gpus}), got {shown(value)}",
@@ -220,13 +221,23 @@ def to_json_line(job: TraceJob) -> str:
     return json.dumps(obj, sort_keys=False)
 
 
+def elastic_factors(low: float, high: float, *, field: str = "--range") -> None:
+    """Multiples of a request that make a range around it: 0 < LO <= 1 <= HI, and HI no
+    more than the widest range (a wider HI only reaches the cap)."""
+    if not 0 < low <= 1 <= high <= MAX_RANGE_GPUS:
+        raise InputError(f"expected 0 < LO <= 1 <= HI <= {MAX_RANGE_GPUS}, got "
+                         f"{low:g},{high:g}", field=field)
+
+
 def make_elastic(job: TraceJob, low: float, high: float) -> TraceJob:
     """The job with the range ``low`` x .. ``high`` x its request (at least 1 GPU and at
-    most MAX_JOB_GPUS, the low end rounded down and the high end up, so 0.5-2 of 1 GPU
-    is 1-2)."""
+    most MAX_RANGE_GPUS, the low end rounded down and the high end up, so 0.5-2 of 1 GPU
+    is 1-2); a job wider than any range stays fixed."""
     g = job.spec.gpus
+    if g > MAX_RANGE_GPUS:
+        return job
     lo = max(1, math.floor(low * g))
-    hi = max(lo, min(MAX_JOB_GPUS, math.ceil(high * g)))
+    hi = max(lo, min(MAX_RANGE_GPUS, math.ceil(high * g)))
     return replace(job, spec=replace(job.spec, gpus_range=(lo, hi)))
 
 

@@ -166,8 +166,9 @@ class CliBackend:
             raise SlurmError(f"{args[0]}: not found (install slurm-client)") from None
         except subprocess.TimeoutExpired:
             raise SlurmError(f"{args[0]}: no answer within {self.timeout_s:g} s") from None
-        if proc.returncode != 0:
-            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        if proc.returncode != 0:  # scontrol says some refusals on stdout ("not found")
+            lines = [ln for ln in (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+                     if ln.strip()]
             message = lines[0] if lines else f"exit code {proc.returncode}"
             raise SlurmError(f"{' '.join(args[:2])}: {message}")
         return proc.stdout

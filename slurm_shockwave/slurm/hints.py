@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from slurm_shockwave.model.bounds import MAX_RANGE_GPUS
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import AdaptationMode
 from slurm_shockwave.workloads.catalog import MODELS
@@ -30,7 +31,7 @@ from slurm_shockwave.workloads.catalog import MODELS
 PREFIX = "shockwave:v1"
 SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")
 KEYS = ("model", "bs", "epochs", "mode", "gpus", "signal", "grace")
-MAX_GPUS = 1024
+MAX_GPUS = MAX_RANGE_GPUS
 MAX_BYTES = 1000
 _WS = " \t\n\r\f\v"
 _SPLIT = re.compile(r"[ \t\n\r\f\v]+")

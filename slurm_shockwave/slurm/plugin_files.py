@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from slurm_shockwave.model.bounds import PARTITION_NAME
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.slurm.slurm_conf import SlurmSettings
 
@@ -29,7 +30,6 @@ MARK = "slurm-shockwave"
 
 _PATH = re.compile(r"^/[A-Za-z0-9._/+-]+$")
 _URL = re.compile(r"^http://[A-Za-z0-9.-]+:[0-9]{1,5}$")
-_PARTITION = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class ScriptSettings:
     environment of its own: a pip install under pyenv or a venv is not on that PATH."""
 
     def validate(self) -> None:
-        if not _PARTITION.match(self.partition):
+        if not PARTITION_NAME.fullmatch(self.partition):
             raise InputError("must be a partition name of [A-Za-z0-9._-]",
                              field="slurm.partition")
         for name in ("heartbeat", "endpoint_file"):
