@@ -5,10 +5,11 @@ are read by the same rules (``model/bounds.py``)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from collections.abc import Iterable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from slurm_shockwave.model.bounds import name_list, number_list
 from slurm_shockwave.model.errors import InputError
@@ -36,3 +37,14 @@ def floats(ap: argparse.ArgumentParser, option: str, text: str, count: int | Non
         return number_list(text, field=option, count=count, lo=lo, hi=hi)
     except InputError as exc:
         ap.error(str(exc))
+
+
+def json_object(ap: argparse.ArgumentParser, option: str, text: str) -> dict[str, Any]:
+    """A JSON object (settings overrides)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        ap.error(f"{option}: not JSON ({exc})")
+    if not isinstance(value, dict):
+        ap.error(f"{option}: expected a JSON object")
+    return value

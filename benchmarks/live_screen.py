@@ -23,9 +23,10 @@ import sys
 from typing import Any
 
 from benchmarks import traces
-from benchmarks.args import Parser
+from benchmarks.args import Parser, json_object, names
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import build_workload, load_throughputs
@@ -58,6 +59,12 @@ def main() -> None:
                          "Slurm alone both start work between rounds)")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
+    policies = names(ap, "--policies", args.policies, POLICIES)
+    config = json_object(ap, "--config", args.config)
+    try:  # named now, not after the first seeds' simulations
+        make_policy("shockwave", config, source="--config")
+    except InputError as exc:
+        ap.error(str(exc))
     table = load_throughputs(None)
     restore, delay = live_restore_s(args.time_scale), (args.cred_expire_s + 1) * args.time_scale
     rows: list[dict[str, Any]] = []
@@ -68,8 +75,8 @@ def main() -> None:
             bound = traces.lower_bound_s(workload, gpus)
             print(f"{name}, seed {seed} ...", file=sys.stderr, flush=True)
             runs = {}
-            for policy in args.policies.split(","):
-                cfg = json.loads(args.config) if policy == "shockwave" else None
+            for policy in policies:
+                cfg = config if policy == "shockwave" else None
                 r = simulate(workload, make_policy(policy, cfg), gpus=gpus, gpus_per_node=8,
                              round_s=ROUND_TRACE_S, restore_s=restore, requeue_delay_s=delay,
                              fill_freed=not args.no_fill)

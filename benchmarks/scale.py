@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import traces
-from benchmarks.args import Parser, names
+from benchmarks.args import Parser, json_object, names
 from benchmarks.reference_runs import machine
 from slurm_shockwave.cli.errors import writable_dir
 from slurm_shockwave.config import Settings, load_settings
@@ -176,12 +176,7 @@ def main() -> None:
     # everything named now, not after the first traces' minutes of simulation
     wanted = names(ap, "--traces", args.traces, traces.ALL)
     policies = names(ap, "--policies", args.policies, POLICIES)
-    try:
-        override = json.loads(args.config)
-    except ValueError as exc:
-        ap.error(f"--config: not JSON ({exc})")
-    if not isinstance(override, dict):
-        ap.error("--config: expected a JSON object")
+    override = json_object(ap, "--config", args.config)
     try:
         settings = load_settings(args.settings)
         for policy in policies:

@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import traces
-from benchmarks.args import Parser
+from benchmarks.args import Parser, names
 from benchmarks.reference_runs import machine
 from benchmarks.scale import BASELINES, SHIPPED, run_policy, targets
+from slurm_shockwave.cli.errors import writable_dir
 from slurm_shockwave.config import load_settings
 from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import Job
 from slurm_shockwave.model.plan import Memory, Plan, Planned
 from slurm_shockwave.policies.base import Policy
@@ -92,9 +94,14 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
+    wanted = names(ap, "--traces", args.traces, traces.ALL)
+    try:
+        writable_dir(args.out, "--out")
+    except InputError as exc:
+        ap.error(str(exc))
     settings = load_settings(SHIPPED)
     table: dict[str, Any] = {}
-    for name in args.traces.split(","):
+    for name in wanted:
         workload, gpus = traces.load(name)
         bound = traces.lower_bound_s(workload, gpus)
         base = {b: summary_record(run_policy(b, workload, gpus, settings)) for b in BASELINES}

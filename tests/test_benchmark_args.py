@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
     ("noise", ["--errors", "0,2"], "--errors: must be from 0 to 1, got '2'"),
     ("noise", ["--size", "120,220"], "--size: invalid choice"),
     ("noise", ["--seed", "-1"], "--seed: shockwave.seed: must be from 0"),
+    ("live_screen", ["--policies", "fifo,bogus"], "--policies: unknown 'bogus'"),
+    ("live_screen", ["--config", '{"k": "x"}'], "--config: shockwave.k:"),
+    ("tradeoff", ["--traces", "small,bogus"], "--traces: unknown 'bogus'"),
 ])
 def test_a_bad_argument_is_one_line_and_exit_2(module: str, args: list[str],
                                                expected: str) -> None:
