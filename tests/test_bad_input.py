@@ -266,6 +266,16 @@ def test_generate_options_are_bounded() -> None:
         assert option in proc.stderr
 
 
+def test_generate_names_the_table_when_its_epochs_are_too_many(tmp_path: Path) -> None:
+    """A table a billion steps a second fast: too many epochs for any duration; the error
+    points at the table, not only at --max-h (it blamed --max-h or --mean-gap-s)."""
+    fast = tmp_path / "fast.json"
+    fast.write_text('{"v100": {"(\'LM (batch size 10)\', 1)": {"null": 1000000000}}}')
+    proc = shockwave("trace", "generate", "--throughputs", str(fast))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "--throughputs" in lines[0], lines
+
+
 def test_outputs_are_checked_before_the_run_and_written_whole(tmp_path: Path) -> None:
     """compare --out with one of its files taken by a directory, trace elastic into a
     missing folder or with a range past any cluster: one line, exit 2, nothing written;

@@ -105,11 +105,14 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
         raise InputError(exc.problem, field=option) from None
     jobs = generate(shape, load_throughputs(throughputs), seed)
     for job in jobs:  # what simulate will accept: fail here, not when it reads the trace
-        if job.spec.num_epochs > MAX_EPOCHS or job.spec.arrival_s > MAX_ARRIVAL_S:
+        if job.spec.num_epochs > MAX_EPOCHS:
             raise InputError(f"job {job.spec.job_id} would have {job.spec.num_epochs} epochs "
-                             f"arriving at {job.spec.arrival_s:g} s (limits {MAX_EPOCHS} "
-                             f"epochs, {MAX_ARRIVAL_S:g} s); lower --max-h or --mean-gap-s",
-                             field="--max-h")
+                             f"(limit {MAX_EPOCHS}); lower --max-h, or a table with slower "
+                             "epochs (--throughputs)", field="--max-h")
+        if job.spec.arrival_s > MAX_ARRIVAL_S:
+            raise InputError(f"job {job.spec.job_id} would arrive at {job.spec.arrival_s:g} s "
+                             f"(limit {MAX_ARRIVAL_S:g} s); lower --mean-gap-s or --jobs",
+                             field="--mean-gap-s")
     if sum(j.spec.num_epochs for j in jobs) > MAX_TOTAL_EPOCHS:
         raise InputError(f"the trace would have more than {MAX_TOTAL_EPOCHS} epochs in all; "
                          "fewer --jobs or a lower --max-h", field="--jobs")
