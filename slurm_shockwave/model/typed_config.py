@@ -48,11 +48,15 @@ def _coerce(value: Any, hint: Any, path: str, source: str) -> Any:
         real = [arm for arm in arms if arm is not type(None)]
         if len(real) == 1:  # Optional[X]: X's own message
             return _coerce(value, real[0], path, source)
+        refusals: list[tuple[Any, InputError]] = []
         for arm in real:
             try:
                 return _coerce(value, arm, path, source)
-            except InputError:
-                continue
+            except InputError as exc:
+                refusals.append((arm, exc))
+        for arm, refusal in refusals:  # the arm of the value's own kind says what is wrong
+            if isinstance(value, arm) and not isinstance(value, bool):
+                raise refusal
     name = getattr(hint, "__name__", str(hint))
     raise InputError(f"expected {name}, got {shown(value)}", source=source, field=path)
 
