@@ -50,10 +50,6 @@ def trace() -> None:
     """Make and inspect workload traces."""
 
 
-def _floats(text: str, n: int, name: str) -> list[float]:
-    return number_list(text, field=name, count=n)
-
-
 @trace.command("generate")
 @click.option("--jobs", "num_jobs", type=Bounded(1, MAX_JOBS, integer=True), default=120,
               show_default=True)
@@ -91,11 +87,13 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
                  throughputs: str | None, seed: int, fmt: str, out: str | None) -> None:
     """Generate a seeded synthetic trace shaped like the paper's."""
     writable_file(out, "--out")
+    modes = number_list(mode_mix, field="--mode-mix", count=3)
+    gpu_shares = number_list(gpu_mix, field="--gpu-mix", count=4)
     try:
         shape = build_config(TraceShape, {
             "num_jobs": num_jobs, "mean_gap_s": mean_gap_s, "min_h": min_h, "max_h": max_h,
-            "num_durations": num_durations, "mode_mix": _floats(mode_mix, 3, "--mode-mix"),
-            "gpu_mix": _floats(gpu_mix, 4, "--gpu-mix"), "arrivals": arrivals,
+            "num_durations": num_durations, "mode_mix": modes, "gpu_mix": gpu_shares,
+            "arrivals": arrivals,
             "diurnal_depth": diurnal_depth, "durations": duration_dist,
             "tail_alpha": tail_alpha})
     except InputError as exc:  # name the option, not the TraceShape field
@@ -135,7 +133,7 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
 @one_line_errors
 def elastic_cmd(trace_file: str, factors: str, out: str) -> None:
     """Make every job of TRACE elastic: range LO x .. HI x its GPU request (docs/elastic.md)."""
-    low, high = _floats(factors, 2, "--range")
+    low, high = number_list(factors, field="--range", count=2)
     elastic_factors(low, high)
     writable_file(out, "--out")
     jobs = [make_elastic(j, low, high) for j in load_trace(trace_file)]
