@@ -68,3 +68,10 @@ def test_an_error_names_the_target_not_the_temporary(tmp_path: Path) -> None:
     with pytest.raises(OSError) as caught, replacing(target) as tmp:
         tmp.unlink()  # the rename then fails on the temporary's name
     assert caught.value.filename == str(target) and target.read_text() == "old\n"
+
+
+def test_a_missing_folder_is_the_targets_error(tmp_path: Path) -> None:
+    target = tmp_path / "gone" / "t.csv"
+    with pytest.raises(FileNotFoundError) as caught:
+        write_text(target, "x\n")
+    assert caught.value.filename == str(target)

@@ -67,7 +67,10 @@ def replacing(path: Path) -> Iterator[Path]:
     """The path to write ``path``'s new content to: a temporary file renamed onto it when
     the block ends (removed if the block raises), or ``path`` itself (module docstring).
     An error names ``path``, never the temporary file."""
-    tmp = _new_temporary(path) if _renamable(path) else None
+    try:
+        tmp = _new_temporary(path) if _renamable(path) else None
+    except OSError as exc:  # a missing folder, say: the target's error, not the temporary's
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     if tmp is None:
         yield path
         return
