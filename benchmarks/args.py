@@ -8,11 +8,12 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
 from slurm_shockwave.model.bounds import name_list, number_list
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.policies.registry import make_policy
 
 
 class Parser(argparse.ArgumentParser):
@@ -39,12 +40,19 @@ def floats(ap: argparse.ArgumentParser, option: str, text: str, count: int | Non
         ap.error(str(exc))
 
 
-def json_object(ap: argparse.ArgumentParser, option: str, text: str) -> dict[str, Any]:
-    """A JSON object (settings overrides)."""
+def policy_config(ap: argparse.ArgumentParser, option: str, text: str, policy: str | None,
+                  base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A JSON object of settings for ``policy`` (None: no policy to check them against),
+    checked now on top of ``base``, not after minutes of simulation."""
     try:
         value = json.loads(text)
     except ValueError as exc:
         ap.error(f"{option}: not JSON ({exc})")
     if not isinstance(value, dict):
         ap.error(f"{option}: expected a JSON object")
+    if policy is not None:
+        try:
+            make_policy(policy, {**(base or {}), **value}, source=option)
+        except InputError as exc:
+            ap.error(str(exc))
     return value

@@ -19,11 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.args import Parser
+from benchmarks.args import Parser, policy_config
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import LiveSettings, LiveStatus, run_live
-from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.policies.registry import make_policy
 
 
 def main() -> None:
@@ -44,18 +42,9 @@ def main() -> None:
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
-    try:  # a bad setting is named now, not after a ten-minute run
-        config: object = json.loads(args.config)
-    except ValueError as exc:
-        config = exc
-    try:
-        if not isinstance(config, dict):
-            raise InputError(f"not a JSON object ({config})", source="--config")
-        if args.policy != "slurm":
-            make_policy(args.policy, config, source="--config")
-    except InputError as exc:
-        print(f"benchmarks.live: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    # a bad setting is named now, not after a ten-minute run
+    config = policy_config(ap, "--config", args.config,
+                           None if args.policy == "slurm" else args.policy)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="shockwave-live-"))
 
     def tick(s: LiveStatus) -> None:

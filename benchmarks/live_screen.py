@@ -23,10 +23,9 @@ import sys
 from typing import Any
 
 from benchmarks import traces
-from benchmarks.args import Parser, json_object, names
+from benchmarks.args import Parser, names, policy_config
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
-from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import build_workload, load_throughputs
@@ -60,11 +59,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
     policies = names(ap, "--policies", args.policies, POLICIES)
-    config = json_object(ap, "--config", args.config)
-    try:  # named now, not after the first seeds' simulations
-        make_policy("shockwave", config, source="--config")
-    except InputError as exc:
-        ap.error(str(exc))
+    config = policy_config(ap, "--config", args.config, "shockwave")
     table = load_throughputs(None)
     restore, delay = live_restore_s(args.time_scale), (args.cred_expire_s + 1) * args.time_scale
     rows: list[dict[str, Any]] = []

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import traces
-from benchmarks.args import Parser, json_object, names
+from benchmarks.args import Parser, names, policy_config
 from benchmarks.reference_runs import machine
 from slurm_shockwave.cli.errors import writable_dir
 from slurm_shockwave.config import Settings, load_settings
@@ -176,16 +176,13 @@ def main() -> None:
     # everything named now, not after the first traces' minutes of simulation
     wanted = names(ap, "--traces", args.traces, traces.ALL)
     policies = names(ap, "--policies", args.policies, POLICIES)
-    override = json_object(ap, "--config", args.config)
-    try:
+    try:  # load_settings checks every policy's section; --config is shockwave's on top
         settings = load_settings(args.settings)
-        for policy in policies:
-            section = {**(settings.policies.get(policy) or {}),
-                       **(override if policy == "shockwave" else {})}
-            make_policy(policy, section, source="--config")
         writable_dir(args.out, "--out")
     except InputError as exc:
         ap.error(str(exc))
+    override = policy_config(ap, "--config", args.config, "shockwave",
+                             settings.policies.get("shockwave"))
     out = Path(args.out) if args.out else None
     slot = args.slot_s if args.bounds else None
     table = {name: study(name, policies, settings, override, out, slot) for name in wanted}

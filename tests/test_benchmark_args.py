@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
     ("live_screen", ["--policies", "fifo,bogus"], "--policies: unknown 'bogus'"),
     ("live_screen", ["--config", '{"k": "x"}'], "--config: shockwave.k:"),
     ("tradeoff", ["--traces", "small,bogus"], "--traces: unknown 'bogus'"),
+    ("live", ["--config", "[1]"], "--config: expected a JSON object"),
+    ("live", ["--policy", "stretch_edf", "--config", '{"stretch": 0}'],
+     "--config: stretch_edf.stretch:"),
 ])
 def test_a_bad_argument_is_one_line_and_exit_2(module: str, args: list[str],
                                                expected: str) -> None:
