@@ -33,20 +33,25 @@ _NO_RENAME = {errno.EBUSY, errno.EXDEV}
 """Errors renaming onto the target that mean: copy over it instead."""
 
 
-def _renamable(path: Path) -> bool:
-    if path.is_symlink():
-        return False
+_NEW = -1
+"""``_kept_mode`` of a target that does not exist yet."""
+
+
+def _kept_mode(path: Path) -> int | None:
+    """The mode a temporary renamed onto ``path`` must have (``_NEW``: a new file's), or
+    None where ``path`` is written in place (module docstring). One ``lstat``."""
     try:
-        st = path.stat()
+        st = path.lstat()
     except FileNotFoundError:
-        return True
-    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_uid == os.geteuid()
+        return _NEW
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.geteuid():
+        return None  # a symlink (lstat), a device or FIFO, a hard link, another's file
+    return stat.S_IMODE(st.st_mode)
 
 
-def _new_temporary(path: Path) -> Path | None:
-    """A new file beside ``path`` with the mode ``path`` has (a new file's: 0666 less the
-    umask, as ``open`` gives); None where none can be made there."""
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666
+def _new_temporary(path: Path, mode: int) -> Path | None:
+    """A new file beside ``path`` with ``mode`` (``_NEW``: 0666 less the umask, as
+    ``open`` gives); None where none can be made there."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp{path.suffix}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -55,7 +60,7 @@ def _new_temporary(path: Path) -> Path | None:
             return None
         raise
     try:
-        if path.exists():
+        if mode != _NEW:
             os.fchmod(fd, mode)
     finally:
         os.close(fd)
@@ -68,7 +73,8 @@ def replacing(path: Path) -> Iterator[Path]:
     the block ends (removed if the block raises), or ``path`` itself (module docstring).
     An error names ``path``, never the temporary file."""
     try:
-        tmp = _new_temporary(path) if _renamable(path) else None
+        mode = _kept_mode(path)
+        tmp = None if mode is None else _new_temporary(path, mode)
     except OSError as exc:  # a missing folder, say: the target's error, not the temporary's
         raise OSError(exc.errno, exc.strerror, str(path)) from None
     if tmp is None:
