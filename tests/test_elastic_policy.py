@@ -12,7 +12,7 @@ from slurm_shockwave.policies.gpu_counts import base_counts, grow, rates, worth_
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.sim.inputs import Workload, build_workload, load_throughputs
 from slurm_shockwave.sim.run import simulate
-from slurm_shockwave.sim.trace import make_elastic, read_trace
+from slurm_shockwave.sim.trace import TraceJob, make_elastic, read_trace
 from slurm_shockwave.workloads.bundled import bundled_table
 from tests.builders import a_job, a_spec, a_view, a_workload
 from tests.conftest import reference_file
@@ -42,6 +42,17 @@ def test_a_request_outside_its_range_is_planned_not_a_crash(policy: str) -> None
     assert at2.current_gpus == 2 and set(rates(at2)) == {1, 2, 4}
     result = simulate(w, make_policy(policy), gpus=8)
     assert len(result.outcomes) == 2 and not any(o.cut_off for o in result.outcomes)
+    # docs/hints.md: the elastic policies plan such a request within its range
+    waiting = _elastic(a_job(0, gpus=4), 1, 2, {1: 1 / 1.8, 2: 1.0})
+    assert make_policy(policy).plan(a_view(waiting, gpus=8), {}).plan.gpus[0] in (1, 2)
+
+
+def test_make_elastic_caps_the_range_and_leaves_a_too_wide_job_fixed() -> None:
+    """docs/trace-format.md: ranges at most 1024 GPUs (the hint grammar's); a job of more
+    than 1024 GPUs stays fixed."""
+    jobs = [TraceJob(a_spec(0, gpus=8), 1), TraceJob(a_spec(1, gpus=2048), 1)]
+    assert make_elastic(jobs[0], 0.5, 1000).spec.gpus_range == (4, 1024)
+    assert make_elastic(jobs[1], 0.5, 2).spec.gpus_range is None
 
 
 def test_a_waiting_job_shrinks_only_where_it_gains_throughput_per_gpu() -> None:
