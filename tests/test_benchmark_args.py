@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
     ("live_screen", ["--policies", "fifo,bogus"], "--policies: unknown 'bogus'"),
     ("live_screen", ["--config", '{"k": "x"}'], "--config: shockwave.k:"),
     ("tradeoff", ["--traces", "small,bogus"], "--traces: unknown 'bogus'"),
+    ("grid", ["--traces", "small,small"], "--traces:"),
     ("live", ["--config", "[1]"], "--config: expected a JSON object"),
     ("live", ["--policy", "stretch_edf", "--config", '{"stretch": 0}'],
      "--config: stretch_edf.stretch:"),

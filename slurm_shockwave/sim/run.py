@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from slurm_shockwave.engine.round import run_round
 from slurm_shockwave.metrics.summary import Finished, Summary, rho, summarize
@@ -46,7 +47,7 @@ class SimResult:
     """Jobs started, restarts included: starts - jobs is what preemptions cost."""
 
 
-def simulate(workload: Workload, policy: Policy[object], *, gpus: int,
+def simulate(workload: Workload, policy: Policy[Any], *, gpus: int,
              gpus_per_node: int | None = None, round_s: float = 120.0, restore_s: float = 20.0,
              deadline_factor: float | None = None, requeue_delay_s: float = 0.0,
              fill_freed: bool = False, max_rounds: int = 1_000_000,

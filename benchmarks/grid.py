@@ -1,0 +1,128 @@
+"""What makespan a trace can have offline, in the simulator (solver/round_grid.py).
+
+For each trace: issue 10's lower bound (max of latest arrival + exclusive runtime, and
+GPU-work / GPUs); the shortest schedule without preemption that the round-grid MILP
+finds, knowing every arrival and runtime in advance (each job's runtime the simulator's
+own, measured by running the job alone: a batch-size change applies at a round's end,
+so a job runs a little longer than its exclusive runtime); and that schedule replayed
+in the simulator, each job started in its planned round (the figure that counts: a
+round the simulator ends early only moves the later ones earlier). Not a lower bound:
+it shows how close to the bound a schedule gets when everything is known, so a policy's
+makespan can be read against it. One JSON object.
+
+    python -m benchmarks.grid --json [--traces small]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks import traces
+from benchmarks.args import Parser, names
+from benchmarks.reference_runs import machine
+from slurm_shockwave.config import load_settings
+from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.job import JobId
+from slurm_shockwave.model.plan import Memory, Plan, Planned
+from slurm_shockwave.policies.base import NoConfig, Policy
+from slurm_shockwave.policies.fifo import Fifo
+from slurm_shockwave.sim.inputs import Workload
+from slurm_shockwave.sim.run import simulate
+from slurm_shockwave.solver.round_grid import (
+    grid_jobs,
+    least_makespan_s,
+    schedule,
+    schedule_makespan_s,
+)
+
+SHIPPED = Path(__file__).resolve().parents[1] / "etc" / "shockwave.yaml"
+
+
+def contiguous_runtime_s(workload: Workload, index: int, round_s: float,
+                         restore_s: float) -> float:
+    """The job's runtime in the simulator run alone from a round's start, restore aside."""
+    job = workload.jobs[index]
+    alone = replace(workload, jobs=(replace(job, spec=replace(job.spec, arrival_s=0.0)),),
+                    profiles={job.spec.job_id: workload.profiles[job.spec.job_id]})
+    r = simulate(alone, Fifo(), gpus=job.spec.gpus, round_s=round_s, restore_s=restore_s)
+    return r.summary.makespan_s - restore_s
+
+
+class Replay(Policy[NoConfig]):
+    """Starts each job in its planned round and never preempts (a schedule, not a policy:
+    it knows the future). Rounds are counted, not timed: where the simulator ends a round
+    early (every job in it finished), the later rounds start early and so do their jobs."""
+
+    name = "replay"
+    summary = "a precomputed schedule"
+
+    def __init__(self, start_round: dict[JobId, int]) -> None:
+        super().__init__()
+        self.start_round = start_round
+
+    def plan(self, view: ClusterView, memory: Memory) -> Planned:
+        due = sorted((j for j in view.jobs if self.start_round[j.job_id] <= view.round_index),
+                     key=lambda j: (self.start_round[j.job_id], j.job_id))
+        return Planned(Plan(tuple(j.job_id for j in due)), memory)
+
+
+def measure(name: str, workload: Workload, gpus: int, round_s: float,
+            restore_s: float) -> dict[str, Any]:
+    """The trace's figures (module docstring)."""
+    bound = traces.lower_bound_s(workload, gpus)
+    arrival = np.array([j.spec.arrival_s for j in workload.jobs])
+    count = np.array([j.spec.gpus for j in workload.jobs])
+    own = np.array([contiguous_runtime_s(workload, i, round_s, restore_s)
+                    for i in range(len(workload.jobs))])
+    jobs = grid_jobs(arrival, own, count, gpus, round_s, restore_s)
+    t = time.perf_counter()
+    shortest = least_makespan_s(jobs)
+    starts = schedule(jobs, shortest)
+    schedule_s = time.perf_counter() - t
+    if starts is None:  # least_makespan_s returned a makespan schedule() had found
+        raise RuntimeError(f"{name}: no schedule at the makespan found feasible")
+    planned = schedule_makespan_s(jobs, starts)
+    start_round = {j.spec.job_id: int(s) for j, s in zip(workload.jobs, starts, strict=True)}
+    replayed = simulate(workload, Replay(start_round), gpus=gpus, round_s=round_s,
+                        restore_s=restore_s)
+    return {
+        "trace": name, "jobs": len(workload.jobs), "gpus": gpus,
+        "lower_bound_s": round(bound, 1),
+        "schedule_makespan_s": round(planned, 1),
+        "schedule_over_bound": round(planned / bound, 4),
+        "replayed_makespan_s": round(replayed.summary.makespan_s, 1),
+        "replayed_restarts": replayed.starts - len(workload.jobs),
+        "runtime_lag_max": round(float(np.max(own / np.array(
+            [workload.profiles[j.spec.job_id].exclusive_s for j in workload.jobs]))), 4),
+        "replayed_over_bound": round(replayed.summary.makespan_s / bound, 4),
+        "schedule_wall_s": round(schedule_s, 1),
+    }
+
+
+def main() -> None:
+    ap = Parser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--traces", default="small",
+                    help=f"comma-separated, of {', '.join(traces.ALL)} (the MILP grows with "
+                         "jobs x rounds: small takes seconds, 900 jobs may not finish)")
+    ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
+    args = ap.parse_args()
+    chosen = names(ap, "--traces", args.traces, traces.ALL)
+    sim = load_settings(SHIPPED).simulator
+    rows = []
+    for name in chosen:
+        print(f"{name} ...", file=sys.stderr, flush=True)
+        workload, gpus = traces.load(name)
+        rows.append(measure(name, workload, gpus, sim.round_s, sim.restore_s))
+    print(json.dumps({"round_s": sim.round_s, "restore_s": sim.restore_s, "traces": rows,
+                      "machine": machine()}))
+
+
+if __name__ == "__main__":
+    main()
