@@ -18,7 +18,6 @@ HiGHS to the end: a solve that stops early is an error here, not an answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,9 +67,9 @@ def _first_round(jobs: GridJobs) -> np.ndarray:
 
 
 def _solve_feasibility(columns: list[tuple[int, list[int]]], n: int, rounds: int,
-                       jobs: GridJobs, demand: np.ndarray) -> np.ndarray | None:
-    """Binary columns (job, rounds it holds); each job's columns sum to its demand and
-    each round's GPUs to at most the capacity. The chosen columns, or None: infeasible."""
+                       jobs: GridJobs) -> np.ndarray | None:
+    """Binary columns (job, the rounds it holds): one column a job, each round's GPUs at
+    most the capacity. The chosen columns, or None: infeasible."""
     cols = len(columns)
     job_rows, round_rows, round_vals, round_cols = [], [], [], []
     for k, (j, held) in enumerate(columns):
@@ -83,8 +82,8 @@ def _solve_feasibility(columns: list[tuple[int, list[int]]], n: int, rounds: int
         sp.csr_matrix((round_vals, (round_rows, round_cols)), shape=(rounds, cols)),
     ]).tocsc()
     program = Milp(c=np.zeros(cols), a=a,
-                   row_lo=np.concatenate([demand, np.full(rounds, -np.inf)]),
-                   row_hi=np.concatenate([demand, np.full(rounds, float(jobs.capacity))]),
+                   row_lo=np.concatenate([np.ones(n), np.full(rounds, -np.inf)]),
+                   row_hi=np.concatenate([np.ones(n), np.full(rounds, float(jobs.capacity))]),
                    col_lo=np.zeros(cols), col_hi=np.ones(cols),
                    integer=np.ones(cols, dtype=bool))
     result = solve(program, SolveOptions(rel_gap=0.0), "highs")
@@ -109,7 +108,7 @@ def schedule(jobs: GridJobs, makespan_s: float) -> np.ndarray | None:
     columns = [(j, list(range(s, s + int(need[j]))))
                for j in range(n) for s in range(first[j], latest_start[j] + 1)]
     rounds = int((latest_start + need).max())
-    chosen = _solve_feasibility(columns, n, rounds, jobs, np.ones(n))
+    chosen = _solve_feasibility(columns, n, rounds, jobs)
     if chosen is None:
         return None
     start = np.empty(n, dtype=int)
@@ -125,8 +124,7 @@ def schedule_makespan_s(jobs: GridJobs, start_round: np.ndarray) -> float:
     return float(np.max(jobs.t0_s + (start_round + need - 1) * jobs.round_s + last_s))
 
 
-def least_makespan_s(jobs: GridJobs, *, tol_s: float = 1.0,
-                     on_step: Callable[[float, bool], None] | None = None) -> float:
+def least_makespan_s(jobs: GridJobs, *, tol_s: float = 1.0) -> float:
     """The least makespan for which ``schedule`` finds a schedule, to ``tol_s`` (the
     bracket's feasible end)."""
     need, last_s = rounds_needed(jobs)
@@ -136,10 +134,7 @@ def least_makespan_s(jobs: GridJobs, *, tol_s: float = 1.0,
              * jobs.round_s - jobs.round_s)
 
     def ok(m: float) -> bool:
-        good = schedule(jobs, m) is not None
-        if on_step is not None:
-            on_step(m, good)
-        return good
+        return schedule(jobs, m) is not None
 
     if ok(lo):
         return lo
@@ -155,7 +150,3 @@ def grid_jobs(arrival_s: np.ndarray, run_s: np.ndarray, gpus: np.ndarray, capaci
     return GridJobs(np.asarray(arrival_s, dtype=float), np.asarray(run_s, dtype=float),
                     np.asarray(gpus, dtype=int), capacity, round_s, restore_s,
                     float(np.min(arrival_s)))
-
-
-__all__ = ["GridJobs", "grid_jobs", "least_makespan_s", "rounds_needed",
-           "schedule", "schedule_makespan_s"]
