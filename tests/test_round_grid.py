@@ -65,14 +65,6 @@ def test_a_makespan_below_a_jobs_own_rounds_has_no_schedule() -> None:
     assert starts is not None and list(starts) == [0]
 
 
-@pytest.fixture(scope="module")
-def crowded() -> tuple[object, int]:
-    table = load_throughputs(None)
-    trace = generate(TraceShape(num_jobs=14, mean_gap_s=40, min_h=0.1, max_h=0.6,
-                                gpu_mix=(0.5, 0.3, 0.2, 0.0)), table, seed=3)
-    return build_workload(trace, table, source="generated"), 4
-
-
 @pytest.mark.parametrize("seed", [3, 4, 5])
 def test_the_simulator_replays_the_schedule_no_later_than_planned(seed: int) -> None:
     """Each job started in its planned round: where every job of a round ended early the
