@@ -1,4 +1,4 @@
-"""What makespan a trace can have offline, in the simulator (solver/round_grid.py).
+"""What makespan a trace can have in the simulator, offline and online (solver/round_grid.py).
 
 For each trace: issue 10's lower bound (max of latest arrival + exclusive runtime, and
 GPU-work / GPUs); the shortest schedule without preemption that the round-grid MILP
@@ -6,9 +6,12 @@ finds, knowing every arrival and runtime in advance (each job's runtime the simu
 own, measured by running the job alone: a batch-size change applies at a round's end,
 so a job runs a little longer than its exclusive runtime); and that schedule replayed
 in the simulator, each job started in its planned round (the figure that counts: a
-round the simulator ends early only moves the later ones earlier). Not a lower bound:
-it shows how close to the bound a schedule gets when everything is known, so a policy's
-makespan can be read against it. One JSON object.
+round the simulator ends early only moves the later ones earlier). Then ``Replan``: the
+same MILP re-solved every round for the jobs known so far, with their exact runtimes but
+not the arrivals to come, each job as early as that makespan allows (``online_*``). Not
+lower bounds: they show how close to the bound a schedule gets when everything is known,
+and when only the arrivals are not, so a policy's makespan can be read against them.
+One JSON object.
 
     python -m benchmarks.grid --json [--traces small]
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,11 +40,13 @@ from slurm_shockwave.policies.fifo import Fifo
 from slurm_shockwave.sim.inputs import Workload
 from slurm_shockwave.sim.run import simulate
 from slurm_shockwave.solver.round_grid import (
+    GridJobs,
     grid_jobs,
     least_makespan_s,
     schedule,
     schedule_makespan_s,
 )
+from slurm_shockwave.workloads.profile import JobProfile
 
 SHIPPED = Path(__file__).resolve().parents[1] / "etc" / "shockwave.yaml"
 
@@ -71,6 +77,54 @@ class Replay(Policy[NoConfig]):
         due = sorted((j for j in view.jobs if self.start_round[j.job_id] <= view.round_index),
                      key=lambda j: (self.start_round[j.job_id], j.job_id))
         return Planned(Plan(tuple(j.job_id for j in due)), memory)
+
+
+def remaining_s(profile: JobProfile, epochs_done: float) -> float:
+    """The exact runtime a job still needs (its profile's epochs left): an oracle."""
+    whole = int(epochs_done)
+    left = sum(profile.epoch_s_by_bs[b] for b in profile.bs_by_epoch[whole:])
+    if whole < profile.num_epochs:
+        left -= (epochs_done - whole) * profile.epoch_s(whole)
+    return max(left, 1e-3)
+
+
+class Replan(Policy[NoConfig]):
+    """Every round, the shortest schedule without preemption of the jobs known now (the
+    running ones run on), each as early as that makespan allows; starts what it starts
+    now. It knows each job's exact runtime (the profiles), not the arrivals to come: what
+    not knowing the future costs a makespan-only planner."""
+
+    name = "replan"
+    summary = "the least makespan of the jobs known now, re-planned every round"
+
+    def __init__(self, profiles: Mapping[JobId, JobProfile]) -> None:
+        super().__init__()
+        self.profiles = profiles
+
+    def plan(self, view: ClusterView, memory: Memory) -> Planned:
+        running = [j for j in view.jobs if j.is_running]
+        waiting = [j for j in view.jobs if not j.is_running]
+        if not waiting:
+            return Planned(Plan(tuple(j.job_id for j in running)), memory)
+        held = np.zeros(0, dtype=int)
+        floor = view.now_s
+        for job in running:
+            left = remaining_s(self.profiles[job.job_id], job.progress.epochs_done)
+            rounds = int(np.ceil(left / view.round_s - 1e-9))
+            held = np.pad(held, (0, max(0, rounds - len(held))))
+            held[:rounds] += job.gpus
+            floor = max(floor, view.now_s + left)
+        jobs = GridJobs(
+            np.full(len(waiting), view.now_s),
+            np.array([remaining_s(self.profiles[j.job_id], j.progress.epochs_done)
+                      for j in waiting]),
+            np.array([j.gpus for j in waiting]), view.total_gpus, view.round_s,
+            view.restart_cost_s, view.now_s)
+        makespan = least_makespan_s(jobs, held=held, floor_s=floor)
+        starts = schedule(jobs, makespan, held=held, front=True)
+        now = [] if starts is None else [j.job_id for j, s in zip(waiting, starts, strict=True)
+                                         if s == 0]
+        return Planned(Plan(tuple([j.job_id for j in running] + sorted(now))), memory)
 
 
 def measure(name: str, workload: Workload, gpus: int, round_s: float,
@@ -106,6 +160,18 @@ def measure(name: str, workload: Workload, gpus: int, round_s: float,
     }
 
 
+def online(workload: Workload, gpus: int, round_s: float,
+           restore_s: float) -> dict[str, Any]:
+    """``Replan`` in the simulator."""
+    bound = traces.lower_bound_s(workload, gpus)
+    t = time.perf_counter()
+    r = simulate(workload, Replan(workload.profiles), gpus=gpus, round_s=round_s,
+                 restore_s=restore_s)
+    return {"online_makespan_s": round(r.summary.makespan_s, 1),
+            "online_over_bound": round(r.summary.makespan_s / bound, 4),
+            "online_wall_s": round(time.perf_counter() - t, 1)}
+
+
 def main() -> None:
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", default="small",
@@ -119,7 +185,8 @@ def main() -> None:
     for name in chosen:
         print(f"{name} ...", file=sys.stderr, flush=True)
         workload, gpus = traces.load(name)
-        rows.append(measure(name, workload, gpus, sim.round_s, sim.restore_s))
+        rows.append({**measure(name, workload, gpus, sim.round_s, sim.restore_s),
+                     **online(workload, gpus, sim.round_s, sim.restore_s)})
     print(json.dumps({"round_s": sim.round_s, "restore_s": sim.restore_s, "traces": rows,
                       "machine": machine()}))
 

@@ -66,24 +66,27 @@ def _first_round(jobs: GridJobs) -> np.ndarray:
     return np.ceil((jobs.arrival_s - jobs.t0_s) / jobs.round_s - 1e-9).astype(int)
 
 
-def _solve_feasibility(columns: list[tuple[int, list[int]]], n: int, rounds: int,
-                       jobs: GridJobs) -> np.ndarray | None:
+def _solve_feasibility(columns: list[tuple[int, list[int]]], n: int, capacity: np.ndarray,
+                       jobs: GridJobs, front: bool) -> np.ndarray | None:
     """Binary columns (job, the rounds it holds): one column a job, each round's GPUs at
-    most the capacity. The chosen columns, or None: infeasible."""
-    cols = len(columns)
+    most ``capacity``'s. With ``front`` the GPU-rounds started late are kept least (each
+    job as early as the rest allows). The chosen columns, or None: infeasible."""
+    cols, rounds = len(columns), len(capacity)
     job_rows, round_rows, round_vals, round_cols = [], [], [], []
+    cost = np.zeros(cols)
     for k, (j, held) in enumerate(columns):
         job_rows.append(j)
         round_rows.extend(held)
         round_cols.extend([k] * len(held))
         round_vals.extend([float(jobs.gpus[j])] * len(held))
+        cost[k] = -float(held[0] * jobs.gpus[j] * len(held)) if front else 0.0
     a = sp.vstack([
         sp.csr_matrix((np.ones(cols), (job_rows, np.arange(cols))), shape=(n, cols)),
         sp.csr_matrix((round_vals, (round_rows, round_cols)), shape=(rounds, cols)),
     ]).tocsc()
-    program = Milp(c=np.zeros(cols), a=a,
+    program = Milp(c=cost, a=a,
                    row_lo=np.concatenate([np.ones(n), np.full(rounds, -np.inf)]),
-                   row_hi=np.concatenate([np.ones(n), np.full(rounds, float(jobs.capacity))]),
+                   row_hi=np.concatenate([np.ones(n), capacity.astype(float)]),
                    col_lo=np.zeros(cols), col_hi=np.ones(cols),
                    integer=np.ones(cols, dtype=bool))
     result = solve(program, SolveOptions(rel_gap=0.0), "highs")
@@ -95,9 +98,12 @@ def _solve_feasibility(columns: list[tuple[int, list[int]]], n: int, rounds: int
     return np.flatnonzero(result.x > 0.5)
 
 
-def schedule(jobs: GridJobs, makespan_s: float) -> np.ndarray | None:
+def schedule(jobs: GridJobs, makespan_s: float, *, held: np.ndarray | None = None,
+             front: bool = False) -> np.ndarray | None:
     """Each job's first round in a schedule without preemption that finishes by
-    ``makespan_s`` (its rounds consecutive from there), or None when there is none."""
+    ``makespan_s`` (its rounds consecutive from there), or None when there is none.
+    ``held``: GPUs other jobs already hold in the first rounds (jobs running on, for a
+    re-plan); ``front``: of the schedules, one that starts the work as early as it can."""
     n = len(jobs.run_s)
     need, last_s = rounds_needed(jobs)
     first = _first_round(jobs)
@@ -107,14 +113,17 @@ def schedule(jobs: GridJobs, makespan_s: float) -> np.ndarray | None:
         return None
     columns = [(j, list(range(s, s + int(need[j]))))
                for j in range(n) for s in range(first[j], latest_start[j] + 1)]
-    rounds = int((latest_start + need).max())
-    chosen = _solve_feasibility(columns, n, rounds, jobs)
+    capacity = np.full(int((latest_start + need).max()), jobs.capacity)
+    if held is not None:
+        span = min(len(held), len(capacity))
+        capacity[:span] -= held[:span]
+    chosen = _solve_feasibility(columns, n, capacity, jobs, front)
     if chosen is None:
         return None
     start = np.empty(n, dtype=int)
     for k in chosen:
-        j, held = columns[k]
-        start[j] = held[0]
+        j, rounds = columns[k]
+        start[j] = rounds[0]
     return start
 
 
@@ -124,17 +133,19 @@ def schedule_makespan_s(jobs: GridJobs, start_round: np.ndarray) -> float:
     return float(np.max(jobs.t0_s + (start_round + need - 1) * jobs.round_s + last_s))
 
 
-def least_makespan_s(jobs: GridJobs, *, tol_s: float = 1.0) -> float:
-    """The least makespan for which ``schedule`` finds a schedule, to ``tol_s`` (the
-    bracket's feasible end)."""
+def least_makespan_s(jobs: GridJobs, *, held: np.ndarray | None = None,
+                     floor_s: float = 0.0, tol_s: float = 1.0) -> float:
+    """The least makespan for which ``schedule`` finds a schedule (with ``held`` as
+    there), to ``tol_s`` (the bracket's feasible end); ``floor_s``: none below it (the
+    running jobs' finish, for a re-plan)."""
     need, last_s = rounds_needed(jobs)
     first = _first_round(jobs)
     lo = float(np.max(jobs.t0_s + (first + need - 1) * jobs.round_s + last_s))
-    lo = max(lo, jobs.t0_s + float(np.sum(jobs.gpus * need)) / jobs.capacity
+    lo = max(lo, floor_s, jobs.t0_s + float(np.sum(jobs.gpus * need)) / jobs.capacity
              * jobs.round_s - jobs.round_s)
 
     def ok(m: float) -> bool:
-        return schedule(jobs, m) is not None
+        return schedule(jobs, m, held=held) is not None
 
     if ok(lo):
         return lo
