@@ -2,13 +2,14 @@
 
 For each trace: issue 10's lower bound (max of latest arrival + exclusive runtime, and
 GPU-work / GPUs); the shortest schedule without preemption that the round-grid MILP
-finds, knowing every arrival and runtime in advance (each job's runtime the simulator's
+finds (each job as early as that makespan allows), knowing every arrival and runtime in
+advance (each job's runtime the simulator's
 own, measured by running the job alone: a batch-size change applies at a round's end,
 so a job runs a little longer than its exclusive runtime); and that schedule replayed
 in the simulator, each job started in its planned round (the figure that counts: a
-round the simulator ends early only moves the later ones earlier). Then ``Replan``: the
-same MILP re-solved every round for the jobs known so far, with their exact runtimes but
-not the arrivals to come, each job as early as that makespan allows (``online_*``). Not
+round the simulator ends early moves the later ones earlier). Then ``Replan``: the
+same MILP re-solved every round for the jobs known so far, with those runtimes but not
+the arrivals to come, each job as early as that makespan allows (``online_*``). Not
 lower bounds: they show how close to the bound a schedule gets when everything is known,
 and when only the arrivals are not, so a policy's makespan can be read against them.
 One JSON object.
@@ -33,7 +34,7 @@ from benchmarks.args import Parser, names
 from benchmarks.reference_runs import machine
 from slurm_shockwave.config import load_settings
 from slurm_shockwave.model.cluster import ClusterView
-from slurm_shockwave.model.job import JobId
+from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned
 from slurm_shockwave.policies.base import NoConfig, Policy
 from slurm_shockwave.policies.fifo import Fifo
@@ -62,25 +63,33 @@ def contiguous_runtime_s(workload: Workload, index: int, round_s: float,
 
 
 class Replay(Policy[NoConfig]):
-    """Starts each job in its planned round and never preempts (a schedule, not a policy:
-    it knows the future). Rounds are counted, not timed: where the simulator ends a round
-    early (every job in it finished), the later rounds start early and so do their jobs."""
+    """Starts each job in its planned round (a schedule, not a policy: it knows the
+    future). A job is due once its round's number or its round's time has come: where
+    the simulator ends a round early (every job in it finished) later rounds start early
+    and are counted, and where it jumps over an idle gap to the next arrival the time
+    tells. Running jobs come first, so a job that starts late waits rather than preempts."""
 
     name = "replay"
     summary = "a precomputed schedule"
 
-    def __init__(self, start_round: dict[JobId, int]) -> None:
+    def __init__(self, start_round: Mapping[JobId, int], t0_s: float) -> None:
         super().__init__()
         self.start_round = start_round
+        self.t0_s = t0_s
 
     def plan(self, view: ClusterView, memory: Memory) -> Planned:
-        due = sorted((j for j in view.jobs if self.start_round[j.job_id] <= view.round_index),
-                     key=lambda j: (self.start_round[j.job_id], j.job_id))
-        return Planned(Plan(tuple(j.job_id for j in due)), memory)
+        def due(job: Job) -> bool:
+            s = self.start_round[job.job_id]
+            return s <= view.round_index or self.t0_s + s * view.round_s <= view.now_s + 1e-6
+
+        running = [j.job_id for j in view.jobs if j.is_running]
+        waiting = sorted((j for j in view.jobs if not j.is_running and due(j)),
+                         key=lambda j: (self.start_round[j.job_id], j.job_id))
+        return Planned(Plan(tuple(running + [j.job_id for j in waiting])), memory)
 
 
 def remaining_s(profile: JobProfile, epochs_done: float) -> float:
-    """The exact runtime a job still needs (its profile's epochs left): an oracle."""
+    """The runtime a job still needs by its profile's epochs left (an oracle; no lag)."""
     whole = int(epochs_done)
     left = sum(profile.epoch_s_by_bs[b] for b in profile.bs_by_epoch[whole:])
     if whole < profile.num_epochs:
@@ -91,15 +100,22 @@ def remaining_s(profile: JobProfile, epochs_done: float) -> float:
 class Replan(Policy[NoConfig]):
     """Every round, the shortest schedule without preemption of the jobs known now (the
     running ones run on), each as early as that makespan allows; starts what it starts
-    now. It knows each job's exact runtime (the profiles), not the arrivals to come: what
-    not knowing the future costs a makespan-only planner."""
+    now. It knows each job's runtime as the simulator runs it alone (the profile's
+    epochs left, times ``lag``: that run over the exclusive runtime), not the arrivals
+    to come: what not knowing the future costs a makespan-only planner."""
 
     name = "replan"
     summary = "the least makespan of the jobs known now, re-planned every round"
 
-    def __init__(self, profiles: Mapping[JobId, JobProfile]) -> None:
+    def __init__(self, profiles: Mapping[JobId, JobProfile],
+                 lag: Mapping[JobId, float]) -> None:
         super().__init__()
         self.profiles = profiles
+        self.lag = lag
+
+    def _left_s(self, job: Job) -> float:
+        return remaining_s(self.profiles[job.job_id], job.progress.epochs_done) \
+            * self.lag[job.job_id]
 
     def plan(self, view: ClusterView, memory: Memory) -> Planned:
         running = [j for j in view.jobs if j.is_running]
@@ -109,21 +125,21 @@ class Replan(Policy[NoConfig]):
         held = np.zeros(0, dtype=int)
         floor = view.now_s
         for job in running:
-            left = remaining_s(self.profiles[job.job_id], job.progress.epochs_done)
+            left = self._left_s(job)
             rounds = int(np.ceil(left / view.round_s - 1e-9))
             held = np.pad(held, (0, max(0, rounds - len(held))))
             held[:rounds] += job.gpus
             floor = max(floor, view.now_s + left)
         jobs = GridJobs(
             np.full(len(waiting), view.now_s),
-            np.array([remaining_s(self.profiles[j.job_id], j.progress.epochs_done)
-                      for j in waiting]),
+            np.array([self._left_s(j) for j in waiting]),
             np.array([j.gpus for j in waiting]), view.total_gpus, view.round_s,
             view.restart_cost_s, view.now_s)
         makespan = least_makespan_s(jobs, held=held, floor_s=floor)
         starts = schedule(jobs, makespan, held=held, front=True)
-        now = [] if starts is None else [j.job_id for j, s in zip(waiting, starts, strict=True)
-                                         if s == 0]
+        if starts is None:  # least_makespan_s returned a makespan schedule() had found
+            raise RuntimeError(f"replan at {view.now_s:.0f} s: no schedule at {makespan:.0f} s")
+        now = [j.job_id for j, s in zip(waiting, starts, strict=True) if s == 0]
         return Planned(Plan(tuple([j.job_id for j in running] + sorted(now))), memory)
 
 
@@ -138,13 +154,13 @@ def measure(name: str, workload: Workload, gpus: int, round_s: float,
     jobs = grid_jobs(arrival, own, count, gpus, round_s, restore_s)
     t = time.perf_counter()
     shortest = least_makespan_s(jobs)
-    starts = schedule(jobs, shortest)
+    starts = schedule(jobs, shortest, front=True)
     schedule_s = time.perf_counter() - t
     if starts is None:  # least_makespan_s returned a makespan schedule() had found
         raise RuntimeError(f"{name}: no schedule at the makespan found feasible")
     planned = schedule_makespan_s(jobs, starts)
     start_round = {j.spec.job_id: int(s) for j, s in zip(workload.jobs, starts, strict=True)}
-    replayed = simulate(workload, Replay(start_round), gpus=gpus, round_s=round_s,
+    replayed = simulate(workload, Replay(start_round, jobs.t0_s), gpus=gpus, round_s=round_s,
                         restore_s=restore_s)
     return {
         "trace": name, "jobs": len(workload.jobs), "gpus": gpus,
@@ -164,8 +180,10 @@ def online(workload: Workload, gpus: int, round_s: float,
            restore_s: float) -> dict[str, Any]:
     """``Replan`` in the simulator."""
     bound = traces.lower_bound_s(workload, gpus)
+    lag = {j.spec.job_id: contiguous_runtime_s(workload, i, round_s, restore_s)
+           / workload.profiles[j.spec.job_id].exclusive_s for i, j in enumerate(workload.jobs)}
     t = time.perf_counter()
-    r = simulate(workload, Replan(workload.profiles), gpus=gpus, round_s=round_s,
+    r = simulate(workload, Replan(workload.profiles, lag), gpus=gpus, round_s=round_s,
                  restore_s=restore_s)
     return {"online_makespan_s": round(r.summary.makespan_s, 1),
             "online_over_bound": round(r.summary.makespan_s / bound, 4),

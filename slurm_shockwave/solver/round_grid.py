@@ -12,8 +12,9 @@ it returns each job's first round. ``least_makespan_s`` bisects M. It knows ever
 arrival and runtime in advance, which no online policy does: it shows what a trace's
 makespan can be on the grid, offline (benchmarks/grid.py replays it in the simulator).
 Not a lower bound: a preemptive schedule, or one that lets a round end early, may be
-shorter. The programs are feasibility MILPs (binary variables, no objective) solved by
-HiGHS to the end: a solve that stops early is an error here, not an answer.
+shorter. The programs are MILPs over binary variables, feasibility only unless
+``front`` asks for the earliest starts, solved by HiGHS with no limit: a solve that
+ends without a solution or a proof of infeasibility is an error here, not an answer.
 """
 
 from __future__ import annotations
