@@ -62,6 +62,20 @@ def contiguous_runtime_s(workload: Workload, index: int, round_s: float,
     return r.summary.makespan_s - restore_s
 
 
+def runtimes_s(workload: Workload, round_s: float, restore_s: float) -> np.ndarray:
+    """Every job's ``contiguous_runtime_s``, in the workload's order (one simulation a job:
+    measured once, for the offline schedule and the re-planner both)."""
+    return np.array([contiguous_runtime_s(workload, i, round_s, restore_s)
+                     for i in range(len(workload.jobs))])
+
+
+def lags(workload: Workload, run_s: np.ndarray) -> np.ndarray:
+    """Each job's simulator runtime over its exclusive runtime (>= 1 where batch sizes
+    change: a change applies at a round's end)."""
+    return run_s / np.array([workload.profiles[j.spec.job_id].exclusive_s
+                             for j in workload.jobs])
+
+
 class Replay(Policy[NoConfig]):
     """Starts each job in its planned round (a schedule, not a policy: it knows the
     future). A job is due once its round's number or its round's time has come: where
@@ -143,15 +157,13 @@ class Replan(Policy[NoConfig]):
         return Planned(Plan(tuple([j.job_id for j in running] + sorted(now))), memory)
 
 
-def measure(name: str, workload: Workload, gpus: int, round_s: float,
+def measure(name: str, workload: Workload, gpus: int, run_s: np.ndarray, round_s: float,
             restore_s: float) -> dict[str, Any]:
-    """The trace's figures (module docstring)."""
+    """The trace's offline figures (module docstring); ``run_s`` from ``runtimes_s``."""
     bound = traces.lower_bound_s(workload, gpus)
     arrival = np.array([j.spec.arrival_s for j in workload.jobs])
     count = np.array([j.spec.gpus for j in workload.jobs])
-    own = np.array([contiguous_runtime_s(workload, i, round_s, restore_s)
-                    for i in range(len(workload.jobs))])
-    jobs = grid_jobs(arrival, own, count, gpus, round_s, restore_s)
+    jobs = grid_jobs(arrival, run_s, count, gpus, round_s, restore_s)
     t = time.perf_counter()
     shortest = least_makespan_s(jobs)
     starts = schedule(jobs, shortest, front=True)
@@ -169,19 +181,18 @@ def measure(name: str, workload: Workload, gpus: int, round_s: float,
         "schedule_over_bound": round(planned / bound, 4),
         "replayed_makespan_s": round(replayed.summary.makespan_s, 1),
         "replayed_restarts": replayed.starts - len(workload.jobs),
-        "runtime_lag_max": round(float(np.max(own / np.array(
-            [workload.profiles[j.spec.job_id].exclusive_s for j in workload.jobs]))), 4),
+        "runtime_lag_max": round(float(np.max(lags(workload, run_s))), 4),
         "replayed_over_bound": round(replayed.summary.makespan_s / bound, 4),
         "schedule_wall_s": round(schedule_s, 1),
     }
 
 
-def online(workload: Workload, gpus: int, round_s: float,
+def online(workload: Workload, gpus: int, run_s: np.ndarray, round_s: float,
            restore_s: float) -> dict[str, Any]:
-    """``Replan`` in the simulator."""
+    """``Replan`` in the simulator; ``run_s`` from ``runtimes_s``."""
     bound = traces.lower_bound_s(workload, gpus)
-    lag = {j.spec.job_id: contiguous_runtime_s(workload, i, round_s, restore_s)
-           / workload.profiles[j.spec.job_id].exclusive_s for i, j in enumerate(workload.jobs)}
+    lag = {j.spec.job_id: float(f) for j, f in zip(workload.jobs, lags(workload, run_s),
+                                                   strict=True)}
     t = time.perf_counter()
     r = simulate(workload, Replan(workload.profiles, lag), gpus=gpus, round_s=round_s,
                  restore_s=restore_s)
@@ -203,8 +214,9 @@ def main() -> None:
     for name in chosen:
         print(f"{name} ...", file=sys.stderr, flush=True)
         workload, gpus = traces.load(name)
-        rows.append({**measure(name, workload, gpus, sim.round_s, sim.restore_s),
-                     **online(workload, gpus, sim.round_s, sim.restore_s)})
+        run_s = runtimes_s(workload, sim.round_s, sim.restore_s)
+        rows.append({**measure(name, workload, gpus, run_s, sim.round_s, sim.restore_s),
+                     **online(workload, gpus, run_s, sim.round_s, sim.restore_s)})
     print(json.dumps({"round_s": sim.round_s, "restore_s": sim.restore_s, "traces": rows,
                       "machine": machine()}))
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.grid import measure, online
+from benchmarks.grid import measure, online, runtimes_s
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import build_workload, load_throughputs
 from slurm_shockwave.solver import round_grid
@@ -81,7 +81,8 @@ def test_the_simulator_replays_the_schedule_no_later_than_planned(seed: int) -> 
     table = load_throughputs(None)
     trace = generate(TraceShape(num_jobs=14, mean_gap_s=40, min_h=0.1, max_h=0.6,
                                 gpu_mix=(0.5, 0.3, 0.2, 0.0)), table, seed=seed)
-    row = measure("crowded", build_workload(trace, table, source="generated"), 4, R, RESTORE)
+    workload = build_workload(trace, table, source="generated")
+    row = measure("crowded", workload, 4, runtimes_s(workload, R, RESTORE), R, RESTORE)
     assert row["replayed_restarts"] == 0
     assert row["lower_bound_s"] <= row["replayed_makespan_s"] <= row["schedule_makespan_s"]
 
@@ -101,7 +102,9 @@ def test_with_every_job_known_at_once_the_replanner_keeps_the_offline_makespan()
     at_once = [replace(j, spec=replace(j.spec, arrival_s=0.0, mode=AdaptationMode.STATIC))
                for j in trace]
     workload = build_workload(at_once, table, source="generated")
-    row = {**measure("at once", workload, 4, R, RESTORE), **online(workload, 4, R, RESTORE)}
+    run_s = runtimes_s(workload, R, RESTORE)
+    row = {**measure("at once", workload, 4, run_s, R, RESTORE),
+           **online(workload, 4, run_s, R, RESTORE)}
     assert row["runtime_lag_max"] == 1.0
     assert row["online_makespan_s"] <= row["schedule_makespan_s"] + 1e-6
 
@@ -113,5 +116,5 @@ def test_a_replay_keeps_its_plan_across_an_idle_gap() -> None:
     from tests.builders import a_spec, a_workload
 
     workload = a_workload(a_spec(0, epochs=30), a_spec(1, epochs=30, arrival_s=3000.0))
-    row = measure("idle gap", workload, 4, R, RESTORE)
+    row = measure("idle gap", workload, 4, runtimes_s(workload, R, RESTORE), R, RESTORE)
     assert row["replayed_makespan_s"] == row["schedule_makespan_s"]
