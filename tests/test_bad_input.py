@@ -307,6 +307,38 @@ def test_outputs_are_checked_before_the_run_and_written_whole(tmp_path: Path) ->
     assert not (tmp_path / "x").exists()
 
 
+def test_compare_out_replaces_its_files_together(tmp_path: Path) -> None:
+    """A disk that fills while compare --out writes its plots: one line, exit 2, and the
+    folder's previous results.json and CSVs are all kept (they were replaced one by one,
+    so a failed run left new CSVs beside old plots)."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(LINE * 3)
+    out = tmp_path / "out"
+    out.mkdir()
+    old = {name: f"old {name}\n" for name in ("results.json", "jobs_fifo.csv",
+                                              "jobs_gavel.csv", "jct_cdf.png")}
+    for name, text in old.items():
+        (out / name).write_text(text)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import slurm_shockwave.report.plots as p\n"
+        "_w = p._write\n"
+        "def full(fig, path, dpi):\n"
+        "    if path.name == 'rho_cdf.png':\n"
+        "        p.plt.close(fig)\n"
+        "        raise OSError(28, 'No space left on device', str(path))\n"
+        "    _w(fig, path, dpi)\n"
+        "p._write = full\n")
+    proc = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "compare", str(trace),
+                           "--gpus", "4", "--policies", "gavel,fifo", "--out", str(out)],
+                          env={"PYTHONPATH": f"{site}:{ROOT}", "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "rho_cdf.png" in lines[0], proc.stderr
+    assert {p.name: p.read_text() for p in out.iterdir()} == old
+
+
 def test_a_bug_is_exit_1_not_2(tmp_path: Path) -> None:
     """A programming error is not the user's input: exit 1, one line saying where, the
     traceback in a log file (and on stderr with --debug)."""

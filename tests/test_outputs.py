@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_shockwave.report.outputs import replacing, write_text
+from slurm_shockwave.report.outputs import as_set, replacing, write_text
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Path) -> None:
@@ -75,3 +75,27 @@ def test_a_missing_folder_is_the_targets_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError) as caught:
         write_text(target, "x\n")
     assert caught.value.filename == str(target)
+
+
+def test_a_set_replaces_every_file_or_none(tmp_path: Path) -> None:
+    """Inside as_set() the renames wait for the block's end: a failed write of the
+    second file keeps the first one's old content too, and leaves no temporary."""
+    first, second = tmp_path / "a.json", tmp_path / "b.csv"
+    first.write_text("old a\n")
+    second.write_text("old b\n")
+    with pytest.raises(OSError) as caught, as_set():
+        write_text(first, "new a\n")
+        assert first.read_text() == "old a\n"  # not yet renamed
+        with replacing(second) as tmp:
+            tmp.write_text("half")
+            raise OSError(28, "No space left on device", str(tmp))
+    assert caught.value.filename == str(second)
+    assert (first.read_text(), second.read_text()) == ("old a\n", "old b\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.csv"]
+    with as_set():
+        write_text(first, "new a\n")
+        with as_set():  # joins the outer set
+            write_text(second, "new b\n")
+        assert second.read_text() == "old b\n"
+    assert (first.read_text(), second.read_text()) == ("new a\n", "new b\n")
+    assert len(list(tmp_path.iterdir())) == 2

@@ -16,7 +16,7 @@ from slurm_shockwave.cli.errors import (
 from slurm_shockwave.cli.run_options import prepare, run_options, run_policy
 from slurm_shockwave.model.bounds import name_list
 from slurm_shockwave.policies.registry import POLICIES
-from slurm_shockwave.report.outputs import PLOTS, write_text
+from slurm_shockwave.report.outputs import PLOTS, as_set, write_text
 from slurm_shockwave.report.results import summary_record, write_per_job_csv
 from slurm_shockwave.report.tables import compare_table, console, summary_table
 
@@ -76,7 +76,7 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
         from slurm_shockwave.report.plots import write_plots  # matplotlib only when asked
 
         folder = Path(out)
-        with output_errors("--out", out):
+        with output_errors("--out", out), as_set():  # all replaced, or none
             folder.mkdir(parents=True, exist_ok=True)
             write_text(folder / "results.json", json_text(records, indent=1) + "\n")
             for r in results:

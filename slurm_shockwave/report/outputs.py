@@ -9,6 +9,10 @@ else is written in place, as before: a symlink, a device (``/dev/stdout``) or a 
 hard-linked file, another user's file, a folder where no temporary file can be made
 (read-only, or a name too long for the prefix), and a target the rename cannot replace
 (a single-file bind mount).
+
+Inside ``as_set()`` the renames wait for the block's end: the files of one run (compare's
+results.json, per-job CSVs and plots) replace the old ones together, or, where any
+write fails, none of them does.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import secrets
 import shutil
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 PLOTS = ("jct_cdf.png", "rho_cdf.png", "gpus_busy.png")
@@ -67,11 +72,41 @@ def _new_temporary(path: Path, mode: int) -> Path | None:
     return tmp
 
 
+_SET: ContextVar[ExitStack | None] = ContextVar("_SET", default=None)
+"""The open ``as_set()``'s pending renames, if any."""
+
+
+@contextmanager
+def as_set() -> Iterator[None]:
+    """Every ``replacing`` inside renames its temporary when this block ends, all of them
+    only if it ends without an error (module docstring). A nested block joins the outer."""
+    if _SET.get() is not None:
+        yield
+        return
+    with ExitStack() as stack:
+        token = _SET.set(stack)
+        try:
+            yield
+        finally:
+            _SET.reset(token)
+
+
 @contextmanager
 def replacing(path: Path) -> Iterator[Path]:
     """The path to write ``path``'s new content to: a temporary file renamed onto it when
-    the block ends (removed if the block raises), or ``path`` itself (module docstring).
-    An error names ``path``, never the temporary file."""
+    the block ends (removed if the block raises), or ``path`` itself (module docstring);
+    inside ``as_set()``, renamed when that ends. An error names ``path``, never the
+    temporary file."""
+    pending = _SET.get()
+    if pending is not None:
+        yield pending.enter_context(_replacing(path))
+        return
+    with _replacing(path) as tmp:
+        yield tmp
+
+
+@contextmanager
+def _replacing(path: Path) -> Iterator[Path]:
     try:
         mode = _kept_mode(path)
         tmp = None if mode is None else _new_temporary(path, mode)
