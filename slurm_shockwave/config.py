@@ -190,7 +190,8 @@ def parse_settings(data: Any, *, source: str) -> Settings:
         if name not in POLICIES:
             raise InputError(f"unknown policy (known: {', '.join(POLICIES)})", source=source,
                              field=f"policies.{shown(name).strip(chr(39))}")
-        POLICIES[name].from_mapping(section, source=source)  # validate now, fail early
+        POLICIES[name].from_mapping(section, source=source,  # validate now, fail early
+                                    path=f"policies.{name}")
     return Settings(sim, dict(policies), source, slurm, service)
 
 
@@ -203,7 +204,7 @@ def live_policy(settings: Settings, name: str) -> Policy[Any]:
     if cls is not None and "time_limit_s" in {f.name for f in fields(cls.Config)}:
         own = section.get("time_limit_s")
         section["time_limit_s"] = cap if own is None else min(float(own), cap)
-    return make_policy(name, section, source=settings.source)
+    return make_policy(name, section, source=settings.source, path=f"policies.{name}")
 
 
 class _StrictLoader(yaml.SafeLoader):

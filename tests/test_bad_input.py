@@ -244,10 +244,10 @@ def test_config_duplicate_key_and_non_finite(tmp_path: Path) -> None:
                            ('service: {listen: "h:\u00b2"}\n', "service.listen: must be"),
                            ("slurm: {partition: a b}\n", "slurm.partition: must be a partition"),
                            ("policies: {stretch_edf: {seed: -1}}\n",
-                            "stretch_edf.seed: must be from 0"),
+                            "policies.stretch_edf.seed: must be from 0"),
                            # float | str: the float's own refusal, not "expected float | str"
                            ("policies: {stretch_edf: {stretch: .nan}}\n",
-                            "stretch_edf.stretch: must be a finite number")]:
+                            "policies.stretch_edf.stretch: must be a finite number")]:
         cfg = tmp_path / "c.yaml"
         cfg.write_text(text)
         proc = shockwave("simulate", "--config", str(cfg), "--json")

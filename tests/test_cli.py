@@ -72,7 +72,7 @@ def test_broken_config_names_the_field(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("policies:\n  allox: {alpha: 7}\n")
     proc = run("simulate", "--policy", "allox", "--config", str(cfg), check=False)
-    assert proc.returncode == 2 and f"{cfg}: allox.alpha: must be in (0, 1]" in proc.stderr
+    assert proc.returncode == 2 and f"{cfg}: policies.allox.alpha: must be in (0, 1]" in proc.stderr
     cfg.write_text("simulator: {round_s: -1}\n")
     proc = run("simulate", "--config", str(cfg), check=False)
     assert proc.returncode == 2 and "simulator.round_s: must be from 1 to" in proc.stderr

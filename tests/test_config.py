@@ -20,8 +20,9 @@ def test_shipped_example_config_is_valid() -> None:
     ({"simulator": {"deadline_factor": 0.5}}, "simulator.deadline_factor"),
     ({"slurm": {"time_scale": 0}}, "slurm.time_scale"),
     ({"policies": {"gavell": {}}}, "policies.gavell"),
-    ({"policies": {"las": {"queue_thresholds_gpu_s": [10, 5]}}}, "las.queue_thresholds_gpu_s"),
-    ({"policies": {"gavel": {"anything": 1}}}, "gavel.anything"),
+    ({"policies": {"las": {"queue_thresholds_gpu_s": [10, 5]}}},
+     "policies.las.queue_thresholds_gpu_s"),
+    ({"policies": {"gavel": {"anything": 1}}}, "policies.gavel.anything"),
 ])
 def test_bad_settings_name_the_field(data: dict, field: str) -> None:
     with pytest.raises(InputError) as err:

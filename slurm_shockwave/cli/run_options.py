@@ -104,7 +104,7 @@ def run_policy(inputs: RunInputs, name: str) -> SimResult:
     cls = POLICIES.get(name)  # an unknown name is make_policy's one-line error
     if cls is not None and "seed" in {f.name for f in fields(cls.Config)}:
         config.setdefault("seed", inputs.seed)  # a seed in the config file wins
-    policy = make_policy(name, config, source=inputs.settings.source)
+    policy = make_policy(name, config, source=inputs.settings.source, path=f"policies.{name}")
     kwargs: dict[str, Any] = {**inputs.settings.simulator.simulate_kwargs(),
                               "gpus": inputs.gpus, "gpus_per_node": inputs.gpus_per_node,
                               "round_s": inputs.round_s, "deadline_factor": inputs.cutoff}

@@ -34,8 +34,11 @@ class Policy(ABC, Generic[C]):
         self.config: C = config if config is not None else self.Config()
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None, *, source: str = "") -> Policy[C]:
-        return cls(build_config(cls.Config, data, path=cls.name, source=source))
+    def from_mapping(cls, data: Mapping[str, Any] | None, *, source: str = "",
+                     path: str | None = None) -> Policy[C]:
+        """The policy with ``data`` as its settings; errors name ``path`` (default: the
+        policy's name; a config file's section is ``policies.<name>``)."""
+        return cls(build_config(cls.Config, data, path=path or cls.name, source=source))
 
     @abstractmethod
     def plan(self, view: ClusterView, memory: Memory) -> Planned: ...

@@ -39,9 +39,9 @@ POLICIES: Mapping[str, type[Policy[Any]]] = _build()
 
 
 def make_policy(name: str, config: Mapping[str, Any] | None = None, *,
-                source: str = "") -> Policy[Any]:
+                source: str = "", path: str | None = None) -> Policy[Any]:
     cls = POLICIES.get(name)
     if cls is None:
         raise InputError(f"unknown policy {name!r} (known: {', '.join(POLICIES)})",
                          source=source, field="policy")
-    return cls.from_mapping(config, source=source)
+    return cls.from_mapping(config, source=source, path=path)
