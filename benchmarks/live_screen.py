@@ -26,10 +26,11 @@ from benchmarks import traces
 from benchmarks.args import Parser, names, policy_config
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
+from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.generate import TraceShape, generate
-from slurm_shockwave.sim.inputs import build_workload, load_throughputs
-from slurm_shockwave.sim.run import simulate
+from slurm_shockwave.sim.inputs import Workload, build_workload, load_throughputs
+from slurm_shockwave.sim.run import SimResult, simulate
 
 SHAPES: tuple[tuple[str, TraceShape, int], ...] = (
     ("32 jobs / 32 GPUs", TraceShape(num_jobs=32, mean_gap_s=45, min_h=0.2, max_h=1.5,
@@ -43,6 +44,21 @@ SHAPES: tuple[tuple[str, TraceShape, int], ...] = (
     ("40 jobs / 16 GPUs", TraceShape(num_jobs=40, mean_gap_s=30, min_h=0.1, max_h=1.0,
                                      gpu_mix=(0.5, 0.3, 0.15, 0.05)), 16),
 )
+
+
+def live_costs(time_scale: float, cred_expire_s: int) -> tuple[float, float]:
+    """A restart's restore and a requeued job's wait, trace seconds, live at
+    ``time_scale`` (module docstring)."""
+    return live_restore_s(time_scale), (cred_expire_s + 1) * time_scale
+
+
+def simulate_live(workload: Workload, policy: Policy[Any], gpus: int, time_scale: float,
+                  cred_expire_s: int, fill: bool = True) -> SimResult:
+    """``policy`` on ``workload`` in the simulator with the costs a live run has at
+    ``time_scale``, on nodes of 8 GPUs."""
+    restore, delay = live_costs(time_scale, cred_expire_s)
+    return simulate(workload, policy, gpus=gpus, gpus_per_node=8, round_s=ROUND_TRACE_S,
+                    restore_s=restore, requeue_delay_s=delay, fill_freed=fill)
 
 
 def main() -> None:
@@ -61,7 +77,7 @@ def main() -> None:
     policies = names(ap, "--policies", args.policies, POLICIES)
     config = policy_config(ap, "--config", args.config, "shockwave")
     table = load_throughputs(None)
-    restore, delay = live_restore_s(args.time_scale), (args.cred_expire_s + 1) * args.time_scale
+    restore, delay = live_costs(args.time_scale, args.cred_expire_s)
     rows: list[dict[str, Any]] = []
     for seed in range(args.seeds):
         for name, shape, gpus in SHAPES:
@@ -72,9 +88,8 @@ def main() -> None:
             runs = {}
             for policy in policies:
                 cfg = config if policy == "shockwave" else None
-                r = simulate(workload, make_policy(policy, cfg), gpus=gpus, gpus_per_node=8,
-                             round_s=ROUND_TRACE_S, restore_s=restore, requeue_delay_s=delay,
-                             fill_freed=not args.no_fill)
+                r = simulate_live(workload, make_policy(policy, cfg), gpus, args.time_scale,
+                                  args.cred_expire_s, fill=not args.no_fill)
                 s = r.summary
                 runs[policy] = {"makespan_s": round(s.makespan_s, 1),
                                 "avg_jct_s": round(s.avg_jct_s, 1),
@@ -90,8 +105,9 @@ def main() -> None:
         return [r for r in rows if policy in r["policies"] and "fifo" in r["policies"]]
 
     def mean(policy: str, key: str, over_bound: bool = False) -> float:
-        vals = [r["policies"][policy][key] / (r["lower_bound_s"] if over_bound else 1.0)
-                for r in with_fifo(policy)]
+        vals: list[float] = [
+            r["policies"][policy][key] / (r["lower_bound_s"] if over_bound else 1.0)
+            for r in with_fifo(policy)]
         return round(sum(vals) / max(len(vals), 1), 3)
 
     def against_fifo(policy: str) -> dict[str, Any]:
