@@ -315,10 +315,10 @@ def test_compare_out_replaces_its_files_together(tmp_path: Path) -> None:
     trace.write_text(LINE * 3)
     out = tmp_path / "out"
     out.mkdir()
-    old = {name: f"old {name}\n" for name in ("results.json", "jobs_fifo.csv",
-                                              "jobs_gavel.csv", "jct_cdf.png")}
-    for name, text in old.items():
-        (out / name).write_text(text)
+    old = {name: f"old {name}\n".encode() for name in ("results.json", "jobs_fifo.csv",
+                                                       "jobs_gavel.csv", "jct_cdf.png")}
+    for name, data in old.items():
+        (out / name).write_bytes(data)
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
@@ -336,7 +336,7 @@ def test_compare_out_replaces_its_files_together(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "rho_cdf.png" in lines[0], proc.stderr
-    assert {p.name: p.read_text() for p in out.iterdir()} == old
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == old
 
 
 def test_a_bug_is_exit_1_not_2(tmp_path: Path) -> None:

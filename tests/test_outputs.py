@@ -99,3 +99,52 @@ def test_a_set_replaces_every_file_or_none(tmp_path: Path) -> None:
         assert second.read_text() == "old b\n"
     assert (first.read_text(), second.read_text()) == ("new a\n", "new b\n")
     assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_a_write_that_fails_inside_a_set_cancels_it_even_when_caught(tmp_path: Path) -> None:
+    """The review's finds: a caught error used to leave its half-written temporary to be
+    renamed at the set's end, under the temporary's name; a path written twice kept its
+    first content."""
+    target, other = tmp_path / "t.csv", tmp_path / "o.csv"
+    target.write_text("old\n")
+    with as_set():
+        write_text(other, "new\n")
+        try:
+            with replacing(target) as tmp:
+                tmp.write_text("half")
+                raise OSError(28, "No space left on device", str(tmp))
+        except OSError as exc:
+            assert exc.filename == str(target)
+    assert target.read_text() == "old\n" and not other.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+    with as_set():
+        write_text(target, "first\n")
+        write_text(target, "second\n")
+    assert target.read_text() == "second\n" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_the_set_renames_its_first_file_last(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rename that fails among the set's leaves the later files new and the first one
+    old, so a new first file (compare's results.json) means the whole set is new."""
+    files = [tmp_path / n for n in ("results.json", "a.csv", "b.png")]
+    for f in files:
+        f.write_text("old\n")
+    real, calls = os.replace, []
+
+    def flaky(src: object, dst: object) -> None:
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(16 + 2, "Invalid cross-device link", str(src))  # EXDEV: copied
+        if len(calls) == 3:
+            raise OSError(13, "Permission denied", str(src))
+        real(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", flaky)
+    with pytest.raises(OSError) as caught, as_set():
+        for f in files:
+            write_text(f, "new\n")
+    assert calls == [files[2], files[1], files[0]]
+    assert caught.value.filename == str(files[0])
+    assert [f.read_text() for f in files] == ["old\n", "new\n", "new\n"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f.name for f in files)

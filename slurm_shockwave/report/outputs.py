@@ -10,9 +10,12 @@ hard-linked file, another user's file, a folder where no temporary file can be m
 (read-only, or a name too long for the prefix), and a target the rename cannot replace
 (a single-file bind mount).
 
-Inside ``as_set()`` the renames wait for the block's end: the files of one run (compare's
-results.json, per-job CSVs and plots) replace the old ones together, or, where any
-write fails, none of them does.
+Inside ``as_set()`` the renames wait for the block's end: where any write of the set
+fails, none of its files is replaced (compare's results.json, per-job CSVs and plots).
+The renames then run one by one, the first file written last, so a rename that fails
+(rare: the folder changed under the run) or an interrupt among them can leave the later
+files new and the first one old: a new first file (compare's results.json) means every
+file of the set is new. Targets written in place are written at once, set or not.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import secrets
 import shutil
 import stat
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
@@ -72,51 +75,73 @@ def _new_temporary(path: Path, mode: int) -> Path | None:
     return tmp
 
 
-_SET: ContextVar[ExitStack | None] = ContextVar("_SET", default=None)
-"""The open ``as_set()``'s pending renames, if any."""
+class _Set:
+    """An open ``as_set()``: the temporaries waiting for their renames, by target, and
+    whether a write inside failed (then none is renamed)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[Path, Path] = {}
+        self.failed = False
+
+    def discard(self) -> None:
+        for tmp in self.pending.values():
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        self.pending.clear()
+
+    def commit(self) -> None:
+        """Rename every temporary onto its target, the first written last."""
+        items = list(self.pending.items())[::-1]
+        try:
+            for path, tmp in items:
+                try:
+                    _rename(tmp, path)
+                finally:
+                    with contextlib.suppress(FileNotFoundError):
+                        tmp.unlink()  # left behind where the rename fell back to a copy
+                    del self.pending[path]
+        finally:
+            self.discard()
+
+
+_SET: ContextVar[_Set | None] = ContextVar("_SET", default=None)
+"""The open ``as_set()``, if any."""
 
 
 @contextmanager
 def as_set() -> Iterator[None]:
-    """Every ``replacing`` inside renames its temporary when this block ends, all of them
-    only if it ends without an error (module docstring). A nested block joins the outer."""
+    """Every ``replacing`` inside renames its temporary when this block ends, and none
+    does if the block raises or a write inside it failed, even one caught inside (module
+    docstring). A nested block joins the outer."""
     if _SET.get() is not None:
         yield
         return
-    with ExitStack() as stack:
-        token = _SET.set(stack)
-        try:
-            yield
-        finally:
-            _SET.reset(token)
+    group = _Set()
+    token = _SET.set(group)
+    try:
+        yield
+    except BaseException:
+        group.discard()
+        raise
+    finally:
+        _SET.reset(token)
+    if group.failed:
+        group.discard()
+    else:
+        group.commit()
 
 
-@contextmanager
-def replacing(path: Path) -> Iterator[Path]:
-    """The path to write ``path``'s new content to: a temporary file renamed onto it when
-    the block ends (removed if the block raises), or ``path`` itself (module docstring);
-    inside ``as_set()``, renamed when that ends. An error names ``path``, never the
-    temporary file."""
-    pending = _SET.get()
-    if pending is not None:
-        yield pending.enter_context(_replacing(path))
-        return
-    with _replacing(path) as tmp:
-        yield tmp
-
-
-@contextmanager
-def _replacing(path: Path) -> Iterator[Path]:
+def _start(path: Path) -> Path | None:
+    """The temporary to write ``path``'s content to, or None: write it in place."""
     try:
         mode = _kept_mode(path)
-        tmp = None if mode is None else _new_temporary(path, mode)
+        return None if mode is None else _new_temporary(path, mode)
     except OSError as exc:  # a missing folder, say: the target's error, not the temporary's
         raise OSError(exc.errno, exc.strerror, str(path)) from None
-    if tmp is None:
-        yield path
-        return
+
+
+def _rename(tmp: Path, path: Path) -> None:
     try:
-        yield tmp
         try:
             os.replace(tmp, path)
         except OSError as exc:
@@ -124,9 +149,47 @@ def _replacing(path: Path) -> Iterator[Path]:
                 raise
             shutil.copyfile(tmp, path)
     except OSError as exc:
-        if exc.filename is not None and Path(exc.filename) == tmp:
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
+        raise _named(exc, tmp, path) from None
+
+
+def _named(exc: BaseException, tmp: Path, path: Path) -> BaseException:
+    """``exc`` naming ``path`` where it named the temporary ``tmp``."""
+    if isinstance(exc, OSError) and exc.filename is not None and Path(exc.filename) == tmp:
+        return OSError(exc.errno, exc.strerror, str(path))
+    return exc
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """The path to write ``path``'s new content to: a temporary file renamed onto it when
+    the block ends (removed if the block raises), or ``path`` itself (module docstring);
+    inside ``as_set()``, renamed when that ends (a path written twice in a set keeps its
+    last content). An error names ``path``, never the temporary file."""
+    tmp = _start(path)
+    if tmp is None:
+        yield path
+        return
+    group = _SET.get()
+    try:
+        yield tmp
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        if group is not None:
+            group.failed = True
+        named = _named(exc, tmp, path)
+        if named is exc:
+            raise
+        raise named from None
+    if group is not None:
+        earlier = group.pending.pop(path, None)
+        if earlier is not None:
+            with contextlib.suppress(FileNotFoundError):
+                earlier.unlink()
+        group.pending[path] = tmp
+        return
+    try:
+        _rename(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

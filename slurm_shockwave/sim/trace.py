@@ -94,7 +94,8 @@ def parse_gavel_line(text: str, index: int, *, source: str, line: int) -> TraceJ
     mode = _mode(cols[7], **where, field="mode")
     weight = bounded(cols[8], **where, field="priority_weight", lo=0, hi=MAX_WEIGHT,
                      lo_open=True)
-    # unused here, but Gavel's reader parses them: a trace it would refuse is refused
+    # unused here, but Gavel's reader parses them: checked (a little stricter than its
+    # bool(int(x)) and float(x): 0 or 1, and a finite SLO)
     bounded(cols[4], **where, field="needs_data_dir", integer=True, lo=0, hi=1)
     bounded(cols[9], **where, field="SLO", lo=-MAX_ARRIVAL_S, hi=MAX_ARRIVAL_S)
     nominal = bounded(cols[10], **where, field="duration", lo=-MAX_ARRIVAL_S, hi=MAX_ARRIVAL_S)
