@@ -76,7 +76,7 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
         from slurm_shockwave.report.plots import write_plots  # matplotlib only when asked
 
         folder = Path(out)
-        with output_errors("--out", out), as_set():  # all replaced, or none
+        with output_errors("--out", out), as_set():  # renamed at the end (outputs.py)
             folder.mkdir(parents=True, exist_ok=True)
             write_text(folder / "results.json", json_text(records, indent=1) + "\n")
             for r in results:
