@@ -43,9 +43,8 @@ from slurm_shockwave.sim.run import simulate
 from slurm_shockwave.solver.round_grid import (
     GridJobs,
     grid_jobs,
-    least_makespan_s,
-    schedule,
     schedule_makespan_s,
+    shortest_schedule,
 )
 from slurm_shockwave.workloads.profile import JobProfile
 
@@ -149,10 +148,7 @@ class Replan(Policy[NoConfig]):
             np.array([self._left_s(j) for j in waiting]),
             np.array([j.gpus for j in waiting]), view.total_gpus, view.round_s,
             view.restart_cost_s, view.now_s)
-        makespan = least_makespan_s(jobs, held=held, floor_s=floor)
-        starts = schedule(jobs, makespan, held=held, front=True)
-        if starts is None:  # least_makespan_s returned a makespan schedule() had found
-            raise RuntimeError(f"replan at {view.now_s:.0f} s: no schedule at {makespan:.0f} s")
+        _, starts = shortest_schedule(jobs, held=held, floor_s=floor)
         now = [j.job_id for j, s in zip(waiting, starts, strict=True) if s == 0]
         return Planned(Plan(tuple([j.job_id for j in running] + sorted(now))), memory)
 
@@ -165,11 +161,8 @@ def measure(name: str, workload: Workload, gpus: int, run_s: np.ndarray, round_s
     count = np.array([j.spec.gpus for j in workload.jobs])
     jobs = grid_jobs(arrival, run_s, count, gpus, round_s, restore_s)
     t = time.perf_counter()
-    shortest = least_makespan_s(jobs)
-    starts = schedule(jobs, shortest, front=True)
+    _, starts = shortest_schedule(jobs)
     schedule_s = time.perf_counter() - t
-    if starts is None:  # least_makespan_s returned a makespan schedule() had found
-        raise RuntimeError(f"{name}: no schedule at the makespan found feasible")
     planned = schedule_makespan_s(jobs, starts)
     start_round = {j.spec.job_id: int(s) for j, s in zip(workload.jobs, starts, strict=True)}
     replayed = simulate(workload, Replay(start_round, jobs.t0_s), gpus=gpus, round_s=round_s,

@@ -139,11 +139,10 @@ def least_makespan_s(jobs: GridJobs, *, held: np.ndarray | None = None,
     """The least makespan for which ``schedule`` finds a schedule (with ``held`` as
     there), to ``tol_s`` (the bracket's feasible end); ``floor_s``: none below it (the
     running jobs' finish, for a re-plan)."""
-    need, last_s = rounds_needed(jobs)
-    first = _first_round(jobs)
-    lo = float(np.max(jobs.t0_s + (first + need - 1) * jobs.round_s + last_s))
-    lo = max(lo, floor_s, jobs.t0_s + float(np.sum(jobs.gpus * need)) / jobs.capacity
-             * jobs.round_s - jobs.round_s)
+    need, _ = rounds_needed(jobs)
+    lo = max(schedule_makespan_s(jobs, _first_round(jobs)), floor_s,
+             jobs.t0_s + float(np.sum(jobs.gpus * need)) / jobs.capacity * jobs.round_s
+             - jobs.round_s)
 
     def ok(m: float) -> bool:
         return schedule(jobs, m, held=held) is not None
@@ -154,6 +153,18 @@ def least_makespan_s(jobs: GridJobs, *, held: np.ndarray | None = None,
     while not ok(hi):
         lo, hi = hi, hi + max(jobs.round_s, 0.05 * (hi - jobs.t0_s))
     return narrow(ok, lo, hi, abs_tol=tol_s)[1]
+
+
+def shortest_schedule(jobs: GridJobs, *, held: np.ndarray | None = None,
+                      floor_s: float = 0.0) -> tuple[float, np.ndarray]:
+    """``least_makespan_s`` (with ``held`` and ``floor_s`` as there) and, at it, the
+    schedule that starts the work as early as it can (``schedule``'s ``front``)."""
+    makespan = least_makespan_s(jobs, held=held, floor_s=floor_s)
+    starts = schedule(jobs, makespan, held=held, front=True)
+    if starts is None:  # least_makespan_s returned a makespan schedule() had found
+        raise RuntimeError(f"round grid: no schedule at {makespan:.0f} s, a makespan "
+                           "found feasible")
+    return makespan, starts
 
 
 def grid_jobs(arrival_s: np.ndarray, run_s: np.ndarray, gpus: np.ndarray, capacity: int,
