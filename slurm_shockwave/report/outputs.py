@@ -20,7 +20,6 @@ file of the set is new. Targets written in place are written at once, set or not
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import secrets
@@ -85,21 +84,15 @@ class _Set:
 
     def discard(self) -> None:
         for tmp in self.pending.values():
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            tmp.unlink(missing_ok=True)
         self.pending.clear()
 
     def commit(self) -> None:
         """Rename every temporary onto its target, the first written last."""
-        items = list(self.pending.items())[::-1]
         try:
-            for path, tmp in items:
-                try:
-                    _rename(tmp, path)
-                finally:
-                    with contextlib.suppress(FileNotFoundError):
-                        tmp.unlink()  # left behind where the rename fell back to a copy
-                    del self.pending[path]
+            for path, tmp in list(self.pending.items())[::-1]:
+                del self.pending[path]
+                _rename(tmp, path)
         finally:
             self.discard()
 
@@ -141,6 +134,8 @@ def _start(path: Path) -> Path | None:
 
 
 def _rename(tmp: Path, path: Path) -> None:
+    """``tmp`` onto ``path`` (copied where a rename cannot replace it); ``tmp`` is gone
+    after, whether or not that worked."""
     try:
         try:
             os.replace(tmp, path)
@@ -150,6 +145,8 @@ def _rename(tmp: Path, path: Path) -> None:
             shutil.copyfile(tmp, path)
     except OSError as exc:
         raise _named(exc, tmp, path) from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _named(exc: BaseException, tmp: Path, path: Path) -> BaseException:
@@ -173,8 +170,7 @@ def replacing(path: Path) -> Iterator[Path]:
     try:
         yield tmp
     except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
         if group is not None:
             group.failed = True
         named = _named(exc, tmp, path)
@@ -184,15 +180,10 @@ def replacing(path: Path) -> Iterator[Path]:
     if group is not None:
         earlier = group.pending.pop(path, None)
         if earlier is not None:
-            with contextlib.suppress(FileNotFoundError):
-                earlier.unlink()
+            earlier.unlink(missing_ok=True)
         group.pending[path] = tmp
         return
-    try:
-        _rename(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    _rename(tmp, path)
 
 
 def write_text(path: Path, text: str) -> None:
