@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from benchmarks.args import Parser, floats, names, policy_config
-from benchmarks.live_screen import SHAPES, live_costs, simulate_live
+from benchmarks.live_screen import SHAPES, live_costs, metrics, simulate_live
 from benchmarks.reference_runs import machine
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.generate import generate
@@ -83,11 +83,8 @@ def main() -> None:
                                   source=f"{name} seed {args.seed} copy {copy}")
         for policy in policies:
             cfg = config if policy == "shockwave" else None
-            s = simulate_live(workload, make_policy(policy, cfg), gpus, time_scale,
-                              args.cred_expire_s).summary
-            runs[policy].append({"makespan_s": round(s.makespan_s, 1),
-                                 "avg_jct_s": round(s.avg_jct_s, 1),
-                                 "worst_rho": round(s.worst_rho, 3)})
+            runs[policy].append(metrics(simulate_live(
+                workload, make_policy(policy, cfg), gpus, time_scale, args.cred_expire_s).summary))
     out: dict[str, Any] = {}
     for policy, rows in runs.items():
         entry: dict[str, Any] = {key: spread([r[key] for r in rows])

@@ -26,6 +26,7 @@ from benchmarks import traces
 from benchmarks.args import Parser, names, policy_config
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
+from slurm_shockwave.metrics.summary import Summary
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.generate import TraceShape, generate
@@ -61,6 +62,12 @@ def simulate_live(workload: Workload, policy: Policy[Any], gpus: int, time_scale
                     restore_s=restore, requeue_delay_s=delay, fill_freed=fill)
 
 
+def metrics(summary: Summary) -> dict[str, float]:
+    """A run's makespan, average JCT and worst rho as the screen reports them."""
+    return {"makespan_s": round(summary.makespan_s, 1), "avg_jct_s": round(summary.avg_jct_s, 1),
+            "worst_rho": round(summary.worst_rho, 3)}
+
+
 def main() -> None:
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--time-scale", type=float, default=30.0)
@@ -90,11 +97,7 @@ def main() -> None:
                 cfg = config if policy == "shockwave" else None
                 r = simulate_live(workload, make_policy(policy, cfg), gpus, args.time_scale,
                                   args.cred_expire_s, fill=not args.no_fill)
-                s = r.summary
-                runs[policy] = {"makespan_s": round(s.makespan_s, 1),
-                                "avg_jct_s": round(s.avg_jct_s, 1),
-                                "worst_rho": round(s.worst_rho, 3),
-                                "restarts": r.starts - len(trace)}
+                runs[policy] = {**metrics(r.summary), "restarts": r.starts - len(trace)}
             sw, ff = runs.get("shockwave"), runs.get("fifo")
             rows.append({"shape": name, "seed": seed, "jobs": len(trace), "gpus": gpus,
                          "lower_bound_s": round(bound, 1), "policies": runs,
