@@ -17,12 +17,13 @@ class ShockwaveConfig:
     """Weight of the largest predicted remaining time (in windows) against the mean log."""
     lam: float = 5.0
     """Exponent of the priority rho^lambda used when fairness constraints are relaxed."""
-    rho_max: float = 0.6
-    """Finish-time-fairness bound of the constraints. Below 1 because the predictor
+    rho_max: float = 0.5
+    """Finish-time-fairness bound of the constraints: each job aims to finish within
+    rho_max x its fair time in the system (since arrival). Below 1 because the predictor
     under-estimates remaining time and the program ignores restore time (docs/planner.md)."""
     rescue_rho: float = 1.6
-    """Jobs projected past this multiple of their fair finish time run first in the
-    window; at or below rho_max every job behind does (the paper's re-ranking)."""
+    """Jobs projected past this multiple of their fair time in the system run first in
+    the window; at or below rho_max every job behind does (the paper's re-ranking)."""
     momentum: float = 0.9
     """Weight of the time-averaged fair finish time against the latest estimate."""
     reopt_rounds: int = 8

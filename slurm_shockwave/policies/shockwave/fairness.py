@@ -41,6 +41,20 @@ def update_all(states: Mapping[int, FairState], estimates: Mapping[int, float],
     return {jid: record(states.get(jid), round_index, est) for jid, est in estimates.items()}
 
 
+def fair_span(fair_finish_s: np.ndarray, arrival_s: np.ndarray) -> np.ndarray:
+    """Each job's fair time in the system, fair finish time minus arrival: what rho, the
+    caps and the lateness priority are ratios of.
+
+    The paper's program divides absolute times (``t_end + r / s <= rho_max F``, priority
+    ``(now + R / s) / F``), which depend on where time zero is: live that is when the
+    service first ran, so as it aged every cap fell below now and every job's ratio
+    tended to 1, and the same trace shifted by a day ran less fairly (worst rho 1.49
+    against 1.05 on the 120-job trace). Spans since arrival keep the schedule the same
+    wherever time starts. At least a second, so a job with no work left divides safely.
+    """
+    return np.asarray(np.maximum(fair_finish_s - arrival_s, 1.0), dtype=float)
+
+
 PRIORITY_RANGE = (1e-4, 1e4)
 """Keeps relaxed weights within the solver's numerical range."""
 

@@ -136,9 +136,10 @@ class Shockwave(Policy[ShockwaveConfig]):
         t, tau = cfg.window_rounds, view.round_s
         remaining = np.array([est[j.job_id].remaining_s for j in jobs])
         t_end = view.now_s + tau * t
-        cap = np.array([share * (cfg.rho_max * fair[j.job_id] - t_end) for j in jobs])
-        projected = np.array([(view.now_s + est[j.job_id].remaining_s / share) / fair[j.job_id]
-                              for j in jobs])
+        arrival = np.array([j.spec.arrival_s for j in jobs])
+        fair_s = fairness.fair_span(np.array([fair[j.job_id] for j in jobs]), arrival)
+        cap = share * (arrival + cfg.rho_max * fair_s - t_end)
+        projected = (view.now_s - arrival + remaining / share) / fair_s
         inputs = window_inputs(jobs, est, capacity=view.total_gpus, rounds=t, round_s=tau,
                                k=cfg.k, cap_s=np.maximum(cap, 0.0))
         # A job whose fair finish time falls inside the window must finish within it
