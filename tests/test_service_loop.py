@@ -211,7 +211,8 @@ def test_a_checkpointing_job_whose_hint_turned_unreadable_still_completes(
 
 
 def test_the_view_counts_time_from_the_store_origin(tmp_path: Path) -> None:
-    """Shockwave divides times: with Unix times every rho would read 1.00."""
+    """Times reach the policies as seconds since the store's origin, as the simulator's
+    run from the trace's start (no policy depends on it: test_shockwave_policy.py)."""
     fake = fake_cluster()
     fake.add(job(1, 1))
     store, clock = Store(tmp_path / "s.db"), Clock()

@@ -202,8 +202,8 @@ class SlurmCluster:
         self.round_index = round_index
         self.origin_s = origin_s
         """The view's time zero (wall clock): the policies' times are measured from it, as
-        the simulator's are from the trace's start. Shockwave's finish-time ratios divide
-        times, so with Unix times (1.8e9 s) every job would read rho 1.00."""
+        the simulator's are from the trace's start, so they stay small numbers. No
+        policy's decisions depend on it (Shockwave's ratios are of times since arrival)."""
         self._jobs: dict[int, SlurmJob] = {}
         self._parsed: dict[int, tuple[str, Hint | str]] = {}
         """Each observed job's hint text and what it parsed to (a Hint, or the error)."""

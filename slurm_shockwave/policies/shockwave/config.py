@@ -23,7 +23,8 @@ class ShockwaveConfig:
     under-estimates remaining time and the program ignores restore time (docs/planner.md)."""
     rescue_rho: float = 1.6
     """Jobs projected past this multiple of their fair time in the system run first in
-    the window; at or below rho_max every job behind does (the paper's re-ranking)."""
+    the window; at or below 1 every job projected past its fair time does (the paper's
+    re-ranking)."""
     momentum: float = 0.9
     """Weight of the time-averaged fair finish time against the latest estimate."""
     reopt_rounds: int = 8
