@@ -212,7 +212,7 @@ def test_a_checkpointing_job_whose_hint_turned_unreadable_still_completes(
 
 def test_the_view_counts_time_from_the_store_origin(tmp_path: Path) -> None:
     """Times reach the policies as seconds since the store's origin, as the simulator's
-    run from the trace's start (no policy depends on it: test_shockwave_policy.py)."""
+    run from the trace's start (no policy depends on it: test_replayable.py)."""
     fake = fake_cluster()
     fake.add(job(1, 1))
     store, clock = Store(tmp_path / "s.db"), Clock()

