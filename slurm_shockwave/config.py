@@ -22,7 +22,15 @@ from typing import Any
 
 import yaml
 
-from slurm_shockwave.model.bounds import MAX_FACTOR, MAX_ROUND_S, PARTITION_NAME, shown
+from slurm_shockwave.model.bounds import (
+    LISTEN_PROBLEM,
+    MAX_FACTOR,
+    MAX_ROUND_S,
+    PARTITION_PROBLEM,
+    is_host_port,
+    is_partition_name,
+    shown,
+)
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.typed_config import build_config
 from slurm_shockwave.policies.base import Policy
@@ -87,8 +95,8 @@ class SlurmConfig:
     wall time like the round, the clock and what jobs report. 1 on a real cluster."""
 
     def validate(self) -> tuple[str, str] | None:
-        if not PARTITION_NAME.fullmatch(self.partition):
-            return "partition", "must be a partition name of [A-Za-z0-9._-]"
+        if not is_partition_name(self.partition):
+            return "partition", PARTITION_PROBLEM
         if not (math.isfinite(self.round_s) and 1 <= self.round_s <= 86400):
             return "round_s", "must be from 1 to 86400 seconds"
         if self.backend not in BACKENDS:
@@ -148,10 +156,8 @@ class ServiceConfig:
             return "stale_after_s", "must be >= 0"
         if not (math.isfinite(self.solver_time_limit_s) and self.solver_time_limit_s > 0):
             return "solver_time_limit_s", "must be > 0"
-        host, sep, port = self.listen.rpartition(":")
-        # isdigit alone takes "²" and Arabic-Indic digits, which int() reads or refuses
-        if not (sep and host and port.isascii() and port.isdigit() and int(port) <= 65535):
-            return "listen", "must be HOST:PORT (port 0: any free port)"
+        if not is_host_port(self.listen):
+            return "listen", LISTEN_PROBLEM
         if not self.endpoint_file:
             return "endpoint_file", "must be a file path"
         if not self.heartbeat:

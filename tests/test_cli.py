@@ -50,12 +50,32 @@ def test_compare_writes_table_and_plots(tmp_path: Path) -> None:
     (["simulate", "--policy", "nope"], "policy: unknown policy 'nope'"),
     (["simulate", "missing.trace", "--gpus", "4"], "missing.trace: trace: cannot read"),
     (["simulate", "--throughputs", "builtin:a100"], "no bundled table 'a100'"),
+    # refused as the option is read, before a store, a lock or Slurm is touched
+    (["serve", "--round-s", "nan", "--dry-run"], "'--round-s': must be a finite number"),
+    (["serve", "--listen", "127.0.0.1:99999", "--dry-run"], "'--listen': must be HOST:PORT"),
+    (["serve", "--admin-uid", "4294967296", "--dry-run"], "'--admin-uid'"),
+    (["serve", "--partition", "a,b", "--dry-run"], "'--partition': must be a partition name"),
+    (["queue", "--partition", ""], "'--partition': must be a partition name"),
+    (["explain", "9223372036854775808"], "'JOB_ID'"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], expected: str) -> None:
     proc = run(*args, check=False)
     assert proc.returncode == 2
     assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "Traceback" not in proc.stderr
+
+
+def test_a_trace_whose_longest_job_needs_too_many_rounds_is_refused(tmp_path: Path) -> None:
+    """The work over the GPUs fits (one job on 1,000 GPUs), the job alone does not: it
+    would run for minutes and stop at the simulator's round limit."""
+    trace = tmp_path / "long.jsonl"
+    trace.write_text('{"model": "LM", "batch_size": 10, "epochs": 17000}\n')
+    config = tmp_path / "c.yaml"
+    config.write_text("simulator: {restore_s: 0}\n")
+    proc = run("simulate", str(trace), "--gpus", "1000", "--round-s", "1", "--config",
+               str(config), "--policy", "fifo", check=False)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--round-s: its longest job alone needs more than 100000 rounds" in proc.stderr
 
 
 def test_malformed_trace_line_names_file_line_field(tmp_path: Path) -> None:

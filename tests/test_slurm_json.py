@@ -22,6 +22,7 @@ from slurm_shockwave.slurm.json_shapes import (
     number,
     version_of,
 )
+from slurm_shockwave.slurm.protocol import SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import alloc_from_layout, gres_gpus
 
 DATA = Path(__file__).resolve().parent / "data" / "slurm-json"
@@ -64,6 +65,16 @@ def test_nodes_24_11_from_scontrol_and_grouped_sinfo_refused() -> None:
     assert nodes["gpu4"].state == ("IDLE", "DRAIN") and not nodes["gpu4"].usable
     assert nodes["gpu1"].gpus == 4 and nodes["gpu1"].gpus_used == 4
     assert nodes_from(load("24.11", "sinfo.json")) is None  # grouped rows: ask scontrol
+
+
+@pytest.mark.parametrize("doc", [None, 5, {"nodes": None}, {"nodes": 5}, {"nodes": [5]},
+                                 {"jobs": None}, {"jobs": [[1]]}])
+def test_json_of_another_shape_is_slurms_fault_in_one_line(doc: object) -> None:
+    """Not a traceback (a bug of ours) but a SlurmError, which the commands print as one
+    line and the service retries."""
+    read = jobs_from if isinstance(doc, dict) and "jobs" in doc else nodes_from
+    with pytest.raises(SlurmError, match="unexpected JSON from Slurm"):
+        read(doc)  # type: ignore[arg-type]
 
 
 def test_versions_and_number_shapes() -> None:

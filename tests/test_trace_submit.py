@@ -104,6 +104,42 @@ def test_a_slurm_that_does_not_answer_is_one_line_before_anything(tmp_path: Path
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("option", "kind"), [
+    ("--output-dir", "file"), ("--checkpoint-dir", "file"), ("--output-dir", "read-only")])
+def test_a_folder_that_cannot_be_made_is_one_line_before_slurm(tmp_path: Path, option: str,
+                                                              kind: str) -> None:
+    """A folder option that names a file, or a folder that cannot be written, is refused
+    naming the option before Slurm is asked anything (the slurm.conf here names no
+    controller: a refusal from scontrol would mean Slurm was asked first)."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=nowhere\nSlurmctldHost=localhost\nSlurmctldPort=1\n"
+                    "MessageTimeout=1\nAuthType=auth/munge\n")
+    path = tmp_path / "t.jsonl"
+    path.write_text(TRACE.splitlines()[0] + "\n")
+    target = path if kind == "file" else tmp_path / "ro" / "out"
+    if kind == "read-only":
+        (tmp_path / "ro").mkdir(mode=0o500)
+        if os.access(tmp_path / "ro", os.W_OK):  # root: permissions do not stop it
+            target = Path("/proc/self/nope")
+    result = CliRunner().invoke(cli, ["trace", "submit", str(path), "--time-scale", "10",
+                                      option, str(target), "--slurm-conf", str(conf)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert f": {option}: " in lines[0] and "scontrol" not in lines[0], lines
+    assert path.read_text() == TRACE.splitlines()[0] + "\n"  # nothing lost
+
+
+def test_a_partition_slurm_would_read_as_two_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(TRACE.splitlines()[0] + "\n")
+    for bad in ("a,b", "a;b", ""):
+        result = CliRunner().invoke(cli, ["trace", "submit", str(path), "--time-scale", "10",
+                                          "--partition", bad])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert "'--partition': must be a partition name" in lines[0], lines
+
+
 # --- on the real cluster -------------------------------------------------------------
 
 

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from slurm_shockwave.model.bounds import bounded
+from slurm_shockwave.model.bounds import (
+    LISTEN_PROBLEM,
+    PARTITION_PROBLEM,
+    bounded,
+    is_host_port,
+    is_partition_name,
+    shown,
+)
 from slurm_shockwave.model.errors import InputError
 
 if TYPE_CHECKING:
@@ -39,6 +47,24 @@ class Bounded(_ParamType):
                            lo_open=self.lo_open)
         except InputError as exc:
             self.fail(exc.problem, param, ctx)
+
+
+class Checked(_ParamType):
+    """A string ``ok`` accepts; otherwise ``problem``, the words the config file's own
+    check uses for the same setting."""
+
+    def __init__(self, name: str, ok: Callable[[str], bool], problem: str) -> None:
+        self.name, self.ok, self.problem = name, ok, problem
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if not self.ok(str(value)):
+            self.fail(f"{self.problem}, got {shown(str(value))}", param, ctx)
+        return str(value)
+
+
+PARTITION = Checked("partition", is_partition_name, PARTITION_PROBLEM)
+HOST_PORT = Checked("HOST:PORT", is_host_port, LISTEN_PROBLEM)
 
 
 def _finite(obj: Any) -> Any:

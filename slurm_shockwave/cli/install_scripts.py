@@ -6,6 +6,7 @@ import os
 
 import click
 
+from slurm_shockwave.cli.checks import PARTITION
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.config import load_settings
 from slurm_shockwave.model.errors import InputError
@@ -22,7 +23,7 @@ from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, read_slurm_conf
 @click.command("install-scripts")
 @click.option("--config", "config_path", default=None,
               help="The service's YAML settings (partition, heartbeat, endpoint file).")
-@click.option("--partition", default=None,
+@click.option("--partition", type=PARTITION, default=None,
               help="The managed partition [config slurm.partition: shockwave].")
 @click.option("--slurm-conf", default=None,
               help=f"slurm.conf [config slurm.slurm_conf, else $SLURM_CONF, else {DEFAULT_CONF}].")

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from slurm_shockwave.cli.checks import PARTITION
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.config import Settings, live_policy, load_settings
 from slurm_shockwave.policies.base import Policy
@@ -35,7 +36,7 @@ def live_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed((
         click.option("--config", "config_path", default=None,
                      help="YAML settings file (slurm:, service:, policies: sections)."),
-        click.option("--partition", default=None,
+        click.option("--partition", type=PARTITION, default=None,
                      help="The managed partition [config slurm.partition: shockwave]."),
         click.option("--slurm-conf", default=None,
                      help="slurm.conf [config slurm.slurm_conf, else $SLURM_CONF]."),

@@ -15,6 +15,7 @@ import click
 from slurm_shockwave.cli.checks import json_text
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import live, live_options
+from slurm_shockwave.model.bounds import MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.service.records import unplanned_rows, where
@@ -81,7 +82,7 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
 
 
 @click.command()
-@click.argument("job_id", type=click.IntRange(1))
+@click.argument("job_id", type=click.IntRange(1, MAX_SLURM_ID))
 @click.option("--config", "config_path", default=None, help="YAML settings file.")
 @click.option("--store", "store_path", default=None, help="State file [config service.store].")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")

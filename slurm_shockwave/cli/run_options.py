@@ -89,6 +89,11 @@ def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
     jobs = load_trace(trace)
     workload = build_workload(jobs, load_throughputs(throughputs), source=trace)
     gpu_s = sum(workload.profiles[j.spec.job_id].exclusive_s * j.spec.gpus for j in jobs)
+    longest = max((workload.profiles[j.spec.job_id].exclusive_s for j in jobs), default=0.0)
+    if longest / period > MAX_ROUNDS:
+        raise InputError(f"its longest job alone needs more than {MAX_ROUNDS} rounds of "
+                         f"{period:g} s ({longest:.3g} s); give longer rounds", source=trace,
+                         field="--round-s")
     if gpu_s / (gpus * period) > MAX_ROUNDS:
         raise InputError(f"the trace's {gpu_s:.3g} GPU-seconds of work need more than "
                          f"{MAX_ROUNDS} rounds of {period:g} s on {gpus} GPUs; give more GPUs "

@@ -10,8 +10,10 @@ from typing import Any
 
 import click
 
+from slurm_shockwave.cli.checks import HOST_PORT, Bounded
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import live, live_options, service
+from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.service.handback import hand_back
@@ -27,17 +29,18 @@ log = logging.getLogger("shockwave.service")
               "[config service.policy: shockwave].")
 @live_options
 @click.option("--store", "store_path", default=None, help="State file [config service.store].")
-@click.option("--round-s", type=click.FloatRange(1, 86400), default=None,
+@click.option("--round-s", type=Bounded(1, MAX_ROUND_S), default=None,
               help="Seconds per round [config slurm.round_s: 120].")
 @click.option("--dry-run", is_flag=True,
               help="Plan and record every round; change nothing in Slurm, hold nothing.")
 @click.option("--rounds", type=click.IntRange(1), default=None,
               help="Stop after this many rounds (default: until SIGTERM/SIGINT).")
-@click.option("--listen", default=None, help="HOST:PORT of the progress API, port 0 for any "
-              "free port [config service.listen: 127.0.0.1:7817].")
+@click.option("--listen", type=HOST_PORT, default=None,
+              help="HOST:PORT of the progress API, port 0 for any free port "
+                   "[config service.listen: 127.0.0.1:7817].")
 @click.option("--endpoint-file", default=None, help="Where the progress API writes its URL "
               "[config service.endpoint_file].")
-@click.option("--admin-uid", "admin_uids", type=click.IntRange(0), multiple=True,
+@click.option("--admin-uid", "admin_uids", type=click.IntRange(0, MAX_SLURM_ID), multiple=True,
               help="A uid that may report for any job (repeatable; root always may), "
                    "e.g. the SlurmUser's for the epilog.")
 @one_line_errors

@@ -11,8 +11,13 @@ import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import slurm_shockwave
-from slurm_shockwave.cli.checks import Bounded, json_text
-from slurm_shockwave.cli.errors import one_line_errors, output_errors, writable_file
+from slurm_shockwave.cli.checks import PARTITION, Bounded, json_text
+from slurm_shockwave.cli.errors import (
+    one_line_errors,
+    output_errors,
+    writable_dir,
+    writable_file,
+)
 from slurm_shockwave.emulate.submit import EmulatorSettings, hint_comment, job_script, sbatch_args
 from slurm_shockwave.model.bounds import (
     MAX_ARRIVAL_S,
@@ -178,7 +183,7 @@ def _throughputs_for_jobs(spec: str | None) -> str | None:
 @click.argument("trace_file")
 @click.option("--time-scale", type=Bounded(1e-6, 1e6), required=True,
               help="Divide arrival times and epoch durations by this.")
-@click.option("--partition", default="shockwave", show_default=True)
+@click.option("--partition", type=PARTITION, default="shockwave", show_default=True)
 @click.option("--throughputs", default=None, help="Gavel JSON or builtin:tacc|wisr "
                                                   "(default builtin:tacc).")
 @click.option("--max-jobs", type=click.IntRange(min=1), default=None,
@@ -209,17 +214,23 @@ def submit(trace_file: str, time_scale: float, partition: str, throughputs: str 
             raise InputError(f"its hint: {exc.problem}", source=trace_file, line=j.line,
                              field=exc.field) from None
     out_dir = Path(output_dir).resolve()
+    ckpt_dir = Path(checkpoint_dir or out_dir / "checkpoints").resolve()
+    # both folders checked before Slurm is asked anything (and made only after it answers)
+    writable_dir(str(out_dir), "--output-dir")
+    writable_dir(str(ckpt_dir), "--checkpoint-dir" if checkpoint_dir else "--output-dir")
     settings = EmulatorSettings(
         time_scale=time_scale, partition=partition, output_dir=out_dir,
-        checkpoint_dir=Path(checkpoint_dir or out_dir / "checkpoints").resolve(),
+        checkpoint_dir=ckpt_dir,
         throughputs=_throughputs_for_jobs(throughputs), python=sys.executable,
         pythonpath=str(Path(slurm_shockwave.__file__).resolve().parents[1]))
     backend = CliBackend(slurm_conf=slurm_conf)
     # a Slurm that does not answer, or no such partition: one line now, not a refusal
     # per job after sleeping through every arrival, and no folders left behind
     backend.scontrol("show", "partition", partition)
-    settings.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with output_errors("--checkpoint-dir" if checkpoint_dir else "--output-dir"):
+        settings.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    with output_errors("--output-dir"):
+        out_dir.mkdir(parents=True, exist_ok=True)
     ordered = sorted(jobs, key=lambda j: (j.spec.arrival_s, j.spec.job_id))
     failed = _submit_all(backend, ordered, settings, as_json)
     if failed:

@@ -49,11 +49,27 @@ MAX_FACTOR = 1_000.0
 MAX_SEED = 2**32 - 1
 MAX_ROUNDS = 100_000
 """Rounds a simulation may need at least (its GPU-seconds of work / the cluster's GPUs x
-the round): more is refused up front. The paper's largest run needs about a thousand."""
+the round, or its longest job's runtime / the round): more is refused up front. The
+paper's largest run needs about a thousand."""
 
 PARTITION_NAME = re.compile(r"[A-Za-z0-9._-]+")
 """What a managed partition may be called: job_submit.lua and the plugin scripts carry it
 as a quoted string, and a comma or a space would name two partitions to Slurm."""
+PARTITION_PROBLEM = "must be a partition name of [A-Za-z0-9._-]"
+LISTEN_PROBLEM = "must be HOST:PORT (port 0: any free port)"
+MAX_SLURM_ID = 2**32 - 1
+"""Slurm's job ids and uids are 32-bit unsigned."""
+
+
+def is_partition_name(text: str) -> bool:
+    return PARTITION_NAME.fullmatch(text) is not None
+
+
+def is_host_port(text: str) -> bool:
+    """HOST:PORT with a port of 0-65535 in ASCII digits (isdigit alone takes "²" and
+    Arabic-Indic digits, which int() reads or refuses)."""
+    host, sep, port = text.rpartition(":")
+    return bool(sep and host and port.isascii() and port.isdigit() and int(port) <= 65535)
 
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = 40

@@ -57,7 +57,8 @@ def slurm_conf_problem(slurm_conf: str | None = None,
     conf = slurm_conf or environ.get("SLURM_CONF") or _DEFAULT_CONF
     if Path(conf).is_file():
         return None
-    return f"no Slurm configuration: {conf} does not exist (set SLURM_CONF or --slurm-conf)"
+    what = "is not a file" if Path(conf).exists() else "does not exist"
+    return f"no Slurm configuration: {conf} {what} (set SLURM_CONF or --slurm-conf)"
 
 
 def time_limit_text_s(text: str) -> int:

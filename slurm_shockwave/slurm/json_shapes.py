@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist, expand_indices
-from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 
 _GPU_SPEC = re.compile(r"gres[:/]gpu(?::[A-Za-z0-9_-]+)?:(\d+)")
 # one GPU item of a node's gres / gres_used or a job's per-node GRES: gpu:8,
@@ -168,8 +168,19 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
     )
 
 
+def _objects(doc: Any, key: str) -> list[Mapping[str, Any]]:
+    """``doc[key]`` as the list of objects Slurm's JSON has there; any other shape is
+    Slurm's fault, not a bug of ours: one line (SlurmError), not a traceback."""
+    items = doc.get(key) if isinstance(doc, Mapping) else None
+    if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+        raise SlurmError(f"unexpected JSON from Slurm: {key!r} is not a list of objects")
+    return items
+
+
 def jobs_from(doc: Mapping[str, Any]) -> list[SlurmJob]:
-    return [job_from(j) for j in doc.get("jobs", [])]
+    if isinstance(doc, Mapping) and "jobs" not in doc:
+        return []
+    return [job_from(j) for j in _objects(doc, "jobs")]
 
 
 def _node_from(obj: Mapping[str, Any]) -> SlurmNode:
@@ -188,9 +199,9 @@ def _node_from(obj: Mapping[str, Any]) -> SlurmNode:
 
 def nodes_from(doc: Mapping[str, Any]) -> list[SlurmNode] | None:
     """Per-node objects (22.05 sinfo, 24.x scontrol show node); None for 24.x sinfo rows."""
-    if "nodes" not in doc:
+    if isinstance(doc, Mapping) and "nodes" not in doc:
         return None
-    return [_node_from(n) for n in doc["nodes"]]
+    return [_node_from(n) for n in _objects(doc, "nodes")]
 
 
 def version_of(doc: Mapping[str, Any]) -> tuple[int, int]:

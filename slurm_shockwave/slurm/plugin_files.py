@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-from slurm_shockwave.model.bounds import PARTITION_NAME
+from slurm_shockwave.model.bounds import PARTITION_PROBLEM, is_partition_name
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.slurm.slurm_conf import SlurmSettings
 
@@ -47,9 +47,8 @@ class ScriptSettings:
     environment of its own: a pip install under pyenv or a venv is not on that PATH."""
 
     def validate(self) -> None:
-        if not PARTITION_NAME.fullmatch(self.partition):
-            raise InputError("must be a partition name of [A-Za-z0-9._-]",
-                             field="slurm.partition")
+        if not is_partition_name(self.partition):
+            raise InputError(PARTITION_PROBLEM, field="slurm.partition")
         for name in ("heartbeat", "endpoint_file"):
             if not _PATH.match(getattr(self, name)):
                 raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is "

@@ -108,7 +108,8 @@ def strict_json(text: str, *, source: str, line: int | None = None,
         return json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         where = line if line is not None else exc.lineno
-        raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno})", source=source,
+        problem = exc.msg.removesuffix(" at")  # "Unterminated string starting at"
+        raise InputError(f"not valid JSON ({problem} at column {exc.colno})", source=source,
                          line=where, field=field) from None
     except RecursionError:
         raise InputError("not valid JSON here (nested too deeply)", source=source, line=line,
