@@ -29,6 +29,7 @@ from slurm_shockwave.model.bounds import (
     PARTITION_PROBLEM,
     is_host_port,
     is_partition_name,
+    key_name,
     shown,
 )
 from slurm_shockwave.model.errors import InputError
@@ -184,7 +185,7 @@ def parse_settings(data: Any, *, source: str) -> Settings:
     unknown = sorted(str(k) for k in set(data) - {"simulator", "policies", "slurm", "service"})
     if unknown:
         raise InputError("unknown section (known: policies, service, simulator, slurm)",
-                         source=source, field=shown(unknown[0]).strip("'"))
+                         source=source, field=key_name(unknown[0]))
     sim = build_config(SimulatorConfig, data.get("simulator"), path="simulator", source=source)
     slurm = build_config(SlurmConfig, data.get("slurm"), path="slurm", source=source)
     service = build_config(ServiceConfig, data.get("service"), path="service", source=source)
@@ -195,7 +196,7 @@ def parse_settings(data: Any, *, source: str) -> Settings:
     for name, section in policies.items():
         if name not in POLICIES:
             raise InputError(f"unknown policy (known: {', '.join(POLICIES)})", source=source,
-                             field=f"policies.{shown(name).strip(chr(39))}")
+                             field=f"policies.{key_name(name)}")
         POLICIES[name].from_mapping(section, source=source,  # validate now, fail early
                                     path=f"policies.{name}")
     return Settings(sim, dict(policies), source, slurm, service)

@@ -217,6 +217,10 @@ SLICE: list[tuple[str, bytes, list[str], list[str]]] = [
      b'"gpus_range": [1, 2]}\n', [], [":1: gpus_range: must contain the job's gpus (4)"]),
     ("range.jsonl", b'{"model": "LM", "batch_size": 10, "epochs": 2, "gpus_range": [1, '
      + b"9" * 30 + b"]}\n", [], [":1: gpus_range:", "<= 1024"]),
+    ("emptykey.jsonl", b'{"model": "LM", "batch_size": 10, "epochs": 3, "": 1}\n', [],
+     [":1: '': unknown field"]),
+    ("cut.jsonl", b'{"model": "LM", "batch_size": "1\n', [],
+     [":1: json: not valid JSON (Unterminated string starting at column 31)"]),
     ("ok.jsonl", LINE.encode(), ["--csv", "/dev/full"],
      ["/dev/full: --csv: cannot write it (No space left on device)"]),
 ]

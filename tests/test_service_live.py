@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -369,6 +370,21 @@ ENV_PRINTER = """#!/bin/sh
 echo "url=${SHOCKWAVE_URL:-none} signal=${SHOCKWAVE_SIGNAL:-none} spool=${SHOCKWAVE_SPOOL:-none}"
 [ -n "$SHOCKWAVE_SPOOL" ] && stat -c '%a %U' "$SHOCKWAVE_SPOOL"
 """
+
+
+def test_a_listen_address_in_use_is_one_line_and_exit_2(env: Env) -> None:
+    """Bound before the banner is logged: the refusal is the only line on stderr."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "serve",
+                              "--config", str(env.config()), "--rounds", "1", "--dry-run",
+                              "--listen", f"127.0.0.1:{port}"],
+                             capture_output=True, text=True, timeout=60)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert f"127.0.0.1:{port}: --listen: progress API cannot listen there" in lines[0]
 
 
 def test_the_task_prolog_tells_the_job_where_the_service_is(

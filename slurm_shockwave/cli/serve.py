@@ -67,12 +67,6 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        log.info("shockwave serve: policy %s, partition %s, backend %s [%s], round %g s, "
-                 "store %s, heartbeat %s%s", name, env.partition, env.backend_in_use,
-                 env.backend_reason, period,
-                 path, "none (dry run)" if dry_run else
-                 f"{svc.heartbeat} (stale after {loop.stale_after_s:g} s)",
-                 ", DRY RUN" if dry_run else "")
         api = ProgressAPI(path, listen=listen or svc.listen,
                           endpoint_file=endpoint_file or svc.endpoint_file,
                           admin_uids={0, *admin_uids}, on_checkpointed=loop.checkpointed,
@@ -88,6 +82,13 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
             raise InputError(f"progress API cannot listen there: {exc}",
                              source=listen or svc.listen,
                              field="--listen" if listen else "service.listen") from None
+        # after the listen: an address refused is the one line on stderr, no banner first
+        log.info("shockwave serve: policy %s, partition %s, backend %s [%s], round %g s, "
+                 "store %s, heartbeat %s%s", name, env.partition, env.backend_in_use,
+                 env.backend_reason, period,
+                 path, "none (dry run)" if dry_run else
+                 f"{svc.heartbeat} (stale after {loop.stale_after_s:g} s)",
+                 ", DRY RUN" if dry_run else "")
         log.info("progress API at %s (endpoint file %s), metrics at %s/metrics", url,
                  api.endpoint_file, url)
         try:

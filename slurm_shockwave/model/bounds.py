@@ -79,6 +79,12 @@ _SHORT.maxlevel = 2
 _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 3
 
 
+def key_name(key: Any) -> str:
+    """A mapping key as an error's field: unquoted, short, and ``''`` for the empty key
+    (which would otherwise vanish from the message)."""
+    return shown(key).strip("'") or "''"
+
+
 def shown(value: Any) -> str:
     """A value as an error message shows it: short whatever its size or nesting."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:

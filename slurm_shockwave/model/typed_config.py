@@ -8,7 +8,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from slurm_shockwave.model.bounds import bounded, numeric_text, shown, text_field
+from slurm_shockwave.model.bounds import bounded, key_name, numeric_text, shown, text_field
 from slurm_shockwave.model.errors import InputError
 
 MAX_CONFIG_NUMBER = 1e15
@@ -72,7 +72,7 @@ def build_config(cls: type[T], data: Mapping[str, Any] | None, *, path: str = ""
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted((str(k) for k in set(data) - set(fields)), key=str)
     if unknown:
-        name = shown(unknown[0]).strip("'")
+        name = key_name(unknown[0])
         where = f"{path}.{name}" if path else name
         raise InputError(f"unknown setting (known: {', '.join(sorted(fields)) or 'none'})",
                          source=source, field=where)

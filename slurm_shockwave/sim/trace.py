@@ -30,6 +30,7 @@ from slurm_shockwave.model.bounds import (
     MAX_TOTAL_EPOCHS,
     MAX_WEIGHT,
     bounded,
+    key_name,
     shown,
     text_field,
 )
@@ -138,7 +139,7 @@ def parse_json_line(text: str, index: int, *, source: str, line: int) -> TraceJo
     unknown = sorted(set(obj) - _JSON_FIELDS)
     if unknown:
         raise InputError(f"unknown field (known: {', '.join(sorted(_JSON_FIELDS))})", **where,
-                         field=shown(unknown[0]).strip("'"))
+                         field=key_name(unknown[0]))
     for required in ("model", "batch_size"):
         if required not in obj:
             raise InputError("missing", **where, field=required)
