@@ -41,6 +41,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -61,6 +62,7 @@ TIMEOUT_S = 2.0
 CRED_HEADER = "X-Munge-Credential"
 MAX_BODY = 4096
 MAX_SPOOLED = 10_000
+MAX_ENDPOINT = 4096  # an endpoint file holds one URL
 
 _state_lock = threading.Lock()
 _checkpoint = threading.Event()
@@ -228,8 +230,9 @@ class _Client:
         if path is None or (os.geteuid() == 0 and os.lstat(path).st_uid != 0):
             return  # root never writes into a user's directory
         with contextlib.suppress(OSError):
-            if sum(1 for _ in os.scandir(path)) >= MAX_SPOOLED:
-                return
+            with os.scandir(path) as entries:  # counts no further than the cap
+                if sum(1 for _ in itertools.islice(entries, MAX_SPOOLED)) >= MAX_SPOOLED:
+                    return
             with _state_lock:
                 _seq += 1
                 seq = _seq
@@ -310,11 +313,38 @@ def _int_env(env: Mapping[str, str], name: str) -> int | None:
 def _service_url(env: Mapping[str, str]) -> str | None:
     url = env.get("SHOCKWAVE_URL", "").strip()
     if not url and env.get("SHOCKWAVE_ENDPOINT_FILE"):
+        data = _read_endpoint(env["SHOCKWAVE_ENDPOINT_FILE"])
         try:
-            url = Path(env["SHOCKWAVE_ENDPOINT_FILE"]).read_text(encoding="ascii").strip()
-        except (OSError, UnicodeDecodeError):
+            url = data.decode("ascii").strip() if data is not None else ""
+        except UnicodeDecodeError:
             return None
     return url.rstrip("/") if url.startswith(("http://", "https://")) else None
+
+
+def _read_endpoint(path: str) -> bytes | None:
+    """The endpoint file's bytes, if it is a regular file of at most MAX_ENDPOINT bytes;
+    else None (no service), as if it were missing. Never reads a device (``/dev/zero``
+    would never end) and never waits on a FIFO with no writer (its open would block)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # not opened at all: opening some devices does things
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # swapped for something else since the stat
+        data = b""
+        while len(data) <= MAX_ENDPOINT:
+            chunk = os.read(fd, MAX_ENDPOINT + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= MAX_ENDPOINT else None
 
 
 def _post(url: str, data: bytes, deadline: float) -> tuple[str, dict[str, Any]]:
