@@ -4,6 +4,8 @@ never raise, and are never sent or spooled."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import subprocess
 import sys
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.client import reporter
+from slurm_shockwave.service import progress_api
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_KEYS = ("SHOCKWAVE_URL", "SHOCKWAVE_ENDPOINT_FILE", "SHOCKWAVE_SPOOL", "SHOCKWAVE_SIGNAL",
@@ -95,3 +98,28 @@ def test_a_short_regular_endpoint_file_is_read(tmp_path: Path) -> None:
     endpoint.write_text(url)
     link.symlink_to(endpoint)
     assert reporter._service_url({"SHOCKWAVE_ENDPOINT_FILE": str(link)}) == url
+
+
+# -- one definition of the bounds, on both sides ------------------------------------------
+
+VALUES: list[object] = [None, True, False, "1", -1, 0, 1, 255, 256, -255, -256, 1_000_000,
+                        1_000_001, 10_000_000, 10_000_001, 2**32 - 1, 2**32, 10**400, -0.0,
+                        0.5, 64.0, 604800, 604800.5, 1e6, 1e6 + 0.5, 1e9, 1e10, 1e308,
+                        math.inf, -math.inf]
+NULLABLE = {"epoch", "batch_size", "samples_per_s", "restart_count", "exit_code", "age_s"}
+
+
+@pytest.mark.parametrize("name", [*reporter.INT_LIMITS, *reporter.FLOAT_LIMITS])
+def test_the_client_refuses_exactly_what_the_service_refuses(name: str) -> None:
+    for value in VALUES:
+        body = {"job_id": 1, "kind": "end", name: value}
+        raw = json.dumps(body).encode()  # inf: Infinity, which the service refuses as "body"
+        try:
+            progress_api.parse_report(raw, uid=0, at_s=1e9)
+            taken = True
+        except progress_api.Refused as exc:
+            assert exc.status == 400 and exc.field in (name, "body"), (value, exc.error)
+            taken = False
+        client = (value is None and name in NULLABLE) or (
+            value is not None and reporter.check(name, value) is None)
+        assert taken == client, (name, value)

@@ -43,6 +43,7 @@ import ctypes.util
 import hashlib
 import itertools
 import json
+import math
 import os
 import signal
 import stat
@@ -56,13 +57,30 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["checkpointed", "end", "flush_spool", "install", "report", "should_checkpoint"]
+__all__ = ["check", "checkpointed", "end", "flush_spool", "install", "report",
+           "should_checkpoint"]
 
 TIMEOUT_S = 2.0
 CRED_HEADER = "X-Munge-Credential"
 MAX_BODY = 4096
 MAX_SPOOLED = 10_000
 MAX_ENDPOINT = 4096  # an endpoint file holds one URL
+
+# A report's numeric fields and their bounds: the one definition, which the service
+# (slurm_shockwave/service/progress_api.py) checks every body against too. The client
+# drops a report with a value outside them instead of sending it to be refused (400) or,
+# with the service away, spooling it to be refused later.
+INT_LIMITS: dict[str, tuple[int, int]] = {
+    "job_id": (1, 2**32 - 1),  # a Slurm job id: uint32, 0 is no job
+    "batch_size": (1, 10_000_000),
+    "restart_count": (0, 1_000_000),
+    "exit_code": (-255, 255),
+}
+FLOAT_LIMITS: dict[str, float] = {  # from 0 to this, finite; ints are numbers too
+    "epoch": 1e6,
+    "samples_per_s": 1e9,
+    "age_s": 7 * 86400.0,  # a spooled report's age: the service dates it back
+}
 
 _state_lock = threading.Lock()
 _checkpoint = threading.Event()
@@ -126,6 +144,28 @@ def should_checkpoint() -> bool:
 
 
 # -- what a job reports ---------------------------------------------------------------------
+
+def check(name: str, value: object) -> str | None:
+    """Why the service would refuse ``value`` as the report's field ``name`` (``must be
+    ...``), or None when it takes it. Only the numeric fields are checked; null is the
+    caller's business (``job_id`` must not be null, the others may)."""
+    if name in INT_LIMITS:
+        lo, hi = INT_LIMITS[name]
+        if not isinstance(value, int) or isinstance(value, bool):
+            return "must be an integer"
+        return None if lo <= value <= hi else f"must be from {lo} to {hi}"
+    if name in FLOAT_LIMITS:
+        top = FLOAT_LIMITS[name]
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return "must be a number"
+        try:
+            number = float(value)
+        except OverflowError:  # an int too big for a float
+            number = math.inf
+        ok = math.isfinite(number) and 0 <= number <= top
+        return None if ok else f"must be from 0 to {top:g}, finite"
+    return None
+
 
 def report(epoch: float | None = None, batch_size: int | None = None,
            samples_per_s: float | None = None) -> bool:
@@ -276,7 +316,7 @@ def _with_age(data: bytes, name: str) -> bytes:
     try:
         age = max(0.0, (time.time_ns() - int(name.split("-", 1)[0])) / 1e9)
         body = json.loads(data)
-        body["age_s"] = round(min(age, 7 * 86400.0), 3)
+        body["age_s"] = round(min(age, FLOAT_LIMITS["age_s"]), 3)
         return json.dumps(body, sort_keys=True, separators=(",", ":"),
                           allow_nan=False).encode()
     except (ValueError, TypeError, AttributeError):

@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 import pwd
 import socket
@@ -42,6 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from slurm_shockwave.client import reporter
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.service import munge
 from slurm_shockwave.service.store import Store
@@ -91,28 +91,32 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _int(data: Mapping[str, Any], name: str, lo: int, hi: int, *,
-         nullable: bool) -> int | None:
+def _int(data: Mapping[str, Any], name: str, *, nullable: bool) -> int | None:
+    """An integer field within its bounds: ``reporter.INT_LIMITS``, the one definition,
+    which the client checks before it sends."""
     value = data.get(name)
     if value is None and nullable:
         return None
     if not isinstance(value, int) or isinstance(value, bool):
         raise Refused(400, "must be an integer" + (" or null" if nullable else ""), name)
-    if not lo <= value <= hi:
-        raise Refused(400, f"must be from {lo:g} to {hi:g}", name)
+    why = reporter.check(name, value)
+    if why is not None:
+        raise Refused(400, why, name)
     return value
 
 
-def _float(data: Mapping[str, Any], name: str, hi: float) -> float | None:
+def _float(data: Mapping[str, Any], name: str) -> float | None:
+    """A number field within its bounds (``reporter.FLOAT_LIMITS``), or null. An integer
+    too big for a float is out of bounds, not an error of the server's."""
     value = data.get(name)
     if value is None:
         return None
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise Refused(400, "must be a number or null", name)
-    value = float(value)
-    if not math.isfinite(value) or not 0 <= value <= hi:
-        raise Refused(400, f"must be from 0 to {hi:g}", name)
-    return value
+    why = reporter.check(name, value)
+    if why is not None:
+        raise Refused(400, why, name)
+    return float(value)
 
 
 def parse_report(body: bytes, *, uid: int, at_s: float) -> ProgressReport:
@@ -132,18 +136,18 @@ def parse_report(body: bytes, *, uid: int, at_s: float) -> ProgressReport:
     for name in _REQUIRED:
         if name not in data:
             raise Refused(400, "missing", name)
-    job_id = _int(data, "job_id", 1, 2**32 - 1, nullable=False)
+    job_id = _int(data, "job_id", nullable=False)
     kind = data["kind"]
     if kind not in {k.value for k in ReportKind}:
         raise Refused(400, "must be progress, checkpointed or end", "kind")
-    age = _float(data, "age_s", 7 * 86400.0) or 0.0  # a spooled report, sent late
+    age = _float(data, "age_s") or 0.0  # a spooled report, sent late
     return ProgressReport(
         job_id=int(job_id or 0), kind=ReportKind(kind), at_s=at_s - age,
-        epoch=_float(data, "epoch", 1e6),
-        batch_size=_int(data, "batch_size", 1, 10_000_000, nullable=True),
-        samples_per_s=_float(data, "samples_per_s", 1e9),
-        restart_count=int(_int(data, "restart_count", 0, 1_000_000, nullable=True) or 0),
-        exit_code=_int(data, "exit_code", -255, 255, nullable=True), uid=uid)
+        epoch=_float(data, "epoch"),
+        batch_size=_int(data, "batch_size", nullable=True),
+        samples_per_s=_float(data, "samples_per_s"),
+        restart_count=int(_int(data, "restart_count", nullable=True) or 0),
+        exit_code=_int(data, "exit_code", nullable=True), uid=uid)
 
 
 def body_digest(body: bytes) -> str:
