@@ -1,34 +1,54 @@
 """``shockwave report``: a training job's (or its epilog's) report to the service.
 
-Always exits 0, even on a bad option value (it is dropped with a warning): a job must never
-fail because the scheduler could not be told.
+Always exits 0, even on a bad option value: a job must never fail because the scheduler
+could not be told. A bad value (not a plain ASCII number, or outside the bounds the service
+enforces, ``reporter.INT_LIMITS``/``FLOAT_LIMITS``) drops the report it belongs to, with
+one warning line on stderr naming the option; a bad ``--job-id`` drops everything.
 """
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable
-from typing import TypeVar
+import re
 
 import click
 
 from slurm_shockwave.client import reporter
 
-T = TypeVar("T", int, float)
+# plain ASCII numbers only: int() and float() also take other scripts' digits ("\uff15"
+# is 5), underscores ("1_0"), "nan" and "inf"
+_INT = re.compile(r"\s*[+-]?\d+\s*", re.ASCII)
+_FLOAT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", re.ASCII)
 
 
-def _value(name: str, text: str | None, kind: Callable[[str], T]) -> T | None:
+class _Bad:
+    """A value given but not usable (already warned about)."""
+
+
+BAD = _Bad()
+
+
+def _value(option: str, field: str, text: str | None, dropped: str,
+           ) -> int | float | _Bad | None:
+    """The option's value checked against the service's bounds for ``field``; None when
+    the option was not given; BAD when it is no good, with one warning line naming the
+    option and saying what is ``dropped``."""
     if text is None:
         return None
-    try:
-        value = kind(text)
-    except ValueError:
-        value = None
-    if value is None or not math.isfinite(value):
-        click.echo(f"shockwave report: ignoring {name} {text!r}", err=True)
-        return None
-    return value
+    integer = field in reporter.INT_LIMITS
+    value: int | float | None = None
+    why: str | None = "must be an integer" if integer else "must be a number"
+    if (_INT if integer else _FLOAT).fullmatch(text):
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:  # an int of more digits than Python converts
+            why = "has too many digits"
+        else:
+            why = reporter.check(field, value)
+    if why is None and value is not None:
+        return value
+    click.echo(f"shockwave report: {option} {text!r} {why}: {dropped}", err=True)
+    return BAD
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -52,25 +72,32 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
     --end EXIT, or --flush-spool DIR. Spools to $SHOCKWAVE_SPOOL when the service is
     unreachable. Prints `checkpoint` when the service answers a progress report asking
     this run to checkpoint (its signal, $SHOCKWAVE_SIGNAL, may have come before the
-    script's trap). Always exits 0."""
+    script's trap). A bad value drops its report, with a warning on stderr. Always
+    exits 0."""
     try:
         if ignored:
             click.echo(f"shockwave report: ignoring {' '.join(ignored)}", err=True)
-        job = _value("--job-id", job_id, int)
+        job = _value("--job-id", "job_id", job_id, "nothing is sent")
+        if isinstance(job, _Bad):
+            return  # which job is meant is unknown: tell nothing about any
         if job is not None:
             os.environ["SLURM_JOB_ID"] = str(job)
         if spool_dir is not None:
-            sent = reporter.flush_spool(spool_dir, job)
+            sent = reporter.flush_spool(spool_dir, int(job) if job is not None else None)
             click.echo(f"shockwave report: sent {sent} spooled reports", err=True)
         if checkpointed:
             reporter.checkpointed()
-        code = _value("--end", exit_code, int)
-        if code is not None:
-            reporter.end(code)
-        progress = (_value("--epoch", epoch, float), _value("--batch-size", batch_size, int),
-                    _value("--samples-per-s", samples_per_s, float))
-        if any(v is not None for v in progress):
-            reporter.report(*progress)
+        code = _value("--end", "exit_code", exit_code, "the end report is not sent")
+        if code is not None and not isinstance(code, _Bad):
+            reporter.end(int(code))
+        dropped = "the progress report is not sent"
+        done = _value("--epoch", "epoch", epoch, dropped)
+        size = _value("--batch-size", "batch_size", batch_size, dropped)
+        rate = _value("--samples-per-s", "samples_per_s", samples_per_s, dropped)
+        if isinstance(done, _Bad) or isinstance(size, _Bad) or isinstance(rate, _Bad):
+            return  # the progress report is not sent (each bad value said so)
+        if done is not None or size is not None or rate is not None:
+            reporter.report(done, None if size is None else int(size), rate)
             if reporter.should_checkpoint():  # the service waits for a checkpoint
                 click.echo("checkpoint")
     except Exception as exc:  # never fail the job

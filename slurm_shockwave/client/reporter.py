@@ -48,6 +48,7 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -226,6 +227,11 @@ class _Client:
         body = {"job_id": self.job_id, "kind": kind,
                 "restart_count": _int_env(self.env, "SLURM_RESTART_COUNT") or 0,
                 **{k: v for k, v in fields.items() if v is not None}}
+        for name, value in body.items():
+            why = check(name, value)
+            if why is not None:  # the service would refuse it: not sent, not spooled
+                _warn(f"dropping the {kind} report: {name} {value!r} {why}")
+                return False
         data = json.dumps(body, sort_keys=True, separators=(",", ":"),
                           allow_nan=False).encode()
         deadline = time.monotonic() + TIMEOUT_S
@@ -309,6 +315,13 @@ class _Client:
         return sent, True
 
 
+def _warn(text: str) -> None:
+    """One line on stderr (a job's stderr may be closed: then nothing)."""
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"shockwave reporter: {text}\n")
+        sys.stderr.flush()
+
+
 def _with_age(data: bytes, name: str) -> bytes:
     """The spooled body with ``age_s``, the seconds since it was spooled (the file name
     starts with that time in ns): the service dates the report back, so an epoch time is
@@ -347,7 +360,8 @@ def _body_job(data: bytes) -> int | None:
 
 def _int_env(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name, "").strip()
-    return int(value) if value.isdigit() else None
+    # ASCII digits only: int() and str.isdigit() take any script's digits ("\uff15" is 5)
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def _service_url(env: Mapping[str, str]) -> str | None:
