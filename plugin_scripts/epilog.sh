@@ -27,9 +27,23 @@ if [ -n "$BIN" ]; then
      && [ "$(stat -c %u "$spool" 2>/dev/null)" = "$SLURM_JOB_UID" ]; then
     timeout 5 "$BIN" report --flush-spool "$spool" --job-id "$SLURM_JOB_ID" >/dev/null 2>&1
   fi
-  code="${SLURM_JOB_EXIT_CODE2:-${SLURM_JOB_EXIT_CODE:-}}"
-  code="${code%%:*}"
-  case "$code" in ''|*[!0-9-]*) code=-1 ;; esac
+  # SLURM_JOB_EXIT_CODE2 is EXIT:SIGNAL; SLURM_JOB_EXIT_CODE a wait(2) status (256 is
+  # exit 1). A job killed by a signal ends 128 + the signal, as a shell reports it.
+  code=-1 sig=0
+  if [ -n "${SLURM_JOB_EXIT_CODE2:-}" ]; then
+    code="${SLURM_JOB_EXIT_CODE2%%:*}"
+    case "$SLURM_JOB_EXIT_CODE2" in *:*) sig="${SLURM_JOB_EXIT_CODE2#*:}" ;; esac
+  elif [ -n "${SLURM_JOB_EXIT_CODE:-}" ]; then
+    case "$SLURM_JOB_EXIT_CODE" in
+      *[!0-9]*) ;;
+      ?|??|???|????|?????) code=$(( (SLURM_JOB_EXIT_CODE >> 8) & 255 ))
+                           sig=$(( SLURM_JOB_EXIT_CODE & 127 )) ;;
+    esac
+  fi
+  case "$code" in ''|*[!0-9]*|????*) code=-1 ;; esac
+  case "$sig" in ''|*[!0-9]*|????*) sig=0 ;; esac
+  if [ "$code" -eq 0 ] && [ "$sig" -gt 0 ] && [ "$sig" -lt 128 ]; then code=$((128 + sig)); fi
+  [ "$code" -le 255 ] || code=-1
   SLURM_JOB_ID="$SLURM_JOB_ID" timeout 5 "$BIN" report --end "$code" >/dev/null 2>&1
 fi
 exit 0

@@ -170,6 +170,33 @@ def test_the_report_command_always_exits_0(store: Store, tmp_path: Path) -> None
     assert kinds == [("progress", 3.0, None), ("checkpointed", None, None), ("end", None, 0)]
 
 
+@pytest.mark.parametrize(("env", "end"), [
+    ({"SLURM_JOB_EXIT_CODE2": "0:0", "SLURM_JOB_EXIT_CODE": "0"}, "0"),
+    ({"SLURM_JOB_EXIT_CODE2": "3:0", "SLURM_JOB_EXIT_CODE": "768"}, "3"),
+    ({"SLURM_JOB_EXIT_CODE2": "0:9", "SLURM_JOB_EXIT_CODE": "9"}, "137"),  # SIGKILL
+    ({"SLURM_JOB_EXIT_CODE": "256"}, "1"),  # a wait(2) status alone (no ...CODE2)
+    ({"SLURM_JOB_EXIT_CODE": "15"}, "143"),  # killed by SIGTERM
+    ({"SLURM_JOB_EXIT_CODE": "x"}, "-1"), ({}, "-1"),
+    ({"SLURM_JOB_EXIT_CODE2": "999999:0"}, "-1"),
+])
+def test_the_epilog_reports_the_exit_code_a_shell_would(tmp_path: Path, env: dict[str, str],
+                                                         end: str) -> None:
+    """What the job's end report carries: the exit status, or 128 + the signal that
+    killed it; never a raw wait(2) status, which the service refuses (above 255)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "shockwave"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/calls\n')
+    fake.chmod(0o755)
+    script = tmp_path / "epilog.sh"  # alone: no events.sh beside it, so no event log
+    shutil.copy(ROOT / "plugin_scripts" / "epilog.sh", script)
+    done = subprocess.run(["sh", str(script)], env={"PATH": f"{bin_dir}:/usr/bin:/bin",
+                                                    "SLURM_JOB_ID": "42", **env},
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "calls").read_text().split() == ["report", "--end", end]
+
+
 def test_the_epilog_flushes_only_that_jobs_spool(store: Store,
                                                  request: pytest.FixtureRequest) -> None:
     """Root forwards a user's spool with root's credential: only files of the job it names
