@@ -11,7 +11,12 @@ from slurm_shockwave.model.plan import Action, ActionKind, Outcome
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.hints import parse_hint
 from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
-from slurm_shockwave.slurm.world import SlurmCluster, table_progress
+from slurm_shockwave.slurm.world import (
+    CheckpointIntent,
+    MemoryIntents,
+    SlurmCluster,
+    table_progress,
+)
 from slurm_shockwave.workloads.bundled import bundled_table
 from tests.builders import WallLikeClock as Clock
 
@@ -127,6 +132,35 @@ def test_preemption_signals_waits_for_grace_then_requeue_holds() -> None:
     job = fake.jobs[1]
     assert job.state == "PENDING" and job.held and job.restart_count == 1
     assert job.eligible_time == fake.now + fake.cred_expire_s + 1
+
+
+def test_a_round_of_another_partition_on_the_same_store_keeps_the_checkpoint_in_flight(
+) -> None:
+    """A one-shot `plan --apply --partition other` (or a service started with another
+    partition) on the store of a service that has signalled job 1: it must not forget
+    that intent (job 1 is not in its listing but still checkpointing), or the service,
+    restarted, would signal the job a second time."""
+    world, fake, clock = cluster(running(1))
+    log = MemoryIntents()
+    world = SlurmCluster(fake, clock, intents=log)
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1)])
+    assert fake.signals == [(1, "USR1")] and set(log.load_intents()) == {1}
+    other = SlurmCluster(fake, clock, partition="other", intents=log)
+    other.observe()
+    other.apply([])
+    assert set(log.load_intents()) == {1} and fake.jobs[1].state == "RUNNING"
+    again = SlurmCluster(fake, clock, intents=log)  # the service, restarted
+    again.observe()
+    assert again.apply([Action(ActionKind.PREEMPT, 1)]).results[0].outcome == Outcome.DEFERRED
+    clock.t += 31
+    again.observe()
+    assert again.apply([Action(ActionKind.PREEMPT, 1)]).results[0].outcome == Outcome.APPLIED
+    assert fake.signals == [(1, "USR1")]  # once
+    fake.cancel(1)  # gone from Slurm: the other partition's round now confirms it
+    log.record_intent(CheckpointIntent(1, "USR1", clock.t, clock.t + 30, 0))
+    other.observe()
+    assert log.load_intents() == {}
 
 
 def test_an_acknowledged_checkpoint_requeues_at_once() -> None:

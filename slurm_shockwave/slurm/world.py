@@ -325,11 +325,22 @@ class SlurmCluster:
 
     def _sync_intents(self) -> None:
         """Passive sync: a checkpoint intent whose job left RUNNING, or was requeued and
-        restarted since, is confirmed and forgotten."""
+        restarted since, is confirmed and forgotten. A job not in the managed partition's
+        listing is looked for in all of Slurm first: the store may be shared with a
+        service of another partition, or a one-shot command run with another
+        ``--partition``, and forgetting that service's intent would make it signal again
+        (its job still runs, checkpointing); only a job gone or restarted is confirmed."""
+        elsewhere: dict[int, SlurmJob] = {}
+        if any(jid not in self._jobs for jid in self.intents):
+            elsewhere = {j.job_id: j for j in self.backend.list_jobs()}
         for jid, ck in list(self.intents.items()):
-            job = self._jobs.get(jid)
+            job = self._jobs.get(jid) or elsewhere.get(jid)
             if job is None or job.state != "RUNNING" or job.restart_count > ck.restart_count:
                 self._forget(jid)
+
+    def _foreign(self, job_id: int) -> bool:
+        """An intent of a job outside the managed partition: kept, never acted on."""
+        return job_id not in self._jobs
 
     def _arrival(self, job: SlurmJob) -> float:
         """When the job was first submitted, on the view's clock. Slurm sets a requeued
@@ -390,7 +401,7 @@ class SlurmCluster:
         preempts = [a for a in actions if a.kind == ActionKind.PREEMPT]
         named = {a.job_id for a in preempts}
         preempts += [Action(ActionKind.PREEMPT, jid) for jid in sorted(self.intents)
-                     if jid not in approved and jid not in named]
+                     if jid not in approved and jid not in named and not self._foreign(jid)]
         requeue: list[Action] = []
         for a in preempts:
             outcome = self._preempt(a, now)
