@@ -387,6 +387,30 @@ def test_a_listen_address_in_use_is_one_line_and_exit_2(env: Env) -> None:
     assert f"127.0.0.1:{port}: --listen: progress API cannot listen there" in lines[0]
 
 
+def test_a_partition_slurm_does_not_have_is_refused_at_start(env: Env) -> None:
+    """Not served as an empty partition round after round (a fresh heartbeat would have
+    job_submit.lua hold the real partition's new jobs, with nobody to release them)."""
+    out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "serve",
+                          "--config", str(env.config()), "--rounds", "1",
+                          "--partition", "nosuchpartition"],
+                         capture_output=True, text=True, timeout=60)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert "--partition: Slurm has no partition 'nosuchpartition'" in lines[0]
+    assert not env.store.exists()
+
+
+def test_a_store_deleted_under_the_service_stops_it(env: Env) -> None:
+    """Its writes (checkpoint intents too) would go to a file nobody reads again: it
+    stops with one line naming the store, and the partition fails open."""
+    proc = env.serve("fifo")
+    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] >= 1, 60, "a round")
+    env.store.unlink()
+    assert proc.wait(timeout=60) == 2
+    assert "service.store: was deleted or replaced while the service had it open" in \
+        env.log().strip().splitlines()[-1]
+
+
 def test_the_task_prolog_tells_the_job_where_the_service_is(
         backend: CliBackend, submitter: Callable[..., Submitter], managed_heartbeat: Path,
         tmp_path: Path) -> None:

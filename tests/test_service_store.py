@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from slurm_shockwave.service.store import JobRow, RoundRecord, StaleWrite, Store
+from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
+from slurm_shockwave.service.store import (
+    JobRow,
+    RoundRecord,
+    StaleWrite,
+    Store,
+    StoreGone,
+    unwritable,
+)
 from slurm_shockwave.slurm.world import CheckpointIntent
 
 
@@ -101,3 +110,60 @@ def test_a_file_that_is_not_a_store_is_one_line(tmp_path: Path) -> None:
     bad.write_text("hello, not sqlite" * 100)
     with pytest.raises(ValueError, match=r"service\.store"):
         Store(bad)
+
+
+def test_another_programs_database_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """Never stamped with our schema version and written to round after round (every
+    round then failed on a table of the same name and other columns)."""
+    path = tmp_path / "theirs.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE rounds (id INTEGER, round_index INTEGER)")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(InputError, match=r"not a slurm-shockwave store \(its tables: rounds"):
+        Store(path)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("gone", ["store", "wal"])
+def test_a_store_deleted_under_the_service_is_noticed(tmp_path: Path, gone: str) -> None:
+    """Its writes would go to an unlinked file (intents too: a restart would signal
+    again): check_file, which every round calls first, says so."""
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.check_file()
+    (path if gone == "store" else tmp_path / "state.db-wal").unlink()
+    with pytest.raises(StoreGone, match=r"service\.store: (was deleted|lost its write-ahead)"):
+        store.check_file()
+    store.close()
+
+
+def test_a_store_error_of_the_machine_is_told_from_a_bug(tmp_path: Path) -> None:
+    with pytest.raises(sqlite3.Error) as cantopen:
+        sqlite3.connect(tmp_path / "no" / "such" / "x.db")
+    assert unwritable(cantopen.value)
+    db = sqlite3.connect(":memory:")
+    with pytest.raises(sqlite3.Error) as bug:
+        db.execute("SELECT nope FROM nowhere")
+    assert not unwritable(bug.value) and not unwritable(ValueError())
+
+
+def test_one_lock_for_one_store_whatever_the_path(tmp_path: Path) -> None:
+    """A symlink to the store (or to its folder) names the same store: a second service
+    through it is refused, as through the same path."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    store = tmp_path / "real" / "state.db"
+    with ServiceLock(str(store)):
+        for other in (store, tmp_path / "alias" / "state.db"):
+            with pytest.raises(AlreadyRunning):
+                ServiceLock(str(other)).acquire()
+
+
+def test_a_lock_that_cannot_be_made_is_one_line_naming_the_store(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InputError, match=r"service\.store: cannot make its lock file"):
+        ServiceLock(str(tmp_path / "file" / "state.db")).acquire()
+    with pytest.raises(InputError, match=r"service\.store: cannot make its folder"):
+        Store(tmp_path / "file" / "state.db")

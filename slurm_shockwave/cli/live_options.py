@@ -15,12 +15,13 @@ import click
 from slurm_shockwave.cli.checks import PARTITION
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.config import Settings, live_policy, load_settings
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.backend_choice import BACKENDS, BackendChoice
-from slurm_shockwave.slurm.protocol import SlurmBackend
+from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import open_backend
 from slurm_shockwave.slurm.world import (
     IntentLog,
@@ -126,4 +127,21 @@ def live(config_path: str | None, partition: str | None, slurm_conf: str | None,
     s = replace(s, partition=partition or s.partition, slurm_conf=slurm_conf or s.slurm_conf,
                 backend=kind or s.backend)
     settings = replace(settings, slurm=s)
-    return Live(settings, *open_backend(s.backend, slurm_conf=s.slurm_conf))
+    env = Live(settings, *open_backend(s.backend, slurm_conf=s.slurm_conf))
+    _check_partition(env.backend, s.partition, "--partition" if partition else
+                     "slurm.partition", settings.source)
+    return env
+
+
+def _check_partition(backend: SlurmBackend, partition: str, field: str, source: str) -> None:
+    """A partition Slurm does not have is a typo: refused now, not planned as empty
+    round after round while job_submit.lua, seeing the heartbeat, holds the real
+    partition's new jobs. A Slurm that does not answer is the rounds' to report."""
+    try:
+        nodes = backend.list_nodes()
+    except SlurmError:
+        return
+    if not any(partition in n.partitions for n in nodes):
+        known = sorted({p for n in nodes for p in n.partitions})
+        raise InputError(f"Slurm has no partition {partition!r} with nodes (it has: "
+                         f"{', '.join(known) or 'none'})", source=source, field=field)

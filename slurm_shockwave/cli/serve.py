@@ -17,7 +17,7 @@ from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.service.handback import hand_back
-from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
+from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock, lock_path
 from slurm_shockwave.service.metrics import ServiceMetrics
 from slurm_shockwave.service.progress_api import ProgressAPI
 
@@ -115,7 +115,7 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
         with ServiceLock(path):  # held throughout: a service starting now waits for us
             result = hand_back(env.backend, env.partition, env.settings.service.heartbeat)
     except AlreadyRunning:
-        raise AlreadyRunning(f"the service is running (lock {path}.lock): stop it first, "
+        raise AlreadyRunning(f"the service is running (lock {lock_path(path)}): stop it first, "
                              "e.g. systemctl stop slurm-shockwave") from None
     click.echo(f"{env.partition}: handed back to Slurm; released {len(result.released)} held "
                f"jobs, unpinned {len(result.unpinned)} priorities; heartbeat "

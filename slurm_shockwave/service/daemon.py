@@ -30,7 +30,7 @@ from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.service.records import action_rows, job_rows, round_record
-from slurm_shockwave.service.store import RoundRecord, Store
+from slurm_shockwave.service.store import RoundRecord, Store, StoreGone, unwritable
 from slurm_shockwave.slurm.protocol import SlurmError
 from slurm_shockwave.slurm.world import SlurmCluster
 
@@ -75,6 +75,7 @@ class Service:
     def round_once(self, *, fill: bool = False) -> RoundDone:
         """One whole round (``fill``: a fill step of the last one, engine/fill.py); raises
         (and writes nothing) if it cannot finish."""
+        self.store.check_file()  # before anything is applied: a deleted store stops us
         read_id = self.store.last_round_id()
         start = self.timer()
         self.world.round_index = self.store.next_round_index() - (1 if fill else 0)
@@ -126,10 +127,16 @@ class Service:
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
-            except Exception:  # a bug: log it whole, keep the cluster scheduled
-                log.exception("round failed; nothing of it was written; retrying")
+            except StoreGone:
+                raise  # its writes would go nowhere: stop, and the partition fails open
+            except Exception as exc:  # keep the cluster scheduled
+                if unwritable(exc):  # the machine's (a full disk): one line
+                    log.error("round failed: the store could not be written (%s); "
+                              "retrying", exc)
+                else:  # a bug: log it whole
+                    log.exception("round failed; retrying")
                 if on_failure is not None:
-                    on_failure("error")
+                    on_failure("store" if unwritable(exc) else "error")
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
@@ -207,8 +214,14 @@ class Service:
         except SlurmError as exc:
             log.warning("fill step (%s) skipped: Slurm unreachable: %s", why, exc)
             return
-        except Exception:
-            log.exception("fill step (%s) failed; nothing of it was written", why)
+        except StoreGone:
+            raise
+        except Exception as exc:
+            if unwritable(exc):
+                log.error("fill step (%s) failed: the store could not be written (%s)",
+                          why, exc)
+            else:
+                log.exception("fill step (%s) failed", why)
             return
         starts = sum(1 for a in done.report.actions if a.kind == ActionKind.START)
         log.info("fill step of round %d (%s): %d starts", done.record.round_index, why,

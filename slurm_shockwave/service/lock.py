@@ -7,9 +7,17 @@ import os
 from pathlib import Path
 from types import TracebackType
 
+from slurm_shockwave.model.errors import InputError
+
 
 class AlreadyRunning(RuntimeError):
     """Another process holds the store's lock."""
+
+
+def lock_path(store_path: str) -> Path:
+    """``<store>.lock`` beside the store's real file: two paths to one store (a symlink
+    to it or to its folder) share one lock, so two services cannot both write it."""
+    return Path(f"{os.path.realpath(store_path)}.lock")
 
 
 class ServiceLock:
@@ -17,12 +25,18 @@ class ServiceLock:
     kill -9, so a crashed service never blocks its restart."""
 
     def __init__(self, store_path: str) -> None:
-        self.path = Path(f"{store_path}.lock")
+        self.store_path = store_path
+        self.path = lock_path(store_path)
         self._fd: int | None = None
 
     def acquire(self) -> ServiceLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a read-only folder, a file where the folder should be
+            raise InputError(f"cannot make its lock file {self.path} "
+                             f"({exc.strerror or exc})", source=self.store_path,
+                             field="service.store") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -53,7 +67,7 @@ def lock_holder(store_path: str) -> int | None:
     """The pid holding the service's lock, read from /proc/locks without taking the lock
     (so asking never makes a starting service fail); None when nobody holds it."""
     try:
-        inode = os.stat(f"{store_path}.lock").st_ino
+        inode = os.stat(lock_path(store_path)).st_ino
         lines = Path("/proc/locks").read_text().splitlines()
     except OSError:
         return None

@@ -76,8 +76,9 @@ class ServiceMetrics:
         self.last_phase = Gauge("shockwave_last_round_phase_seconds",
                                 "Seconds per phase of the last round", ["phase"], registry=r)
         self.failures = Counter("shockwave_round_failures",
-                                "Rounds that failed and wrote nothing, by cause (slurm: "
-                                "unreachable; error: a bug, in the log)", ["cause"], registry=r)
+                                "Rounds that failed, by cause (slurm: unreachable; store: "
+                                "could not be written, e.g. a full disk; error: a bug, "
+                                "in the log)", ["cause"], registry=r)
         self.slurm_up = Gauge("shockwave_slurm_reachable",
                               "0 while the last round could not reach Slurm", registry=r)
         self.solver_gap = Gauge("shockwave_solver_gap",

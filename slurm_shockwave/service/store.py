@@ -17,6 +17,7 @@ their actions and history, are deleted as new ones come.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -104,18 +105,55 @@ class RoundRecord:
     deferred: int
 
 
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+_MACHINE_ERRORS = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_BUSY",
+                   "SQLITE_LOCKED", "SQLITE_CANTOPEN")
+
+
+def unwritable(exc: BaseException) -> bool:
+    """An SQLite error of the machine (a full disk, an I/O error, a read-only or locked
+    file), not of our code: worth one log line and a retry, not a traceback."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    return isinstance(exc, sqlite3.Error) and name.startswith(_MACHINE_ERRORS)
+
+
 class StaleWrite(RuntimeError):
     """Another writer committed a newer round since this one read the store."""
+
+
+class StoreGone(InputError):
+    """The store's file was deleted or replaced while the service had it open: its
+    writes go to a file nobody will read again (intents too, so a restart would signal
+    jobs twice). The service stops, loudly, and fails open."""
 
 
 class Store:
     def __init__(self, path: str | Path, *, retention_s: float = 14 * 86400.0) -> None:
         self.path = str(path)
         self.retention_s = retention_s
+        self._identity: tuple[int, int] | None = None
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InputError(f"cannot make its folder ({exc.strerror or exc})",
+                                 source=self.path, field="service.store") from None
         try:
             self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+            tables = {str(r[0]) for r in self.db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables and "meta" not in tables:  # never stamp another program's database
+                raise InputError(f"not a slurm-shockwave store (its tables: "
+                                 f"{', '.join(sorted(tables)[:5])})", source=self.path,
+                                 field="service.store")
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(_SCHEMA)
@@ -130,6 +168,22 @@ class Store:
             raise InputError(f"schema version {version}, this release reads "
                              f"{SCHEMA_VERSION}", source=self.path, field="service.store")
         self._now_rows: dict[int, JobRow] | None = None
+        if self.path != ":memory:":
+            self._identity = _identity(self.path)
+
+    def check_file(self) -> None:
+        """Raise StoreGone when the file at the store's path is no longer the one open
+        here (deleted, or replaced), or its write-ahead log was deleted under it."""
+        if self._identity is None:
+            return
+        now = _identity(self.path)
+        wal = Path(f"{self.path}-wal")
+        if now != self._identity or not wal.exists():
+            what = ("was deleted or replaced" if now != self._identity
+                    else "lost its write-ahead log (-wal)")
+            raise StoreGone(f"{what} while the service had it open; stopping (its last "
+                            "writes are lost to it: restart the service to start "
+                            "afresh)", source=self.path, field="service.store")
 
     def close(self) -> None:
         self.db.close()
