@@ -73,8 +73,9 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
         return
     out = console()
     out.print(rows_table(
-        f"{env.partition}: {len(view.jobs)} jobs, {view.total_gpus} GPUs free for it on "
-        f"{len(view.nodes)} nodes", _COLUMNS,
+        f"{env.partition}: {len(view.jobs)} jobs, {view.total_gpus} GPUs on "
+        f"{len(view.nodes)} nodes to plan, {sum(j.gpus for j in view.jobs if j.is_running)} "
+        "of them running its jobs", _COLUMNS,
         [(r.job_id, r.user, r.model, r.phase, r.gpus, r.where,
           f"{r.epochs_done:g}/{r.epochs}", r.bs, _hms(r.remaining_s),
           "-" if r.rho is None else f"{r.rho:.2f}",
