@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,9 @@ from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.service import munge
 from slurm_shockwave.service.progress_api import (
     CRED_HEADER,
+    LISTEN_BACKLOG,
+    MAX_CONNECTIONS,
+    READ_DEADLINE_S,
     ProgressAPI,
     body_digest,
     parse_listen,
@@ -290,6 +296,67 @@ def test_health(api: tuple[ProgressAPI, Store]) -> None:
     conn.request("GET", "/v1/health")
     resp = conn.getresponse()
     assert resp.status == 200 and json.loads(resp.read())["ok"] is True
+
+
+def health_status(server: ProgressAPI) -> int:
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    try:
+        conn.request("GET", "/v1/health")
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+def test_slow_senders_cannot_keep_the_slots(api: tuple[ProgressAPI, Store]) -> None:
+    """Slowloris: more connections than there are slots, each sending a byte a second of
+    its headers or of a 4000-byte body (the 5 s timeout is per read: it never trips). Each
+    is cut READ_DEADLINE_S after its accept; then health and a real report get through."""
+    server, store = api
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    slow: list[tuple[socket.socket, bytes]] = []
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.wait(1.0):
+            for sock, byte in slow:
+                with contextlib.suppress(OSError):
+                    sock.sendall(byte)
+
+    trickler = threading.Thread(target=trickle, daemon=True)
+    try:
+        for i in range(MAX_CONNECTIONS + 6):
+            sock = socket.create_connection((host, int(port)), timeout=10)
+            if i % 2:  # headers done, the body trickles
+                sock.sendall(b"POST /v1/report HTTP/1.1\r\nHost: x\r\n"
+                             b"Content-Length: 4000\r\n\r\n")
+                slow.append((sock, b"x"))
+            else:  # the headers trickle
+                sock.sendall(b"POST /v1/report HTTP/1.1\r\nX-Slow: ")
+                slow.append((sock, b"a"))
+        started = time.monotonic()
+        trickler.start()
+        assert health_status(server) == 503  # every slot taken
+        while health_status(server) != 200:
+            assert time.monotonic() - started < READ_DEADLINE_S + 2, "slots still held"
+            time.sleep(0.2)
+        body = body_of(job_id=103)
+        status, answer = post(server, body, munge.encode(body_digest(body).encode()))
+        assert status == 202, answer
+        for sock, _ in slow:  # closed by the server, not left waiting
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(1024) in (b"", b"HTTP/1.1 503 Service Unavailable\r\n"
+                                                b"Content-Length: 0\r\nConnection: close"
+                                                b"\r\n\r\n")
+    finally:
+        stop.set()
+        for sock, _ in slow:
+            sock.close()
+    assert [r.job_id for r in stored(store)] == [103]  # the cut requests stored nothing
+    assert server.health()["rejected"] == 0  # nor were they counted as refusals
+    assert LISTEN_BACKLOG >= 128
 
 
 def test_listen_addresses() -> None:
