@@ -45,7 +45,9 @@ import itertools
 import json
 import math
 import os
+import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -290,29 +292,95 @@ class _Client:
 
     def flush(self, deadline: float) -> tuple[int, bool]:
         """(reports sent, service reachable): this job's spooled reports, oldest first;
-        stops at the first the service cannot take now (it stays) or at the deadline."""
+        stops at the first the service cannot take now (it stays) or at the deadline.
+
+        Threads and processes (the ranks of a job, the epilog) may flush one spool at
+        once: each file is claimed before it is sent, by renaming it to a name of the
+        claimant's (``_claim``); only the one whose rename succeeds sends it, and the
+        others stop at a file someone is sending (the claimant goes on in order). A send
+        that fails renames it back; a claim whose claimant is gone is taken over
+        (``_stale``)."""
         path = self._spool_dir()
         if path is None or self.url is None:
             return 0, True
         sent = 0
+        suffix = f"-{self.job_id}.json"
         try:
-            names = sorted(e.name for e in os.scandir(path)
-                           if e.name.endswith(f"-{self.job_id}.json"))
+            found: list[tuple[str, str, bool]] = []  # (spooled name, name now, being sent)
+            for entry in os.scandir(path):
+                if entry.name.endswith(suffix):
+                    found.append((entry.name, entry.name, False))
+                else:
+                    claim = _CLAIMED.fullmatch(entry.name)
+                    if claim and claim["name"].endswith(suffix):
+                        found.append((claim["name"], entry.name, not _stale(claim)))
         except OSError:
             return 0, True
-        for name in names:
-            if time.monotonic() >= deadline:
+        for name, now, busy in sorted(found):
+            if busy or time.monotonic() >= deadline:
                 return sent, True
-            data = _read_spooled(path / name)
+            data = _read_spooled(path / now)
             if data is None or _body_job(data) != self.job_id:
                 continue  # not this job's (or not a report): left alone
-            outcome, _answer = _post(self.url, _with_age(data, name), deadline)
+            claimed = _claim(path, now, name)
+            if claimed is None:
+                return sent, True  # another thread or process took it first: it goes on
+            outcome = "unreachable"
+            try:
+                outcome, _answer = _post(self.url, _with_age(data, name), deadline)
+            finally:
+                with contextlib.suppress(OSError):
+                    if outcome == "unreachable":
+                        os.rename(claimed, path / name)  # it stays, as it was
+                    else:
+                        os.unlink(claimed)  # accepted, or refused for good (a 4xx)
             if outcome == "unreachable":
                 return sent, False
-            with contextlib.suppress(OSError):
-                os.unlink(path / name)  # accepted, or refused for good (a 4xx)
             sent += outcome == "accepted"
         return sent, True
+
+
+# A spooled file claimed for sending: <spooled name>.<claim time ns>.<pid>.<thread>.<host>
+# .claim. A claim is taken over (sent again) once its claimant is gone: a process of this
+# host that no longer runs (the epilog, after the job's processes are killed mid-send), or
+# any claim older than CLAIM_STALE_S (a sender needs TIMEOUT_S for its credential and as
+# much for its POST). A claimant that dies after the service took the report but before
+# it deleted the file has it sent twice; nothing else does.
+CLAIM_STALE_S = 30.0
+_CLAIMED = re.compile(r"(?P<name>[^/]+\.json)\.(?P<ns>[0-9]{1,20})\.(?P<pid>[0-9]{1,10})"
+                      r"\.[0-9]{1,20}\.(?P<host>[A-Za-z0-9_-]{0,64})\.claim")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:64]
+
+
+def _claim(spool: Path, now: str, name: str) -> Path | None:
+    """Rename the spooled file ``now`` (its spooled name ``name``) to a claim of this
+    thread's, atomically: the claim's path, or None if someone else got it first."""
+    claimed = spool / (f"{name}.{time.time_ns()}.{os.getpid()}.{threading.get_ident()}."
+                       f"{_host()}.claim")
+    try:
+        os.rename(spool / now, claimed)
+    except OSError:
+        return None
+    return claimed
+
+
+def _stale(claim: re.Match[str]) -> bool:
+    """Whether the claimant of a claimed file is gone (see CLAIM_STALE_S)."""
+    if (time.time_ns() - int(claim["ns"])) / 1e9 > CLAIM_STALE_S:
+        return True
+    pid = int(claim["pid"])
+    if claim["host"] != _host() or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: it runs, as someone else
+        return False
+    return False
 
 
 def _warn(text: str) -> None:
