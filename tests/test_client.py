@@ -222,6 +222,21 @@ def test_a_claim_left_by_a_dead_sender_is_sent_again(env: Path, store: Store,
     assert epochs(store) == [1.0, 2.0, 3.0] and list(env.iterdir()) == []
 
 
+def test_a_flush_with_only_a_moment_left_sends_nothing(env: Path, store: Store,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report sent with a timeout of a moment may be stored, answered too late, spooled
+    again and sent twice: a flush with less than MIN_SEND_S left stops instead."""
+    port = free_port()
+    monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{port}")
+    assert reporter.report(epoch=1.0) is False
+    client = reporter._Client(os.environ)
+    with ProgressAPI(store.path, listen=f"127.0.0.1:{port}"):
+        assert client.flush(time.monotonic() + reporter.MIN_SEND_S / 2) == (0, True)
+        assert epochs(store) == [] and len(list(env.iterdir())) == 1
+        assert client.flush(time.monotonic() + reporter.TIMEOUT_S) == (1, True)
+    assert epochs(store) == [1.0]
+
+
 def run(args: list[str], env: dict[str, str], user: str | None = None,
         ) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, *args]

@@ -64,6 +64,7 @@ __all__ = ["check", "checkpointed", "end", "flush_spool", "install", "report",
            "should_checkpoint"]
 
 TIMEOUT_S = 2.0
+MIN_SEND_S = 0.5  # a spooled report is not sent with less time than this left for it
 CRED_HEADER = "X-Munge-Credential"
 MAX_BODY = 4096
 MAX_SPOOLED = 10_000
@@ -317,7 +318,9 @@ class _Client:
         except OSError:
             return 0, True
         for name, now, busy in sorted(found):
-            if busy or time.monotonic() >= deadline:
+            # a report the service stores but answers after the client's timeout is
+            # spooled again and sent twice: none is sent with only a moment left for it
+            if busy or deadline - time.monotonic() < MIN_SEND_S:
                 return sent, True
             data = _read_spooled(path / now)
             if data is None or _body_job(data) != self.job_id:
