@@ -476,8 +476,8 @@ def _post(url: str, data: bytes, deadline: float) -> tuple[str, dict[str, Any]]:
     """``accepted``, ``refused`` (a 4xx: sending it again would not help) or
     ``unreachable`` (no answer, a 5xx, or no credential could be made); with the
     service's JSON answer when it took the report (else empty)."""
-    cred = _credential(hashlib.sha256(data).hexdigest().encode())
-    timeout = max(0.1, min(TIMEOUT_S, deadline - time.monotonic()))
+    cred = _credential(hashlib.sha256(data).hexdigest().encode(), deadline)
+    timeout = max(0.1, min(TIMEOUT_S, deadline - time.monotonic()))  # what the credential left
     if cred is None:
         return "unreachable", {}
     request = urllib.request.Request(
@@ -529,8 +529,10 @@ def _munge_lib() -> Any:
     return _libmunge
 
 
-def _credential(payload: bytes) -> str | None:
-    """A fresh credential for ``payload`` as this process's uid, or None."""
+def _credential(payload: bytes, deadline: float) -> str | None:
+    """A fresh credential for ``payload`` as this process's uid, or None; the ``munge``
+    command (without libmunge) gets what is left until ``deadline``, not a time of its
+    own, so a call still returns in about TIMEOUT_S."""
     lib = _munge_lib()
     if lib is not None:
         munge, libc = lib
@@ -544,7 +546,7 @@ def _credential(payload: bytes) -> str | None:
                 libc.free(ctypes.cast(cred, ctypes.c_void_p))
     try:
         out = subprocess.run(["munge", "-s", payload.decode()], capture_output=True,
-                             timeout=TIMEOUT_S, check=False)
+                             timeout=max(0.1, deadline - time.monotonic()), check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     text = out.stdout.decode(errors="replace").strip()
