@@ -52,6 +52,11 @@ def test_nodes_and_gpus(backend: CliBackend) -> None:
     assert all("shockwave" in n.partitions for n in nodes)
 
 
+def test_partition_states_as_scontrol_says(backend: CliBackend) -> None:
+    assert backend.partition_state("shockwave") == "UP"
+    assert backend.partition_state("nosuchpartition") == ""
+
+
 def test_managed_jobs_are_held_at_submit_with_the_normalised_hint(backend, jobs) -> None:
     jid = jobs("--gres=gpu:1", f"--comment={HINT}")
     j = job(backend, jid)

@@ -163,6 +163,22 @@ def test_a_round_of_another_partition_on_the_same_store_keeps_the_checkpoint_in_
     assert log.load_intents() == {}
 
 
+def test_a_partition_an_admin_took_down_is_left_as_it_is() -> None:
+    """Slurm starts nothing in a DOWN partition: preempting a running job for a waiting one
+    would only idle the GPUs. Nothing is signalled, released or requeued until it is UP."""
+    world, fake, _ = cluster(running(1, 4), held(2, 4))
+    fake.partition_states["shockwave"] = "DOWN"
+    world.observe()
+    result = world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.START, 2)])
+    assert [r.outcome for r in result.results] == [Outcome.DEFERRED, Outcome.DEFERRED]
+    assert "partition shockwave is DOWN" in result.results[0].message
+    assert fake.signals == [] and fake.jobs[1].state == "RUNNING" and fake.jobs[2].held
+    fake.partition_states["shockwave"] = "UP"
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.START, 2)])
+    assert fake.signals == [(1, "USR1")]
+
+
 def test_an_acknowledged_checkpoint_requeues_at_once() -> None:
     fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
     fake.add(running(1))

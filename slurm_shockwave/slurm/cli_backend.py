@@ -27,6 +27,7 @@ from slurm_shockwave.slurm.json_shapes import (
     nodes_from,
 )
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+from slurm_shockwave.slurm.slurm_conf import parse_show_partitions
 
 # One line per job for the per-round listing; Comment last, since it may hold anything.
 _FIELDS = ("JobID", "State", "Reason", "PriorityLong", "UserName", "NumNodes", "NodeList",
@@ -312,6 +313,15 @@ class CliBackend:
             nodes = [replace(n, gpus_used_idx=tuple(sorted(used.get(n.name, ()))))
                      if n.gpus_used > len(n.gpus_used_idx) else n for n in nodes]
         return nodes
+
+    def partition_state(self, partition: str) -> str:
+        try:
+            text = self._run(["scontrol", "-o", "show", "partition", partition])
+        except SlurmError as exc:
+            if "not found" in str(exc).lower():
+                return ""
+            raise
+        return parse_show_partitions(text).get(partition, {}).get("state", "").upper()
 
     def scontrol(self, *args: str) -> str:
         """``scontrol ARGS``' output (doctor reads the running configuration with it)."""

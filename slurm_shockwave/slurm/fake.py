@@ -38,6 +38,8 @@ class FakeSlurm:
         self.now = 0
         self.cred_expire_s = cred_expire_s
         self._next_id = 1
+        self.partition_states: dict[str, str] = {}
+        """A partition's state (UP when not named here)."""
 
     # -- helpers for tests -------------------------------------------------------------
     def add(self, job: SlurmJob) -> SlurmJob:
@@ -132,6 +134,9 @@ class FakeSlurm:
         return [j for j in self.jobs.values() if partition is None or (
             j.partition == partition
             and j.state in ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED"))]  # as the CLI's
+
+    def partition_state(self, partition: str) -> str:
+        return self.partition_states.get(partition, "UP")
 
     def list_nodes(self) -> list[SlurmNode]:
         used = self._used()

@@ -163,6 +163,11 @@ class PyslurmBackend:
         return [replace(j, gpus=per_job[j.job_id]) if per_job.get(j.job_id) else j
                 for j in jobs]
 
+    def partition_state(self, partition: str) -> str:
+        from slurm_shockwave.slurm.cli_backend import CliBackend
+
+        return CliBackend(slurm_conf=self._slurm_conf).partition_state(partition)
+
     def list_nodes(self) -> list[SlurmNode]:
         nodes = self._call("load nodes", self._ps.Nodes.load)
         # A node's allocated TRES count GPUs only where slurmdbd tracks gres/gpu, and never

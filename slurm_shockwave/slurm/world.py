@@ -59,6 +59,8 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[SlurmJob, Hint], JobProgress]
 """What is known of a job's progress (the throughput table; later the job's reports)."""
 
+CLOSED = ("DOWN", "INACTIVE")
+"""Partition states in which Slurm allocates nothing (DRAIN still runs what is queued)."""
 TOP_PRIORITY = 1_000_000
 """Priorities the planner pins are TOP_PRIORITY - rank; hand-back unpins them."""
 WAITING_BAND = 50_000
@@ -214,6 +216,8 @@ class SlurmCluster:
         """Pending jobs of the partition left out of the view until their eligible time
         (epoch seconds): listed so that queue and explain still show them."""
         self.rehold_failures: dict[int, str] = {}
+        self.partition_state = "UP"
+        """The managed partition's state at the last observation (CLOSED: apply waits)."""
         self.queued_ids: frozenset[int] = frozenset()
         """Every job of the partition the last observation listed, in any state: one
         being requeued (COMPLETING) is out of the view but not gone."""
@@ -250,6 +254,7 @@ class SlurmCluster:
 
     def observe(self) -> ClusterView:
         listed = self._listed()
+        self._read_partition_state()
         self.queued_ids = frozenset(j.job_id for j in listed)
         self._track_moves(listed)
         now = self.clock.now()
@@ -323,6 +328,17 @@ class SlurmCluster:
         return any(j.state == "PENDING" and self._plannable(j, now) and new(j)
                    for j in self._listed())
 
+    def _read_partition_state(self) -> None:
+        """The managed partition's state, said in the log when it changes."""
+        state = self.backend.partition_state(self.partition)
+        if state != self.partition_state:
+            if state in CLOSED:
+                log.warning("partition %s is %s: running jobs keep running; nothing is "
+                            "started or preempted until it is UP", self.partition, state)
+            elif self.partition_state in CLOSED:
+                log.warning("partition %s is %s again", self.partition, state or "gone")
+        self.partition_state = state
+
     def _sync_intents(self) -> None:
         """Passive sync: a checkpoint intent whose job left RUNNING, or was requeued and
         restarted since, is confirmed and forgotten. A job not in the managed partition's
@@ -376,6 +392,13 @@ class SlurmCluster:
 
     # -- Actuator -----------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> ApplyResult:
+        if self.partition_state in CLOSED:
+            # Slurm starts nothing in it: a preemption would only idle the GPUs it frees
+            why = (f"partition {self.partition} is {self.partition_state}: nothing is "
+                   "started or preempted until it is UP")
+            return ApplyResult(tuple(
+                ActionResult(a, Outcome.APPLIED) if a.kind == ActionKind.KEEP
+                else ActionResult(a, Outcome.DEFERRED, why) for a in actions))
         now = self.clock.now()
         results: list[ActionResult] = []
         moving = ({a.job_id for a in actions if a.kind == ActionKind.PREEMPT}
