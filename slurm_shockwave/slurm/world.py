@@ -347,16 +347,17 @@ class SlurmCluster:
         ``--partition``, and forgetting that service's intent would make it signal again
         (its job still runs, checkpointing); only a job gone or restarted is confirmed."""
         elsewhere: dict[int, SlurmJob] = {}
-        if any(jid not in self._jobs for jid in self.intents):
+        if any(self._foreign(jid) for jid in self.intents):
             elsewhere = {j.job_id: j for j in self.backend.list_jobs()}
         for jid, ck in list(self.intents.items()):
-            job = self._jobs.get(jid) or elsewhere.get(jid)
+            job = elsewhere.get(jid) if self._foreign(jid) else self._jobs.get(jid)
             if job is None or job.state != "RUNNING" or job.restart_count > ck.restart_count:
                 self._forget(jid)
 
     def _foreign(self, job_id: int) -> bool:
-        """An intent of a job outside the managed partition: kept, never acted on."""
-        return job_id not in self._jobs
+        """A job the managed partition's listing does not have (in any state): its
+        intent is kept while the job runs elsewhere, and never acted on."""
+        return job_id not in self.queued_ids
 
     def _arrival(self, job: SlurmJob) -> float:
         """When the job was first submitted, on the view's clock. Slurm sets a requeued
