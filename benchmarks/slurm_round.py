@@ -32,7 +32,8 @@ def submit_many(n: int, script: str) -> list[int]:
     jobs submitted (the only ones the benchmark cancels), even when a submission fails."""
     lines = "\n".join(
         f"sbatch --parsable -o /dev/null --gres=gpu:1 "
-        f"--comment='model=resnet18 bs=32 epochs={10 + i % 50} mode=gns grace=600' {script}"
+        f"--comment='model=resnet18 bs=32 epochs={10 + i % 50} mode=gns signal=USR1 "
+        f"grace=600' {script}"
         for i in range(n))
     proc = subprocess.run(["sh"], input=lines, text=True, check=False, capture_output=True)
     ids = [int(line.split(";")[0]) for line in proc.stdout.split()
@@ -64,7 +65,7 @@ def main() -> None:
         raise SystemExit("SLURM_CONF is not set: eval \"$(docker-slurm/start.sh)\" first")
     backend = CliBackend()
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as fh:
-        fh.write("#!/bin/sh\nsleep 3600\n")
+        fh.write("#!/bin/sh\ntrap '' USR1\nsleep 3600\n")  # survives its checkpoint signal
     os.chmod(fh.name, 0o755)
     t0 = time.perf_counter()
     mine: list[int] = []
