@@ -22,6 +22,7 @@ from slurm_shockwave.client import reporter
 from slurm_shockwave.service.progress_api import ProgressAPI
 from slurm_shockwave.service.store import JobRow, RoundRecord, Store
 from slurm_shockwave.slurm.world import CheckpointIntent
+from tests.job_env import in_job, job_env
 from tests.test_progress_api import munged_running
 
 pytestmark = pytest.mark.skipif(not munged_running(),
@@ -29,8 +30,6 @@ pytestmark = pytest.mark.skipif(not munged_running(),
                                        ".ci/run start it)")
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV_KEYS = ("SHOCKWAVE_URL", "SHOCKWAVE_ENDPOINT_FILE", "SHOCKWAVE_SPOOL", "SHOCKWAVE_SIGNAL",
-            "SLURM_JOB_ID", "SLURM_RESTART_COUNT")
 
 
 def free_port() -> int:
@@ -54,13 +53,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """A clean job environment: job 7, a spool directory; no service yet."""
-    for key in ENV_KEYS:
-        monkeypatch.delenv(key, raising=False)
-    spool = tmp_path / "spool"
-    monkeypatch.setenv("SLURM_JOB_ID", "7")
-    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
-    monkeypatch.setenv("SHOCKWAVE_SPOOL", str(spool))
-    return spool
+    return in_job(monkeypatch, tmp_path, "7", SLURM_RESTART_COUNT="1")
 
 
 def epochs(store: Store, job: int = 7) -> list[float | None]:
@@ -244,11 +237,6 @@ def run(args: list[str], env: dict[str, str], user: str | None = None,
         cmd = ["runuser", "-u", user, "--", *cmd]
     return subprocess.run(cmd, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True,
                           text=True, timeout=60, check=False)
-
-
-def job_env(**extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
-    return {**base, **extra}
 
 
 def test_the_report_command_always_exits_0(store: Store, tmp_path: Path) -> None:

@@ -17,16 +17,15 @@ import pytest
 
 from slurm_shockwave.client import reporter
 from slurm_shockwave.service import progress_api
+from tests.job_env import in_job
+from tests.job_env import job_env as clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV_KEYS = ("SHOCKWAVE_URL", "SHOCKWAVE_ENDPOINT_FILE", "SHOCKWAVE_SPOOL", "SHOCKWAVE_SIGNAL",
-            "SLURM_JOB_ID", "SLURM_RESTART_COUNT")
 CLI = ["-m", "slurm_shockwave.cli", "report"]
 
 
 def job_env(**extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
-    return {**base, "PYTHONPATH": str(ROOT), **extra}
+    return clean_env(PYTHONPATH=str(ROOT), **extra)
 
 
 def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -173,13 +172,8 @@ def test_a_value_at_the_edge_of_its_bounds_is_taken(
 
 @pytest.fixture
 def lib_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for key in ENV_KEYS:
-        monkeypatch.delenv(key, raising=False)
-    spool = tmp_path / "spool"
-    monkeypatch.setenv("SLURM_JOB_ID", "123")
-    monkeypatch.setenv("SHOCKWAVE_SPOOL", str(spool))
-    monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{closed_port()}")
-    return spool
+    return in_job(monkeypatch, tmp_path, "123",
+                  SHOCKWAVE_URL=f"http://127.0.0.1:{closed_port()}")
 
 
 @pytest.mark.parametrize(("call", "field"), [
