@@ -130,13 +130,9 @@ class Service:
             except StoreGone:
                 raise  # its writes would go nowhere: stop, and the partition fails open
             except Exception as exc:  # keep the cluster scheduled
-                if unwritable(exc):  # the machine's (a full disk): one line
-                    log.error("round failed: the store could not be written (%s); "
-                              "retrying", exc)
-                else:  # a bug: log it whole
-                    log.exception("round failed; retrying")
+                cause = _log_failure("round", exc, "; retrying")
                 if on_failure is not None:
-                    on_failure("store" if unwritable(exc) else "error")
+                    on_failure(cause)
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
@@ -217,11 +213,7 @@ class Service:
         except StoreGone:
             raise
         except Exception as exc:
-            if unwritable(exc):
-                log.error("fill step (%s) failed: the store could not be written (%s)",
-                          why, exc)
-            else:
-                log.exception("fill step (%s) failed", why)
+            _log_failure(f"fill step ({why})", exc)
             return
         starts = sum(1 for a in done.report.actions if a.kind == ActionKind.START)
         log.info("fill step of round %d (%s): %d starts", done.record.round_index, why,
@@ -239,3 +231,14 @@ class Service:
                         p["total"])
         else:
             log.info(text)
+
+
+def _log_failure(what: str, exc: Exception, then: str = "") -> str:
+    """Log a failed round or fill step, and return its cause for the metrics: a store the
+    machine cannot write (a full disk) in one line (``store``), a bug with its traceback
+    (``error``)."""
+    if unwritable(exc):
+        log.error("%s failed: the store could not be written (%s)%s", what, exc, then)
+        return "store"
+    log.exception("%s failed%s", what, then)
+    return "error"
