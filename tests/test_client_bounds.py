@@ -255,3 +255,11 @@ def test_the_client_refuses_exactly_what_the_service_refuses(name: str) -> None:
         client = (value is None and name in NULLABLE) or (
             value is not None and reporter.check(name, value) is None)
         assert taken == client, (name, value)
+
+
+def test_the_clients_job_id_bound_is_the_packages() -> None:
+    """The client is stdlib-only (a training script may vendor it), so it cannot import
+    the package's bound for Slurm ids: the two must say the same."""
+    from slurm_shockwave.model.bounds import MAX_SLURM_ID
+
+    assert reporter.INT_LIMITS["job_id"] == (1, MAX_SLURM_ID)

@@ -226,7 +226,8 @@ def submit(trace_file: str, time_scale: float, partition: str, throughputs: str 
     backend = CliBackend(slurm_conf=slurm_conf)
     # a Slurm that does not answer, or no such partition: one line now, not a refusal
     # per job after sleeping through every arrival, and no folders left behind
-    backend.scontrol("show", "partition", partition)
+    if not backend.partition_state(partition):
+        raise InputError(f"Slurm has no partition {partition!r}", field="--partition")
     with output_errors("--checkpoint-dir" if checkpoint_dir else "--output-dir"):
         settings.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     with output_errors("--output-dir"):

@@ -75,7 +75,7 @@ MAX_ENDPOINT = 4096  # an endpoint file holds one URL
 # drops a report with a value outside them instead of sending it to be refused (400) or,
 # with the service away, spooling it to be refused later.
 INT_LIMITS: dict[str, tuple[int, int]] = {
-    "job_id": (1, 2**32 - 1),  # a Slurm job id: uint32, 0 is no job
+    "job_id": (1, 2**32 - 1),  # a Slurm job id: uint32, 0 is no job (model.bounds.MAX_SLURM_ID)
     "batch_size": (1, 10_000_000),
     "restart_count": (0, 1_000_000),
     "exit_code": (-255, 255),
