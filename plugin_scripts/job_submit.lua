@@ -6,8 +6,8 @@ reject a malformed one at submit time with a message naming the field, store the
 normalised hint in the admin-only comment (users cannot change it after submit) with the
 time of submission (`submitted=<epoch>`, which a requeue does not move), and,
 while the scheduler service is alive (its heartbeat file is fresh), hold the job so
-nothing starts before the planner decides. With no fresh heartbeat the job is not held:
-it runs under Slurm alone (fail-open).
+nothing starts before the planner decides, and refuse its owner's release of that hold.
+With no fresh heartbeat the job is not held: it runs under Slurm alone (fail-open).
 
 The grammar is the one in slurm_shockwave/slurm/hints.py (docs/hints.md), message for
 message; tests/test_hints.py runs both on the same cases and on random strings. Other
@@ -218,8 +218,21 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   return admit(job_desc, job_desc.comment)
 end
 
+-- `scontrol release` asks for priority INFINITE (slurm.h).
+local RELEASE = 4294967295
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local was = shockwave_partition_kind(job_rec.partition, nil)
+  -- The planner's hold is a user hold (so that an admin's `scontrol hold` is told apart,
+  -- and kept): its owner may not release it while the service is alive. Root and
+  -- operators may; with no fresh heartbeat anyone may (fail-open).
+  if was == "managed" and job_desc.priority == RELEASE and job_rec.priority == 0
+      and modify_uid ~= 0 and modify_uid == job_rec.user_id and shockwave_service_alive() then
+    return reject(job_rec.job_id, "shockwave: job %s waits for the %s partition's planner, "
+                  .. "which releases it when it plans its GPUs (`shockwave explain %s` says "
+                  .. "why it waits)", tostring(job_rec.job_id), SHOCKWAVE_PARTITION,
+                  tostring(job_rec.job_id))
+  end
   if job_desc.partition ~= nil and job_desc.partition ~= "" then
     local kind = shockwave_partition_kind(job_desc.partition, part_list)
     if kind == "mixed" then return reject(job_rec.job_id, "%s", MIXED) end

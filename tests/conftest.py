@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import glob
+import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -49,3 +51,17 @@ def managed_heartbeat() -> Iterator[Path]:
     with kept_heartbeat() as path:
         write_fresh(path)
         yield path
+
+
+LOCAL_USERS = ("swtest1", "swtest2")
+
+
+@pytest.fixture(scope="session")
+def users() -> tuple[str, str]:
+    """Two real local users, not root (made with useradd when missing; needs root)."""
+    for user in LOCAL_USERS:
+        if subprocess.run(["id", user], capture_output=True, check=False).returncode:
+            if os.geteuid() != 0:
+                pytest.skip(f"user {user} missing and not root to add it")
+            subprocess.run(["useradd", "-m", user], check=True, capture_output=True)
+    return LOCAL_USERS

@@ -281,17 +281,13 @@ def test_the_epilog_reports_the_exit_code_a_shell_would(tmp_path: Path, env: dic
     assert (tmp_path / "calls").read_text().split() == ["report", "--end", end]
 
 
-def test_the_epilog_flushes_only_that_jobs_spool(store: Store,
+def test_the_epilog_flushes_only_that_jobs_spool(store: Store, users: tuple[str, str],
                                                  request: pytest.FixtureRequest) -> None:
     """Root forwards a user's spool with root's credential: only files of the job it names
     (a forged file for another user's job stays behind)."""
     if os.geteuid() != 0:
         pytest.skip("the epilog's flush runs as root")
-    try:
-        owner = pwd.getpwnam("swtest1")
-    except KeyError:
-        subprocess.run(["useradd", "-m", "swtest1"], check=True, capture_output=True)
-        owner = pwd.getpwnam("swtest1")
+    owner = pwd.getpwnam(users[0])
     base = Path(tempfile.mkdtemp(prefix="sw-spool-"))  # pytest's tmp is root's alone
     base.chmod(0o755)
     request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))

@@ -290,3 +290,37 @@ modify({ partition = "shockwave" }, { partition = "shockwave", comment = "bad" }
         "is fixed at submit; cancel and resubmit the job to change it",
         "0\tnil\tnil\t", "0\tx\t5\t", "0\tnil\tnil\t", "0\tnil\tnil\t", "0\tnil\tnil\t",
     ]
+
+
+def test_lua_refuses_the_owners_release_of_a_held_job_while_the_service_lives(
+        tmp_path: Path) -> None:
+    """The planner's hold is a user hold (so an admin's `scontrol hold` is told apart):
+    its owner's `scontrol release` (priority INFINITE, from the owner's uid) is refused
+    while the heartbeat is fresh; root, an operator, a hold, another partition's job, a
+    job not held, and any release once the heartbeat is stale pass."""
+    import time
+    beat = tmp_path / "heartbeat"
+    cases = """
+local parts = { shockwave = part(1), other = part(0) }
+local RELEASE = 4294967295
+local function modify(desc, rec, uid)
+  print(slurm_job_modify(desc, rec, parts, uid) .. "\\t" .. (logs[#logs] or "")); logs = {}
+end
+local held = { partition = "shockwave", comment = "c", priority = 0, user_id = 1001, job_id = 7 }
+modify({ priority = RELEASE }, held, 1001)                              -- the owner: refused
+modify({ priority = RELEASE }, held, 0)                                 -- root
+modify({ priority = RELEASE }, held, 1002)                              -- an operator
+modify({ priority = 0 }, held, 1001)                                    -- a hold
+modify({ priority = RELEASE }, { partition = "other", comment = "", priority = 0,
+                                 user_id = 1001, job_id = 8 }, 1001)    -- not ours
+modify({ priority = RELEASE }, { partition = "shockwave", comment = "c", priority = 5,
+                                 user_id = 1001, job_id = 9 }, 1001)    -- not held
+"""
+    beat.write_text(f"{int(time.time())} 60\n")
+    out = _run(cases, beat)
+    assert out[0] == ("-1\tshockwave: job 7 waits for the shockwave partition's planner, "
+                      "which releases it when it plans its GPUs (`shockwave explain 7` says "
+                      "why it waits)")
+    assert out[1:] == ["0\t"] * 5
+    beat.write_text(f"{int(time.time()) - 600} 60\n")  # stale: fail-open
+    assert _run(cases, beat) == ["0\t"] * 6

@@ -44,20 +44,6 @@ pytestmark = pytest.mark.skipif(not munged_running() or shutil.which("munge") is
                                 reason="munged is not running (docker-slurm/start.sh or "
                                        ".ci/run start it)")
 
-USERS = ("swtest1", "swtest2")
-
-
-@pytest.fixture(scope="module")
-def users() -> tuple[str, str]:
-    """Two real local users (made with useradd when missing; needs root)."""
-    for user in USERS:
-        if subprocess.run(["id", user], capture_output=True, check=False).returncode:
-            if os.geteuid() != 0:
-                pytest.skip(f"user {user} missing and not root to add it")
-            subprocess.run(["useradd", "-m", user], check=True, capture_output=True)
-    return USERS
-
-
 def record(index: int, at_s: float = 1000.0) -> RoundRecord:
     return RoundRecord(round_index=index, at_s=at_s, policy="fifo", dry_run=False, jobs=1,
                        phase_s={}, solver_status=None, solver_gap=None, applied=0,

@@ -330,7 +330,8 @@ def test_a_slurmctld_outage_is_logged_once_and_survived(env: Env) -> None:
 
 def test_fail_open_and_hand_back(env: Env) -> None:
     """Service stopped: jobs submitted after the stale threshold run under Slurm alone;
-    jobs it held stay held until `shockwave handback` releases them."""
+    jobs it held stay held until `shockwave handback` releases them, except the one an
+    admin holds, which stays held and is named."""
     blocker = env.submit("-p", "other", "-N", "4", "--gres=gpu:8")
     wait_for(lambda: env.job(blocker).state == "RUNNING", 30, "the cluster is full")
     proc = env.serve("fifo", round_s=1.0, stale_after_s=3.0)
@@ -338,6 +339,8 @@ def test_fail_open_and_hand_back(env: Env) -> None:
     assert stop(proc) == 0
     held = env.submit("--gres=gpu:1", f"--comment={HINT.format(e=10)}")
     assert env.job(held).held  # the heartbeat is still fresh
+    kept = env.submit("--gres=gpu:1", f"--comment={HINT.format(e=10)}")
+    env.backend.scontrol("hold", str(kept))  # an admin's hold
     time.sleep(4.5)
     free = env.submit("--gres=gpu:1", f"--comment={HINT.format(e=10)}")
     assert not env.job(free).held  # stale: Slurm alone
@@ -348,7 +351,9 @@ def test_fail_open_and_hand_back(env: Env) -> None:
                           "--config", str(env.config())], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "released 1 held" in out.stdout or "released" in out.stdout
+    assert f"left held by an admin: {kept}" in out.stdout
     wait_for(lambda: env.job(held).state == "RUNNING", 30, "the released job runs")
+    assert env.job(kept).held and env.job(kept).reason == "JobHeldAdmin"
     assert not Path(env.heartbeat).exists()
 
 

@@ -427,3 +427,28 @@ def test_a_job_preempted_in_a_round_wakes_the_poll_when_eligible_without_its_epi
     assert not svc.world.arrived()  # requeued, not yet eligible
     clock.t += 6
     assert svc.world.arrived()
+
+
+def test_a_store_of_an_earlier_build_has_its_admin_holds_taken_over_once(
+        tmp_path: Path) -> None:
+    """Earlier builds held with admin holds, which this one leaves to the admin: the first
+    round over such a store (no `holds` mark) makes them the planner's user holds, once;
+    a store made by this build never takes an admin's hold."""
+    import sqlite3
+
+    fake = fake_cluster(nodes=1, gpus=1)
+    fake.add(job(1, 1, epochs=500))
+    fake.add(with_state(job(2, 1), reason="JobHeldAdmin"))  # held by the earlier service
+    path = tmp_path / "s.db"
+    Store(path).close()
+    with sqlite3.connect(path) as db:  # as an earlier build left it
+        db.execute("DELETE FROM meta WHERE key = 'holds'")
+    store, clock = Store(path), Clock()
+    assert store.held_by_earlier_build()
+    service(fake, store, clock).round_once()
+    assert fake.jobs[2].reason == "JobHeldUser" and not store.held_by_earlier_build()
+    fake.add(with_state(job(3, 1), reason="JobHeldAdmin"))  # an admin's, afterwards
+    clock.t += 60
+    service(fake, store, clock).round_once()
+    assert fake.jobs[3].reason == "JobHeldAdmin"
+    assert not Store(tmp_path / "new.db").held_by_earlier_build()

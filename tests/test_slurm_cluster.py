@@ -158,8 +158,49 @@ def test_world_reholds_a_job_its_owner_released(backend, jobs) -> None:
     world = SlurmCluster(backend, WallClock())
     world.observe()
     world.apply([])
-    assert job(backend, jid).held and job(backend, jid).reason == "JobHeldAdmin"
+    assert job(backend, jid).held and job(backend, jid).reason == "JobHeldUser"
     assert blocker
+
+
+def test_an_admins_hold_stays_and_the_owner_cannot_release_the_planners(
+        backend: CliBackend, users: tuple[str, str], fresh_heartbeat: Path) -> None:
+    """Real slurmctld and job_submit.lua, a real user's job: the planner's hold (a user
+    hold, as job_submit.lua's) cannot be released by the job's owner while the service
+    lives; root's `scontrol hold` is an admin hold, which the world leaves out of the plan
+    and held (a start for it is refused) until root releases it."""
+    import subprocess
+
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.model.plan import Action, ActionKind, Outcome
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    owner = users[0]
+
+    def as_owner(*cmd: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["runuser", "-u", owner, "--", *cmd], capture_output=True,
+                              text=True, timeout=60, check=False)
+
+    sub = as_owner("sbatch", "--parsable", "-p", "shockwave", "--gres=gpu:1", "-o",
+                   "/dev/null", f"--comment={HINT}", "--wrap", "sleep 600")
+    assert sub.returncode == 0, sub.stderr
+    jid = int(sub.stdout.strip().split(";")[0])
+    try:
+        assert job(backend, jid).reason == "JobHeldUser"
+        refused = as_owner("scontrol", "release", str(jid))
+        assert refused.returncode != 0 and job(backend, jid).held
+        backend.scontrol("hold", str(jid))  # the admin
+        world = SlurmCluster(backend, WallClock())
+        assert jid not in {j.job_id for j in world.observe().jobs}
+        assert jid in world.left_out.admin_held
+        result = world.apply([Action(ActionKind.START, jid)])
+        assert result.results[0].outcome == Outcome.REJECTED
+        assert job(backend, jid).reason == "JobHeldAdmin"
+        backend.release([jid])  # the admin again: back to the planner, which holds it
+        assert jid in {j.job_id for j in world.observe().jobs}
+        world.apply([])
+        assert job(backend, jid).held and job(backend, jid).reason == "JobHeldUser"
+    finally:
+        backend.cancel(jid)
 
 
 def test_run_round_starts_the_planned_jobs_in_slurm(backend, jobs) -> None:

@@ -106,13 +106,42 @@ def test_a_job_released_by_its_owner_is_held_again() -> None:
     assert fake.jobs[1].held
 
 
-def test_submit_time_user_holds_become_admin_holds() -> None:
-    from dataclasses import replace
-
-    world, fake, _ = cluster(replace(held(1), reason="JobHeldUser"), held(2))
+def test_the_planners_hold_is_a_user_hold_and_it_releases_it() -> None:
+    world, fake, _ = cluster(replace(held(1), reason="JobHeldUser"))
+    fake.release([1])
     world.observe()
+    world.apply([])  # not started: held again, as job_submit.lua holds (a user hold)
+    assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldUser"
+    world.observe()
+    result = world.apply([Action(ActionKind.START, 1)])
+    assert result.results[0].outcome == Outcome.APPLIED and not fake.jobs[1].held
+
+
+def test_a_job_an_admin_holds_stays_held_and_out_of_the_plan_until_released() -> None:
+    """`scontrol hold` as root is an admin hold, which the planner never makes: the job is
+    left out of the view (so never started), never released, listed for queue and
+    explain; once the admin releases it, the planner holds it as its own again."""
+    world, fake, _ = cluster(replace(held(1), reason="JobHeldAdmin"), held(2))
+    view = world.observe()
+    assert [j.job_id for j in view.jobs] == [2]
+    assert world.left_out.admin_held == frozenset({1}) and 1 not in world.left_out.not_eligible
+    world.apply([Action(ActionKind.START, 1), Action(ActionKind.START, 2)])
+    assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldAdmin"
+    fake.release([1])  # the admin
+    assert world.arrived()  # a fill step plans it at once
+    assert [j.job_id for j in world.observe().jobs] == [1, 2]
     world.apply([])
-    assert fake.jobs[1].reason == "JobHeldAdmin"
+    assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldUser"
+
+
+def test_jobs_an_earlier_build_held_as_admin_become_the_planners_once() -> None:
+    from slurm_shockwave.slurm.hints import PREFIX
+
+    ours = replace(held(1), reason="JobHeldAdmin", admin_comment=f"{PREFIX} bs=32 epochs=2")
+    unmanaged = replace(held(2), reason="JobHeldAdmin", admin_comment="")
+    world, fake, _ = cluster(ours, unmanaged)
+    assert world.take_over_admin_holds() == 1
+    assert fake.jobs[1].reason == "JobHeldUser" and fake.jobs[2].reason == "JobHeldAdmin"
 
 
 def test_preemption_signals_waits_for_grace_then_requeue_holds() -> None:

@@ -44,7 +44,7 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
         with ServiceLock(path):
             one = service(env, env.store(path), name)
             report = one.round_once().report
-            bad, waiting = one.world.bad_hints, one.world.not_eligible
+            left = one.world.left_out
     else:  # read the store if there is one, write nothing anywhere
         memory: dict[str, Any] = {}
         world = env.world()
@@ -56,9 +56,9 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
             world.round_index = store.next_round_index()
             world.origin_s = float(store.meta_value("origin_s") or 0.0)
         report = run_round(world, env.policy(name), memory, DryRunActuator())
-        bad, waiting = world.bad_hints, world.not_eligible
+        left = world.left_out
     rows = [{"job_id": r.job_id, "action": r.action, "outcome": r.outcome,
-             "message": r.message, "reason": r.reason} for r in job_rows(report, bad, waiting)]
+             "message": r.message, "reason": r.reason} for r in job_rows(report, left)]
     if as_json:
         for row in rows:
             click.echo(json_text(row))

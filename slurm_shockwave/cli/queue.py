@@ -66,7 +66,7 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
             reason=last.reason if last else "not planned yet",
             action=last.action if last else "", outcome=last.outcome if last else "",
             message=last.message if last else ""))
-    rows += unplanned_rows(world.bad_hints, world.not_eligible)
+    rows += unplanned_rows(world.left_out)
     if as_json:
         for row in rows:
             click.echo(json_text(asdict(row)))

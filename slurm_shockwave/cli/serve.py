@@ -107,8 +107,8 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
 def handback(config_path: str | None, partition: str | None, slurm_conf: str | None,
              kind: str | None, store_path: str | None) -> None:
     """Hand the managed partition back to Slurm: new jobs are no longer held at submit,
-    every job the service holds is released and the priorities it pinned are unpinned.
-    Stop the service first (it would take the partition again)."""
+    every job the service holds is released (an admin's holds stay) and the priorities it
+    pinned are unpinned. Stop the service first (it would take the partition again)."""
     env = live(config_path, partition, slurm_conf, kind)
     path = store_path or env.settings.service.store
     try:
@@ -120,6 +120,8 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
     click.echo(f"{env.partition}: handed back to Slurm; released {len(result.released)} held "
                f"jobs, unpinned {len(result.unpinned)} priorities; heartbeat "
                f"{env.settings.service.heartbeat} removed")
+    if result.admin_held:
+        click.echo(f"left held by an admin: {', '.join(map(str, result.admin_held))}")
     for jid, err in sorted(result.errors.items()):
         click.echo(f"job {jid}: {err}", err=True)
     if result.errors:

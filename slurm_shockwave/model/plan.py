@@ -21,6 +21,7 @@ class ReasonCode(str, Enum):
     REJECTED_TOO_LARGE = "rejected_too_large"
     BAD_HINT = "bad_hint"
     NOT_ELIGIBLE = "not_eligible"
+    HELD_BY_ADMIN = "held_by_admin"
     SOLVER_TIMEOUT_FALLBACK = "solver_timeout_fallback"
 
 

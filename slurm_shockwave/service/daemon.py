@@ -76,6 +76,10 @@ class Service:
         """One whole round (``fill``: a fill step of the last one, engine/fill.py); raises
         (and writes nothing) if it cannot finish."""
         self.store.check_file()  # before anything is applied: a deleted store stops us
+        if not self.dry_run and self.store.held_by_earlier_build():
+            taken = self.world.take_over_admin_holds()
+            self.store.mark_user_holds()
+            log.info("took over %d jobs an earlier build held with admin holds", taken)
         read_id = self.store.last_round_id()
         start = self.timer()
         self.world.round_index = self.store.next_round_index() - (1 if fill else 0)
@@ -90,8 +94,7 @@ class Service:
         record = round_record(report, policy=self.policy_name, dry_run=self.dry_run,
                               phase_s=phase_s, origin_s=self.world.origin_s)
         memory = self.memory if fill else report.memory  # a fill step keeps the round's
-        round_id = self.store.save_round(record, job_rows(report, self.world.bad_hints,
-                                                          self.world.not_eligible),
+        round_id = self.store.save_round(record, job_rows(report, self.world.left_out),
                                          action_rows(report), memory,
                                          read_round_id=read_id)
         self.memory = memory

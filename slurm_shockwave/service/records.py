@@ -9,6 +9,7 @@ from typing import Any
 from slurm_shockwave.engine.round import RoundReport
 from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
 from slurm_shockwave.service.store import JobRow, RoundRecord
+from slurm_shockwave.slurm.world import LeftOut
 
 
 def where(slots: tuple[str, ...]) -> str:
@@ -30,21 +31,24 @@ def solver_summary(memory: Mapping[str, Any]) -> tuple[str | None, float | None]
     return str(solve.get("status")), float(gap) if isinstance(gap, (int, float)) else None
 
 
-def unplanned_rows(bad_hints: Mapping[int, str], not_eligible: Mapping[int, int]
-                   ) -> list[JobRow]:
+def unplanned_rows(left: LeftOut) -> list[JobRow]:
     """Managed jobs the plan leaves out, so that queue and explain still show them: a bad
-    hint (left to Slurm), and pending jobs Slurm will not start before their eligible
-    time (a requeued job's cred_expire + 1 s, a ``--begin``), out of the plan until then."""
+    hint (left to Slurm), pending jobs Slurm will not start before their eligible time
+    (a requeued job's cred_expire + 1 s, a ``--begin``), out of the plan until then, and
+    jobs an admin holds."""
     rows = [JobRow(job_id=jid, reason=f"{ReasonCode.BAD_HINT.value}({msg})",
-                   phase="not planned") for jid, msg in sorted(bad_hints.items())]
-    return rows + [JobRow(job_id=jid, phase="pending",
-                          reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until "
-                                 f"{time.strftime('%H:%M:%S', time.localtime(at))})")
-                   for jid, at in sorted(not_eligible.items())]
+                   phase="not planned") for jid, msg in sorted(left.bad_hints.items())]
+    rows += [JobRow(job_id=jid, phase="pending",
+                    reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until "
+                           f"{time.strftime('%H:%M:%S', time.localtime(at))})")
+             for jid, at in sorted(left.not_eligible.items())]
+    return rows + [JobRow(job_id=jid, phase="held",
+                          reason=f"{ReasonCode.HELD_BY_ADMIN.value}(scontrol release {jid} "
+                                 "returns it to the plan)")
+                   for jid in sorted(left.admin_held)]
 
 
-def job_rows(report: RoundReport, bad_hints: Mapping[int, str],
-             not_eligible: Mapping[int, int] | None = None) -> list[JobRow]:
+def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
     """One row per managed job the round saw, with what was decided and what Slurm said."""
     plan = report.memory.get("plan")
     rho = plan.get("rho", {}) if isinstance(plan, Mapping) else {}
@@ -69,7 +73,7 @@ def job_rows(report: RoundReport, bad_hints: Mapping[int, str],
     # in the view but must not vanish from queue and explain
     rows += [JobRow(job_id=jid, phase="not planned", reason=str(reason))
              for jid, reason in sorted(report.reasons.items()) if jid not in seen]
-    return rows + unplanned_rows(bad_hints, not_eligible or {})
+    return rows + unplanned_rows(left or LeftOut())
 
 
 def round_record(report: RoundReport, *, policy: str, dry_run: bool,

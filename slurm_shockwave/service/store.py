@@ -164,6 +164,7 @@ class Store:
         if version is None:
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
                             (str(SCHEMA_VERSION),))
+            self.db.execute("INSERT INTO meta VALUES ('holds', 'user')")
         elif version != str(SCHEMA_VERSION):
             raise InputError(f"schema version {version}, this release reads "
                              f"{SCHEMA_VERSION}", source=self.path, field="service.store")
@@ -194,6 +195,15 @@ class Store:
 
     def meta_value(self, key: str) -> str | None:
         return self._meta(key)
+
+    def held_by_earlier_build(self) -> bool:
+        """Written by a build whose service held jobs with admin holds (before the planner's
+        hold became a user hold, so that an admin's own is told apart)."""
+        return self._meta("holds") != "user"
+
+    def mark_user_holds(self) -> None:
+        with self._transaction():
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('holds', 'user')")
 
     def origin_s(self, default: float) -> float:
         """The live view's time zero, fixed when the store is first used (``default``)."""

@@ -334,7 +334,7 @@ class CliBackend:
     # one per job (2,000 jobs would otherwise cost seconds)
     def hold(self, job_ids: Sequence[int]) -> None:
         if job_ids:
-            self._run(["scontrol", "hold", ",".join(map(str, job_ids))])
+            self._run(["scontrol", "uhold", ",".join(map(str, job_ids))])
 
     def release(self, job_ids: Sequence[int]) -> None:
         if job_ids:

@@ -155,7 +155,7 @@ class FakeSlurm:
             j = self._get(jid)
             if j.state != "PENDING":
                 raise SlurmError(f"Job has already started for job {jid}")
-            self.jobs[jid] = replace(j, held=True, priority=0, reason="JobHeldAdmin")
+            self.jobs[jid] = replace(j, held=True, priority=0, reason="JobHeldUser")
 
     def release(self, job_ids: Sequence[int]) -> None:
         for jid in job_ids:
@@ -177,7 +177,7 @@ class FakeSlurm:
                 raise SlurmError(f"Job {jid} is not running")
             self.jobs[jid] = replace(
                 j, state="PENDING", held=hold, priority=0 if hold else j.priority,
-                reason="JobHeldAdmin" if hold else "BeginTime",
+                reason="job requeued in held state" if hold else "BeginTime",
                 restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",
                 eligible_time=self.now + self.cred_expire_s + 1,
                 submit_time=max(self.now, j.submit_time + 1))

@@ -194,7 +194,7 @@ class PyslurmBackend:
 
     def hold(self, job_ids: Sequence[int]) -> None:
         for jid in job_ids:
-            self._call(f"hold {jid}", self._ps.Job(jid).hold)
+            self._call(f"hold {jid}", self._ps.Job(jid).hold, mode="user")
 
     def release(self, job_ids: Sequence[int]) -> None:
         for jid in job_ids:

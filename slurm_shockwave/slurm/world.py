@@ -20,9 +20,11 @@ encoded once, here, as the order of operations:
   release: Slurm accepts GRES updates only for pending jobs. A running one is resized
   as it is moved (a preempt plus a start): its checkpoint and requeue-hold, and once
   pending, the GRES update and release (docs/elastic.md);
-- a managed job pending without the planner's approval (released by its owner) is held
-  again, and so is every managed pending job the plan does not start; user holds become
-  admin holds so owners cannot release them behind the planner's back.
+- a managed job pending without the planner's approval is held again, and so is every
+  managed pending job the plan does not start. The planner's hold is a user hold, as
+  job_submit.lua's is (job_submit.lua refuses the owner's release while the service is
+  alive), so that an admin's ``scontrol hold`` (an admin hold) is told apart: such a job
+  is left out of the plan, held, until an admin releases it.
 
 GPU slots are the real ones: ``<node>:<device index>`` from the job's allocation, and a
 node offers the planner only the GPUs no job of another partition (or unplanned job of
@@ -33,8 +35,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from slurm_shockwave.clock import Clock
@@ -46,7 +48,7 @@ from slurm_shockwave.model.plan import Action, ActionKind, ActionResult, ApplyRe
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.prediction.observed import acknowledged
-from slurm_shockwave.slurm.hints import Hint, parse_hint, split_admin_comment
+from slurm_shockwave.slurm.hints import PREFIX, Hint, parse_hint, split_admin_comment
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob, SlurmNode
 from slurm_shockwave.workloads.bundled import bundled_table
@@ -61,6 +63,8 @@ ProgressFn = Callable[[SlurmJob, Hint], JobProgress]
 
 CLOSED = ("DOWN", "INACTIVE")
 """Partition states in which Slurm allocates nothing (DRAIN still runs what is queued)."""
+ADMIN_HOLD = "JobHeldAdmin"
+"""The reason Slurm gives a job an admin held (``scontrol hold`` as root or operator)."""
 TOP_PRIORITY = 1_000_000
 """Priorities the planner pins are TOP_PRIORITY - rank; hand-back unpins them."""
 WAITING_BAND = 50_000
@@ -160,6 +164,26 @@ class MemoryIntents:
         self._intents.pop(job_id, None)
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """Managed jobs an observation left out of the view, so that queue and explain still
+    show them: a bad hint (left to Slurm), a pending job Slurm will not start before its
+    eligible time, and a job an admin holds."""
+
+    bad_hints: Mapping[int, str] = field(default_factory=dict)
+    not_eligible: Mapping[int, int] = field(default_factory=dict)
+    """Job -> its eligible time (epoch seconds)."""
+    admin_held: frozenset[int] = frozenset()
+
+
+def held_by_admin(job: SlurmJob) -> bool:
+    """A pending job an admin holds: the planner's own holds are user holds, so this one
+    is the admin's, kept out of the plan (and out of a hand-back) until it is released.
+    A job the planner requeue-held keeps Slurm's reason ("job requeued in held state")
+    through a later ``scontrol hold``, so an admin's hold of it is not seen."""
+    return job.state == "PENDING" and job.held and job.reason == ADMIN_HOLD
+
+
 def job_slots(job: SlurmJob) -> tuple[str, ...]:
     """The GPUs a running job holds, as ``node:index``. Without Slurm's per-node detail,
     the job's GPUs are spread over its nodes from index 0 (stable from round to round)."""
@@ -215,6 +239,8 @@ class SlurmCluster:
         self.not_eligible: dict[int, int] = {}
         """Pending jobs of the partition left out of the view until their eligible time
         (epoch seconds): listed so that queue and explain still show them."""
+        self.admin_held: frozenset[int] = frozenset()
+        """Pending jobs of the partition an admin holds: out of the view until released."""
         self.rehold_failures: dict[int, str] = {}
         self.partition_state = "UP"
         """The managed partition's state at the last observation (CLOSED: apply waits)."""
@@ -229,6 +255,10 @@ class SlurmCluster:
         round), until it runs again: its requeue is the plan's, so it stays in the view
         through the requeue delay and keeps the GPUs planned for it."""
 
+    @property
+    def left_out(self) -> LeftOut:
+        return LeftOut(dict(self.bad_hints), dict(self.not_eligible), self.admin_held)
+
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
         """The managed partition's jobs, in any state the backend lists."""
@@ -242,8 +272,9 @@ class SlurmCluster:
         waited 4-5 s for it), so it joins the view when Slurm could start it, as the
         simulator's preempted jobs rejoin after ``requeue_delay_s``. A job the plan moves
         or resizes stays: its new GPUs are the plan's, not a fill step's to give away."""
-        return job.state == "RUNNING" or (job.state == "PENDING" and (
-            job.eligible_time <= now or job.job_id in self._moving))
+        return job.state == "RUNNING" or (job.state == "PENDING" and not held_by_admin(job)
+                                          and (job.eligible_time <= now
+                                               or job.job_id in self._moving))
 
     def _track_moves(self, listed: Sequence[SlurmJob]) -> None:
         """Forget a move once its job runs again (a later run) or leaves the queue."""
@@ -260,10 +291,11 @@ class SlurmCluster:
         now = self.clock.now()
         jobs: list[SlurmJob] = []
         self.not_eligible = {}
+        self.admin_held = frozenset(j.job_id for j in listed if held_by_admin(j))
         for j in listed:
             if self._plannable(j, now):
                 jobs.append(j)
-            elif j.state == "PENDING":
+            elif j.state == "PENDING" and j.job_id not in self.admin_held:
                 self.not_eligible[j.job_id] = j.eligible_time
         self._jobs = {j.job_id: j for j in jobs}
         self._sync_intents()
@@ -327,6 +359,15 @@ class SlurmCluster:
 
         return any(j.state == "PENDING" and self._plannable(j, now) and new(j)
                    for j in self._listed())
+
+    def take_over_admin_holds(self) -> int:
+        """Earlier builds held jobs with admin holds: once, over a store such a build
+        wrote, every managed job held so becomes the planner's user hold (``scontrol
+        uhold`` turns an admin hold into a user hold, measured on 22.05), or it would be
+        taken for an admin's and left out. Returns how many."""
+        ids = [j.job_id for j in self._listed() if held_by_admin(j)
+               and j.admin_comment.startswith(PREFIX)]
+        return sum(err is None for err in each_job(ids, self.backend.hold).values())
 
     def _read_partition_state(self) -> None:
         """The managed partition's state, said in the log when it changes."""
@@ -481,17 +522,15 @@ class SlurmCluster:
         results += [ActionResult(a, Outcome.DEFERRED, "moving: starts once requeued")
                     for a in actions if a.kind == ActionKind.START and a.job_id in moving]
 
-        # 3. everything else pending in the managed partition waits, held by the admin:
-        # job_submit.lua's hold is a user hold (JobHeldUser) that the owner may release;
-        # root's `scontrol hold` turns it into JobHeldAdmin, which users cannot release
+        # 3. everything else pending in the managed partition waits, held (a user hold,
+        # as job_submit.lua's, whose release by the owner job_submit.lua refuses)
         for a in starts:
             self._started_in[a.job_id] = self.round_index
         self._started_in = {jid: r for jid, r in self._started_in.items() if jid in self._jobs}
         rehold = [j.job_id for j in self._jobs.values()
                   if j.state == "PENDING" and j.job_id not in approved
                   and self._started_in.get(j.job_id) != self.round_index
-                  and self._planned_hint(j.job_id) is not None
-                  and (not j.held or j.reason == "JobHeldUser")]
+                  and self._planned_hint(j.job_id) is not None and not j.held]
         self.rehold_failures = {jid: err for jid, err in each_job(rehold, self.backend.hold).items()
                                 if err}
         return ApplyResult(tuple(results))
