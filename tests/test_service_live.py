@@ -368,6 +368,14 @@ def test_handback_refuses_while_the_service_runs(env: Env) -> None:
                              "--config", str(env.config()), "--rounds", "1"],
                             capture_output=True, text=True, timeout=60)
     assert second.returncode == 2 and "one instance at a time" in second.stderr
+    # another store, the same heartbeat: still the running service's partition
+    for cmd in (["handback"], ["serve", "--rounds", "1"]):
+        other = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", *cmd,
+                                "--config", str(env.config()),
+                                "--store", str(env.tmp / "other.db")],
+                               capture_output=True, text=True, timeout=60)
+        assert other.returncode == 2 and "heartbeat.lock" in other.stderr, other.stderr
+    assert Path(env.heartbeat).exists()
     assert stop(proc) == 0
 
 

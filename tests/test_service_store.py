@@ -167,3 +167,20 @@ def test_a_lock_that_cannot_be_made_is_one_line_naming_the_store(tmp_path: Path)
         ServiceLock(str(tmp_path / "file" / "state.db")).acquire()
     with pytest.raises(InputError, match=r"service\.store: cannot make its folder"):
         Store(tmp_path / "file" / "state.db")
+
+
+def test_one_service_per_heartbeat(tmp_path: Path) -> None:
+    """Two stores, one heartbeat: the second writer would keep job_submit.lua holding new
+    jobs after the first died, and a hand-back over another store would remove a running
+    service's heartbeat. Refused, naming the heartbeat's lock; the store lock it took
+    first is given back."""
+    beat = str(tmp_path / "heartbeat")
+    with ServiceLock(str(tmp_path / "a.db"), beat):
+        with pytest.raises(AlreadyRunning, match="one service per heartbeat") as err:
+            ServiceLock(str(tmp_path / "b.db"), beat).acquire()
+        assert err.value.path == tmp_path / "heartbeat.lock"
+        ServiceLock(str(tmp_path / "b.db")).acquire().release()  # b's lock was let go
+        ServiceLock(str(tmp_path / "c.db"), str(tmp_path / "other")).acquire().release()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InputError, match=r"service\.heartbeat: cannot make its lock file"):
+        ServiceLock(str(tmp_path / "d.db"), str(tmp_path / "file" / "heartbeat")).acquire()

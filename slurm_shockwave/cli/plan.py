@@ -41,7 +41,7 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
     name = policy or env.settings.service.policy
     path = store_path or env.settings.service.store
     if do_apply:
-        with ServiceLock(path):
+        with ServiceLock(path, env.settings.service.heartbeat):
             one = service(env, env.store(path), name)
             report = one.round_once().report
             left = one.world.left_out

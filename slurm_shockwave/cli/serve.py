@@ -17,7 +17,7 @@ from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.service.handback import hand_back
-from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock, lock_path
+from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
 from slurm_shockwave.service.metrics import ServiceMetrics
 from slurm_shockwave.service.progress_api import ProgressAPI
 
@@ -56,7 +56,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     name = policy or svc.policy
     path = store_path or svc.store
     period = round_s or env.settings.slurm.round_s
-    with ServiceLock(path):
+    with ServiceLock(path, None if dry_run else svc.heartbeat):
         loop = service(env, env.store(path), name, round_s=period, dry_run=dry_run)
         stop = threading.Event()
 
@@ -112,11 +112,12 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
     env = live(config_path, partition, slurm_conf, kind)
     path = store_path or env.settings.service.store
     try:
-        with ServiceLock(path):  # held throughout: a service starting now waits for us
+        # held throughout: a service starting now waits for us
+        with ServiceLock(path, env.settings.service.heartbeat):
             result = hand_back(env.backend, env.partition, env.settings.service.heartbeat)
-    except AlreadyRunning:
-        raise AlreadyRunning(f"the service is running (lock {lock_path(path)}): stop it first, "
-                             "e.g. systemctl stop slurm-shockwave") from None
+    except AlreadyRunning as exc:
+        raise AlreadyRunning(f"the service is running (lock {exc.path}): stop it first, "
+                             "e.g. systemctl stop slurm-shockwave", exc.path) from None
     click.echo(f"{env.partition}: handed back to Slurm; released {len(result.released)} held "
                f"jobs, unpinned {len(result.unpinned)} priorities; heartbeat "
                f"{env.settings.service.heartbeat} removed")

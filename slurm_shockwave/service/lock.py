@@ -11,7 +11,11 @@ from slurm_shockwave.model.errors import InputError
 
 
 class AlreadyRunning(RuntimeError):
-    """Another process holds the store's lock."""
+    """Another process holds one of the service's locks (``path``)."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def lock_path(store_path: str) -> Path:
@@ -21,39 +25,36 @@ def lock_path(store_path: str) -> Path:
 
 
 class ServiceLock:
-    """``flock`` on ``<store>.lock``: the kernel drops it when the process dies, even on
-    kill -9, so a crashed service never blocks its restart."""
+    """``flock`` on ``<store>.lock`` and, for a service that writes a heartbeat, on
+    ``<heartbeat>.lock``: one service per store, and one per heartbeat (a second writer
+    would keep job_submit.lua holding new jobs after the first died, and `handback` with
+    another store would remove a running service's heartbeat). The kernel drops a flock
+    when the process dies, even on kill -9, so a crashed service never blocks its
+    restart."""
 
-    def __init__(self, store_path: str) -> None:
+    def __init__(self, store_path: str, heartbeat: str | None = None) -> None:
         self.store_path = store_path
+        self.heartbeat = heartbeat
         self.path = lock_path(store_path)
-        self._fd: int | None = None
+        self._fds: list[int] = []
 
     def acquire(self) -> ServiceLock:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:  # a read-only folder, a file where the folder should be
-            raise InputError(f"cannot make its lock file {self.path} "
-                             f"({exc.strerror or exc})", source=self.store_path,
-                             field="service.store") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise AlreadyRunning(f"another shockwave service holds {self.path} "
-                                 f"(pid {holder}); one instance at a time") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
+        self._fds.append(_take(self.path, self.store_path, "service.store",
+                               "one instance at a time"))
+        if self.heartbeat:
+            try:
+                self._fds.append(_take(lock_path(self.heartbeat), self.heartbeat,
+                                       "service.heartbeat", "one service per heartbeat"))
+            except BaseException:
+                self.release()
+                raise
         return self
 
     def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        for fd in self._fds:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        self._fds = []
 
     def __enter__(self) -> ServiceLock:
         return self.acquire()
@@ -61,6 +62,26 @@ class ServiceLock:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.release()
+
+
+def _take(path: Path, source: str, field: str, rule: str) -> int:
+    """The open, exclusively locked ``path`` (the holder's pid written in it)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:  # a read-only folder, a file where the folder should be
+        raise InputError(f"cannot make its lock file {path} ({exc.strerror or exc})",
+                         source=source, field=field) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise AlreadyRunning(f"another shockwave service holds {path} (pid {holder}); "
+                             f"{rule}", path) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
 
 
 def lock_holder(store_path: str) -> int | None:
