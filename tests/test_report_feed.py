@@ -71,3 +71,26 @@ def test_right_after_a_resize_the_old_counts_epoch_time_is_converted() -> None:
     now = feed.progress(job("RUNNING", 8, 1), HINT)
     # nothing measured on 8 yet: the 2-GPU time scaled by the prior (1.6 a doubling)
     assert now.epoch_s == pytest.approx(100.0 / 1.6 ** 2)
+
+
+def test_a_report_that_arrives_late_is_read_where_it_was_made() -> None:
+    """A spooled report flushed after later ones, a report sent again because its answer
+    came after the client's deadline (stored twice), and a report of the run before a
+    requeue flushed by the epilog after the next run's: none reads as the job's latest
+    progress, and the epoch time is still measured between consecutive epochs."""
+    hint = parse_hint("shockwave: model=my-gpt bs=16 epochs=100")
+    reports = Reports()
+    feed = ReportFeed(reports.read, table_progress(bundled_table("tacc")))
+    for e in range(5):
+        reports.add(e, 100.0 * e, restart=0)
+    reports.add(2, 199.0, restart=0)  # epoch 2 again, dated back by the client's age
+    feed.refresh()
+    now = feed.progress(job("RUNNING", 1, 0), hint)
+    assert now.epochs_done == 4 and now.epoch_s == pytest.approx(100.0)
+    reports.add(4, 600.0, restart=1)  # requeued, resumed from epoch 4
+    reports.add(5, 660.0, restart=1)
+    reports.add(6, 720.0, restart=1)
+    reports.add(4.5, 450.0, restart=0)  # run 0's last report, flushed by its epilog late
+    feed.refresh()
+    now = feed.progress(job("RUNNING", 1, 1), hint)
+    assert now.epochs_done == 6 and now.epoch_s == pytest.approx(60.0)

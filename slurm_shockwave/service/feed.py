@@ -16,6 +16,12 @@ from slurm_shockwave.slurm.hints import Hint
 from slurm_shockwave.slurm.protocol import SlurmJob
 from slurm_shockwave.slurm.world import ProgressFn
 
+
+def made(r: ProgressReport) -> tuple[int, float, int]:
+    """When a report was made: its run, its (dated-back) time, then its arrival."""
+    return r.restart_count, r.at_s, r.report_id
+
+
 ReadReports = Callable[[int], Mapping[int, Iterable[ProgressReport]]]
 """Reports with an id above the given one, by job (the store's ``reports``)."""
 
@@ -34,13 +40,19 @@ class ReportFeed:
         and its rates are measured again from the run it is in."""
 
     def refresh(self) -> int:
-        """Read the reports that arrived since the last call; how many arrived."""
+        """Read the reports that arrived since the last call; how many arrived. Each job's
+        reports are kept in the order they were made, run by run (restart count), then by
+        time (a spooled report is dated back by its age), not in the order they arrived:
+        a report flushed late from a spool, or sent again because its answer came after
+        the client's deadline, must not read as the job's latest progress."""
         new = 0
         for jid, reports in self.read(self.last_id).items():
+            kept = self.reports.setdefault(jid, [])
             for r in reports:
-                self.reports.setdefault(jid, []).append(r)
+                kept.append(r)
                 self.last_id = max(self.last_id, r.report_id)
                 new += 1
+            kept.sort(key=made)
         return new
 
     def keep_only(self, job_ids: Iterable[int]) -> None:
