@@ -54,6 +54,8 @@ fi
 
 mkdir -p "$STATE"/{etc,run,log,ctld,dev,spool}
 STATE="$(cd "$STATE" && pwd)"
+# every local user reads slurm.conf, as on a real cluster (a mktemp state dir is 0700)
+chmod a+rx "$STATE" "$STATE/etc"
 HEARTBEAT="${HEARTBEAT:-$STATE/heartbeat}"
 [[ "$HEARTBEAT" =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "--heartbeat must be an absolute path of [A-Za-z0-9._/+-]"
 CONF="$STATE/etc/slurm.conf"

@@ -228,10 +228,10 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   -- operators may; with no fresh heartbeat anyone may (fail-open).
   if was == "managed" and job_desc.priority == RELEASE and job_rec.priority == 0
       and modify_uid ~= 0 and modify_uid == job_rec.user_id and shockwave_service_alive() then
-    return reject(job_rec.job_id, "shockwave: job %s waits for the %s partition's planner, "
-                  .. "which releases it when it plans its GPUs (`shockwave explain %s` says "
-                  .. "why it waits)", tostring(job_rec.job_id), SHOCKWAVE_PARTITION,
-                  tostring(job_rec.job_id))
+    return reject(job_rec.job_id, "shockwave: job %s is held for the %s partition's "
+                  .. "planner, which releases it when it plans its GPUs, or by an admin; "
+                  .. "its owner cannot release it (`shockwave explain %s` says why it waits)",
+                  tostring(job_rec.job_id), SHOCKWAVE_PARTITION, tostring(job_rec.job_id))
   end
   if job_desc.partition ~= nil and job_desc.partition ~= "" then
     local kind = shockwave_partition_kind(job_desc.partition, part_list)

@@ -318,9 +318,9 @@ modify({ priority = RELEASE }, { partition = "shockwave", comment = "c", priorit
 """
     beat.write_text(f"{int(time.time())} 60\n")
     out = _run(cases, beat)
-    assert out[0] == ("-1\tshockwave: job 7 waits for the shockwave partition's planner, "
-                      "which releases it when it plans its GPUs (`shockwave explain 7` says "
-                      "why it waits)")
+    assert out[0] == ("-1\tshockwave: job 7 is held for the shockwave partition's planner, "
+                      "which releases it when it plans its GPUs, or by an admin; its owner "
+                      "cannot release it (`shockwave explain 7` says why it waits)")
     assert out[1:] == ["0\t"] * 5
     beat.write_text(f"{int(time.time()) - 600} 60\n")  # stale: fail-open
     assert _run(cases, beat) == ["0\t"] * 6

@@ -385,6 +385,24 @@ echo "url=${SHOCKWAVE_URL:-none} signal=${SHOCKWAVE_SIGNAL:-none} spool=${SHOCKW
 """
 
 
+def test_a_dry_run_beside_the_service_leaves_its_endpoint_file(env: Env) -> None:
+    """A dry run (another store) listens on a free port of its own and writes no endpoint
+    file, so the jobs' reports still reach the running service."""
+    endpoint = Path(env.heartbeat).parent / "endpoint"
+    with serving_with_endpoint(env, "fifo") as proc:
+        wait_for(lambda: env.store.exists() and
+                 env.query("SELECT COUNT(*) FROM rounds")[0][0] >= 1, 60, "a round")
+        before = endpoint.read_text()
+        out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "serve",
+                              "--config", str(env.config()), "--rounds", "1", "--dry-run",
+                              "--store", str(env.tmp / "dry.db")],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "endpoint file none (dry run)" in out.stderr
+        assert endpoint.read_text() == before
+        assert stop(proc) == 0
+
+
 def test_a_listen_address_in_use_is_one_line_and_exit_2(env: Env) -> None:
     """Bound before the banner is logged: the refusal is the only line on stderr."""
     with socket.socket() as busy:

@@ -452,3 +452,24 @@ def test_a_store_of_an_earlier_build_has_its_admin_holds_taken_over_once(
     service(fake, store, clock).round_once()
     assert fake.jobs[3].reason == "JobHeldAdmin"
     assert not Store(tmp_path / "new.db").held_by_earlier_build()
+
+
+def test_a_job_an_admin_holds_is_shown_and_never_released_round_after_round(
+        tmp_path: Path) -> None:
+    """Idle GPUs and an admin's hold: the job stays held through rounds, and queue and
+    explain show who holds it and how to give it back."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    fake.add(with_state(job(1, 2), reason="JobHeldAdmin"))
+    fake.add(job(2, 2))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock)
+    for _ in range(3):
+        svc.round_once()
+        fake.tick()
+        clock.t += 60
+    assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldAdmin"
+    assert fake.jobs[2].state == "RUNNING"
+    row = store.jobs_now()[1]
+    assert (row.phase, row.user, row.gpus) == ("held", "alice", 2)
+    assert row.reason == ("held_by_admin(scontrol uhold 1 returns it to the plan "
+                          "(scontrol release 1 for one requeued held))")

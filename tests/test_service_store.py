@@ -184,3 +184,21 @@ def test_one_service_per_heartbeat(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(InputError, match=r"service\.heartbeat: cannot make its lock file"):
         ServiceLock(str(tmp_path / "d.db"), str(tmp_path / "file" / "heartbeat")).acquire()
+
+
+def test_one_lock_for_one_heartbeat_whatever_the_path(tmp_path: Path) -> None:
+    """A heartbeat named through a symlinked folder, or a symlink that the first write
+    replaces with a plain file, still shares its one lock."""
+    from slurm_shockwave.service.heartbeat import write_heartbeat
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    beat = tmp_path / "real" / "heartbeat"
+    link = tmp_path / "link"
+    link.symlink_to(beat)
+    with ServiceLock(str(tmp_path / "a.db"), str(link)):
+        write_heartbeat(str(link), 1.0, 60.0)  # the symlink is now a plain file
+        with pytest.raises(AlreadyRunning):
+            ServiceLock(str(tmp_path / "b.db"), str(link)).acquire()
+    with ServiceLock(str(tmp_path / "a.db"), str(beat)), pytest.raises(AlreadyRunning):
+        ServiceLock(str(tmp_path / "b.db"), str(tmp_path / "alias" / "heartbeat")).acquire()

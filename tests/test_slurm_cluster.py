@@ -18,7 +18,7 @@ import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.hints import split_admin_comment
-from slurm_shockwave.slurm.protocol import SlurmError
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob
 from tests.live_cluster import Submitter, job, kept_heartbeat, wait_for, write_fresh
 
 pytestmark = pytest.mark.slurm
@@ -153,6 +153,9 @@ def test_world_reholds_a_job_its_owner_released(backend, jobs) -> None:
 
     jid = jobs("--gres=gpu:1", f"--comment={HINT}")
     blocker = jobs("-p", "other", "-N", str(len(backend.list_nodes())), "--gres=gpu:8")
+    # the cluster full first (the last test's jobs may still be ending): a release
+    # onto free GPUs would start the job before the world could hold it again
+    wait_for(lambda: job(backend, blocker).state == "RUNNING", 60, "the cluster is full")
     backend.release([jid])  # the owner, without the planner's approval
     assert not job(backend, jid).held
     world = SlurmCluster(backend, WallClock())
@@ -373,3 +376,37 @@ def test_a_dry_run_plan_reads_a_store_many_rounds_on(backend, jobs, tmp_path: Pa
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert f'"job_id": {a}' in out.stdout
+
+
+def test_the_planners_preemption_is_a_user_hold_and_an_admins_requeuehold_is_kept(
+        backend: CliBackend, jobs: Submitter) -> None:
+    """Real slurmctld: the world preempts job a (no signal: requeue, then its user hold)
+    and it waits as JobHeldUser, held once pending; root's `scontrol requeuehold` of
+    running job b leaves "job requeued in held state", which the world leaves out of the
+    plan and never releases, even when the plan names it."""
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.model.plan import Action, ActionKind
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    a = jobs("--gres=gpu:1", f"--comment={HINT}")
+    b = jobs("--gres=gpu:1", f"--comment={HINT}")
+    backend.release([a, b])
+    wait_for(lambda: all(job(backend, x).state == "RUNNING" for x in (a, b)), 60)
+    world = SlurmCluster(backend, WallClock())
+    world.observe()
+    def listed(jid: int) -> SlurmJob:  # as the world reads it: squeue's reason, which
+        # is the job's state description when it has one (JSON has both)
+        return next(j for j in backend.list_jobs("shockwave") if j.job_id == jid)
+
+    world.apply([Action(ActionKind.PREEMPT, a), Action(ActionKind.KEEP, b)])
+    wait_for(lambda: job(backend, a).state == "PENDING", 30, "a requeued")
+    assert listed(a).held and listed(a).reason == "JobHeldUser"
+    backend.scontrol("requeuehold", str(b))  # the admin
+    wait_for(lambda: job(backend, b).state == "PENDING", 30, "b requeued")
+    assert listed(b).reason == "job requeued in held state"
+    wait_for(lambda: job(backend, b).eligible_time <= time.time(), 30, "b eligible")
+    time.sleep(1)
+    assert b not in {j.job_id for j in world.observe().jobs}
+    assert b in world.left_out.admin_held
+    world.apply([Action(ActionKind.START, b)])
+    assert job(backend, b).held and job(backend, b).state == "PENDING"

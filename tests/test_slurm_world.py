@@ -124,7 +124,7 @@ def test_a_job_an_admin_holds_stays_held_and_out_of_the_plan_until_released() ->
     world, fake, _ = cluster(replace(held(1), reason="JobHeldAdmin"), held(2))
     view = world.observe()
     assert [j.job_id for j in view.jobs] == [2]
-    assert world.left_out.admin_held == frozenset({1}) and 1 not in world.left_out.not_eligible
+    assert set(world.left_out.admin_held) == {1} and 1 not in world.left_out.not_eligible
     world.apply([Action(ActionKind.START, 1), Action(ActionKind.START, 2)])
     assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldAdmin"
     fake.release([1])  # the admin
@@ -139,9 +139,29 @@ def test_jobs_an_earlier_build_held_as_admin_become_the_planners_once() -> None:
 
     ours = replace(held(1), reason="JobHeldAdmin", admin_comment=f"{PREFIX} bs=32 epochs=2")
     unmanaged = replace(held(2), reason="JobHeldAdmin", admin_comment="")
-    world, fake, _ = cluster(ours, unmanaged)
-    assert world.take_over_admin_holds() == 1
+    preempted = replace(ours, job_id=3, reason="job requeued in held state")
+    world, fake, _ = cluster(ours, unmanaged, preempted)
+    assert world.take_over_admin_holds() == [1, 3]
     assert fake.jobs[1].reason == "JobHeldUser" and fake.jobs[2].reason == "JobHeldAdmin"
+    assert fake.jobs[3].held and fake.jobs[3].reason == "JobHeldUser"
+
+
+def test_an_admins_requeuehold_is_kept_and_the_planners_preemption_is_a_user_hold() -> None:
+    """`scontrol requeuehold` leaves "job requeued in held state", which stays through any
+    later hold: the planner never makes it (it requeues, then holds as a user), so a job
+    with it is an admin's. Slurm's own hold after a failed launch is the planner's to
+    release."""
+    world, fake, clock = cluster(running(1), running(2))
+    fake.jobs[1] = replace(fake.jobs[1], admin_comment=HINT.replace(" signal=USR1 grace=30", ""))
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1)])
+    assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldUser"
+    fake.jobs[2] = replace(fake.jobs[2], state="PENDING", held=True,
+                           reason="job requeued in held state")  # the admin's requeuehold
+    fake.add(replace(held(3), reason="launch failed requeued held"))
+    clock.t += 60
+    view = world.observe()
+    assert {j.job_id for j in view.jobs} == {1, 3} and set(world.left_out.admin_held) == {2}
 
 
 def test_preemption_signals_waits_for_grace_then_requeue_holds() -> None:

@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import click
@@ -32,7 +33,8 @@ log = logging.getLogger("shockwave.service")
 @click.option("--round-s", type=Bounded(1, MAX_ROUND_S), default=None,
               help="Seconds per round [config slurm.round_s: 120].")
 @click.option("--dry-run", is_flag=True,
-              help="Plan and record every round; change nothing in Slurm, hold nothing.")
+              help="Plan and record every round; change nothing in Slurm, hold nothing "
+                   "(its progress API on any free port, no endpoint file unless named).")
 @click.option("--rounds", type=click.IntRange(1), default=None,
               help="Stop after this many rounds (default: until SIGTERM/SIGINT).")
 @click.option("--listen", type=HOST_PORT, default=None,
@@ -67,8 +69,12 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        api = ProgressAPI(path, listen=listen or svc.listen,
-                          endpoint_file=endpoint_file or svc.endpoint_file,
+        # a dry run beside the running service must not take its port or point the jobs'
+        # endpoint file at itself: any free port, and no endpoint file unless one is named
+        default_listen = f"{svc.listen.rsplit(':', 1)[0]}:0" if dry_run else svc.listen
+        api = ProgressAPI(path, listen=listen or default_listen,
+                          endpoint_file=endpoint_file or (None if dry_run
+                                                          else svc.endpoint_file),
                           admin_uids={0, *admin_uids}, on_checkpointed=loop.checkpointed,
                           on_ended=loop.ended)
         metrics = ServiceMetrics(policy=name, partition=env.partition,
@@ -80,7 +86,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
             url = api.start()
         except (OSError, ValueError) as exc:
             raise InputError(f"progress API cannot listen there: {exc}",
-                             source=listen or svc.listen,
+                             source=listen or default_listen,
                              field="--listen" if listen else "service.listen") from None
         # after the listen: an address refused is the one line on stderr, no banner first
         log.info("shockwave serve: policy %s, partition %s, backend %s [%s], round %g s, "
@@ -90,7 +96,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
                  f"{svc.heartbeat} (stale after {loop.stale_after_s:g} s)",
                  ", DRY RUN" if dry_run else "")
         log.info("progress API at %s (endpoint file %s), metrics at %s/metrics", url,
-                 api.endpoint_file, url)
+                 api.endpoint_file or "none (dry run)", url)
         try:
             done = loop.run(stop, max_rounds=rounds, on_round=metrics.round_done,
                             on_failure=metrics.round_failed)
@@ -114,7 +120,9 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
     try:
         # held throughout: a service starting now waits for us
         with ServiceLock(path, env.settings.service.heartbeat):
-            result = hand_back(env.backend, env.partition, env.settings.service.heartbeat)
+            earlier = Path(path).exists() and env.store(path).held_by_earlier_build()
+            result = hand_back(env.backend, env.partition, env.settings.service.heartbeat,
+                               earlier_build=earlier)
     except AlreadyRunning as exc:
         raise AlreadyRunning(f"the service is running (lock {exc.path}): stop it first, "
                              "e.g. systemctl stop slurm-shockwave", exc.path) from None

@@ -79,7 +79,8 @@ class Service:
         if not self.dry_run and self.store.held_by_earlier_build():
             taken = self.world.take_over_admin_holds()
             self.store.mark_user_holds()
-            log.info("took over %d jobs an earlier build held with admin holds", taken)
+            log.info("took over %d jobs an earlier build held with admin holds: %s",
+                     len(taken), " ".join(map(str, taken)) or "none")
         read_id = self.store.last_round_id()
         start = self.timer()
         self.world.round_index = self.store.next_round_index() - (1 if fill else 0)

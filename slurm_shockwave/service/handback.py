@@ -28,12 +28,16 @@ class HandBack:
     """Held by an admin: left held."""
 
 
-def hand_back(backend: SlurmBackend, partition: str, heartbeat: str) -> HandBack:
+def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
+              earlier_build: bool = False) -> HandBack:
+    """``earlier_build``: the service's store was written by a build that held jobs with
+    admin holds (``Store.held_by_earlier_build``), so every hold is taken for its own."""
     remove_heartbeat(heartbeat)
     pending = [j for j in backend.list_jobs(partition)
                if j.partition == partition and j.state == "PENDING"
                and j.admin_comment.startswith(PREFIX)]
-    held = [j.job_id for j in pending if j.held and not held_by_admin(j)]
+    admins = [] if earlier_build else [j.job_id for j in pending if held_by_admin(j)]
+    held = [j.job_id for j in pending if j.held and j.job_id not in admins]
     pinned = [j.job_id for j in pending
               if not j.held and TOP_PRIORITY - PINNED_BAND < j.priority <= TOP_PRIORITY]
     errors = {jid: err for jid, err in each_job(pinned, backend.hold).items() if err}
@@ -41,5 +45,4 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str) -> HandBack
                    each_job(held + [j for j in pinned if j not in errors],
                             backend.release).items() if err})
     return HandBack(tuple(j for j in held if j not in errors),
-                    tuple(j for j in pinned if j not in errors), errors,
-                    tuple(j.job_id for j in pending if held_by_admin(j)))
+                    tuple(j for j in pinned if j not in errors), errors, tuple(admins))

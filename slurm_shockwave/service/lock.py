@@ -24,6 +24,13 @@ def lock_path(store_path: str) -> Path:
     return Path(f"{os.path.realpath(store_path)}.lock")
 
 
+def heartbeat_lock_path(heartbeat: str) -> Path:
+    """``<heartbeat>.lock`` in the heartbeat's real folder: not beside the file's real
+    path, since each write replaces the file (a symlink there becomes a plain file)."""
+    folder, name = os.path.split(os.path.abspath(heartbeat))
+    return Path(os.path.realpath(folder)) / f"{name}.lock"
+
+
 class ServiceLock:
     """``flock`` on ``<store>.lock`` and, for a service that writes a heartbeat, on
     ``<heartbeat>.lock``: one service per store, and one per heartbeat (a second writer
@@ -43,7 +50,7 @@ class ServiceLock:
                                "one instance at a time"))
         if self.heartbeat:
             try:
-                self._fds.append(_take(lock_path(self.heartbeat), self.heartbeat,
+                self._fds.append(_take(heartbeat_lock_path(self.heartbeat), self.heartbeat,
                                        "service.heartbeat", "one service per heartbeat"))
             except BaseException:
                 self.release()

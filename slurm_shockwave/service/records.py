@@ -9,7 +9,7 @@ from typing import Any
 from slurm_shockwave.engine.round import RoundReport
 from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
 from slurm_shockwave.service.store import JobRow, RoundRecord
-from slurm_shockwave.slurm.world import LeftOut
+from slurm_shockwave.slurm.world import GIVE_BACK, LeftOut
 
 
 def where(slots: tuple[str, ...]) -> str:
@@ -42,10 +42,10 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
                     reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until "
                            f"{time.strftime('%H:%M:%S', time.localtime(at))})")
              for jid, at in sorted(left.not_eligible.items())]
-    return rows + [JobRow(job_id=jid, phase="held",
-                          reason=f"{ReasonCode.HELD_BY_ADMIN.value}(scontrol release {jid} "
-                                 "returns it to the plan)")
-                   for jid in sorted(left.admin_held)]
+    return rows + [JobRow(job_id=jid, user=job.user, phase="held", gpus=job.gpus,
+                          reason=f"{ReasonCode.HELD_BY_ADMIN.value}"
+                                 f"({GIVE_BACK.format(job=jid)})")
+                   for jid, job in sorted(left.admin_held.items())]
 
 
 def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:

@@ -345,10 +345,9 @@ class CliBackend:
         # without srun gets the checkpoint signal too
         self._run(["scancel", f"--signal={signal}", "--full", str(job_id)])
 
-    def requeue(self, job_ids: Sequence[int], *, hold: bool = False) -> None:
+    def requeue(self, job_ids: Sequence[int]) -> None:
         if job_ids:
-            self._run(["scontrol", "requeuehold" if hold else "requeue",
-                       ",".join(map(str, job_ids))])
+            self._run(["scontrol", "requeue", ",".join(map(str, job_ids))])
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
         count = [] if nodes is None else [f"numnodes={nodes}-{nodes}"]

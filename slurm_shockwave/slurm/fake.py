@@ -170,14 +170,13 @@ class FakeSlurm:
             raise SlurmError(f"Job {job_id} is not running")
         self.signals.append((job_id, signal))
 
-    def requeue(self, job_ids: Sequence[int], *, hold: bool = False) -> None:
+    def requeue(self, job_ids: Sequence[int]) -> None:
         for jid in job_ids:
             j = self._get(jid)
             if j.state != "RUNNING":
                 raise SlurmError(f"Job {jid} is not running")
             self.jobs[jid] = replace(
-                j, state="PENDING", held=hold, priority=0 if hold else j.priority,
-                reason="job requeued in held state" if hold else "BeginTime",
+                j, state="PENDING", held=False, reason="BeginTime",
                 restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",
                 eligible_time=self.now + self.cred_expire_s + 1,
                 submit_time=max(self.now, j.submit_time + 1))

@@ -123,7 +123,9 @@ def _alloc_nodes(obj: Mapping[str, Any]) -> list[str]:
         return []
 
 
-_REQUEUE_HELD = ("job requeued in held state", "job_requeued_in_held_state",
+REQUEUED_HELD = ("job requeued in held state", "job_requeued_in_held_state")
+"""``scontrol requeuehold`` (an admin's: the planner requeues, then holds as a user)."""
+_REQUEUE_HELD = (*REQUEUED_HELD,
                  # a batch launch that failed (BatchStartTimeout under load, a prolog):
                  # Slurm requeues the job held, and only a release lets it run again
                  "launch failed requeued held", "launch_failed_requeued_held")

@@ -204,9 +204,9 @@ class PyslurmBackend:
         self._call(f"signal {job_id}", self._ps.Job(job_id).send_signal, f"SIG{signal}",
                    steps="all")
 
-    def requeue(self, job_ids: Sequence[int], *, hold: bool = False) -> None:
+    def requeue(self, job_ids: Sequence[int]) -> None:
         for jid in job_ids:
-            self._call(f"requeue {jid}", self._ps.Job(jid).requeue, hold=hold)
+            self._call(f"requeue {jid}", self._ps.Job(jid).requeue)
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
         extra = {} if nodes is None else {"nodes": nodes}

@@ -6,11 +6,11 @@ encoded once, here, as the order of operations:
 
 - a held job rejects a priority update, so START is release, then priority (plan order,
   highest first; a set priority stays pinned, also under priority/multifactor);
-- suspend keeps the GPUs, so PREEMPT frees them by requeue-hold. A job whose hint names a
-  checkpoint signal gets that signal first and is requeued after its acknowledgement or
-  its grace time, possibly rounds later (the action is deferred meanwhile); a job that
-  named no signal is requeued at once, as Slurm itself preempts (SIGTERM, KillWait,
-  SIGKILL), so no process that does not expect a signal dies of one;
+- suspend keeps the GPUs, so PREEMPT frees them by requeue, then the planner's hold. A
+  job whose hint names a checkpoint signal gets that signal first and is requeued after
+  its acknowledgement or its grace time, possibly rounds later (the action is deferred
+  meanwhile); a job that named no signal is requeued at once, as Slurm itself preempts
+  (SIGTERM, KillWait, SIGKILL), so no process that does not expect a signal dies of one;
 - the signal is an intent that spans rounds: it is written to the intent log *before* it
   is sent (kube-scheduler's "assume"), so a restarted service never signals twice, and it
   is confirmed by observation (the job left RUNNING or its restart count rose) or
@@ -23,8 +23,9 @@ encoded once, here, as the order of operations:
 - a managed job pending without the planner's approval is held again, and so is every
   managed pending job the plan does not start. The planner's hold is a user hold, as
   job_submit.lua's is (job_submit.lua refuses the owner's release while the service is
-  alive), so that an admin's ``scontrol hold`` (an admin hold) is told apart: such a job
-  is left out of the plan, held, until an admin releases it.
+  alive), so that an admin's ``scontrol hold`` (an admin hold) or ``scontrol
+  requeuehold`` is told apart: such a job is left out of the plan, held, until an admin
+  gives it back.
 
 GPU slots are the real ones: ``<node>:<device index>`` from the job's allocation, and a
 node offers the planner only the GPUs no job of another partition (or unplanned job of
@@ -50,6 +51,7 @@ from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.prediction.observed import acknowledged
 from slurm_shockwave.slurm.hints import PREFIX, Hint, parse_hint, split_admin_comment
 from slurm_shockwave.slurm.hostlist import expand_hostlist
+from slurm_shockwave.slurm.json_shapes import REQUEUED_HELD
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob, SlurmNode
 from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.catalog import MODELS
@@ -65,6 +67,12 @@ CLOSED = ("DOWN", "INACTIVE")
 """Partition states in which Slurm allocates nothing (DRAIN still runs what is queued)."""
 ADMIN_HOLD = "JobHeldAdmin"
 """The reason Slurm gives a job an admin held (``scontrol hold`` as root or operator)."""
+GIVE_BACK = ("scontrol uhold {job} returns it to the plan (scontrol release {job} for one "
+             "requeued held)")
+"""How an admin gives a job it holds back to the planner: ``uhold`` makes an admin hold the
+planner's user hold with no moment unheld (a release would let Slurm start it before the
+planner holds it); a requeue-held job's reason stays through any hold, so only a
+release gives it back (measured on 22.05)."""
 TOP_PRIORITY = 1_000_000
 """Priorities the planner pins are TOP_PRIORITY - rank; hand-back unpins them."""
 WAITING_BAND = 50_000
@@ -173,15 +181,18 @@ class LeftOut:
     bad_hints: Mapping[int, str] = field(default_factory=dict)
     not_eligible: Mapping[int, int] = field(default_factory=dict)
     """Job -> its eligible time (epoch seconds)."""
-    admin_held: frozenset[int] = frozenset()
+    admin_held: Mapping[int, SlurmJob] = field(default_factory=dict)
 
 
 def held_by_admin(job: SlurmJob) -> bool:
-    """A pending job an admin holds: the planner's own holds are user holds, so this one
-    is the admin's, kept out of the plan (and out of a hand-back) until it is released.
-    A job the planner requeue-held keeps Slurm's reason ("job requeued in held state")
-    through a later ``scontrol hold``, so an admin's hold of it is not seen."""
-    return job.state == "PENDING" and job.held and job.reason == ADMIN_HOLD
+    """A pending job an admin holds (``scontrol hold``, or ``scontrol requeuehold`` of a
+    running job, which squeue's reason shows as its state description "job requeued in
+    held state"): the planner's own holds are plain user holds, so this one is the admin's,
+    kept out of the plan (and out of a hand-back) until the admin gives it back
+    (GIVE_BACK). Slurm's own hold after a failed launch is not an admin's: the planner
+    releases it when it plans the job."""
+    return job.state == "PENDING" and job.held and (
+        job.reason == ADMIN_HOLD or job.reason in REQUEUED_HELD)
 
 
 def job_slots(job: SlurmJob) -> tuple[str, ...]:
@@ -239,7 +250,7 @@ class SlurmCluster:
         self.not_eligible: dict[int, int] = {}
         """Pending jobs of the partition left out of the view until their eligible time
         (epoch seconds): listed so that queue and explain still show them."""
-        self.admin_held: frozenset[int] = frozenset()
+        self.admin_held: dict[int, SlurmJob] = {}
         """Pending jobs of the partition an admin holds: out of the view until released."""
         self.rehold_failures: dict[int, str] = {}
         self.partition_state = "UP"
@@ -257,7 +268,7 @@ class SlurmCluster:
 
     @property
     def left_out(self) -> LeftOut:
-        return LeftOut(dict(self.bad_hints), dict(self.not_eligible), self.admin_held)
+        return LeftOut(dict(self.bad_hints), dict(self.not_eligible), dict(self.admin_held))
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -291,7 +302,7 @@ class SlurmCluster:
         now = self.clock.now()
         jobs: list[SlurmJob] = []
         self.not_eligible = {}
-        self.admin_held = frozenset(j.job_id for j in listed if held_by_admin(j))
+        self.admin_held = {j.job_id: j for j in listed if held_by_admin(j)}
         for j in listed:
             if self._plannable(j, now):
                 jobs.append(j)
@@ -360,14 +371,18 @@ class SlurmCluster:
         return any(j.state == "PENDING" and self._plannable(j, now) and new(j)
                    for j in self._listed())
 
-    def take_over_admin_holds(self) -> int:
-        """Earlier builds held jobs with admin holds: once, over a store such a build
-        wrote, every managed job held so becomes the planner's user hold (``scontrol
-        uhold`` turns an admin hold into a user hold, measured on 22.05), or it would be
-        taken for an admin's and left out. Returns how many."""
-        ids = [j.job_id for j in self._listed() if held_by_admin(j)
-               and j.admin_comment.startswith(PREFIX)]
-        return sum(err is None for err in each_job(ids, self.backend.hold).values())
+    def take_over_admin_holds(self) -> list[int]:
+        """Earlier builds held jobs with admin holds and requeue-holds: once, over a store
+        such a build wrote, every managed job held so becomes the planner's user hold
+        (``scontrol uhold`` turns an admin hold into a user hold; a requeue-held job is
+        released first, its reason staying through any hold; measured on 22.05), or it
+        would be taken for an admin's and left out. Returns the jobs taken over."""
+        ours = [j for j in self._listed() if held_by_admin(j)
+                and j.admin_comment.startswith(PREFIX)]
+        requeued = [j.job_id for j in ours if j.reason in REQUEUED_HELD]
+        each_job(requeued, self.backend.release)  # its reason stays through any hold
+        done = each_job([j.job_id for j in ours], self.backend.hold)
+        return sorted(jid for jid, err in done.items() if err is None)
 
     def _read_partition_state(self) -> None:
         """The managed partition's state, said in the log when it changes."""
@@ -474,7 +489,8 @@ class SlurmCluster:
                 requeue.append(a)
             else:
                 results.append(outcome)
-        requeued = self._batch(requeue, lambda ids: self.backend.requeue(ids, hold=True))
+        requeued = self._batch(requeue, self.backend.requeue)
+        self._hold_requeued([r.action.job_id for r in requeued if r.outcome == Outcome.APPLIED])
         for r in requeued:
             if r.outcome == Outcome.APPLIED:
                 self._forget(r.action.job_id)
@@ -586,9 +602,23 @@ class SlurmCluster:
         ck = self.intents.get(ack.job_id)
         if ck is None or not acknowledged((ack,), ck.sent_s):
             return False
-        self.backend.requeue([ack.job_id], hold=True)
+        self.backend.requeue([ack.job_id])
+        self._hold_requeued([ack.job_id])
         self._forget(ack.job_id)
         return True
+
+    def _hold_requeued(self, job_ids: list[int]) -> None:
+        """The planner's hold on jobs it just requeued, at once: a user hold, as every one
+        of its holds (``scontrol requeuehold`` leaves "job requeued in held state", which
+        stays through any later hold and is how an admin's requeue-hold is told apart).
+        Slurm starts a requeued job no sooner than ``cred_expire`` + 1 s (at least 5 s),
+        and a hold of a job still completing takes effect when it is pending again
+        (measured on 22.05). A job Slurm refuses to hold is pending without approval, so
+        the next round or fill step holds it again; the refusal is logged."""
+        for jid, err in each_job(job_ids, self.backend.hold).items():
+            if err:
+                log.warning("job %d: requeued but not held (%s): held again at the next "
+                            "round", jid, err)
 
     def _forget(self, job_id: int) -> None:
         if self.intents.pop(job_id, None) is not None:
