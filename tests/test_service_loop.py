@@ -52,6 +52,17 @@ def service(fake: FakeSlurm, store: Store, clock: Clock, policy: str = "fifo",
                    **kw)  # type: ignore[arg-type]
 
 
+def rounds(fake: FakeSlurm, tmp_path: Path, n: int, policy: str = "fifo") -> Store:
+    """``n`` rounds a minute apart over a fresh store, Slurm acting between them."""
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy=policy)
+    for _ in range(n):
+        svc.round_once()
+        fake.tick()
+        clock.t += 60
+    return store
+
+
 def srtf_preempting_job_1(tmp_path: Path, hint: str = SIGNAL
                           ) -> tuple[FakeSlurm, Store, Clock, Service]:
     """A whole-cluster long job 1 running, then a short job 2 arrives: SRTF preempts 1."""
@@ -76,12 +87,7 @@ def test_fifo_never_signals_jobs_it_keeps(tmp_path: Path) -> None:
     fake.tick()
     for j in (job(1, 1), job(2, 2), job(3, 8, nodes=2), job(4, 4)):
         fake.add(j)
-    store, clock = Store(tmp_path / "s.db"), Clock()
-    svc = service(fake, store, clock)
-    for _ in range(6):
-        svc.round_once()
-        fake.tick()
-        clock.t += 60
+    store = rounds(fake, tmp_path, 6)
     assert fake.signals == []
     kinds = {a["kind"] for jid in (1, 2, 3, 4) for a in store.actions(jid)}
     assert kinds == {"start"}
@@ -461,12 +467,7 @@ def test_a_job_an_admin_holds_is_shown_and_never_released_round_after_round(
     fake = fake_cluster(nodes=1, gpus=8)
     fake.add(with_state(job(1, 2), reason="JobHeldAdmin"))
     fake.add(job(2, 2))
-    store, clock = Store(tmp_path / "s.db"), Clock()
-    svc = service(fake, store, clock)
-    for _ in range(3):
-        svc.round_once()
-        fake.tick()
-        clock.t += 60
+    store = rounds(fake, tmp_path, 3)
     assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldAdmin"
     assert fake.jobs[2].state == "RUNNING"
     row = store.jobs_now()[1]
