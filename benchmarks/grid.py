@@ -71,8 +71,9 @@ def runtimes_s(workload: Workload, round_s: float, restore_s: float) -> np.ndarr
 def lags(workload: Workload, run_s: np.ndarray) -> np.ndarray:
     """Each job's simulator runtime over its exclusive runtime (>= 1 where batch sizes
     change: a change applies at a round's end)."""
-    return run_s / np.array([workload.profiles[j.spec.job_id].exclusive_s
-                             for j in workload.jobs])
+    exclusive = np.array([workload.profiles[j.spec.job_id].exclusive_s
+                          for j in workload.jobs])
+    return np.asarray(run_s / exclusive)
 
 
 class Replay(Policy[NoConfig]):
