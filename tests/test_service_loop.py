@@ -471,6 +471,7 @@ def test_a_job_an_admin_holds_is_shown_and_never_released_round_after_round(
     assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldAdmin"
     assert fake.jobs[2].state == "RUNNING"
     row = store.jobs_now()[1]
-    assert (row.phase, row.user, row.gpus) == ("held", "alice", 2)
+    assert (row.phase, row.user, row.gpus, row.model, row.epochs, row.bs) == (
+        "held", "alice", 2, "ResNet-18", 9, 32)
     assert row.reason == ("held_by_admin(scontrol uhold 1 returns it to the plan "
                           "(scontrol release 1 for one requeued held))")

@@ -7,9 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from slurm_shockwave.engine.round import RoundReport
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
 from slurm_shockwave.service.store import JobRow, RoundRecord
-from slurm_shockwave.slurm.world import GIVE_BACK, LeftOut
+from slurm_shockwave.slurm.hints import Hint, parse_hint
+from slurm_shockwave.slurm.protocol import SlurmJob
+from slurm_shockwave.slurm.world import GIVE_BACK, LeftOut, hint_text
 
 
 def where(slots: tuple[str, ...]) -> str:
@@ -42,10 +45,20 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
                     reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until "
                            f"{time.strftime('%H:%M:%S', time.localtime(at))})")
              for jid, at in sorted(left.not_eligible.items())]
-    return rows + [JobRow(job_id=jid, user=job.user, phase="held", gpus=job.gpus,
-                          reason=f"{ReasonCode.HELD_BY_ADMIN.value}"
-                                 f"({GIVE_BACK.format(job=jid)})")
-                   for jid, job in sorted(left.admin_held.items())]
+    return rows + [_admin_held_row(job) for _, job in sorted(left.admin_held.items())]
+
+
+def _admin_held_row(job: SlurmJob) -> JobRow:
+    """What queue and explain can say of a job an admin holds: who, its GPUs and, when
+    its hint reads, what it trains."""
+    try:
+        hint: Hint | None = parse_hint(hint_text(job))
+    except InputError:
+        hint = None
+    return JobRow(job_id=job.job_id, user=job.user, phase="held", gpus=job.gpus,
+                  model=hint.model if hint else "", epochs=hint.epochs if hint else 0,
+                  bs=hint.bs if hint else 0,
+                  reason=f"{ReasonCode.HELD_BY_ADMIN.value}({GIVE_BACK.format(job=job.job_id)})")
 
 
 def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:

@@ -184,6 +184,11 @@ class LeftOut:
     admin_held: Mapping[int, SlurmJob] = field(default_factory=dict)
 
 
+def hint_text(job: SlurmJob) -> str:
+    """The job's hint as job_submit.lua normalised it (else its raw comment)."""
+    return split_admin_comment(job.admin_comment)[0] or job.comment
+
+
 def held_by_admin(job: SlurmJob) -> bool:
     """A pending job an admin holds (``scontrol hold``, or ``scontrol requeuehold`` of a
     running job, which squeue's reason shows as its state description "job requeued in
@@ -428,7 +433,7 @@ class SlurmCluster:
 
     def _hint(self, job: SlurmJob) -> Hint | None:
         """The job's validated hint; a bad one leaves that job to Slurm, never the round."""
-        text = split_admin_comment(job.admin_comment)[0] or job.comment
+        text = hint_text(job)
         cached = self._parsed.get(job.job_id)
         if cached is None or cached[0] != text:
             try:
