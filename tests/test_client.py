@@ -135,6 +135,37 @@ def test_an_unsafe_spool_is_refused(env: Path, store: Store, tmp_path: Path,
     assert list(open_dir.iterdir()) == []
 
 
+def test_a_spool_swapped_for_a_symlink_mid_flush_is_not_followed(
+        env: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root's epilog flushes a user's spool: checked, then used. If its owner swaps the
+    path for a symlink to another directory after the check, the flush goes on in the
+    directory it checked (open as a descriptor): nothing in the other one is renamed,
+    sent or deleted."""
+    port = free_port()
+    monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{port}")
+    assert reporter.report(epoch=1.0) is False
+    spooled = [p.name for p in env.iterdir()]
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    bait = other / spooled[0].replace("-", "-9", 1)  # a name the flush would take
+    bait.write_bytes((env / spooled[0]).read_bytes())
+    moved = tmp_path / "moved"
+    real_scandir = os.scandir
+
+    def swap_then_scan(path: object) -> object:
+        if not (env.is_symlink() or moved.exists()):
+            env.rename(moved)  # the checked directory, moved away...
+            env.symlink_to(other)  # ...and its path now names another one
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reporter.os, "scandir", swap_then_scan)
+    with ProgressAPI(store.path, listen=f"127.0.0.1:{port}"):
+        assert reporter.flush_spool() == 1
+    assert epochs(store) == [1.0]
+    assert list(moved.iterdir()) == []  # the checked directory's report, sent
+    assert [p.name for p in other.iterdir()] == [bait.name]  # untouched
+
+
 FLUSH_UNTIL_EMPTY = """
 import os, sys, threading, time
 from slurm_shockwave.client import reporter

@@ -267,11 +267,24 @@ class _Client:
                 return None
         except OSError:
             return None
-        uid = os.geteuid()
-        if (not stat.S_ISDIR(st.st_mode) or (uid != 0 and st.st_uid != uid)
-                or st.st_mode & 0o022):
+        return path if _safe_dir(st) else None
+
+    def _open_spool(self) -> int | None:
+        """The spool directory opened (never through a symlink) and checked on what was
+        opened: every later step works in that directory through the descriptor, so a
+        user cannot swap the path for a symlink between root's check and its renames and
+        deletions (the epilog flushes the user's spool as root)."""
+        path = self._spool_dir()
+        if path is None:
             return None
-        return path
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        if not _safe_dir(os.fstat(fd)):
+            os.close(fd)
+            return None
+        return fd
 
     def _spool(self, data: bytes) -> None:
         global _seq
@@ -301,14 +314,23 @@ class _Client:
         others stop at a file someone is sending (the claimant goes on in order). A send
         that fails renames it back; a claim whose claimant is gone is taken over
         (``_stale``)."""
-        path = self._spool_dir()
-        if path is None or self.url is None:
+        if self.url is None:
             return 0, True
+        spool = self._open_spool()
+        if spool is None:
+            return 0, True
+        try:
+            return self._flush(spool, self.url, deadline)
+        finally:
+            os.close(spool)
+
+    def _flush(self, spool: int, url: str, deadline: float) -> tuple[int, bool]:
+        """``flush`` in the spool directory open as ``spool``."""
         sent = 0
         suffix = f"-{self.job_id}.json"
         try:
             found: list[tuple[str, str, bool]] = []  # (spooled name, name now, being sent)
-            for entry in os.scandir(path):
+            for entry in os.scandir(spool):
                 if entry.name.endswith(suffix):
                     found.append((entry.name, entry.name, False))
                 else:
@@ -322,21 +344,21 @@ class _Client:
             # spooled again and sent twice: none is sent with only a moment left for it
             if busy or deadline - time.monotonic() < MIN_SEND_S:
                 return sent, True
-            data = _read_spooled(path / now)
+            data = _read_spooled(spool, now)
             if data is None or _body_job(data) != self.job_id:
                 continue  # not this job's (or not a report): left alone
-            claimed = _claim(path, now, name)
+            claimed = _claim(spool, now, name)
             if claimed is None:
                 return sent, True  # another thread or process took it first: it goes on
             outcome = "unreachable"
             try:
-                outcome, _answer = _post(self.url, _with_age(data, name), deadline)
+                outcome, _answer = _post(url, _with_age(data, name), deadline)
             finally:
                 with contextlib.suppress(OSError):
-                    if outcome == "unreachable":
-                        os.rename(claimed, path / name)  # it stays, as it was
-                    else:
-                        os.unlink(claimed)  # accepted, or refused for good (a 4xx)
+                    if outcome == "unreachable":  # it stays, as it was
+                        os.rename(claimed, name, src_dir_fd=spool, dst_dir_fd=spool)
+                    else:  # accepted, or refused for good (a 4xx)
+                        os.unlink(claimed, dir_fd=spool)
             if outcome == "unreachable":
                 return sent, False
             sent += outcome == "accepted"
@@ -358,13 +380,21 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:64]
 
 
-def _claim(spool: Path, now: str, name: str) -> Path | None:
-    """Rename the spooled file ``now`` (its spooled name ``name``) to a claim of this
-    thread's, atomically: the claim's path, or None if someone else got it first."""
-    claimed = spool / (f"{name}.{time.time_ns()}.{os.getpid()}.{threading.get_ident()}."
-                       f"{_host()}.claim")
+def _safe_dir(st: os.stat_result) -> bool:
+    """A real directory owned by us (or, for root, by anyone), writable by nobody else."""
+    uid = os.geteuid()
+    return (stat.S_ISDIR(st.st_mode) and (uid == 0 or st.st_uid == uid)
+            and not st.st_mode & 0o022)
+
+
+def _claim(spool: int, now: str, name: str) -> str | None:
+    """Rename the spooled file ``now`` (its spooled name ``name``) in the directory open
+    as ``spool`` to a claim of this thread's, atomically: the claim's name, or None if
+    someone else got it first."""
+    claimed = (f"{name}.{time.time_ns()}.{os.getpid()}.{threading.get_ident()}."
+               f"{_host()}.claim")
     try:
-        os.rename(spool / now, claimed)
+        os.rename(now, claimed, src_dir_fd=spool, dst_dir_fd=spool)
     except OSError:
         return None
     return claimed
@@ -407,9 +437,9 @@ def _with_age(data: bytes, name: str) -> bytes:
         return data
 
 
-def _read_spooled(path: Path) -> bytes | None:
+def _read_spooled(spool: int, name: str) -> bytes | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=spool)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
