@@ -70,15 +70,19 @@ class Service:
         self._wake = threading.Event()
         self._idle_gpus = 0
         """GPUs the last round or fill step left idle: a new job may take them at once."""
+        self._take_over = not dry_run and store.held_by_earlier_build()
+        """The store is an earlier build's: its admin holds are taken over at the first
+        round that reaches Slurm (read once here, not at every round and fill step)."""
         world.origin_s = store.origin_s(world.clock.now())
 
     def round_once(self, *, fill: bool = False) -> RoundDone:
         """One whole round (``fill``: a fill step of the last one, engine/fill.py); raises
         (and writes nothing) if it cannot finish."""
         self.store.check_file()  # before anything is applied: a deleted store stops us
-        if not self.dry_run and self.store.held_by_earlier_build():
+        if self._take_over:
             taken = self.world.take_over_admin_holds()
             self.store.mark_user_holds()
+            self._take_over = False
             log.info("took over %d jobs an earlier build held with admin holds: %s",
                      len(taken), " ".join(map(str, taken)) or "none")
         read_id = self.store.last_round_id()
