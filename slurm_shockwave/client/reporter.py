@@ -274,11 +274,10 @@ class _Client:
         opened: every later step works in that directory through the descriptor, so a
         user cannot swap the path for a symlink between root's check and its renames and
         deletions (the epilog flushes the user's spool as root)."""
-        path = self._spool_dir()
-        if path is None:
+        if not self.spool:
             return None
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            fd = os.open(self.spool, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             return None
         if not _safe_dir(os.fstat(fd)):
