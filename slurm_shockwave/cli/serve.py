@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
@@ -120,7 +121,10 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
     try:
         # held throughout: a service starting now waits for us
         with ServiceLock(path, env.settings.service.heartbeat):
-            earlier = Path(path).exists() and env.store(path).held_by_earlier_build()
+            earlier = False
+            if Path(path).exists():  # never made here: a hand-back writes no store
+                with contextlib.closing(env.store(path)) as store:
+                    earlier = store.held_by_earlier_build()
             result = hand_back(env.backend, env.partition, env.settings.service.heartbeat,
                                earlier_build=earlier)
     except AlreadyRunning as exc:
