@@ -34,7 +34,8 @@ def test_backend_contract(kind: str, tmp_path) -> None:
     assert nodes and all(n.gpus > 0 for n in nodes)
     script = tmp_path / "w.sh"
     script.write_text("#!/bin/sh\nsleep 600\n")
-    jid = b.submit(str(script), ["-o", "/dev/null", "--gres=gpu:1",
+    # --begin: released, it still cannot start before the hold below
+    jid = b.submit(str(script), ["-o", "/dev/null", "--gres=gpu:1", "--begin=now+3600",
                                  "--comment=model=lm bs=10 epochs=3"])
     try:
         job = next(j for j in b.list_jobs() if j.job_id == jid)
@@ -43,8 +44,10 @@ def test_backend_contract(kind: str, tmp_path) -> None:
         assert next(j for j in b.list_jobs() if j.job_id == jid).gpus == 2
         with pytest.raises(SlurmError):
             b.set_priority(jid, 10)  # held jobs reject priorities
+        b.release([jid])
         b.hold([jid])
-        assert next(j for j in b.list_jobs() if j.job_id == jid).held
+        held = next(j for j in b.list_jobs() if j.job_id == jid)
+        assert held.held and held.reason == "JobHeldUser"  # a user hold: an admin's stay apart
         assert next(j for j in b.list_jobs() if j.job_id == jid).gpu_alloc == ()
     finally:
         b.cancel(jid)

@@ -22,7 +22,7 @@ from slurm_shockwave.slurm.backend_choice import (
     probe_pyslurm,
     resolve_backend,
 )
-from slurm_shockwave.slurm.cli_backend import slurm_conf_problem
+from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.hostlist import expand_indices
 from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
@@ -100,7 +100,9 @@ class PyslurmBackend:
         import pyslurm
 
         self._ps: Any = pyslurm
-        self._slurm_conf = slurm_conf
+        # what pyslurm's API lacks or gets wrong goes through the CLI: sbatch's option
+        # parsing, per-job GPUs (TresPerJob), a partition's state and the user hold
+        self._cli = CliBackend(slurm_conf=slurm_conf)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -157,16 +159,12 @@ class PyslurmBackend:
         unknown = [j.job_id for j in jobs if not j.gpus and j.state == "PENDING"]
         if not unknown:
             return jobs
-        from slurm_shockwave.slurm.cli_backend import CliBackend
-
-        per_job = CliBackend(slurm_conf=self._slurm_conf).gpus_per_job(unknown)
+        per_job = self._cli.gpus_per_job(unknown)
         return [replace(j, gpus=per_job[j.job_id]) if per_job.get(j.job_id) else j
                 for j in jobs]
 
     def partition_state(self, partition: str) -> str:
-        from slurm_shockwave.slurm.cli_backend import CliBackend
-
-        return CliBackend(slurm_conf=self._slurm_conf).partition_state(partition)
+        return self._cli.partition_state(partition)
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = self._call("load nodes", self._ps.Nodes.load)
@@ -193,8 +191,10 @@ class PyslurmBackend:
         self._call(f"priority {job_id}", self._ps.Job(job_id).modify, desc)
 
     def hold(self, job_ids: Sequence[int]) -> None:
-        for jid in job_ids:
-            self._call(f"hold {jid}", self._ps.Job(jid).hold, mode="user")
+        # The planner's holds are user holds (an admin's own stay apart). pyslurm
+        # 25.11.2's Job.hold(mode="user") sets the hold flag on a descriptor it has not
+        # yet allocated and kills the process (SIGSEGV), so: scontrol uhold.
+        self._cli.hold(job_ids)
 
     def release(self, job_ids: Sequence[int]) -> None:
         for jid in job_ids:
@@ -215,9 +215,7 @@ class PyslurmBackend:
 
     def submit(self, script: str, args: Sequence[str] = ()) -> int:
         # sbatch's option parsing is not in pyslurm's API: submission goes through sbatch
-        from slurm_shockwave.slurm.cli_backend import CliBackend
-
-        return CliBackend(slurm_conf=self._slurm_conf).submit(script, args)
+        return self._cli.submit(script, args)
 
     def cancel(self, job_id: int) -> None:
         self._call(f"cancel {job_id}", self._ps.Job(job_id).cancel)
@@ -243,8 +241,6 @@ def open_backend(kind: str = "auto", *, slurm_conf: str | None = None
         os.environ["SLURM_CONF"] = slurm_conf
     choice = resolve_backend(_Target(kind, slurm_conf))
     if choice.backend == "cli":
-        from slurm_shockwave.slurm.cli_backend import CliBackend
-
         return CliBackend(slurm_conf=slurm_conf), choice
     return PyslurmBackend(slurm_conf), choice
 
