@@ -111,6 +111,23 @@ def test_clearing_never_moves_a_job_ranked_above_the_wide_one() -> None:
     assert ActionKind.PREEMPT not in {a.kind for a in diff(view, placed)}
 
 
+def test_a_job_the_plan_lets_move_others_gets_a_node_cleared_of_jobs_ranked_above() -> None:
+    """Plan.moves_for (Shockwave's critical path): the same wide job gets a node; the
+    jobs ranked above it move, and both still run."""
+    a = a_job(1, gpus=1, running=True, slots=("n0:0",))
+    b = a_job(2, gpus=1, running=True, slots=("n1:0",))
+    wide = a_job(3, gpus=4)
+    view = a_view(a, b, wide, gpus=8, gpus_per_node=4)
+    placed = place(view, Plan((1, 2, 3), moves_for=frozenset({3})))
+    assert not placed.fragmented and set(placed.slots) == {1, 2, 3}
+    assert [a.kind for a in diff(view, placed)].count(ActionKind.PREEMPT) == 1  # one move
+    # the fill step between rounds moves nobody
+    from slurm_shockwave.engine.fill import fill_plan
+
+    assert place(view, fill_plan(view, Plan((1, 2, 3), moves_for=frozenset({3})))
+                 ).fragmented == {3}
+
+
 def test_an_elastic_job_left_out_at_its_planned_count_takes_a_smaller_one() -> None:
     """Two 3-GPU jobs on two 4-GPU nodes leave a GPU on each: a grown count of 2 fits
     nowhere, so the elastic job (range 1-4) runs on 1 instead of waiting; a running one

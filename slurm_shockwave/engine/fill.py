@@ -42,9 +42,11 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
     reserved += sorted(jid for jid in view.reserved
                        if jid in in_view and jid not in held and jid not in reserved)
     first = held.union(reserved)
+    # a fill step starts jobs on free GPUs only: it moves no running job
     return replace(plan, order=(*holding, *reserved,
                                 *(jid for jid in plan.order if jid not in first)),
-                   gpus={jid: n for jid, n in plan.gpus.items() if jid not in held})
+                   gpus={jid: n for jid, n in plan.gpus.items() if jid not in held},
+                   moves_for=frozenset())
 
 
 def fill_only(view: ClusterView, placement: Placement) -> Placement:

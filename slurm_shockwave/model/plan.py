@@ -49,6 +49,11 @@ class Plan:
     """The count an elastic job is to run on (one of ``spec.gpu_counts()``); a job not
     listed runs on its request. Placing a running job on another count resizes it: a
     checkpoint and a restart, like a migration (docs/elastic.md)."""
+    moves_for: frozenset[JobId] = frozenset()
+    """Jobs for which placement may move running jobs ranked above them when
+    fragmentation leaves them out, to clear nodes (each moved job placed again the same
+    round). For any other job a job is only moved for one ranked above it, so a policy
+    that ranks its running jobs first (FIFO, Slurm alone) never moves one."""
 
     def gpus_of(self, job: Job) -> int:
         return self.gpus.get(job.job_id, job.gpus)

@@ -214,4 +214,5 @@ class Shockwave(Policy[ShockwaveConfig]):
             else:
                 reasons[j.job_id] = Reason(ReasonCode.BACKFILLED,
                                            f"remaining~{est[j.job_id].remaining_s:.0f}s")
-        return Plan(tuple(scheduled) + tuple(j.job_id for j in backfill), reasons)
+        return Plan(tuple(scheduled) + tuple(j.job_id for j in backfill), reasons,
+                    moves_for=frozenset(crit))
