@@ -109,10 +109,10 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     all come later in the plan's order (a job never displaces one the policy ranks above
     it, so a policy that runs the running jobs first, FIFO's, never moves one), those
     holding the fewest GPUs first; their jobs move elsewhere. For a job in ``moves_for``
-    (Plan.moves_for) any node may be cleared, those holding only later jobs first: a job ranked above is
-    moved, not stopped, as every job placed before must be placed again. Kept only when
-    every job placed before still is and more of the selection runs; without it a wide
-    job can wait until the cluster drains."""
+    (Plan.moves_for) any node may be cleared, nodes of later jobs first: a job ranked
+    above it is moved, not stopped. Kept only when every job placed before still is and
+    more of the selection runs; without it a wide job can wait until the cluster
+    drains."""
     rank = {j.job_id: i for i, j in enumerate(selected)}
     jobs = {j.job_id: j for j in selected}
     held: dict[str, list[JobId]] = {n.name: [] for n in view.nodes}
