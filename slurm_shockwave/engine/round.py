@@ -61,7 +61,12 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
         given = plan.reasons.get(jid)
         detail = given.detail if given else ""
         if jid in placement.slots:
-            if job.is_running:
+            if job.is_running and placement.slots[jid] != job.gpu_slots:
+                # moved (a node cleared for a wide job) or resized: checkpoint, restart
+                out[jid] = Reason(ReasonCode.KEPT_RUNNING,
+                                  f"restarts on other GPUs; {detail}" if detail
+                                  else "restarts on other GPUs")
+            elif job.is_running:
                 out[jid] = Reason(ReasonCode.KEPT_RUNNING, detail)
             else:
                 out[jid] = given if given and given.code in _STARTED else \
