@@ -68,6 +68,21 @@ def test_an_acknowledgement_counts_only_after_the_signal() -> None:
     assert acknowledged(ack, since_s=40) and not acknowledged(ack, since_s=60)
 
 
+def test_reports_after_a_checkpoint_acknowledgement_time_no_epoch() -> None:
+    """Seen live (t32, job 8): stopping, the job reports the partial epoch it saved,
+    acknowledges, and reports it again; 0.01 s for 0.00005 epochs read as 220 s an epoch.
+    Its epochs done are the last report's; its epoch time the training's."""
+    ack = ReportKind.CHECKPOINTED
+    reports = [rep(56, 16.45), rep(60, 17.58), rep(0, 17.59, kind=ack),
+               rep(60.0159168, 17.59), rep(0, 17.595, kind=ack), rep(60.0159697, 17.60)]
+    p = observed_progress(TABLE, reports)
+    assert p.epochs_done == 60.0159697 and p.epoch_s == pytest.approx(1.13 / 4)
+    # the next run times its epochs again
+    later = [*reports, rep(60.0159697, 34.1, restart=1), rep(64, 35.89, restart=1),
+             rep(68, 37.02, restart=1)]
+    assert observed_progress(TABLE, later).epoch_s == pytest.approx(1.13 / 4)
+
+
 def test_epochs_redone_after_a_resume_are_not_counted_twice() -> None:
     p = observed_progress(TABLE, [rep(1, 10), rep(2, 20), rep(3, 30), rep(2, 100, restart=1),
                                   rep(3, 110, restart=1), rep(4, 120, restart=1)])

@@ -8,13 +8,14 @@ the table does not know) is the starting point; reports replace what they measur
 - the batch-size history (completed epochs at each batch size, run-length encoded) is what
   the Dirichlet regime posterior reads;
 - the epoch time at the current batch size is measured between consecutive progress
-  reports of the same run (restart), not across a run's first interval where an
-  earlier one measured it (that interval holds the restore: with it, a migrated
-  4,949-epoch job's remaining time read 241,489 s instead of ~160 s for a round), and
-  where a run's first interval is all there is, it only lowers the table's time (it
-  bounds the epoch time from above), so the estimate calibrates the table by the ratio
-  (``prediction/calibration.py``); a batch size the table does not know gets its
-  measured time, and a job of an unknown model gets every estimate from its own reports;
+  reports of the same run (restart) made before it acknowledged a checkpoint, not
+  across a run's first interval where an earlier one measured it (that interval holds
+  the restore: with it, a migrated 4,949-epoch job's remaining time read 241,489 s
+  instead of ~160 s for a round), and where a run's first interval is all there is, it
+  only lowers the table's time (it bounds the epoch time from above), so the estimate
+  calibrates the table by the ratio (``prediction/calibration.py``); a batch size the
+  table does not know gets its measured time, and a job of an unknown model gets every
+  estimate from its own reports;
 - an elastic job's throughput at each GPU count it ran on is its own (``measured_rates``,
   ``merged_rates``; the service's feed knows each run's count).
 """
@@ -54,15 +55,32 @@ def _progress_reports(reports: Sequence[ProgressReport]) -> list[ProgressReport]
     return [r for r in reports if r.kind == ReportKind.PROGRESS and r.epoch is not None]
 
 
+def _training_reports(reports: Sequence[ProgressReport]) -> list[ProgressReport]:
+    """The progress reports that time training: those of a run made before it
+    acknowledged its checkpoint. A job reports its epoch again as it stops (the partial
+    epoch it saved), and the time from the acknowledgement on is not training: live, two
+    such reports 0.01 s and 0.00005 epochs apart read as 220 s an epoch for a job of
+    0.28 s, and its remaining time as 38,228 s instead of 82 s."""
+    stopped: set[int] = set()
+    out = []
+    for r in reports:
+        if r.kind == ReportKind.CHECKPOINTED:
+            stopped.add(r.restart_count)
+        elif r.restart_count not in stopped and r.kind == ReportKind.PROGRESS \
+                and r.epoch is not None:
+            out.append(r)
+    return out
+
+
 Interval = tuple[ProgressReport, int, float, bool]
 """One of ``_epoch_times``: closing report, batch size, seconds per epoch, run's first."""
 
 
 def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> JobProgress:
     """``guess`` updated by ``reports`` (in the order the service accepted them)."""
-    progress = _progress_reports(reports)
-    return _observed(guess, progress,
-                     _measured(list(_epoch_times(progress, guess.bs)), _table_times(guess)))
+    intervals = list(_epoch_times(_training_reports(reports), guess.bs))
+    return _observed(guess, _progress_reports(reports),
+                     _measured(intervals, _table_times(guess)))
 
 
 def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
@@ -73,7 +91,7 @@ def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
     (before a resize, or a pending job whose GRES was changed) converted to ``current``.
     One pass over the reports for all three (the service asks every round)."""
     progress = _progress_reports(reports)
-    intervals = list(_epoch_times(progress, guess.bs))
+    intervals = list(_epoch_times(_training_reports(reports), guess.bs))
     if not guess.rate_by_gpus:
         return _observed(guess, progress, _measured(intervals, _table_times(guess)))
     rates = merged_rates(dict(guess.rate_by_gpus), _rates(intervals, gpus_by_run), current)
@@ -167,7 +185,7 @@ def measured_rates(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, 
     batch size measured on both counts (the median ratio over the batch sizes they
     share; a run's first interval, its restore, never counts). ``gpus_by_run``: the
     count of each run (restart count), as the service saw it running."""
-    return _rates(list(_epoch_times(_progress_reports(reports), 0)), gpus_by_run)
+    return _rates(list(_epoch_times(_training_reports(reports), 0)), gpus_by_run)
 
 
 def _rates(intervals: Sequence[Interval], gpus_by_run: Mapping[int, int]
