@@ -81,6 +81,9 @@ def test_reports_after_a_checkpoint_acknowledgement_time_no_epoch() -> None:
     later = [*reports, rep(60.0159697, 34.1, restart=1), rep(64, 35.89, restart=1),
              rep(68, 37.02, restart=1)]
     assert observed_progress(TABLE, later).epoch_s == pytest.approx(1.13 / 4)
+    # a job the plan keeps trains on after its acknowledgement: timed again
+    kept = [*reports, rep(64, 17.60 + 4 * 0.5)]
+    assert observed_progress(TABLE, kept).epoch_s == pytest.approx(2.0 / (64 - 60.0159697))
 
 
 def test_epochs_redone_after_a_resume_are_not_counted_twice() -> None:

@@ -8,7 +8,7 @@ the table does not know) is the starting point; reports replace what they measur
 - the batch-size history (completed epochs at each batch size, run-length encoded) is what
   the Dirichlet regime posterior reads;
 - the epoch time at the current batch size is measured between consecutive progress
-  reports of the same run (restart) made before it acknowledged a checkpoint, not
+  reports of the same run (restart) with no checkpoint acknowledgement between, not
   across a run's first interval where an earlier one measured it (that interval holds
   the restore: with it, a migrated 4,949-epoch job's remaining time read 241,489 s
   instead of ~160 s for a round), and where a run's first interval is all there is, it
@@ -31,45 +31,39 @@ from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.workloads.scaling import nearest_count
 
 
-def _epoch_times(progress: Sequence[ProgressReport], default_bs: int
+def _epoch_times(reports: Sequence[ProgressReport], default_bs: int
                  ) -> Iterator[tuple[ProgressReport, int, float, bool]]:
     """Each interval between consecutive progress reports of one run (restart) at one
-    batch size: (its closing report, the batch size, seconds per epoch, whether it is the
-    run's first interval, which holds the run's start-up: restore, data loading)."""
+    batch size with no checkpoint acknowledgement between them: (its closing report, the
+    batch size, seconds per epoch, whether it is the run's first interval, which holds
+    the run's start-up: restore, data loading). A job stopping for its checkpoint
+    reports the partial epoch it saved, acknowledges, and reports it again: live, two
+    such reports 0.01 s and 0.00005 epochs apart read as 220 s an epoch for a job of
+    0.28 s (its remaining time 38,228 s instead of 82 s). A job the plan keeps trains on
+    after its acknowledgement, and its next intervals count again."""
     prev: ProgressReport | None = None
     run_first: ProgressReport | None = None
-    for r in progress:
-        epoch = float(r.epoch or 0.0)
+    acked = False
+    for r in reports:
+        if r.kind == ReportKind.CHECKPOINTED:
+            acked = True
+            continue
+        if r.kind != ReportKind.PROGRESS or r.epoch is None:
+            continue
+        epoch = float(r.epoch)
         bs = r.batch_size or (prev.batch_size if prev else None) or default_bs
-        if (prev is not None and prev.restart_count == r.restart_count
+        if (prev is not None and not acked and prev.restart_count == r.restart_count
                 and epoch > float(prev.epoch or 0.0) and r.at_s > prev.at_s
                 and (prev.batch_size or bs) == bs):
             yield r, bs, (r.at_s - prev.at_s) / (epoch - float(prev.epoch or 0.0)), \
                 run_first is prev
         if prev is None or prev.restart_count != r.restart_count:
             run_first = r
-        prev = r
+        prev, acked = r, False
 
 
 def _progress_reports(reports: Sequence[ProgressReport]) -> list[ProgressReport]:
     return [r for r in reports if r.kind == ReportKind.PROGRESS and r.epoch is not None]
-
-
-def _training_reports(reports: Sequence[ProgressReport]) -> list[ProgressReport]:
-    """The progress reports that time training: those of a run made before it
-    acknowledged its checkpoint. A job reports its epoch again as it stops (the partial
-    epoch it saved), and the time from the acknowledgement on is not training: live, two
-    such reports 0.01 s and 0.00005 epochs apart read as 220 s an epoch for a job of
-    0.28 s, and its remaining time as 38,228 s instead of 82 s."""
-    stopped: set[int] = set()
-    out = []
-    for r in reports:
-        if r.kind == ReportKind.CHECKPOINTED:
-            stopped.add(r.restart_count)
-        elif r.restart_count not in stopped and r.kind == ReportKind.PROGRESS \
-                and r.epoch is not None:
-            out.append(r)
-    return out
 
 
 Interval = tuple[ProgressReport, int, float, bool]
@@ -78,7 +72,7 @@ Interval = tuple[ProgressReport, int, float, bool]
 
 def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> JobProgress:
     """``guess`` updated by ``reports`` (in the order the service accepted them)."""
-    intervals = list(_epoch_times(_training_reports(reports), guess.bs))
+    intervals = list(_epoch_times(reports, guess.bs))
     return _observed(guess, _progress_reports(reports),
                      _measured(intervals, _table_times(guess)))
 
@@ -91,7 +85,7 @@ def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
     (before a resize, or a pending job whose GRES was changed) converted to ``current``.
     One pass over the reports for all three (the service asks every round)."""
     progress = _progress_reports(reports)
-    intervals = list(_epoch_times(_training_reports(reports), guess.bs))
+    intervals = list(_epoch_times(reports, guess.bs))
     if not guess.rate_by_gpus:
         return _observed(guess, progress, _measured(intervals, _table_times(guess)))
     rates = merged_rates(dict(guess.rate_by_gpus), _rates(intervals, gpus_by_run), current)
@@ -185,7 +179,7 @@ def measured_rates(reports: Sequence[ProgressReport], gpus_by_run: Mapping[int, 
     batch size measured on both counts (the median ratio over the batch sizes they
     share; a run's first interval, its restore, never counts). ``gpus_by_run``: the
     count of each run (restart count), as the service saw it running."""
-    return _rates(list(_epoch_times(_training_reports(reports), 0)), gpus_by_run)
+    return _rates(list(_epoch_times(reports, 0)), gpus_by_run)
 
 
 def _rates(intervals: Sequence[Interval], gpus_by_run: Mapping[int, int]
