@@ -50,7 +50,8 @@ def test_a_leased_job_keeps_running_over_the_plan_and_says_why() -> None:
 def test_the_critical_path_may_move_running_jobs_to_find_room() -> None:
     """The critical path's jobs, and only they, are the plan's ``moves_for``: a wide
     critical job that fragmentation leaves out gets a node cleared of jobs ranked above
-    it (the makespan waits on it; live, s0_32x32's 8-GPU job waited 8 rounds for one)."""
+    it (the makespan waits on it: simulated with the live costs, s0_32x32's 8-GPU job
+    waited 8 rounds for one)."""
     long = a_job(1, gpus=4, epochs=500)
     small = [a_job(i, gpus=1, epochs=5, epochs_done=1, running=True, slots=(f"n{i - 2}:0",))
              for i in (2, 3)]

@@ -52,8 +52,8 @@ class Plan:
     moves_for: frozenset[JobId] = frozenset()
     """Jobs for which placement may move running jobs ranked above them when
     fragmentation leaves them out, to clear nodes (each moved job placed again the same
-    round). For any other job a job is only moved for one ranked above it, so a policy
-    that ranks its running jobs first (FIFO, Slurm alone) never moves one."""
+    round). Any other job displaces only running jobs ranked below it, so a policy that
+    ranks its running jobs first (FIFO, Slurm alone) never moves one."""
 
     def gpus_of(self, job: Job) -> int:
         return self.gpus.get(job.job_id, job.gpus)
