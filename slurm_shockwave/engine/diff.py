@@ -17,11 +17,11 @@ def diff(view: ClusterView, placement: Placement) -> list[Action]:
         if job.is_running:
             if slots is None:
                 preempt.append(Action(ActionKind.PREEMPT, job.job_id, job.gpu_slots))
-            elif slots == job.gpu_slots:
-                keep.append(Action(ActionKind.KEEP, job.job_id, slots))
-            else:  # migration: checkpoint here, restart there
+            elif placement.moves(job):
                 preempt.append(Action(ActionKind.PREEMPT, job.job_id, job.gpu_slots))
                 start.append(Action(ActionKind.START, job.job_id, slots))
+            else:
+                keep.append(Action(ActionKind.KEEP, job.job_id, slots))
         elif slots is not None:
             start.append(Action(ActionKind.START, job.job_id, slots))
     return preempt + keep + start

@@ -25,6 +25,12 @@ class Placement:
     slots: dict[JobId, tuple[str, ...]] = field(default_factory=dict)
     fragmented: set[JobId] = field(default_factory=set)
 
+    def moves(self, job: Job) -> bool:
+        """A running job placed on other GPUs than it holds: a migration or a resize,
+        i.e. a checkpoint here and a restart there."""
+        slots = self.slots.get(job.job_id)
+        return job.is_running and slots is not None and slots != job.gpu_slots
+
 
 class _FreeSlots:
     def __init__(self, view: ClusterView) -> None:

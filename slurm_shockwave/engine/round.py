@@ -61,8 +61,7 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
         given = plan.reasons.get(jid)
         detail = given.detail if given else ""
         if jid in placement.slots:
-            if job.is_running and placement.slots[jid] != job.gpu_slots:
-                # moved (a node cleared for a wide job) or resized: checkpoint, restart
+            if placement.moves(job):  # a node cleared for a wide job, or a resize
                 out[jid] = Reason(ReasonCode.KEPT_RUNNING,
                                   f"restarts on other GPUs; {detail}" if detail
                                   else "restarts on other GPUs")
