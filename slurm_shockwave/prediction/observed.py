@@ -48,9 +48,9 @@ def _epoch_times(reports: Sequence[ProgressReport], default_bs: int
         if r.kind == ReportKind.CHECKPOINTED:
             acked = True
             continue
-        if r.kind != ReportKind.PROGRESS or r.epoch is None:
+        if not _is_progress(r):
             continue
-        epoch = float(r.epoch)
+        epoch = float(r.epoch or 0.0)
         bs = r.batch_size or (prev.batch_size if prev else None) or default_bs
         if (prev is not None and not acked and prev.restart_count == r.restart_count
                 and epoch > float(prev.epoch or 0.0) and r.at_s > prev.at_s
@@ -62,8 +62,12 @@ def _epoch_times(reports: Sequence[ProgressReport], default_bs: int
         prev, acked = r, False
 
 
+def _is_progress(report: ProgressReport) -> bool:
+    return report.kind == ReportKind.PROGRESS and report.epoch is not None
+
+
 def _progress_reports(reports: Sequence[ProgressReport]) -> list[ProgressReport]:
-    return [r for r in reports if r.kind == ReportKind.PROGRESS and r.epoch is not None]
+    return [r for r in reports if _is_progress(r)]
 
 
 Interval = tuple[ProgressReport, int, float, bool]
