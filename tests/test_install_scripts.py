@@ -13,12 +13,13 @@ import pytest
 from slurm_shockwave.slurm.plugin_files import (
     SCRIPT_NAMES,
     ScriptSettings,
+    lua_heartbeat,
     packaged,
     render,
     settings_in,
     version_of,
 )
-from slurm_shockwave.slurm.slurm_conf import read_slurm_conf
+from slurm_shockwave.slurm.slurm_conf import parse_show_config, read_slurm_conf
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,6 +41,19 @@ def test_settings_lines_are_written_and_read_back() -> None:
     assert version_of("job_submit.lua", lua.replace("MAX_BYTES = 1000",
                                                     "MAX_BYTES = 999")) == "other version"
     assert version_of("prolog.sh", "#!/bin/sh\nexit 0\n") == "not ours"
+
+
+def test_the_heartbeat_an_installed_lua_reads_for_a_partition(tmp_path: Path) -> None:
+    """What `serve` compares its heartbeat with: only our script, for its partition."""
+    conf = parse_show_config(f"SLURM_CONF = {tmp_path}/slurm.conf\n")
+    lua = tmp_path / "job_submit.lua"
+    assert lua_heartbeat(conf, "gpu-a") is None  # no script
+    lua.write_text(render("job_submit.lua", ScriptSettings(partition="gpu-a",
+                                                           heartbeat="/srv/sw/beat")))
+    assert lua_heartbeat(conf, "gpu-a") == (str(lua), "/srv/sw/beat")
+    assert lua_heartbeat(conf, "gpu-b") is None  # another partition's
+    lua.write_text("-- a site's own job_submit.lua\nreturn slurm.SUCCESS\n")
+    assert lua_heartbeat(conf, "gpu-a") is None  # not ours: doctor says so
 
 
 def test_start_sh_and_the_installer_write_the_same_scripts() -> None:

@@ -379,6 +379,31 @@ def test_handback_refuses_while_the_service_runs(env: Env) -> None:
     assert stop(proc) == 0
 
 
+def test_a_service_on_another_heartbeat_than_job_submit_lua_reads_is_refused(
+        env: Env) -> None:
+    """Two services of one partition, each with its own store and heartbeat: the lua reads
+    one heartbeat, so the service that would write another is refused before it writes
+    anything; a dry run writes no heartbeat and may run."""
+    other = env.tmp / "other"
+    other.mkdir()
+    cfg = other / "shockwave.yaml"
+    cfg.write_text(f"slurm: {{round_s: 2}}\nservice: {{store: {other / 'state.db'}, "
+                   f"heartbeat: {other / 'heartbeat'}, listen: '127.0.0.1:0'}}\n")
+    for cmd in (["serve", "--rounds", "1"], ["plan", "--apply"]):
+        out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", *cmd,
+                              "--config", str(cfg)], capture_output=True, text=True,
+                             timeout=60)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1, out.stderr
+        assert (f"service.heartbeat: this service would write {other / 'heartbeat'}, but "
+                in lines[0]) and f"heartbeat {env.heartbeat}: another service" in lines[0]
+    assert sorted(p.name for p in other.iterdir()) == ["shockwave.yaml"]
+    dry = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "serve", "--dry-run",
+                          "--rounds", "1", "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+
+
 ENV_PRINTER = """#!/bin/sh
 echo "url=${SHOCKWAVE_URL:-none} signal=${SHOCKWAVE_SIGNAL:-none} spool=${SHOCKWAVE_SPOOL:-none}"
 [ -n "$SHOCKWAVE_SPOOL" ] && stat -c '%a %U' "$SHOCKWAVE_SPOOL"

@@ -6,6 +6,7 @@ service and the one-shot commands read the same settings.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,8 +22,11 @@ from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.backend_choice import BACKENDS, BackendChoice
+from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.plugin_files import lua_heartbeat
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import open_backend
+from slurm_shockwave.slurm.slurm_conf import parse_show_config
 from slurm_shockwave.slurm.world import (
     IntentLog,
     MemoryIntents,
@@ -131,6 +135,28 @@ def live(config_path: str | None, partition: str | None, slurm_conf: str | None,
     _check_partition(env.backend, s.partition, "--partition" if partition else
                      "slurm.partition", settings.source)
     return env
+
+
+def check_heartbeat(env: Live) -> None:
+    """Refuse to write a heartbeat that the installed job_submit.lua, managing this
+    partition, does not read: that script holds new jobs on another service's heartbeat
+    (a second service of the partition, with its own store and heartbeat) or its settings
+    are out of date; either way the jobs would be held or run by something else than
+    this service. Nothing to compare (no lua beside slurm.conf, not ours, another
+    partition's, Slurm not answering) is doctor's to report, not a reason to stop."""
+    s, svc = env.settings.slurm, env.settings.service
+    try:
+        conf = parse_show_config(CliBackend(slurm_conf=s.slurm_conf).scontrol("show", "config"))
+    except SlurmError:
+        return
+    found = lua_heartbeat(conf, s.partition)
+    if found is None or os.path.realpath(found[1]) == os.path.realpath(svc.heartbeat):
+        return
+    raise InputError(f"this service would write {svc.heartbeat}, but {found[0]} holds "
+                     f"partition {s.partition}'s new jobs on heartbeat {found[1]}: another "
+                     f"service writes that one, or the script's settings are out of date "
+                     f"(shockwave install-scripts)",
+                     source=env.settings.source, field="service.heartbeat")
 
 
 def _check_partition(backend: SlurmBackend, partition: str, field: str, source: str) -> None:

@@ -14,7 +14,7 @@ import click
 
 from slurm_shockwave.cli.checks import HOST_PORT, Bounded
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.cli.live_options import live, live_options, service
+from slurm_shockwave.cli.live_options import check_heartbeat, live, live_options, service
 from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
@@ -59,6 +59,8 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     name = policy or svc.policy
     path = store_path or svc.store
     period = round_s or env.settings.slurm.round_s
+    if not dry_run:
+        check_heartbeat(env)
     with ServiceLock(path, None if dry_run else svc.heartbeat):
         loop = service(env, env.store(path), name, round_s=period, dry_run=dry_run)
         stop = threading.Event()

@@ -19,6 +19,7 @@ from slurm_shockwave.slurm.plugin_files import (
     ScriptSettings,
     file_problem,
     is_glob,
+    lua_path,
     settings_in,
     version_of,
 )
@@ -131,9 +132,8 @@ def script_checks(conf: SlurmSettings, want: Expected) -> list[Check]:
     the service's config, and safe for Slurm to run (root's, writable by root only)."""
     settings = ScriptSettings(partition=want.partition, heartbeat=want.heartbeat,
                               endpoint_file=want.endpoint_file)
-    conf_dir = conf.conf_path.rsplit("/", 1)[0] if "/" in conf.conf_path else "."
-    out = [_script("job_submit.lua", f"{conf_dir}/job_submit.lua", settings,
-                   required=True, executable=False)]
+    out = [_script("job_submit.lua", lua_path(conf), settings, required=True,
+                   executable=False)]
     for setting, name in (("Prolog", "prolog.sh"), ("Epilog", "epilog.sh"),
                           ("TaskProlog", "task_prolog.sh")):
         paths = conf.paths(setting)

@@ -159,6 +159,29 @@ def _program_path(conf: SlurmSettings, setting: str, name: str) -> str | None:
 PROGRAMS = (("Prolog", "prolog.sh"), ("Epilog", "epilog.sh"), ("TaskProlog", "task_prolog.sh"))
 
 
+def lua_path(conf: SlurmSettings) -> str:
+    """job_submit.lua's place: beside slurm.conf, the only place Slurm's lua plugin reads."""
+    return os.path.join(str(Path(conf.conf_path).parent), "job_submit.lua")
+
+
+def lua_heartbeat(conf: SlurmSettings, partition: str) -> tuple[str, str] | None:
+    """(path, heartbeat) of the installed job_submit.lua when it is ours and manages
+    ``partition``; None when it is missing, unreadable, not ours or another partition's
+    (doctor's checks say which)."""
+    path = lua_path(conf)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    if version_of("job_submit.lua", text) == "not ours":
+        return None
+    found = settings_in(text)
+    if found.get("partition") != partition or "heartbeat" not in found:
+        return None
+    return path, found["heartbeat"]
+
+
 def targets(conf: SlurmSettings, dest: str | None = None) -> tuple[list[Target], list[str]]:
     """Where each script goes, and a line for each program slurm.conf does not place.
 
@@ -168,9 +191,7 @@ def targets(conf: SlurmSettings, dest: str | None = None) -> tuple[list[Target],
     runs them: owned by root, writable by root only; programs executable by all
     (the TaskProlog runs as the job's user).
     """
-    conf_dir = str(Path(conf.conf_path).parent)
-    out = [Target("job_submit.lua", os.path.join(conf_dir, "job_submit.lua"), 0o644,
-                  "JobSubmitPlugins")]
+    out = [Target("job_submit.lua", lua_path(conf), 0o644, "JobSubmitPlugins")]
     missing = []
     for setting, name in PROGRAMS:
         path = os.path.join(dest, name) if dest else _program_path(conf, setting, name)
