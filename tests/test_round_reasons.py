@@ -53,9 +53,9 @@ def test_a_waiting_job_never_reads_backfilled_or_scheduled() -> None:
 def test_a_started_job_keeps_a_start_reason_and_a_stopped_one_reads_preempted() -> None:
     got = reasons((3,), ReasonCode.BACKFILLED)
     assert got[3].code == ReasonCode.BACKFILLED
-    assert got[1].code == ReasonCode.PREEMPTED_PRIORITY
+    assert got[1] == Reason(ReasonCode.PREEMPTED_PRIORITY, "for 3; rho~1.2")
     got = reasons((3,), ReasonCode.PREEMPTED_FAIRNESS)
-    assert got[1].code == ReasonCode.PREEMPTED_FAIRNESS
+    assert got[1] == Reason(ReasonCode.PREEMPTED_FAIRNESS, "for 3; rho~1.2")
     assert got[3].code == ReasonCode.SCHEDULED
 
 
@@ -78,3 +78,23 @@ def test_a_moved_job_says_it_restarts_on_other_gpus() -> None:
     assert len(moved) == 1 and got[moved[0]] == Reason(
         ReasonCode.KEPT_RUNNING, "restarts on other GPUs; rho~1.2")
     assert got[3].code == ReasonCode.SCHEDULED
+
+
+def test_a_preempted_job_names_only_the_jobs_ranked_above_it_that_take_gpus() -> None:
+    """Job 1 stops for job 4, which starts ahead of it; job 2 keeps running and job 3,
+    ranked below job 1, starts on what is left: neither is named."""
+    view = a_view(a_job(1, running=True, slots=("pool:0", "pool:1"), gpus=2),
+                  a_job(2, running=True, slots=("pool:2",)), a_job(3), a_job(4, gpus=3),
+                  gpus=4)
+    got = run_round(Fixed(view), Says((2, 4, 1, 3), ReasonCode.SCHEDULED), {},
+                    DryRunActuator()).reasons
+    assert got[1] == Reason(ReasonCode.PREEMPTED_PRIORITY, "for 4; rho~1.2")
+    assert got[3].code == ReasonCode.WAITING_CAPACITY
+
+
+def test_a_preempted_job_names_at_most_three() -> None:
+    view = a_view(a_job(1, running=True, slots=("pool:0", "pool:1", "pool:2", "pool:3"),
+                        gpus=4), *(a_job(j) for j in range(2, 7)), gpus=4)
+    got = run_round(Fixed(view), Says((6, 5, 4, 3, 1), ReasonCode.SCHEDULED), {},
+                    DryRunActuator()).reasons
+    assert got[1].detail == "for 6, 5, 4 and 1 more; rho~1.2"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slurm_shockwave.engine.admission import admit
@@ -56,6 +56,12 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
     waits never reads "scheduled" or "backfilled"); its detail survives either way.
     """
     out = dict(rejected)
+    rank = {jid: i for i, jid in enumerate(plan.order)}
+    unranked = len(rank)
+    # who takes GPUs this round (a start, or a restart elsewhere), in the plan's order
+    taking = sorted((j.job_id for j in view.jobs if j.job_id in placement.slots
+                     and (not j.is_running or placement.moves(j))),
+                    key=lambda jid: rank.get(jid, unranked))
     for job in view.jobs:
         jid = job.job_id
         given = plan.reasons.get(jid)
@@ -73,12 +79,24 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
         elif jid in placement.fragmented:
             out[jid] = Reason(ReasonCode.WAITING_FRAGMENTATION, f"gpus={job.gpus}")
         elif job.is_running:
-            out[jid] = (given if given and given.code.value.startswith("preempted")
-                        else Reason(ReasonCode.PREEMPTED_PRIORITY, detail))
+            reason = (given if given and given.code.value.startswith("preempted")
+                      else Reason(ReasonCode.PREEMPTED_PRIORITY, detail))
+            out[jid] = _naming(reason, [t for t in taking
+                                        if rank.get(t, unranked) < rank.get(jid, unranked)])
         else:
             out[jid] = given if given and given.code in _WAITING else \
                 Reason(ReasonCode.WAITING_CAPACITY, detail)
     return out
+
+
+def _naming(reason: Reason, ahead: list[JobId], shown: int = 3) -> Reason:
+    """A preempted job's reason names the jobs ranked above it that take GPUs this round
+    (``for 22, 14``): what an owner asks first when a job stops a round after it began."""
+    if not ahead:
+        return reason
+    more = f" and {len(ahead) - shown} more" if len(ahead) > shown else ""
+    named = f"for {', '.join(map(str, ahead[:shown]))}{more}"
+    return replace(reason, detail=f"{named}; {reason.detail}" if reason.detail else named)
 
 
 def _no_timer() -> float:
