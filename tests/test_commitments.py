@@ -34,34 +34,6 @@ def test_the_critical_path_is_the_job_whose_remaining_time_is_the_bound() -> Non
     assert critical_path(rem, gpus, capacity=8, frac=0.0) == []
 
 
-def test_a_running_critical_job_stays_on_the_path_and_ranks_first() -> None:
-    """s0_36x24 live: two critical 4-GPU jobs dropped off the path as their estimates
-    moved, were stopped, and a round later came back at the top and took the GPUs of the
-    8-GPU critical job that had started meanwhile. A running job is held to ``keep`` x
-    the threshold, and running critical jobs rank before waiting ones."""
-    rem, gpus = {1: 1000.0, 2: 900.0, 3: 700.0}, {1: 4, 2: 4, 3: 8}
-    assert critical_path(rem, gpus, capacity=64, frac=0.95) == [1]
-    # 2 runs: 900 >= 0.8 x 0.95 x 1000, it stays, and ranks before the waiting 1
-    assert critical_path(rem, gpus, capacity=64, frac=0.95, running=[2], keep=0.8) == [2, 1]
-    # 3 runs but is below even the lower threshold: not critical
-    assert critical_path(rem, gpus, capacity=64, frac=0.95, running=[3], keep=0.8) == [1]
-    # keep 1: one threshold for all, running jobs still first among the critical
-    assert critical_path({1: 1000.0, 2: 990.0}, {1: 1, 2: 1}, capacity=8, frac=0.95,
-                         running=[2], keep=1.0) == [2, 1]
-
-
-def test_shockwave_keeps_a_running_job_on_the_path_only_with_critical_keep() -> None:
-    """A running job with 85% of the longest remaining time: off the path at one
-    threshold (the default), on it with ``critical_keep`` 0.8."""
-    waiting = a_job(1, gpus=4, epochs=500)
-    running = a_job(2, gpus=4, epochs=500, epochs_done=75, running=True, slots=("pool:0",
-                    "pool:1", "pool:2", "pool:3"))
-    view = a_view(waiting, running, gpus=16)
-    assert Shockwave().plan(view, {}).plan.moves_for == frozenset({1})
-    kept = Shockwave.from_mapping({"critical_keep": 0.8}).plan(view, {}).plan
-    assert kept.moves_for == frozenset({1, 2})
-
-
 def test_a_leased_job_keeps_running_over_the_plan_and_says_why() -> None:
     """A job started last round keeps its GPUs although a newcomer could take them."""
     old = a_job(1, gpus=4, epochs=50, epochs_done=1, running=True)

@@ -21,7 +21,7 @@ Both are rules applied after the market's program, and the docs say so (docs/pla
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.lifecycle import Phase
@@ -50,23 +50,12 @@ def leased(jobs: Sequence[Job], starts: Mapping[str, int], round_index: int,
 
 
 def critical_path(remaining_s: Mapping[JobId, float], gpus: Mapping[JobId, int],
-                  capacity: int, frac: float, running: Collection[JobId] = (),
-                  keep: float = 1.0) -> list[JobId]:
+                  capacity: int, frac: float) -> list[JobId]:
     """Jobs whose remaining time reaches ``frac`` of the makespan's lower bound from now
-    (the longest remaining time, or all remaining GPU-time over the GPUs); a job in
-    ``running`` already at ``keep`` x that. Running jobs first, then longest first.
-
-    Why running jobs are held to less: their estimates move by a few percent a round, so
-    at a single threshold a running critical job drops off, is stopped, and comes back a
-    round later at the top, each time for a restart; and ranked by remaining time alone,
-    a critical job that could not start in its round (a requeued one waits out
-    ``cred_expire``) lets another start on its GPUs and then takes them back from it.
-    Seen live on s0_36x24 (docs/evaluation.md)."""
+    (the longest remaining time, or all remaining GPU-time over the GPUs), longest first."""
     if frac <= 0 or not remaining_s:
         return []
     bound = max(max(remaining_s.values()),
                 sum(gpus[j] * r for j, r in remaining_s.items()) / max(capacity, 1))
-    on = set(running)
-    return sorted((j for j, r in remaining_s.items()
-                   if r >= (keep if j in on else 1.0) * frac * bound),
-                  key=lambda j: (j not in on, -remaining_s[j], j))
+    return sorted((j for j, r in remaining_s.items() if r >= frac * bound),
+                  key=lambda j: (-remaining_s[j], j))

@@ -35,12 +35,6 @@ class ShockwaveConfig:
     critical_frac: float = 0.95
     """Jobs whose predicted finish, run from now without a break, reaches this fraction
     of the makespan's lower bound run first (the critical path); 0 turns it off."""
-    critical_keep: float = 1.0
-    """Below 1: a running job stays on the critical path down to this fraction of that
-    threshold, and running critical jobs rank before waiting ones (estimates move each
-    round, and a critical job stopped and started again pays a restart each time).
-    1 (the default until every figure is re-measured with 0.8): one threshold, longest
-    first. docs/evaluation.md measures 0.8."""
     solver: str = "highs"
     """highs | gurobi (refused when gurobipy or its licence is missing; a model too large
     for a size-limited licence is solved by HiGHS) | auto (Gurobi when it solves, else
@@ -68,7 +62,6 @@ class ShockwaveConfig:
             ("rescue_rho", self.rescue_rho > 0, "must be > 0"),
             ("lease_overhead", 0 <= self.lease_overhead < 1, "must be in [0, 1)"),
             ("critical_frac", 0 <= self.critical_frac <= 1, "must be in [0, 1]"),
-            ("critical_keep", 0 <= self.critical_keep <= 1, "must be in [0, 1]"),
             ("solver", self.solver in BACKEND_NAMES, f"must be one of {', '.join(BACKEND_NAMES)}"),
             ("max_nodes", self.max_nodes >= 1, "must be >= 1"),
             ("time_limit_s", self.time_limit_s is None or 0 < self.time_limit_s <= 86400,

@@ -123,8 +123,7 @@ class Shockwave(Policy[ShockwaveConfig]):
         lease = lease_rounds(view.restart_cost_s, cfg.lease_overhead, view.round_s)
         crit = critical_path({j.job_id: est[j.job_id].remaining_s for j in jobs},
                              {j.job_id: j.gpus for j in jobs}, view.total_gpus,
-                             cfg.critical_frac, [j.job_id for j in jobs if j.is_running
-                                                 and cfg.critical_keep < 1], cfg.critical_keep)
+                             cfg.critical_frac)
         keep = crit + [jid for jid in leased(jobs, starts, view.round_index, lease)
                        if jid not in crit]
         new_memory = {"fair": fair_states, "jobset": ids, "plan": cached,
