@@ -45,12 +45,17 @@ def test_settings_lines_are_written_and_read_back() -> None:
 
 def test_the_heartbeat_an_installed_lua_reads_for_a_partition(tmp_path: Path) -> None:
     """What `serve` compares its heartbeat with: only our script, for its partition."""
-    conf = parse_show_config(f"SLURM_CONF = {tmp_path}/slurm.conf\n")
+    conf = parse_show_config(f"SLURM_CONF = {tmp_path}/slurm.conf\n"
+                             "JobSubmitPlugins = lua\n")
     lua = tmp_path / "job_submit.lua"
     assert lua_heartbeat(conf, "gpu-a") is None  # no script
     lua.write_text(render("job_submit.lua", ScriptSettings(partition="gpu-a",
                                                            heartbeat="/srv/sw/beat")))
     assert lua_heartbeat(conf, "gpu-a") == (str(lua), "/srv/sw/beat")
+    # a script Slurm does not load holds nothing
+    unloaded = parse_show_config(f"SLURM_CONF = {tmp_path}/slurm.conf\n"
+                                 "JobSubmitPlugins = (null)\n")
+    assert lua_heartbeat(unloaded, "gpu-a") is None
     assert lua_heartbeat(conf, "gpu-b") is None  # another partition's
     lua.write_text("-- a site's own job_submit.lua\nreturn slurm.SUCCESS\n")
     assert lua_heartbeat(conf, "gpu-a") is None  # not ours: doctor says so

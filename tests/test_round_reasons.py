@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from slurm_shockwave.engine.dry_run import DryRunActuator
 from slurm_shockwave.engine.round import run_round
-from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.cluster import ClusterView, GpuNode
+from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
 from slurm_shockwave.policies.base import Policy
 from tests.builders import a_job, a_view
@@ -98,3 +100,35 @@ def test_a_preempted_job_names_at_most_three() -> None:
     got = run_round(Fixed(view), Says((6, 5, 4, 3, 1), ReasonCode.SCHEDULED), {},
                     DryRunActuator()).reasons
     assert got[1].detail == "for 6, 5, 4 and 1 more; rho~1.2"
+
+
+class Sized(Says):
+    """``Says`` with elastic counts in the plan."""
+
+    def __init__(self, order: tuple[int, ...], gpus: dict[int, int]) -> None:
+        super().__init__(order, ReasonCode.SCHEDULED)
+        self.gpus = gpus
+
+    def plan(self, view: ClusterView, memory: Memory) -> Planned:
+        planned = super().plan(view, memory)
+        return Planned(replace(planned.plan, gpus=self.gpus), memory)
+
+
+def test_a_job_that_shrinks_in_place_is_not_named() -> None:
+    """Job 1 keeps two of its own GPUs: it gives GPUs up and takes none."""
+    view = a_view(a_job(1, running=True, slots=GpuNode("n0", 4).slots(), gpus=4),
+                  a_job(2, running=True, slots=GpuNode("n1", 4).slots(), gpus=4),
+                  a_job(3, gpus=2), a_job(4, gpus=2), gpus=8, gpus_per_node=4)
+    got = run_round(Fixed(view), Sized((1, 3, 4, 2), {1: 2}), {}, DryRunActuator()).reasons
+    assert got[2] == Reason(ReasonCode.PREEMPTED_PRIORITY, "for 3, 4; rho~1.2")
+
+
+def test_a_fill_step_names_nobody() -> None:
+    """A fill step stops no job: one it leaves out (here, checkpointing after last
+    round's preemption) was not stopped for the jobs it starts on free GPUs."""
+    stopping = replace(a_job(1, running=True, slots=("pool:0", "pool:1"), gpus=2),
+                       phase=Phase.CHECKPOINTING)
+    view = a_view(stopping, a_job(2), gpus=4)
+    got = run_round(Fixed(view), Says((2, 1), ReasonCode.SCHEDULED), {}, DryRunActuator(),
+                    fill=True).reasons
+    assert "for " not in got[1].detail

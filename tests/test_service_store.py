@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
+from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock, heartbeat_identity
 from slurm_shockwave.service.store import (
     JobRow,
     RoundRecord,
@@ -202,3 +202,16 @@ def test_one_lock_for_one_heartbeat_whatever_the_path(tmp_path: Path) -> None:
             ServiceLock(str(tmp_path / "b.db"), str(link)).acquire()
     with ServiceLock(str(tmp_path / "a.db"), str(beat)), pytest.raises(AlreadyRunning):
         ServiceLock(str(tmp_path / "b.db"), str(tmp_path / "alias" / "heartbeat")).acquire()
+
+
+def test_a_heartbeat_path_is_the_file_its_writes_replace(tmp_path: Path) -> None:
+    """What `serve` compares with job_submit.lua's heartbeat: a symlinked folder names the
+    same file; a symlink to the file does not (the first write replaces the link, so the
+    lua's file would never be refreshed)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    beat = tmp_path / "real" / "heartbeat"
+    (tmp_path / "link").symlink_to(beat)
+    assert heartbeat_identity(str(tmp_path / "alias" / "heartbeat")) == heartbeat_identity(
+        str(beat))
+    assert heartbeat_identity(str(tmp_path / "link")) != heartbeat_identity(str(beat))

@@ -6,7 +6,6 @@ service and the one-shot commands read the same settings.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,6 +19,7 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.feed import ReportFeed
+from slurm_shockwave.service.lock import heartbeat_identity
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.backend_choice import BACKENDS, BackendChoice
 from slurm_shockwave.slurm.cli_backend import CliBackend
@@ -150,7 +150,7 @@ def check_heartbeat(env: Live) -> None:
     except SlurmError:
         return
     found = lua_heartbeat(conf, s.partition)
-    if found is None or os.path.realpath(found[1]) == os.path.realpath(svc.heartbeat):
+    if found is None or heartbeat_identity(found[1]) == heartbeat_identity(svc.heartbeat):
         return
     raise InputError(f"this service would write {svc.heartbeat}, but {found[0]} holds "
                      f"partition {s.partition}'s new jobs on heartbeat {found[1]}: another "

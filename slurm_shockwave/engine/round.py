@@ -48,7 +48,7 @@ _WAITING = (ReasonCode.WAITING_CAPACITY, ReasonCode.WAITING_FRAGMENTATION)
 
 
 def _reasons(view: ClusterView, plan: Plan, placement: Placement,
-             rejected: dict[JobId, Reason]) -> dict[JobId, Reason]:
+             rejected: dict[JobId, Reason], *, fill: bool = False) -> dict[JobId, Reason]:
     """Every observed job gets the reason for what actually happens to it this round.
 
     The policy's reason is kept only where it agrees with the outcome (a job placed to
@@ -58,10 +58,12 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
     out = dict(rejected)
     rank = {jid: i for i, jid in enumerate(plan.order)}
     unranked = len(rank)
-    # who takes GPUs this round (a start, or a restart elsewhere), in the plan's order
-    taking = sorted((j.job_id for j in view.jobs if j.job_id in placement.slots
-                     and (not j.is_running or placement.moves(j))),
-                    key=lambda jid: rank.get(jid, unranked))
+    # who takes GPUs this round (a start, a move or a grow: GPUs it did not hold), in the
+    # plan's order; a fill step stops nobody (a job it leaves out was stopped before)
+    taking = [] if fill else sorted(
+        (j.job_id for j in view.jobs if j.job_id in placement.slots
+         and not set(placement.slots[j.job_id]) <= set(j.gpu_slots)),
+        key=lambda jid: rank.get(jid, unranked))
     for job in view.jobs:
         jid = job.job_id
         given = plan.reasons.get(jid)
@@ -121,6 +123,7 @@ def run_round(source: ClusterSource, policy: Policy[Any], memory: Memory,
     result = actuator.apply(actions)
     t3 = timer()
     return RoundReport(round_index=view.round_index, now_s=view.now_s, actions=tuple(actions),
-                       result=result, reasons=_reasons(view, planned.plan, placement, rejected),
+                       result=result,
+                       reasons=_reasons(view, planned.plan, placement, rejected, fill=fill),
                        memory=planned.memory, view=view,
                        phase_s={"observe": t1 - t0, "plan": t2 - t1, "apply": t3 - t2})

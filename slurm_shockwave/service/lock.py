@@ -24,11 +24,18 @@ def lock_path(store_path: str) -> Path:
     return Path(f"{os.path.realpath(store_path)}.lock")
 
 
-def heartbeat_lock_path(heartbeat: str) -> Path:
-    """``<heartbeat>.lock`` in the heartbeat's real folder: not beside the file's real
-    path, since each write replaces the file (a symlink there becomes a plain file)."""
+def heartbeat_identity(heartbeat: str) -> Path:
+    """The file a heartbeat path writes: its name in its folder's real path, not the
+    file's real path, since each write replaces the file (a symlink there becomes a
+    plain file)."""
     folder, name = os.path.split(os.path.abspath(heartbeat))
-    return Path(os.path.realpath(folder)) / f"{name}.lock"
+    return Path(os.path.realpath(folder)) / name
+
+
+def heartbeat_lock_path(heartbeat: str) -> Path:
+    """``<heartbeat>.lock`` beside the file that path writes (heartbeat_identity)."""
+    found = heartbeat_identity(heartbeat)
+    return found.with_name(f"{found.name}.lock")
 
 
 class ServiceLock:

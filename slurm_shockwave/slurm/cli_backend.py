@@ -162,12 +162,16 @@ class CliBackend:
 
     def _run(self, args: Sequence[str]) -> str:
         try:
-            proc = subprocess.run(list(args), capture_output=True, text=True, env=self.env,
-                                  timeout=self.timeout_s, check=False)
+            # a byte that is not UTF-8 (a node's or a job's name) must not fail the read
+            proc = subprocess.run(list(args), capture_output=True, encoding="utf-8",
+                                  errors="replace", env=self.env, timeout=self.timeout_s,
+                                  check=False)
         except FileNotFoundError:
             raise SlurmError(f"{args[0]}: not found (install slurm-client)") from None
         except subprocess.TimeoutExpired:
             raise SlurmError(f"{args[0]}: no answer within {self.timeout_s:g} s") from None
+        except OSError as exc:  # not executable, and the like
+            raise SlurmError(f"{args[0]}: {exc.strerror or exc}") from None
         if proc.returncode != 0:  # scontrol says some refusals on stdout ("not found")
             lines = [ln for ln in (proc.stderr.strip() or proc.stdout.strip()).splitlines()
                      if ln.strip()]

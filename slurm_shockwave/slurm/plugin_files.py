@@ -165,9 +165,12 @@ def lua_path(conf: SlurmSettings) -> str:
 
 
 def lua_heartbeat(conf: SlurmSettings, partition: str) -> tuple[str, str] | None:
-    """(path, heartbeat) of the installed job_submit.lua when it is ours and manages
-    ``partition``; None when it is missing, unreadable, not ours or another partition's
-    (doctor's checks say which)."""
+    """(path, heartbeat) of the installed job_submit.lua when Slurm loads it
+    (``JobSubmitPlugins`` has lua), it is ours and it manages ``partition``; None when it
+    is not loaded, missing, unreadable, not ours or another partition's (doctor's checks
+    say which)."""
+    if "lua" not in conf.plugins("JobSubmitPlugins"):
+        return None
     path = lua_path(conf)
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
