@@ -31,6 +31,12 @@ class Placement:
         slots = self.slots.get(job.job_id)
         return job.is_running and slots is not None and slots != job.gpu_slots
 
+    def takes(self, job: Job) -> bool:
+        """The job is placed on a GPU it does not hold: a start, a move or a grow (a
+        shrink in place takes none)."""
+        slots = self.slots.get(job.job_id)
+        return slots is not None and not set(slots) <= set(job.gpu_slots)
+
 
 class _FreeSlots:
     def __init__(self, view: ClusterView) -> None:

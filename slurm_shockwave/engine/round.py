@@ -60,10 +60,8 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
     unranked = len(rank)
     # who takes GPUs this round (a start, a move or a grow: GPUs it did not hold), in the
     # plan's order; a fill step stops nobody (a job it leaves out was stopped before)
-    taking = [] if fill else sorted(
-        (j.job_id for j in view.jobs if j.job_id in placement.slots
-         and not set(placement.slots[j.job_id]) <= set(j.gpu_slots)),
-        key=lambda jid: rank.get(jid, unranked))
+    taking = [] if fill else sorted((j.job_id for j in view.jobs if placement.takes(j)),
+                                    key=lambda jid: rank.get(jid, unranked))
     for job in view.jobs:
         jid = job.job_id
         given = plan.reasons.get(jid)
