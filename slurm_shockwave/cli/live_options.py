@@ -142,8 +142,9 @@ def check_heartbeat(env: Live) -> None:
     partition, does not read: that script holds new jobs on another service's heartbeat
     (a second service of the partition, with its own store and heartbeat) or its settings
     are out of date; either way the jobs would be held or run by something else than
-    this service. Nothing to compare (no lua beside slurm.conf, not ours, another
-    partition's, Slurm not answering) is doctor's to report, not a reason to stop."""
+    this service. Nothing to compare (no lua beside slurm.conf, one Slurm does not load,
+    not ours, another partition's, Slurm not answering) is doctor's to report, not a
+    reason to stop."""
     s, svc = env.settings.slurm, env.settings.service
     try:
         conf = parse_show_config(CliBackend(slurm_conf=s.slurm_conf).scontrol("show", "config"))
