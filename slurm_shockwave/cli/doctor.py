@@ -15,7 +15,7 @@ from slurm_shockwave.service.doctor_host import munge_check, service_checks, sto
 from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.protocol import SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import open_backend
-from slurm_shockwave.slurm.slurm_conf import parse_show_config, parse_show_partitions
+from slurm_shockwave.slurm.slurm_conf import parse_show_partitions
 
 _MARK = {Status.OK: " ok ", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip"}
 
@@ -23,7 +23,7 @@ _MARK = {Status.OK: " ok ", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKI
 def _slurm(env_conf: str | None, want: Expected) -> list[Check]:
     try:
         cli = CliBackend(slurm_conf=env_conf)
-        conf = parse_show_config(cli.scontrol("show", "config"))
+        conf = cli.running_config()
         partitions = parse_show_partitions(cli.scontrol("-o", "show", "partition"))
         nodes = cli.list_nodes()
     except SlurmError as exc:

@@ -26,7 +26,6 @@ from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.plugin_files import lua_heartbeat
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import open_backend
-from slurm_shockwave.slurm.slurm_conf import parse_show_config
 from slurm_shockwave.slurm.world import (
     IntentLog,
     MemoryIntents,
@@ -147,7 +146,7 @@ def check_heartbeat(env: Live) -> None:
     reason to stop."""
     s, svc = env.settings.slurm, env.settings.service
     try:
-        conf = parse_show_config(CliBackend(slurm_conf=s.slurm_conf).scontrol("show", "config"))
+        conf = CliBackend(slurm_conf=s.slurm_conf).running_config()
     except SlurmError:
         return
     found = lua_heartbeat(conf, s.partition)

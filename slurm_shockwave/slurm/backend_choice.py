@@ -20,7 +20,6 @@ from typing import NamedTuple, Protocol
 
 from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.protocol import SlurmError
-from slurm_shockwave.slurm.slurm_conf import parse_show_config
 
 BACKENDS = ("auto", "cli", "pyslurm")
 
@@ -103,10 +102,10 @@ def running_version(slurm_conf: str | None = None) -> str | None:
     """The running slurmctld's version as the CLI tools read it (``scontrol show
     config``'s SLURM_VERSION), or None if they cannot."""
     try:
-        text = CliBackend(slurm_conf=slurm_conf).scontrol("show", "config")
+        conf = CliBackend(slurm_conf=slurm_conf).running_config()
     except SlurmError:
         return None
-    return parse_show_config(text).values.get("slurm_version") or None
+    return conf.values.get("slurm_version") or None
 
 
 def resolve_backend(config: SlurmTarget) -> BackendChoice:

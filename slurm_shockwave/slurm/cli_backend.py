@@ -27,7 +27,11 @@ from slurm_shockwave.slurm.json_shapes import (
     nodes_from,
 )
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
-from slurm_shockwave.slurm.slurm_conf import parse_show_partitions
+from slurm_shockwave.slurm.slurm_conf import (
+    SlurmSettings,
+    parse_show_config,
+    parse_show_partitions,
+)
 
 # One line per job for the per-round listing; Comment last, since it may hold anything.
 _FIELDS = ("JobID", "State", "Reason", "PriorityLong", "UserName", "NumNodes", "NodeList",
@@ -328,8 +332,13 @@ class CliBackend:
         return parse_show_partitions(text).get(partition, {}).get("state", "").upper()
 
     def scontrol(self, *args: str) -> str:
-        """``scontrol ARGS``' output (doctor reads the running configuration with it)."""
+        """``scontrol ARGS``' output."""
         return self._run(["scontrol", *args])
+
+    def running_config(self) -> SlurmSettings:
+        """slurmctld's running configuration (``scontrol show config``): what doctor
+        checks, where the service finds job_submit.lua, which Slurm version runs."""
+        return parse_show_config(self.scontrol("show", "config"))
 
     def set_priority(self, job_id: int, priority: int) -> None:
         self._run(["scontrol", "update", f"jobid={job_id}", f"priority={priority}"])
