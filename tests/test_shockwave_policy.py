@@ -96,12 +96,21 @@ def test_fair_target_is_time_weighted_with_momentum() -> None:
     assert fairness.target(state, 5, 0.9) == pytest.approx(128.0)
 
 
-def test_pack_keeps_gangs_capacity_and_runs_full_window_jobs_first() -> None:
-    plan = pack({1: 2, 2: 3, 3: 4}, {1: 2, 2: 2, 3: 4}, [1, 2, 3], capacity=4, window=4)
+def test_pack_keeps_gangs_capacity_and_runs_critical_full_window_jobs_first() -> None:
+    rounds, gpus = {1: 2, 2: 3, 3: 4}, {1: 2, 2: 2, 3: 4}
+    plan = pack(rounds, gpus, [1, 2, 3], capacity=4, window=4, first=[3])
     for jobs in plan:
-        assert sum({1: 2, 2: 2, 3: 4}[j] for j in jobs) <= 4
-    assert [sum(j in r for r in plan) for j in (1, 2, 3)] == [0, 0, 4] or 3 in plan[0]
-    assert all(3 in r for r in plan)  # the job that needs every round got every round
+        assert sum(gpus[j] for j in jobs) <= 4
+    assert all(3 in r for r in plan)  # the critical job granted every round got every round
+
+
+def test_pack_places_a_full_window_job_off_the_critical_path_in_the_windows_order() -> None:
+    """The short gang jobs ahead of it in the order get their early rounds (the wait of a
+    short gang job behind long ones, docs/evaluation.md); it takes what room is left."""
+    rounds, gpus = {1: 2, 2: 3, 3: 4}, {1: 2, 2: 2, 3: 4}
+    plan = pack(rounds, gpus, [1, 2, 3], capacity=4, window=4)
+    assert plan[0] == [1, 2] and plan[1] == [1, 2] and plan[2] == [2]
+    assert plan[3] == [3]
 
 
 def _run(jobs, gpus, config=None, rounds=400):
@@ -264,3 +273,27 @@ def test_memory_is_plain_json_every_round() -> None:
         json.dumps(memory, allow_nan=False)
         gaps.append(memory["plan"]["solve"]["gap"])  # type: ignore[index]
     assert None in gaps  # the unknown certificate, as JSON's null
+
+
+@pytest.mark.parametrize(("mode", "bs", "done", "most"), [
+    (AdaptationMode.STATIC, 16, 0, 10 * 100.0),  # the posterior counts the epoch under way
+    (AdaptationMode.GNS, 16, 0, 10 * 100.0),     # may stay at 16 all along
+    (AdaptationMode.GNS, 256, 5, 5 * 25.0),      # at its largest: nothing slower ahead
+    (AdaptationMode.ACCORDION, 256, 5, 5 * 100.0),  # Accordion may go back to 16
+])
+def test_most_remaining_is_the_slowest_batch_size_still_ahead(
+        mode: AdaptationMode, bs: int, done: int, most: float) -> None:
+    """The critical path's remaining time: epochs left at the slowest epoch among the batch
+    sizes the job may still train at (a GNS job's only grow), never under the prediction.
+    ResNet-18 from 16: GNS may reach 16..256 by doublings, Accordion 16 and 256."""
+    from slurm_shockwave.model.job import Job, JobProgress, JobSpec
+    from slurm_shockwave.model.lifecycle import Phase
+    from slurm_shockwave.policies.shockwave.estimates import estimate
+
+    table = {16: 100.0, 32: 60.0, 64: 40.0, 128: 30.0, 256: 25.0}
+    progress = JobProgress(epochs_done=done, bs=bs, epoch_s=table[bs],
+                           bs_history=((16, done),) if done else (),
+                           epoch_s_by_bs=tuple(sorted(table.items())))
+    e = estimate(Job(JobSpec(1, "ResNet-18", 16, 1, mode, 0.0, 10), progress, Phase.PENDING))
+    assert e.most_remaining_s == pytest.approx(max(most, e.remaining_s))
+    assert e.most_remaining_s >= e.remaining_s

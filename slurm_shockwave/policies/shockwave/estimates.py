@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slurm_shockwave.model.job import Job
+from slurm_shockwave.model.job import AdaptationMode, Job
 from slurm_shockwave.prediction.calibration import calibrate
 from slurm_shockwave.prediction.dirichlet import regime_support, remaining_s
 from slurm_shockwave.prediction.noise import noise_factor
@@ -18,6 +18,11 @@ class Estimate:
     """Predicted mean seconds per remaining epoch (remaining_s / epochs left)."""
     done_work_s: float
     """Runtime the finished epochs took at full allocation."""
+    most_remaining_s: float
+    """The most the job may still take: its epochs left at the slowest epoch among the
+    batch sizes it may still train at (a GNS job's only grow), and never less than
+    ``remaining_s``. The critical path reads this, so that a job the posterior expects
+    to speed up, and which may never do so, is not found too late for the makespan."""
 
 
 def estimate(job: Job, *, noise: float = 0.0, seed: int = 0) -> Estimate:
@@ -36,4 +41,7 @@ def estimate(job: Job, *, noise: float = 0.0, seed: int = 0) -> Estimate:
     done += max(0.0, p.epochs_done - whole) * durations.get(p.bs, p.epoch_s)
     left = job.remaining_epochs
     per_epoch = remaining / left if left > 0 else p.epoch_s
-    return Estimate(remaining, max(per_epoch, 1e-6), done)
+    ahead = [b for b in support if b in durations
+             and (job.spec.mode != AdaptationMode.GNS or b >= p.bs)]
+    slowest = max([durations.get(p.bs, p.epoch_s)] + [durations[b] for b in ahead])
+    return Estimate(remaining, max(per_epoch, 1e-6), done, max(remaining, left * slowest))

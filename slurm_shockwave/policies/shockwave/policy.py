@@ -112,18 +112,18 @@ class Shockwave(Policy[ShockwaveConfig]):
                 for j in jobs}, view.round_index)
         fair = {jid: fairness.target(fair_states[jid], view.round_index, cfg.momentum)
                 for jid in ids}
+        crit = critical_path({j.job_id: est[j.job_id].most_remaining_s for j in jobs},
+                             {j.job_id: j.gpus for j in jobs}, view.total_gpus,
+                             cfg.critical_frac)
         cached = memory.get("plan")
         age = view.round_index - cached["start"] if cached else None
         if changed or cached is None or age is None or age >= min(cfg.reopt_rounds,
                                                                   cfg.window_rounds):
-            cached = self._solve(view, jobs, est, fair, share)
+            cached = self._solve(view, jobs, est, fair, share, crit)
             age = 0
         scheduled = [jid for jid in cached["rounds"][age] if jid in est]
         starts = run_starts(jobs, memory.get("run_start", {}), view.round_index)
         lease = lease_rounds(view.restart_cost_s, cfg.lease_overhead, view.round_s)
-        crit = critical_path({j.job_id: est[j.job_id].remaining_s for j in jobs},
-                             {j.job_id: j.gpus for j in jobs}, view.total_gpus,
-                             cfg.critical_frac)
         keep = crit + [jid for jid in leased(jobs, starts, view.round_index, lease)
                        if jid not in crit]
         new_memory = {"fair": fair_states, "jobset": ids, "plan": cached,
@@ -131,7 +131,9 @@ class Shockwave(Policy[ShockwaveConfig]):
         return Planned(self._order(jobs, est, scheduled, cached, keep, crit, lease), new_memory)
 
     def _solve(self, view: ClusterView, jobs: list[Job], est: Mapping[JobId, Estimate],
-               fair: Mapping[JobId, float], share: float) -> dict[str, Any]:
+               fair: Mapping[JobId, float], share: float,
+               crit: Sequence[JobId]) -> dict[str, Any]:
+        """``crit``: the critical path, whose jobs granted the whole window are packed first."""
         cfg = self.config
         t, tau = cfg.window_rounds, view.round_s
         remaining = np.array([est[j.job_id].remaining_s for j in jobs])
@@ -162,7 +164,8 @@ class Shockwave(Policy[ShockwaveConfig]):
                              [j.is_running for j in jobs], ids_of=[j.job_id for j in jobs])
         ids = [jobs[i].job_id for i in order]
         rounds = {jobs[i].job_id: int(solution.rounds[i]) for i in range(len(jobs))}
-        schedule = pack(rounds, {j.job_id: j.gpus for j in jobs}, ids, view.total_gpus, t)
+        schedule = pack(rounds, {j.job_id: j.gpus for j in jobs}, ids, view.total_gpus, t,
+                        first=crit)
         # string keys: memory must survive a JSON round trip unchanged
         return {
             "start": view.round_index,

@@ -1,16 +1,20 @@
 """Turning rounds-per-job into a window schedule, and a round into a placement order.
 
-Jobs that run in every round of the window are placed first (they have no freedom;
-placed late they would find some round full and lose the window). The rest are packed
-in priority order, each into the earliest run of consecutive rounds
-with room for its gang (consecutive rounds mean one checkpoint-restore instead of
-several); a job that finds no such run takes the roomiest rounds. What the packing
-cannot fit is dropped and the GPUs it leaves go to backfill.
+Jobs on the critical path that run in every round of the window are placed first (they
+have no freedom, and the makespan waits on them). The rest are packed in the window's
+order, each into the earliest run of consecutive rounds with room for its gang
+(consecutive rounds mean one checkpoint-restore instead of several); a job that finds no
+such run takes the roomiest rounds. What the packing cannot fit is dropped and the GPUs
+it leaves go to backfill.
+
+Every job granted the whole window used to go first. Those are the long jobs, so a short
+gang job the market had granted rounds found its run of free rounds only late in the
+window, every re-plan moved it late again, and it waited (docs/evaluation.md, issue 10).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -18,13 +22,16 @@ from slurm_shockwave.model.job import JobId
 
 
 def pack(rounds: Mapping[JobId, int], gpus: Mapping[JobId, int], order: Sequence[JobId],
-         capacity: int, window: int, *, contiguous: bool = True) -> list[list[JobId]]:
-    """``contiguous=False`` gives every job its roomiest rounds, which loses the fewest
-    rounds to packing (widest jobs first) but restarts jobs more often."""
+         capacity: int, window: int, *, contiguous: bool = True,
+         first: Collection[JobId] = ()) -> list[list[JobId]]:
+    """``first``: the critical path; those of its jobs granted every round go before
+    ``order``. ``contiguous=False`` gives every job its roomiest rounds, which loses the
+    fewest rounds to packing (widest jobs first) but restarts jobs more often."""
     free = [capacity] * window
     plan: list[list[JobId]] = [[] for _ in range(window)]
-    everywhere = [j for j in order if rounds.get(j, 0) >= window]
-    for jid in everywhere + [j for j in order if rounds.get(j, 0) < window]:
+    ahead = [j for j in order if j in first and rounds.get(j, 0) >= window]
+    placed_first = set(ahead)
+    for jid in ahead + [j for j in order if j not in placed_first]:
         need, width = min(rounds.get(jid, 0), window), gpus[jid]
         if need <= 0 or width > capacity:
             continue
