@@ -33,8 +33,9 @@ class ShockwaveConfig:
     """A started job keeps its GPUs for the fewest rounds that hold its restart cost (the
     world's ``restart_cost_s``) within this fraction of its run (the lease); 0: no lease."""
     critical_frac: float = 0.95
-    """Jobs whose predicted finish, run from now without a break, reaches this fraction
-    of the makespan's lower bound run first (the critical path); 0 turns it off."""
+    """Jobs whose most remaining time (at the slowest batch size still ahead), run from
+    now without a break, reaches this fraction of the makespan's lower bound run first
+    and are packed first (the critical path); 0 turns it off."""
     solver: str = "highs"
     """highs | gurobi (refused when gurobipy or its licence is missing; a model too large
     for a size-limited licence is solved by HiGHS) | auto (Gurobi when it solves, else
