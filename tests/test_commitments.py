@@ -58,3 +58,23 @@ def test_the_critical_path_may_move_running_jobs_to_find_room() -> None:
     view = a_view(long, *small, gpus=8, gpus_per_node=4)
     plan = Shockwave().plan(view, {}).plan
     assert plan.moves_for == frozenset({1})
+
+
+def test_the_critical_path_reads_the_most_a_job_may_still_take() -> None:
+    """A GNS job at its first batch size is predicted to speed up (its posterior spreads
+    its epochs over every doubling), but may never do so: at 100 s an epoch it may take
+    10,000 s, twice the static job's 5,000. The critical path is that job, not the one
+    the predictions make longest (docs/planner.md, step 8)."""
+    from slurm_shockwave.model.job import AdaptationMode, Job, JobProgress, JobSpec
+    from slurm_shockwave.model.lifecycle import Phase
+    from slurm_shockwave.policies.shockwave.estimates import estimate
+
+    table = ((16, 100.0), (32, 50.0), (64, 25.0), (128, 12.5), (256, 6.25))
+    gns = Job(JobSpec(1, "ResNet-18", 16, 1, AdaptationMode.GNS, 0.0, 100),
+              JobProgress(epochs_done=0, bs=16, epoch_s=100.0, epoch_s_by_bs=table),
+              Phase.PENDING)
+    static = a_job(2, epochs=50, epoch_s=100.0)
+    predicted = {1: estimate(gns).remaining_s, 2: estimate(static).remaining_s}
+    assert critical_path(predicted, {1: 1, 2: 1}, capacity=8, frac=0.95) == [2]
+    planned = Shockwave().plan(a_view(gns, static, gpus=8), {}).plan
+    assert planned.moves_for == frozenset({1})
