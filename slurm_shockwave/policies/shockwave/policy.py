@@ -140,8 +140,11 @@ class Shockwave(Policy[ShockwaveConfig]):
         t_end = view.now_s + tau * t
         arrival = np.array([j.spec.arrival_s for j in jobs])
         fair_s = fairness.fair_span(np.array([fair[j.job_id] for j in jobs]), arrival)
-        cap = share * (arrival + cfg.rho_max * fair_s - t_end)
-        projected = (view.now_s - arrival + remaining / share) / fair_s
+        # Differences of absolute times carry float noise (1e-12 here) that depends on
+        # where time zero is, and a solve stopped at its node limit can turn on it: on a
+        # grid, a trace shifted by a day is solved alike (tests/test_replayable.py).
+        cap = np.round(share * (arrival + cfg.rho_max * fair_s - t_end), 6)
+        projected = np.round((view.now_s - arrival + remaining / share) / fair_s, 9)
         inputs = window_inputs(jobs, est, capacity=view.total_gpus, rounds=t, round_s=tau,
                                k=cfg.k, cap_s=np.maximum(cap, 0.0))
         # A job whose fair finish time falls inside the window must finish within it
