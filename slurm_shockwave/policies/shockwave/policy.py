@@ -193,9 +193,10 @@ class Shockwave(Policy[ShockwaveConfig]):
                lease: int) -> Plan:
         """The critical path and leased jobs first, then the window's round, then backfill."""
         running = {j.job_id for j in jobs if j.is_running}
-        planned = set(scheduled)
-        kept = [jid for jid in keep if jid not in planned]
-        scheduled = kept + scheduled
+        # Every commitment goes ahead of the window's round, the round's own included:
+        # left at its place there, a leased job lost its GPUs to any job ranked above it.
+        kept, committed = list(keep), set(keep)
+        scheduled = kept + [jid for jid in scheduled if jid not in committed]
         chosen = set(scheduled)
         backfill = sorted((j for j in jobs if j.job_id not in chosen),
                           key=lambda j: (-est[j.job_id].remaining_s, j.job_id))
