@@ -6,7 +6,8 @@ elastic trace, and ``elastic_greedy`` on the elastic trace; ratios elastic / fix
 (below 1 is better) and the checks of issue 11 (average JCT <= 0.85x and makespan <=
 0.95x of fixed, worst rho no worse; better than the elastic baseline on worst rho and
 makespan). The same for ``stretch_edf`` (ours; it only grows elastic jobs), fixed and
-elastic, under ``checks_stretch_edf``. Prints one JSON object.
+elastic, under ``checks_stretch_edf``; and the makespan's lower bounds, fixed and elastic
+(``benchmarks/traces.py``). Prints one JSON object.
 
     python -m benchmarks.elastic --json [--sizes 120,220,900] [--range 0.5,2] [--out DIR]
 
@@ -20,6 +21,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from benchmarks import traces
 from benchmarks.args import Parser, floats, names
 from benchmarks.reference_runs import REFERENCE, SETTINGS, machine, reference_workload
 from slurm_shockwave.cli.errors import writable_dir
@@ -85,7 +87,10 @@ def main() -> None:
             records[label] = summary_record(result)
             results.append(replace(result, policy=label))
         out[size] = {"gpus": gpus, "runs": records, "checks": checks(records),
-                     "checks_stretch_edf": checks(records, "stretch_edf")}
+                     "checks_stretch_edf": checks(records, "stretch_edf"),
+                     "lower_bound_s": {"fixed": round(traces.lower_bound_s(fixed, gpus), 1),
+                                       "elastic": round(traces.elastic_lower_bound_s(
+                                           elastic, gpus), 1)}}
         if args.out:
             from slurm_shockwave.report.plots import write_plots
 

@@ -68,3 +68,19 @@ def lower_bound_s(workload: Workload, gpus: int) -> float:
     """No schedule finishes before the latest (arrival + exclusive runtime), nor before
     all GPU-work spread over every GPU."""
     return fluid_jobs(workload, gpus).simple_bound_s
+
+
+def elastic_lower_bound_s(workload: Workload, gpus: int) -> float:
+    """The same for jobs with a GPU range: as if every epoch ran at whichever of its
+    job's counts is cheapest in GPU-seconds (for the work) or fastest (for the latest
+    finish), and resizing were free. It is :func:`lower_bound_s` for fixed jobs, and
+    issue 11's makespan target is out of reach where it exceeds 0.95 x the fixed run."""
+    work, last = 0.0, 0.0
+    for job in workload.jobs:
+        profile = workload.profiles[job.spec.job_id]
+        counts = [c for c in job.spec.gpu_counts() if c <= gpus] or [job.spec.gpus]
+        epochs = profile.bs_by_epoch
+        work += sum(min(c * profile.epoch_s_at(b, c) for c in counts) for b in epochs)
+        last = max(last, job.spec.arrival_s
+                   + sum(min(profile.epoch_s_at(b, c) for c in counts) for b in epochs))
+    return max(work / gpus, last)

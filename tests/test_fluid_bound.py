@@ -105,3 +105,25 @@ def test_the_flow_and_the_linear_program_agree_on_feasibility() -> None:
         assert fluid.feasible(jobs, deadline, 60.0) == lp
         answers.add(lp)
     assert answers == {True, False}
+
+
+def test_no_policy_resizing_jobs_beats_the_elastic_bound() -> None:
+    """benchmarks/traces.py's elastic bound: the simple bound for fixed jobs, lower once
+    the jobs may resize, and never above what a policy that resizes them does."""
+    from slurm_shockwave.sim.trace import make_elastic
+
+    table = load_throughputs(None)
+    shape = TraceShape(num_jobs=24, mean_gap_s=30, min_h=0.1, max_h=1.0,
+                       gpu_mix=(0.5, 0.3, 0.15, 0.05))
+    trace = generate(shape, table, seed=3)
+    fixed = build_workload(trace, table, source="t")
+    elastic = build_workload([make_elastic(j, 0.5, 2.0) for j in trace], table, source="e")
+    gpus = 16
+    bound = traces.elastic_lower_bound_s(elastic, gpus)
+    assert traces.elastic_lower_bound_s(fixed, gpus) == pytest.approx(
+        traces.lower_bound_s(fixed, gpus), rel=1e-12)
+    assert bound < traces.lower_bound_s(fixed, gpus)
+    for name in ("shockwave", "elastic_greedy", "stretch_edf"):
+        s = simulate(elastic, make_policy(name), gpus=gpus, gpus_per_node=8,
+                     restore_s=20.0).summary
+        assert s.makespan_s >= bound, name
