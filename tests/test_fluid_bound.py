@@ -12,7 +12,13 @@ from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import build_workload, load_throughputs
 from slurm_shockwave.sim.run import simulate
+from slurm_shockwave.sim.trace import make_elastic
 from slurm_shockwave.solver import fluid
+
+CROWDED = TraceShape(num_jobs=24, mean_gap_s=30, min_h=0.1, max_h=1.0,
+                     gpu_mix=(0.5, 0.3, 0.15, 0.05))
+"""24 jobs arriving over about 12 minutes, run on 16 GPUs: restarts, gangs and node
+placement all matter."""
 
 
 def _jobs(arrival: list[float], work: list[float], gpus: list[int],
@@ -72,9 +78,7 @@ def test_no_policy_beats_the_bounds_in_the_simulator() -> None:
     """Every registered policy, restarts and node placement included, on a crowded trace:
     its makespan, worst rho and average JCT are never below the relaxation's."""
     table = load_throughputs(None)
-    shape = TraceShape(num_jobs=24, mean_gap_s=30, min_h=0.1, max_h=1.0,
-                       gpu_mix=(0.5, 0.3, 0.15, 0.05))
-    workload = build_workload(generate(shape, table, seed=3), table, source="t")
+    workload = build_workload(generate(CROWDED, table, seed=3), table, source="t")
     gpus = 16
     jobs = traces.fluid_jobs(workload, gpus)
     c = contention(len(workload.jobs), gpus)
@@ -110,12 +114,8 @@ def test_the_flow_and_the_linear_program_agree_on_feasibility() -> None:
 def test_no_policy_resizing_jobs_beats_the_elastic_bound() -> None:
     """benchmarks/traces.py's elastic bound: the simple bound for fixed jobs, lower once
     the jobs may resize, and never above what a policy that resizes them does."""
-    from slurm_shockwave.sim.trace import make_elastic
-
     table = load_throughputs(None)
-    shape = TraceShape(num_jobs=24, mean_gap_s=30, min_h=0.1, max_h=1.0,
-                       gpu_mix=(0.5, 0.3, 0.15, 0.05))
-    trace = generate(shape, table, seed=3)
+    trace = generate(CROWDED, table, seed=3)
     fixed = build_workload(trace, table, source="t")
     elastic = build_workload([make_elastic(j, 0.5, 2.0) for j in trace], table, source="e")
     gpus = 16
