@@ -79,8 +79,10 @@ def elastic_lower_bound_s(workload: Workload, gpus: int) -> float:
     for job in workload.jobs:
         profile = workload.profiles[job.spec.job_id]
         counts = [c for c in job.spec.gpu_counts() if c <= gpus] or [job.spec.gpus]
-        epochs = profile.bs_by_epoch
-        work += sum(min(c * profile.epoch_s_at(b, c) for c in counts) for b in epochs)
-        last = max(last, job.spec.arrival_s
-                   + sum(min(profile.epoch_s_at(b, c) for c in counts) for b in epochs))
+        runtime = 0.0
+        for bs, epochs in profile.segments():
+            at = [(c, profile.epoch_s_at(bs, c)) for c in counts]
+            work += epochs * min(c * s for c, s in at)
+            runtime += epochs * min(s for _, s in at)
+        last = max(last, job.spec.arrival_s + runtime)
     return max(work / gpus, last)
