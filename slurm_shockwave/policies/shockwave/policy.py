@@ -195,18 +195,18 @@ class Shockwave(Policy[ShockwaveConfig]):
         running = {j.job_id for j in jobs if j.is_running}
         # Every commitment goes ahead of the window's round, the round's own included:
         # left at its place there, a leased job lost its GPUs to any job ranked above it.
-        kept, committed = list(keep), set(keep)
-        scheduled = kept + [jid for jid in scheduled if jid not in committed]
+        committed = set(keep)
+        scheduled = keep + [jid for jid in scheduled if jid not in committed]
         chosen = set(scheduled)
         backfill = sorted((j for j in jobs if j.job_id not in chosen),
                           key=lambda j: (-est[j.job_id].remaining_s, j.job_id))
         status = cached["solve"]["status"]
         reasons: dict[JobId, Reason] = {}
-        for jid in kept:
+        for jid in keep:
             why = "critical path" if jid in crit else f"lease of {lease} rounds"
             reasons[jid] = Reason(ReasonCode.KEPT_RUNNING if jid in running else
                                   ReasonCode.SCHEDULED, why)
-        for jid in scheduled[len(kept):]:
+        for jid in scheduled[len(keep):]:
             detail = (f"rounds={cached['per_job'].get(str(jid), 0)}/"
                       f"{self.config.window_rounds} rho~{cached['rho'].get(str(jid), 0.0):.2f}")
             if status in _FALLBACKS:
