@@ -1,5 +1,7 @@
 """Leases and the critical path (policies/shockwave/commitments.py)."""
 
+from slurm_shockwave.model.job import AdaptationMode, Job, JobProgress, JobSpec
+from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ReasonCode
 from slurm_shockwave.policies.shockwave.commitments import (
     critical_path,
@@ -7,6 +9,7 @@ from slurm_shockwave.policies.shockwave.commitments import (
     leased,
     run_starts,
 )
+from slurm_shockwave.policies.shockwave.estimates import estimate
 from slurm_shockwave.policies.shockwave.policy import Shockwave
 from tests.builders import a_job, a_view
 
@@ -65,10 +68,6 @@ def test_the_critical_path_reads_the_most_a_job_may_still_take() -> None:
     its epochs over every doubling), but may never do so: at 100 s an epoch it may take
     10,000 s, twice the static job's 5,000. The critical path is that job, not the one
     the predictions make longest (docs/planner.md, step 8)."""
-    from slurm_shockwave.model.job import AdaptationMode, Job, JobProgress, JobSpec
-    from slurm_shockwave.model.lifecycle import Phase
-    from slurm_shockwave.policies.shockwave.estimates import estimate
-
     table = ((16, 100.0), (32, 50.0), (64, 25.0), (128, 12.5), (256, 6.25))
     gns = Job(JobSpec(1, "ResNet-18", 16, 1, AdaptationMode.GNS, 0.0, 100),
               JobProgress(epochs_done=0, bs=16, epoch_s=100.0, epoch_s_by_bs=table),
