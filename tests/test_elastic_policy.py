@@ -154,23 +154,29 @@ def test_elastic_shockwave_finishes_a_small_elastic_trace_sooner() -> None:
     assert b.summary.makespan_s < a.summary.makespan_s
 
 
-def paper_120_fixed_and_elastic() -> tuple[Workload, Workload]:
-    """The paper's 120-job trace as published, and made elastic 0.5x-2x."""
-    trace = read_trace(reference_file("traces/120_*.trace"))
-    table = load_throughputs(reference_file("throughputs/tacc_throughputs.json"))
-    return (build_workload(trace, table, source="120"),
-            build_workload([make_elastic(j, 0.5, 2) for j in trace], table, source="e"))
+PAPER = {"120": ("120_", "tacc", 32), "220": ("220_", "wisr", 64)}
+
+
+def paper_fixed_and_elastic(size: str = "120") -> tuple[Workload, Workload, int]:
+    """One of the paper's traces as published, the same made elastic 0.5x-2x, its GPUs."""
+    prefix, table_name, gpus = PAPER[size]
+    trace = read_trace(reference_file(f"traces/{prefix}*.trace"))
+    table = load_throughputs(reference_file(f"throughputs/{table_name}_throughputs.json"))
+    return (build_workload(trace, table, source=size),
+            build_workload([make_elastic(j, 0.5, 2) for j in trace], table, source="e"), gpus)
 
 
 @pytest.mark.reference
-def test_on_the_paper_trace_elastic_shockwave_holds_its_measured_claims() -> None:
-    """docs/evaluation.md, "Elastic jobs", 120 jobs / 32 GPUs: makespan <= 0.95x of the
-    same jobs fixed, worst rho no worse, better than elastic_greedy on both."""
-    fixed, elastic = paper_120_fixed_and_elastic()
-    base = simulate(fixed, make_policy("shockwave"), gpus=32).summary
-    ours = simulate(elastic, make_policy("shockwave"), gpus=32).summary
-    greedy = simulate(elastic, make_policy("elastic_greedy"), gpus=32).summary
-    assert ours.makespan_s <= 0.95 * base.makespan_s
+@pytest.mark.parametrize("size", ["120", "220"])
+def test_on_the_paper_traces_elastic_shockwave_holds_its_measured_claims(size: str) -> None:
+    """docs/evaluation.md, "Elastic jobs", the checks passed at 120 and 220 jobs: worst
+    rho no worse than the same jobs fixed, makespan and average JCT shorter, better than
+    elastic_greedy on worst rho and makespan; at 120 the makespan <= 0.95x of fixed."""
+    fixed, elastic, gpus = paper_fixed_and_elastic(size)
+    base = simulate(fixed, make_policy("shockwave"), gpus=gpus).summary
+    ours = simulate(elastic, make_policy("shockwave"), gpus=gpus).summary
+    greedy = simulate(elastic, make_policy("elastic_greedy"), gpus=gpus).summary
+    assert ours.makespan_s <= (0.95 if size == "120" else 1.0) * base.makespan_s
     assert ours.worst_rho <= base.worst_rho
     assert ours.avg_jct_s < base.avg_jct_s
     assert ours.makespan_s < greedy.makespan_s and ours.worst_rho < greedy.worst_rho
@@ -181,10 +187,10 @@ def test_on_the_paper_trace_elastic_stretch_edf_is_better_than_fixed_on_every_me
     """docs/evaluation.md, "Elastic jobs", 120 jobs / 32 GPUs: stretch_edf with the jobs
     elastic against the same jobs fixed, lower makespan, average JCT and worst rho, and
     better than elastic_greedy on worst rho and makespan."""
-    fixed, elastic = paper_120_fixed_and_elastic()
-    base = simulate(fixed, make_policy("stretch_edf"), gpus=32).summary
-    ours = simulate(elastic, make_policy("stretch_edf"), gpus=32).summary
-    greedy = simulate(elastic, make_policy("elastic_greedy"), gpus=32).summary
+    fixed, elastic, gpus = paper_fixed_and_elastic()
+    base = simulate(fixed, make_policy("stretch_edf"), gpus=gpus).summary
+    ours = simulate(elastic, make_policy("stretch_edf"), gpus=gpus).summary
+    greedy = simulate(elastic, make_policy("elastic_greedy"), gpus=gpus).summary
     assert ours.makespan_s < base.makespan_s and ours.avg_jct_s < base.avg_jct_s
     assert ours.worst_rho < base.worst_rho
     assert ours.makespan_s < greedy.makespan_s and ours.worst_rho < greedy.worst_rho
