@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from benchmarks.reference_runs import SETTINGS
 from slurm_shockwave.model.job import Job
 from slurm_shockwave.policies.gpu_counts import base_counts, grow, rates, worth_resizing
 from slurm_shockwave.policies.registry import make_policy
@@ -154,12 +155,9 @@ def test_elastic_shockwave_finishes_a_small_elastic_trace_sooner() -> None:
     assert b.summary.makespan_s < a.summary.makespan_s
 
 
-PAPER = {"120": ("120_", "tacc", 32), "220": ("220_", "wisr", 64)}
-
-
 def paper_fixed_and_elastic(size: str = "120") -> tuple[Workload, Workload, int]:
     """One of the paper's traces as published, the same made elastic 0.5x-2x, its GPUs."""
-    prefix, table_name, gpus = PAPER[size]
+    prefix, gpus, table_name = SETTINGS[size]
     trace = read_trace(reference_file(f"traces/{prefix}*.trace"))
     table = load_throughputs(reference_file(f"throughputs/{table_name}_throughputs.json"))
     return (build_workload(trace, table, source=size),
