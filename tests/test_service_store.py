@@ -215,3 +215,16 @@ def test_a_heartbeat_path_is_the_file_its_writes_replace(tmp_path: Path) -> None
     assert heartbeat_identity(str(tmp_path / "alias" / "heartbeat")) == heartbeat_identity(
         str(beat))
     assert heartbeat_identity(str(tmp_path / "link")) != heartbeat_identity(str(beat))
+
+
+def test_a_reader_refuses_an_empty_file_and_leaves_it_empty(tmp_path: Path) -> None:
+    """queue, explain and a dry-run plan open the store with create=False: an empty file
+    at the store's path (touched, or a service that never ran) was stamped with the
+    whole schema by ``shockwave explain`` (73,728 bytes; red-team finding)."""
+    path = tmp_path / "state.db"
+    path.touch()
+    with pytest.raises(InputError, match=r"service\.store.*empty database"):
+        Store(path, create=False)
+    assert path.stat().st_size == 0
+    Store(path).close()  # the service itself makes it
+    Store(path, create=False).close()

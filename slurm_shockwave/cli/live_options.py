@@ -81,9 +81,11 @@ class Live:
     def policy(self, name: str) -> Policy[Any]:
         return live_policy(self.settings, name)
 
-    def store(self, path: str | None = None) -> Store:
+    def store(self, path: str | None = None, *, create: bool = True) -> Store:
+        """``create=False`` for a command that only reads the service's store."""
         svc = self.settings.service
-        return Store(path or svc.store, retention_s=svc.retention_days * 86400.0)
+        return Store(path or svc.store, retention_s=svc.retention_days * 86400.0,
+                     create=create)
 
     def table(self) -> ProgressFn:
         """Progress before a job reports: the bundled table, scaled, or the prior."""

@@ -50,7 +50,7 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
         memory: dict[str, Any] = {}
         world = env.world()
         if Path(path).exists():
-            store = env.store(path)
+            store = env.store(path, create=False)
             memory = store.memory(name)
             world = env.world(MemoryIntents(store.load_intents()), env.feed(store))
             # the round and time zero the stored memory counts from, as the service's

@@ -46,7 +46,7 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
     intents = MemoryIntents()
     feed = None
     if Path(path).exists():
-        store = env.store(path)
+        store = env.store(path, create=False)
         planned = store.jobs_now()
         intents = MemoryIntents(store.load_intents())
         feed = env.feed(store)
@@ -99,7 +99,7 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
     if not Path(path).exists():
         raise InputError("no store here (has the service run?)", source=path,
                          field="service.store")
-    store = Store(path)
+    store = Store(path, create=False)
     history = store.history(job_id)
     actions = store.actions(job_id)
     now = store.jobs_now().get(job_id)

@@ -124,8 +124,9 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
         # held throughout: a service starting now waits for us
         with ServiceLock(path, env.settings.service.heartbeat):
             earlier = False
-            if Path(path).exists():  # never made here: a hand-back writes no store
-                with contextlib.closing(env.store(path)) as store:
+            # never made here: a hand-back writes no store (an empty file is none yet)
+            if Path(path).exists() and Path(path).stat().st_size > 0:
+                with contextlib.closing(env.store(path, create=False)) as store:
                     earlier = store.held_by_earlier_build()
             result = hand_back(env.backend, env.partition, env.settings.service.heartbeat,
                                earlier_build=earlier)

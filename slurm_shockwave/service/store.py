@@ -136,7 +136,11 @@ class StoreGone(InputError):
 
 
 class Store:
-    def __init__(self, path: str | Path, *, retention_s: float = 14 * 86400.0) -> None:
+    def __init__(self, path: str | Path, *, retention_s: float = 14 * 86400.0,
+                 create: bool = True) -> None:
+        """``create=False``: a reader (queue, explain, a dry-run plan, hand-back) opens a
+        store the service made; any other file, an empty one included, is refused and
+        left as it was, never stamped with the schema."""
         self.path = str(path)
         self.retention_s = retention_s
         self._identity: tuple[int, int] | None = None
@@ -154,6 +158,9 @@ class Store:
                 raise InputError(f"not a slurm-shockwave store (its tables: "
                                  f"{', '.join(sorted(tables)[:5])})", source=self.path,
                                  field="service.store")
+            if not tables and not create:
+                raise InputError("not a slurm-shockwave store (an empty database: has the "
+                                 "service run?)", source=self.path, field="service.store")
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(_SCHEMA)
