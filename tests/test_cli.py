@@ -56,6 +56,8 @@ def test_compare_writes_table_and_plots(tmp_path: Path) -> None:
     (["serve", "--admin-uid", "4294967296", "--dry-run"], "'--admin-uid'"),
     (["serve", "--partition", "a,b", "--dry-run"], "'--partition': must be a partition name"),
     (["queue", "--partition", ""], "'--partition': must be a partition name"),
+    (["plan", "--policy", "nope"], "'--policy': 'nope' is not one of"),
+    (["serve", "--policy", "nope", "--dry-run"], "'--policy': 'nope' is not one of"),
     (["explain", "9223372036854775808"], "'JOB_ID'"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], expected: str) -> None:

@@ -25,8 +25,8 @@ from slurm_shockwave.slurm.world import MemoryIntents
 
 
 @click.command()
-@click.option("--policy", default=None, help=f"One of: {', '.join(POLICIES)} "
-              "[config service.policy: shockwave].")
+@click.option("--policy", type=click.Choice(tuple(POLICIES)), default=None,
+              help="[config service.policy: shockwave]")
 @live_options
 @click.option("--store", "store_path", default=None, help="State file [config service.store].")
 @click.option("--apply", "do_apply", is_flag=True,

@@ -27,8 +27,8 @@ log = logging.getLogger("shockwave.service")
 
 
 @click.command()
-@click.option("--policy", default=None, help=f"One of: {', '.join(POLICIES)} "
-              "[config service.policy: shockwave].")
+@click.option("--policy", type=click.Choice(tuple(POLICIES)), default=None,
+              help="[config service.policy: shockwave]")
 @live_options
 @click.option("--store", "store_path", default=None, help="State file [config service.store].")
 @click.option("--round-s", type=Bounded(1, MAX_ROUND_S), default=None,
