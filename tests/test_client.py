@@ -285,6 +285,18 @@ def test_the_report_command_always_exits_0(store: Store, tmp_path: Path) -> None
     assert kinds == [("progress", 3.0, None), ("checkpointed", None, None), ("end", None, 0)]
 
 
+def test_one_report_command_sends_progress_then_checkpoint_then_end(store: Store) -> None:
+    """The order they happened in (the end was sent first, before the job's last
+    progress; red-team finding)."""
+    with ProgressAPI(store.path, listen="127.0.0.1:0") as api:
+        env = job_env(SHOCKWAVE_URL=api.url, SLURM_JOB_ID="8")
+        proc = run(["-m", "slurm_shockwave.cli", "report", "--end", "0", "--checkpointed",
+                    "--epoch", "5"], env)
+        assert proc.returncode == 0, proc.stderr
+    kinds = [(r.kind.value, r.epoch, r.exit_code) for r in store.reports([8])[8]]
+    assert kinds == [("progress", 5.0, None), ("checkpointed", None, None), ("end", None, 0)]
+
+
 @pytest.mark.parametrize(("env", "end"), [
     ({"SLURM_JOB_EXIT_CODE2": "0:0", "SLURM_JOB_EXIT_CODE": "0"}, "0"),
     ({"SLURM_JOB_EXIT_CODE2": "3:0", "SLURM_JOB_EXIT_CODE": "768"}, "3"),

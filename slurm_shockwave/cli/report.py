@@ -51,6 +51,18 @@ def _value(option: str, field: str, text: str | None, dropped: str,
     return BAD
 
 
+def _progress(done: int | float | _Bad | None, size: int | float | _Bad | None,
+              rate: int | float | _Bad | None) -> None:
+    """Send the progress report, unless a value of it was bad (each said so) or none was
+    given; print `checkpoint` when the service asks this run for one."""
+    if isinstance(done, _Bad) or isinstance(size, _Bad) or isinstance(rate, _Bad):
+        return
+    if done is not None or size is not None or rate is not None:
+        reporter.report(done, None if size is None else int(size), rate)
+        if reporter.should_checkpoint():  # the service waits for a checkpoint
+            click.echo("checkpoint")
+
+
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option("--epoch", default=None, help="Epochs done over the whole job (float).")
 @click.option("--batch-size", default=None, help="The batch size now (integer).")
@@ -85,20 +97,17 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
         if spool_dir is not None:
             sent = reporter.flush_spool(spool_dir, int(job) if job is not None else None)
             click.echo(f"shockwave report: sent {sent} spooled reports", err=True)
+        # in the order they happened: the progress, the checkpoint after it, the end last
+        # (an end sent first made the service drop the job's last progress)
+        dropped = "the progress report is not sent"
+        done = _value("--epoch", "epoch", epoch, dropped)
+        size = _value("--batch-size", "batch_size", batch_size, dropped)
+        rate = _value("--samples-per-s", "samples_per_s", samples_per_s, dropped)
+        _progress(done, size, rate)
         if checkpointed:
             reporter.checkpointed()
         code = _value("--end", "exit_code", exit_code, "the end report is not sent")
         if code is not None and not isinstance(code, _Bad):
             reporter.end(int(code))
-        dropped = "the progress report is not sent"
-        done = _value("--epoch", "epoch", epoch, dropped)
-        size = _value("--batch-size", "batch_size", batch_size, dropped)
-        rate = _value("--samples-per-s", "samples_per_s", samples_per_s, dropped)
-        if isinstance(done, _Bad) or isinstance(size, _Bad) or isinstance(rate, _Bad):
-            return  # the progress report is not sent (each bad value said so)
-        if done is not None or size is not None or rate is not None:
-            reporter.report(done, None if size is None else int(size), rate)
-            if reporter.should_checkpoint():  # the service waits for a checkpoint
-                click.echo("checkpoint")
     except Exception as exc:  # never fail the job
         click.echo(f"shockwave report: {exc}", err=True)
