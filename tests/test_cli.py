@@ -59,6 +59,11 @@ def test_compare_writes_table_and_plots(tmp_path: Path) -> None:
     (["plan", "--policy", "nope"], "'--policy': 'nope' is not one of"),
     (["serve", "--policy", "nope", "--dry-run"], "'--policy': 'nope' is not one of"),
     (["explain", "9223372036854775808"], "'JOB_ID'"),
+    # an empty path was taken as the option left out (the default store, or stdout)
+    (["explain", "1", "--store", ""], "'--store': must be a path, not empty"),
+    (["simulate", "--csv", ""], "--csv: must be a path, not empty"),
+    (["trace", "generate", "--jobs", "2", "--out", ""], "--out: must be a path, not empty"),
+    (["compare", "--out", ""], "--out: must be a path, not empty"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], expected: str) -> None:
     proc = run(*args, check=False)

@@ -65,6 +65,11 @@ class Checked(_ParamType):
 
 PARTITION = Checked("partition", is_partition_name, PARTITION_PROBLEM)
 HOST_PORT = Checked("HOST:PORT", is_host_port, LISTEN_PROBLEM)
+STORE_PATH = Checked("path", lambda s: bool(s.strip()), "must be a path, not empty")
+store_option = click.option("--store", "store_path", type=STORE_PATH, default=None,
+                            help="State file [config service.store].")
+"""``--store`` of every command that opens the service's store: an empty path was taken
+as the option left out, and the configured store opened instead."""
 
 
 def _finite(obj: Any) -> Any:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import click
 
+from slurm_shockwave.cli.checks import store_option
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import Live, live_options
 from slurm_shockwave.config import load_settings
@@ -36,7 +37,7 @@ def _slurm(env_conf: str | None, want: Expected) -> list[Check]:
 
 @click.command()
 @live_options
-@click.option("--store", "store_path", default=None, help="State file [config service.store].")
+@store_option
 @click.option("--json", "as_json", is_flag=True, help="The checks as one JSON object.")
 @one_line_errors
 def doctor(config_path: str | None, partition: str | None, slurm_conf: str | None,

@@ -141,10 +141,18 @@ def _probe(folder: Path, *, source: str, field: str) -> None:
                          field=field) from None
 
 
+def _not_empty(path: str, option: str) -> None:
+    """An empty path is not "no path": it was taken as the option left out, so the
+    results went nowhere (or to stdout) without a word."""
+    if not path.strip():
+        raise InputError("must be a path, not empty", field=option)
+
+
 def writable_file(path: str | None, option: str) -> None:
     """Fail now, before the run, if ``path`` cannot be written (its results would be lost)."""
-    if not path:
+    if path is None:
         return
+    _not_empty(path, option)
     p = Path(path)
     if p.is_dir():
         raise InputError("is a directory, expected a file", source=path, field=option)
@@ -177,8 +185,9 @@ def output_errors(option: str, path: str | None = None) -> Iterator[None]:
 
 def writable_dir(path: str | None, option: str) -> None:
     """Fail now if the directory ``path`` cannot be made or written."""
-    if not path:
+    if path is None:
         return
+    _not_empty(path, option)
     p = Path(path)
     probe = p
     while not probe.exists() and probe.parent != probe:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from slurm_shockwave.cli.checks import json_text
+from slurm_shockwave.cli.checks import json_text, store_option
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import check_heartbeat, live, live_options, service
 from slurm_shockwave.engine.dry_run import DryRunActuator
@@ -28,7 +28,7 @@ from slurm_shockwave.slurm.world import MemoryIntents
 @click.option("--policy", type=click.Choice(tuple(POLICIES)), default=None,
               help="[config service.policy: shockwave]")
 @live_options
-@click.option("--store", "store_path", default=None, help="State file [config service.store].")
+@store_option
 @click.option("--apply", "do_apply", is_flag=True,
               help="Carry the plan out in Slurm (default: only show it).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from slurm_shockwave.cli.checks import json_text
+from slurm_shockwave.cli.checks import json_text, store_option
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import live, live_options
 from slurm_shockwave.model.bounds import MAX_SLURM_ID
@@ -33,7 +33,7 @@ def _hms(seconds: float) -> str:
 
 @click.command()
 @live_options
-@click.option("--store", "store_path", default=None, help="State file [config service.store].")
+@store_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
 @one_line_errors
 def queue(config_path: str | None, partition: str | None, slurm_conf: str | None,
@@ -85,7 +85,7 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
 @click.command()
 @click.argument("job_id", type=click.IntRange(1, MAX_SLURM_ID))
 @click.option("--config", "config_path", default=None, help="YAML settings file.")
-@click.option("--store", "store_path", default=None, help="State file [config service.store].")
+@store_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @one_line_errors
 def explain(job_id: int, config_path: str | None, store_path: str | None,

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from slurm_shockwave.cli.checks import HOST_PORT, Bounded
+from slurm_shockwave.cli.checks import HOST_PORT, Bounded, store_option
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import check_heartbeat, live, live_options, service
 from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
@@ -30,7 +30,7 @@ log = logging.getLogger("shockwave.service")
 @click.option("--policy", type=click.Choice(tuple(POLICIES)), default=None,
               help="[config service.policy: shockwave]")
 @live_options
-@click.option("--store", "store_path", default=None, help="State file [config service.store].")
+@store_option
 @click.option("--round-s", type=Bounded(1, MAX_ROUND_S), default=None,
               help="Seconds per round [config slurm.round_s: 120].")
 @click.option("--dry-run", is_flag=True,
@@ -111,7 +111,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
 
 @click.command()
 @live_options
-@click.option("--store", "store_path", default=None, help="State file [config service.store].")
+@store_option
 @one_line_errors
 def handback(config_path: str | None, partition: str | None, slurm_conf: str | None,
              kind: str | None, store_path: str | None) -> None:
