@@ -72,6 +72,18 @@ def test_bad_input_is_one_line_exit_2(args: list[str], expected: str) -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_a_full_stdout_is_one_line_not_a_bug() -> None:
+    """stdout on a full disk (/dev/full): the machine, not our code, so one line and exit
+    2, not "internal error (a bug)" and a traceback log (red-team finding)."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "trace",
+                               "generate", "--jobs", "5"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: output: cannot write it (No space left on device)"
+
+
 def test_a_trace_whose_longest_job_needs_too_many_rounds_is_refused(tmp_path: Path) -> None:
     """The work over the GPUs fits (one job on 1,000 GPUs), the job alone does not: it
     would run for minutes and stop at the simulator's round limit."""

@@ -2,14 +2,16 @@
 
 Exit 2 is only for the user's input: an InputError (a file, a field, an option), a
 click usage error, or Slurm refusing what we asked (SlurmError) or the service lock
-being held. Anything else is a bug: one line saying where it happened and where its
-traceback was written, exit 1; with ``shockwave --debug`` (or SHOCKWAVE_DEBUG=1) the
+being held; and for a machine that cannot take the output (stdout on a full disk).
+Anything else is a bug: one line saying where it happened and where its traceback was
+written, exit 1; with ``shockwave --debug`` (or SHOCKWAVE_DEBUG=1) the
 traceback goes to stderr instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import sys
@@ -87,6 +89,17 @@ _NO_ARGS_IS_HELP: tuple[type[click.UsageError], ...] = tuple(
 """click >= 8.2's error for a group run with no command: the user asked for its help."""
 
 
+_MACHINE_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""Errors of the machine taking the output (stdout on a full disk): not a bug of ours.
+A file named by an option says so itself (``output_errors``)."""
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: what is left in its buffer goes there at exit."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 class OneLineGroup(click.Group):
     """The ``shockwave`` group: click's usage errors as one line (exit 2), bugs as one
     line and exit 1 (the traceback with --debug)."""
@@ -113,6 +126,12 @@ class OneLineGroup(click.Group):
             sys.exit(1)
         except (SystemExit, KeyboardInterrupt):
             raise
+        except OSError as exc:
+            if exc.errno not in _MACHINE_FULL or debugging():
+                sys.exit(report_bug(exc))
+            _quiet_stdout()  # its unwritten buffer would fail again at exit
+            click.echo(f"error: output: cannot write it ({exc.strerror or exc})", err=True)
+            sys.exit(2)
         except Exception as exc:  # a bug: never exit 2, never a bare traceback
             if debugging():
                 raise
