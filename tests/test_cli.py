@@ -72,6 +72,21 @@ def test_bad_input_is_one_line_exit_2(args: list[str], expected: str) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_trace_elastic_says_which_ranges_of_the_trace_it_replaced(tmp_path: Path) -> None:
+    """A range the trace already gave is replaced by --range's: said, not silent (a
+    red-team finding); a range it gives again unchanged is not counted."""
+    trace = tmp_path / "t.jsonl"
+    job = '{"id": %d, "model": "ResNet-18", "batch_size": 64, "gpus": %d, "epochs": 3%s}\n'
+    trace.write_text(job % (0, 2, ', "gpus_range": [1, 8]') + job % (1, 2, "")
+                     + job % (2, 1, ', "gpus_range": [1, 2]'))
+    out = tmp_path / "e.jsonl"
+    proc = run("trace", "elastic", str(trace), "--out", str(out))
+    assert proc.stderr.strip() == (f"wrote 3 elastic jobs to {out} "
+                                   "(1 range(s) the trace gave replaced)")
+    assert [json.loads(line)["gpus_range"] for line in out.read_text().splitlines()] == \
+        [[1, 4], [1, 4], [1, 2]]
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
 def test_a_full_stdout_is_one_line_not_a_bug() -> None:
     """stdout on a full disk (/dev/full): the machine, not our code, so one line and exit

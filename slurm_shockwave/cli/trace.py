@@ -23,6 +23,7 @@ from slurm_shockwave.model.bounds import (
     MAX_ARRIVAL_S,
     MAX_EPOCHS,
     MAX_JOBS,
+    MAX_RANGE_GPUS,
     MAX_SEED,
     MAX_TOTAL_EPOCHS,
     number_list,
@@ -141,10 +142,18 @@ def elastic_cmd(trace_file: str, factors: str, out: str) -> None:
     low, high = number_list(factors, field="--range", count=2)
     elastic_factors(low, high)
     writable_file(out, "--out")
-    jobs = [make_elastic(j, low, high) for j in load_trace(trace_file)]
+    given = load_trace(trace_file)
+    jobs = [make_elastic(j, low, high) for j in given]
     with output_errors("--out", out):
         write_text(Path(out), "".join(to_json_line(j) + "\n" for j in jobs))
-    click.echo(f"wrote {len(jobs)} elastic jobs to {out}", err=True)
+    # say what the trace had that this changed or left: nothing is replaced unsaid
+    replaced = sum(1 for a, b in zip(given, jobs, strict=True)
+                   if a.spec.gpus_range is not None and a.spec.gpus_range != b.spec.gpus_range)
+    fixed = sum(1 for j in jobs if j.spec.gpus_range is None)
+    notes = [f"{replaced} range(s) the trace gave replaced"] if replaced else []
+    notes += [f"{fixed} job(s) wider than {MAX_RANGE_GPUS} GPUs left fixed"] if fixed else []
+    click.echo(f"wrote {len(jobs) - fixed} elastic jobs to {out}"
+               + (f" ({'; '.join(notes)})" if notes else ""), err=True)
 
 
 @trace.command("show")
