@@ -30,6 +30,15 @@ def test_missing_entry_and_bad_values() -> None:
         from_gavel({"k80": {}}, source="x.json")
 
 
+def test_one_entry_spelled_twice_is_refused() -> None:
+    """"batch size 064" and "batch size 64" are one entry: the later won silently
+    (red-team finding)."""
+    with pytest.raises(InputError, match="the same entry as") as err:
+        from_gavel({"v100": {"('LM (batch size 64)', 1)": {"null": 1.0},
+                             "('LM (batch size 064)', 1)": {"null": 2.0}}}, source="x.json")
+    assert err.value.field == "v100.('LM (batch size 064)', 1)"
+
+
 def test_broken_json_file_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_text('{"v100": {\n  "oops"\n')

@@ -54,6 +54,7 @@ def from_gavel(data: Any, *, source: str, worker_type: str = "v100") -> Throughp
         raise InputError(f"expected an object of entries, got {shown(entries)}", source=source,
                          field=worker_type)
     rates: dict[tuple[str, int, int], float] = {}
+    seen: dict[tuple[str, int, int], str] = {}
     for key, entry in entries.items():
         m = _GAVEL_KEY.match(key)
         if m is None:
@@ -62,6 +63,11 @@ def from_gavel(data: Any, *, source: str, worker_type: str = "v100") -> Throughp
         bs = bounded(m["bs"], source=source, field=field, integer=True, lo=1, hi=MAX_BATCH_SIZE)
         gpus = bounded(m["gpus"], source=source, field=field, integer=True, lo=1,
                        hi=MAX_JOB_GPUS)
+        # "batch size 064" is batch size 64: two spellings of one entry, the later silently
+        # winning, would make the table say what its author did not see
+        first = seen.setdefault((m["model"], int(bs), int(gpus)), key)
+        if first != key:
+            raise InputError(f"the same entry as {shown(first)}", source=source, field=field)
         if not isinstance(entry, Mapping) or "null" not in entry:
             raise InputError(f"expected an object with the isolated throughput under \"null\","
                              f" got {shown(entry)}", source=source, field=field)
