@@ -135,6 +135,22 @@ def test_an_unsafe_spool_is_refused(env: Path, store: Store, tmp_path: Path,
     assert list(open_dir.iterdir()) == []
 
 
+def test_a_spool_that_is_a_file_drops_reports_with_one_warning(
+        env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The service away and the spool unusable: the reports are lost, so say it, once a
+    process, not every epoch (a red-team finding: it said nothing)."""
+    monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{free_port()}")
+    spool = tmp_path / "a-file"
+    spool.write_text("")
+    monkeypatch.setenv("SHOCKWAVE_SPOOL", str(spool))
+    monkeypatch.setattr(reporter, "_warned", set())
+    assert reporter.report(epoch=1.0) is False and reporter.report(epoch=2.0) is False
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "reports are dropped" in lines[0] and str(spool) in lines[0]
+    assert spool.read_text() == ""
+
+
 def test_a_spool_swapped_for_a_symlink_mid_flush_is_not_followed(
         env: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Root's epilog flushes a user's spool: checked, then used. If its owner swaps the

@@ -288,11 +288,18 @@ class _Client:
     def _spool(self, data: bytes) -> None:
         global _seq
         path = self._spool_dir(create=True)
-        if path is None or (os.geteuid() == 0 and os.lstat(path).st_uid != 0):
+        if path is None:
+            if self.spool:  # configured, but a file, a symlink or writable by others
+                _warn_once("unsafe", f"the service is away and the spool {self.spool!r} is "
+                           "no directory of this user's alone: reports are dropped")
+            return
+        if os.geteuid() == 0 and os.lstat(path).st_uid != 0:
             return  # root never writes into a user's directory
         with contextlib.suppress(OSError):
             with os.scandir(path) as entries:  # counts no further than the cap
                 if sum(1 for _ in itertools.islice(entries, MAX_SPOOLED)) >= MAX_SPOOLED:
+                    _warn_once("full", f"the service is away and the spool {self.spool!r} "
+                               f"holds {MAX_SPOOLED} reports: later ones are dropped")
                     return
             with _state_lock:
                 _seq += 1
@@ -413,6 +420,18 @@ def _stale(claim: re.Match[str]) -> bool:
     except OSError:  # EPERM: it runs, as someone else
         return False
     return False
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(reason: str, text: str) -> None:
+    """_warn, once a process for each reason: a job reports every epoch."""
+    with _state_lock:
+        if reason in _warned:
+            return
+        _warned.add(reason)
+    _warn(text)
 
 
 def _warn(text: str) -> None:
