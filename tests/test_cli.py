@@ -59,6 +59,11 @@ def test_compare_writes_table_and_plots(tmp_path: Path) -> None:
     (["plan", "--policy", "nope"], "'--policy': 'nope' is not one of"),
     (["serve", "--policy", "nope", "--dry-run"], "'--policy': 'nope' is not one of"),
     (["explain", "9223372036854775808"], "'JOB_ID'"),
+    # int() reads "1_2" as 12: Slurm's array syntax explained another job (red-team)
+    (["explain", "1_2"], "'JOB_ID': expected an integer, got '1_2'"),
+    (["serve", "--admin-uid", "1_0", "--dry-run"], "'--admin-uid': expected an integer"),
+    # a leading "-" reached scontrol as an option (red-team)
+    (["queue", "--partition=-x"], "'--partition': must be a partition name"),
     # an empty path was taken as the option left out (the default store, or stdout)
     (["explain", "1", "--store", ""], "'--store': must be a path, not empty"),
     (["simulate", "--csv", ""], "--csv: must be a path, not empty"),

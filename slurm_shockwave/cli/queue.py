@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from slurm_shockwave.cli.checks import json_text, store_option
+from slurm_shockwave.cli.checks import Bounded, json_text, store_option
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import live, live_options
 from slurm_shockwave.model.bounds import MAX_SLURM_ID
@@ -83,7 +83,7 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
 
 
 @click.command()
-@click.argument("job_id", type=click.IntRange(1, MAX_SLURM_ID))
+@click.argument("job_id", type=Bounded(1, MAX_SLURM_ID, integer=True))  # not int(): "1_2" is 12
 @click.option("--config", "config_path", default=None, help="YAML settings file.")
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")

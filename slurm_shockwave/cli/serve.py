@@ -43,7 +43,8 @@ log = logging.getLogger("shockwave.service")
                    "[config service.listen: 127.0.0.1:7817].")
 @click.option("--endpoint-file", default=None, help="Where the progress API writes its URL "
               "[config service.endpoint_file].")
-@click.option("--admin-uid", "admin_uids", type=click.IntRange(0, MAX_SLURM_ID), multiple=True,
+@click.option("--admin-uid", "admin_uids", type=Bounded(0, MAX_SLURM_ID, integer=True),
+              multiple=True,
               help="A uid that may report for any job (repeatable; root always may), "
                    "e.g. the SlurmUser's for the epilog.")
 @one_line_errors

@@ -52,10 +52,11 @@ MAX_ROUNDS = 100_000
 the round, or its longest job's runtime / the round): more is refused up front. The
 paper's largest run needs about a thousand."""
 
-PARTITION_NAME = re.compile(r"[A-Za-z0-9._-]+")
+PARTITION_NAME = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]*")
 """What a managed partition may be called: job_submit.lua and the plugin scripts carry it
-as a quoted string, and a comma or a space would name two partitions to Slurm."""
-PARTITION_PROBLEM = "must be a partition name of [A-Za-z0-9._-]"
+as a quoted string, and a comma or a space would name two partitions to Slurm; a leading
+"-" would reach scontrol and squeue as an option."""
+PARTITION_PROBLEM = "must be a partition name of [A-Za-z0-9._-], not starting with -"
 LISTEN_PROBLEM = "must be HOST:PORT (port 0: any free port)"
 MAX_SLURM_ID = 2**32 - 1
 """Slurm's job ids and uids are 32-bit unsigned."""
