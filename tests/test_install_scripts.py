@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_shockwave.cli.live_options import handback_problem
 from slurm_shockwave.slurm.plugin_files import (
     SCRIPT_NAMES,
     ScriptSettings,
@@ -59,6 +60,21 @@ def test_the_heartbeat_an_installed_lua_reads_for_a_partition(tmp_path: Path) ->
     assert lua_heartbeat(conf, "gpu-b") is None  # another partition's
     lua.write_text("-- a site's own job_submit.lua\nreturn slurm.SUCCESS\n")
     assert lua_heartbeat(conf, "gpu-a") is None  # not ours: doctor says so
+
+
+def test_a_hand_back_of_another_partition_may_not_take_the_managed_ones_heartbeat(
+        tmp_path: Path) -> None:
+    """handback --partition other removed the heartbeat job_submit.lua reads for
+    shockwave's jobs: new ones ran unheld while held ones stayed held (red-team)."""
+    conf = parse_show_config(f"SLURM_CONF = {tmp_path}/slurm.conf\n"
+                             "JobSubmitPlugins = lua\n")
+    beat = str(tmp_path / "beat")
+    (tmp_path / "job_submit.lua").write_text(render("job_submit.lua", ScriptSettings(
+        partition="shockwave", heartbeat=beat)))
+    problem = handback_problem(conf, "other", beat)
+    assert problem is not None and "holds partition shockwave's new jobs" in problem
+    assert handback_problem(conf, "shockwave", beat) is None  # its own: fine
+    assert handback_problem(conf, "other", str(tmp_path / "another-beat")) is None
 
 
 def test_start_sh_and_the_installer_write_the_same_scripts() -> None:

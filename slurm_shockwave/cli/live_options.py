@@ -23,9 +23,10 @@ from slurm_shockwave.service.lock import heartbeat_identity
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.backend_choice import BACKENDS, BackendChoice
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from slurm_shockwave.slurm.plugin_files import lua_heartbeat
+from slurm_shockwave.slurm.plugin_files import installed_lua, lua_heartbeat
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import open_backend
+from slurm_shockwave.slurm.slurm_conf import SlurmSettings
 from slurm_shockwave.slurm.world import (
     IntentLog,
     MemoryIntents,
@@ -159,6 +160,37 @@ def check_heartbeat(env: Live) -> None:
                      f"service writes that one, or the script's settings are out of date "
                      f"(shockwave install-scripts)",
                      source=env.settings.source, field="service.heartbeat")
+
+
+def handback_problem(conf: SlurmSettings, partition: str, heartbeat: str) -> str | None:
+    """Why handing ``partition`` back would break another partition's hand-over, or None:
+    the installed job_submit.lua holds another partition's new jobs on this same
+    heartbeat, which a hand-back removes, while that partition's held jobs stay held."""
+    found = installed_lua(conf)
+    if found is None:
+        return None
+    path, lua = found
+    owner, beat = lua.get("partition"), lua.get("heartbeat")
+    if owner is None or owner == partition or beat is None \
+            or heartbeat_identity(beat) != heartbeat_identity(heartbeat):
+        return None
+    return (f"{path} holds partition {owner}'s new jobs on heartbeat {heartbeat}: handing "
+            f"back {partition} would remove it and leave {owner}'s held jobs held (hand "
+            f"back {owner})")
+
+
+def check_handback(env: Live) -> None:
+    """Refuse a hand-back that would take another partition's heartbeat away
+    (``handback_problem``); nothing to compare (Slurm not answering, no lua of ours) is
+    no reason to refuse."""
+    s = env.settings.slurm
+    try:
+        conf = CliBackend(slurm_conf=s.slurm_conf).running_config()
+    except SlurmError:
+        return
+    problem = handback_problem(conf, s.partition, env.settings.service.heartbeat)
+    if problem:
+        raise InputError(problem, source=env.settings.source, field="slurm.partition")
 
 
 def _check_partition(backend: SlurmBackend, partition: str, field: str, source: str) -> None:

@@ -14,7 +14,13 @@ import click
 
 from slurm_shockwave.cli.checks import HOST_PORT, Bounded, store_option
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.cli.live_options import check_heartbeat, live, live_options, service
+from slurm_shockwave.cli.live_options import (
+    check_handback,
+    check_heartbeat,
+    live,
+    live_options,
+    service,
+)
 from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
@@ -120,6 +126,7 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
     every job the service holds is released (an admin's holds stay) and the priorities it
     pinned are unpinned. Stop the service first (it would take the partition again)."""
     env = live(config_path, partition, slurm_conf, kind)
+    check_handback(env)
     path = store_path or env.settings.service.store
     try:
         # held throughout: a service starting now waits for us

@@ -164,11 +164,10 @@ def lua_path(conf: SlurmSettings) -> str:
     return os.path.join(str(Path(conf.conf_path).parent), "job_submit.lua")
 
 
-def lua_heartbeat(conf: SlurmSettings, partition: str) -> tuple[str, str] | None:
-    """(path, heartbeat) of the installed job_submit.lua when Slurm loads it
-    (``JobSubmitPlugins`` has lua), it is ours and it manages ``partition``; None when it
-    is not loaded, missing, unreadable, not ours or another partition's (doctor's checks
-    say which)."""
+def installed_lua(conf: SlurmSettings) -> tuple[str, dict[str, str]] | None:
+    """(path, settings) of the installed job_submit.lua when Slurm loads it
+    (``JobSubmitPlugins`` has lua) and it is ours; None when it is not loaded, missing,
+    unreadable or not ours (doctor's checks say which)."""
     if "lua" not in conf.plugins("JobSubmitPlugins"):
         return None
     path = lua_path(conf)
@@ -179,10 +178,19 @@ def lua_heartbeat(conf: SlurmSettings, partition: str) -> tuple[str, str] | None
         return None
     if version_of("job_submit.lua", text) == "not ours":
         return None
-    found = settings_in(text)
-    if found.get("partition") != partition or "heartbeat" not in found:
+    return path, settings_in(text)
+
+
+def lua_heartbeat(conf: SlurmSettings, partition: str) -> tuple[str, str] | None:
+    """(path, heartbeat) of the installed job_submit.lua (``installed_lua``) when it
+    manages ``partition``; None otherwise."""
+    found = installed_lua(conf)
+    if found is None:
         return None
-    return path, found["heartbeat"]
+    path, settings = found
+    if settings.get("partition") != partition or "heartbeat" not in settings:
+        return None
+    return path, settings["heartbeat"]
 
 
 def targets(conf: SlurmSettings, dest: str | None = None) -> tuple[list[Target], list[str]]:
