@@ -105,7 +105,9 @@ def test_a_slurm_that_does_not_answer_is_one_line_before_anything(tmp_path: Path
 
 
 @pytest.mark.parametrize(("option", "kind"), [
-    ("--output-dir", "file"), ("--checkpoint-dir", "file"), ("--output-dir", "read-only")])
+    ("--output-dir", "file"), ("--checkpoint-dir", "file"), ("--output-dir", "read-only"),
+    # sbatch -o reads % as a pattern: the job failed to launch, reported as submitted
+    ("--output-dir", "pattern")])
 def test_a_folder_that_cannot_be_made_is_one_line_before_slurm(tmp_path: Path, option: str,
                                                               kind: str) -> None:
     """A folder option that names a file, or a folder that cannot be written, is refused
@@ -117,6 +119,8 @@ def test_a_folder_that_cannot_be_made_is_one_line_before_slurm(tmp_path: Path, o
     path = tmp_path / "t.jsonl"
     path.write_text(TRACE.splitlines()[0] + "\n")
     target = path if kind == "file" else tmp_path / "ro" / "out"
+    if kind == "pattern":
+        target = tmp_path / "out%x"
     if kind == "read-only":
         (tmp_path / "ro").mkdir(mode=0o500)
         if os.access(tmp_path / "ro", os.W_OK):  # root: permissions do not stop it

@@ -223,6 +223,11 @@ def submit(trace_file: str, time_scale: float, partition: str, throughputs: str 
             raise InputError(f"its hint: {exc.problem}", source=trace_file, line=j.line,
                              field=exc.field) from None
     out_dir = Path(output_dir).resolve()
+    if "%" in str(out_dir) or "\\" in str(out_dir):
+        # sbatch -o reads %x, %j ... as a filename pattern (and a backslash turns that off):
+        # the job's log went elsewhere and the job failed to launch, reported as submitted
+        raise InputError("must not hold % or \\ (sbatch reads the log path as a pattern)",
+                         source=output_dir, field="--output-dir")
     ckpt_dir = Path(checkpoint_dir or out_dir / "checkpoints").resolve()
     # both folders checked before Slurm is asked anything (and made only after it answers)
     writable_dir(str(out_dir), "--output-dir")
