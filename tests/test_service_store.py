@@ -228,3 +228,16 @@ def test_a_reader_refuses_an_empty_file_and_leaves_it_empty(tmp_path: Path) -> N
     assert path.stat().st_size == 0
     Store(path).close()  # the service itself makes it
     Store(path, create=False).close()
+
+
+def test_a_symlinked_store_is_not_taken_for_one_that_lost_its_log(tmp_path: Path) -> None:
+    """SQLite writes the -wal beside the link's target: the service refused every start
+    on a store symlinked onto another disk, saying it "lost its write-ahead log"
+    (red-team finding)."""
+    (tmp_path / "disk").mkdir()
+    link = tmp_path / "state.db"
+    link.symlink_to(tmp_path / "disk" / "real.db")
+    store = Store(link)
+    store.check_file()
+    assert (tmp_path / "disk" / "real.db-wal").exists()
+    store.close()

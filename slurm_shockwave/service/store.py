@@ -185,7 +185,8 @@ class Store:
         if self._identity is None:
             return
         now = _identity(self.path)
-        wal = Path(f"{self.path}-wal")
+        # SQLite keeps the log beside the file a symlinked store points at
+        wal = Path(f"{os.path.realpath(self.path)}-wal")
         if now != self._identity or not wal.exists():
             what = ("was deleted or replaced" if now != self._identity
                     else "lost its write-ahead log (-wal)")
