@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.service import munge
 from slurm_shockwave.service.progress_api import (
@@ -427,3 +428,18 @@ def test_serve_runs_the_api_beside_the_loop_even_in_a_dry_run(
     check = Store(path)
     assert [r.job_id for r in check.reports()[5]] == [5]
     check.close()
+
+
+def test_an_endpoint_file_that_cannot_be_written_names_itself_and_leaves_nothing(
+        tmp_path: Path) -> None:
+    """A directory at the endpoint file's path: the error named service.listen and left
+    its temporary file behind (red-team finding); the API does not stay listening."""
+    store = Store(str(tmp_path / "state.db"))
+    store.close()
+    (tmp_path / "ep").mkdir()
+    server = ProgressAPI(str(tmp_path / "state.db"), listen="127.0.0.1:0",
+                         endpoint_file=str(tmp_path / "ep"))
+    with pytest.raises(InputError) as err:
+        server.start()
+    assert err.value.field == "service.endpoint_file"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -94,6 +94,8 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
         api.metrics = metrics.exposition
         try:
             url = api.start()
+        except InputError:
+            raise  # names its own field (service.endpoint_file)
         except (OSError, ValueError) as exc:
             raise InputError(f"progress API cannot listen there: {exc}",
                              source=listen or default_listen,

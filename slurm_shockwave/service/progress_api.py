@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_shockwave.client import reporter
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.service import munge
 from slurm_shockwave.service.store import Store
@@ -311,7 +312,11 @@ class ProgressAPI:
                                         name="progress-api", daemon=True)
         self._thread.start()
         if self.endpoint_file:
-            write_endpoint(self.endpoint_file, self.url)
+            try:
+                write_endpoint(self.endpoint_file, self.url)
+            except InputError:
+                self.stop()  # not left listening where no job can find it
+                raise
         return self.url
 
     def stop(self) -> None:
@@ -529,10 +534,19 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def write_endpoint(path: str | Path, url: str) -> None:
-    """The URL, atomically, world-readable: a TaskProlog exports it to jobs."""
+    """The URL, atomically, world-readable: a TaskProlog exports it to jobs. A path that
+    cannot take it (a directory, no room) is the endpoint file's fault, not the listen
+    address's, and leaves no temporary file behind."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}")
-    tmp.write_text(url + "\n", encoding="ascii")
-    tmp.chmod(0o644)
-    os.replace(tmp, target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(url + "\n", encoding="ascii")
+        tmp.chmod(0o644)
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise InputError(f"cannot write the progress API's URL there "
+                         f"({exc.strerror or exc})", source=str(path),
+                         field="service.endpoint_file") from None
