@@ -62,6 +62,11 @@ def test_compare_writes_table_and_plots(tmp_path: Path) -> None:
     # int() reads "1_2" as 12: Slurm's array syntax explained another job (red-team)
     (["explain", "1_2"], "'JOB_ID': expected an integer, got '1_2'"),
     (["serve", "--admin-uid", "1_0", "--dry-run"], "'--admin-uid': expected an integer"),
+    # written into the prolog, epilog and TaskProlog as a quoted shell string (red-team)
+    (["install-scripts", "--service-url", "http://127.0.0.1:99999", "--dry-run"],
+     "--service-url: must be http://HOST:PORT"),
+    (["install-scripts", "--service-url", 'http://a:80"; id', "--dry-run"],
+     "--service-url: must be http://HOST:PORT"),
     # a leading "-" reached scontrol as an option (red-team)
     (["queue", "--partition=-x"], "'--partition': must be a partition name"),
     # an empty path was taken as the option left out (the default store, or stdout)

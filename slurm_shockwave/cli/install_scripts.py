@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import click
 
@@ -18,6 +19,21 @@ from slurm_shockwave.slurm.plugin_files import (
     targets,
 )
 from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, read_slurm_conf
+
+_SERVICE_URL = re.compile(
+    r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})(/[A-Za-z0-9._~/-]*)?")
+
+
+def check_service_url(url: str) -> None:
+    """The URL goes into the prolog, epilog and TaskProlog as a quoted shell string:
+    nothing that could end the quote, and a port the client can reach (a red-team
+    finding: port 99999 was written into the scripts)."""
+    if not url:
+        return
+    m = _SERVICE_URL.fullmatch(url)
+    if m is None or not 1 <= int(m[2]) <= 65535:
+        raise InputError("must be http://HOST:PORT[/PATH] with a port of 1-65535 (letters, "
+                         "digits, '.', '-' in the host)", source=url, field="--service-url")
 
 
 @click.command("install-scripts")
@@ -41,6 +57,7 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
     """Install the plugin scripts as Slurm needs them (root-owned, writable by root only;
     job_submit.lua beside slurm.conf), with the service's settings written into them.
     Run as root on the slurmctld host and on every node (Prolog, Epilog, TaskProlog)."""
+    check_service_url(service_url)
     settings = load_settings(config_path)
     conf_path = (slurm_conf or settings.slurm.slurm_conf or os.environ.get("SLURM_CONF")
                  or DEFAULT_CONF)
