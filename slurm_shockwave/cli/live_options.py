@@ -139,6 +139,15 @@ def live(config_path: str | None, partition: str | None, slurm_conf: str | None,
     return env
 
 
+def _running_config(env: Live) -> SlurmSettings | None:
+    """The running Slurm's settings (``scontrol show config``); None when Slurm does not
+    answer: the checks that read job_submit.lua then have nothing to compare."""
+    try:
+        return CliBackend(slurm_conf=env.settings.slurm.slurm_conf).running_config()
+    except SlurmError:
+        return None
+
+
 def check_heartbeat(env: Live) -> None:
     """Refuse to write a heartbeat that the installed job_submit.lua, managing this
     partition, does not read: that script holds new jobs on another service's heartbeat
@@ -148,9 +157,8 @@ def check_heartbeat(env: Live) -> None:
     not ours, another partition's, Slurm not answering) is doctor's to report, not a
     reason to stop."""
     s, svc = env.settings.slurm, env.settings.service
-    try:
-        conf = CliBackend(slurm_conf=s.slurm_conf).running_config()
-    except SlurmError:
+    conf = _running_config(env)
+    if conf is None:
         return
     found = lua_heartbeat(conf, s.partition)
     if found is None or heartbeat_identity(found[1]) == heartbeat_identity(svc.heartbeat):
@@ -183,12 +191,11 @@ def check_handback(env: Live) -> None:
     """Refuse a hand-back that would take another partition's heartbeat away
     (``handback_problem``); nothing to compare (Slurm not answering, no lua of ours) is
     no reason to refuse."""
-    s = env.settings.slurm
-    try:
-        conf = CliBackend(slurm_conf=s.slurm_conf).running_config()
-    except SlurmError:
+    conf = _running_config(env)
+    if conf is None:
         return
-    problem = handback_problem(conf, s.partition, env.settings.service.heartbeat)
+    problem = handback_problem(conf, env.settings.slurm.partition,
+                               env.settings.service.heartbeat)
     if problem:
         raise InputError(problem, source=env.settings.source, field="slurm.partition")
 
