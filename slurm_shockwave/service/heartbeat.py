@@ -8,17 +8,13 @@ run under Slurm alone; ``shockwave handback`` removes it at once.
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
+
+from slurm_shockwave.service.shared_file import write_shared
 
 
 def write_heartbeat(path: str | Path, now_s: float, stale_after_s: float) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}")
-    tmp.write_text(f"{int(now_s)} {int(stale_after_s)}\n", encoding="ascii")
-    tmp.chmod(0o644)  # slurmctld (SlurmUser) reads it
-    os.replace(tmp, target)
+    write_shared(path, f"{int(now_s)} {int(stale_after_s)}\n")
 
 
 def read_heartbeat(path: str | Path) -> tuple[int, int] | None:

@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import pwd
 import socket
 import threading
@@ -45,6 +44,7 @@ from slurm_shockwave.client import reporter
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.service import munge
+from slurm_shockwave.service.shared_file import write_shared
 from slurm_shockwave.service.store import Store
 
 log = logging.getLogger("shockwave.progress")
@@ -537,16 +537,9 @@ def write_endpoint(path: str | Path, url: str) -> None:
     """The URL, atomically, world-readable: a TaskProlog exports it to jobs. A path that
     cannot take it (a directory, no room) is the endpoint file's fault, not the listen
     address's, and leaves no temporary file behind."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(url + "\n", encoding="ascii")
-        tmp.chmod(0o644)
-        os.replace(tmp, target)
+        write_shared(path, url + "\n")
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise InputError(f"cannot write the progress API's URL there "
                          f"({exc.strerror or exc})", source=str(path),
                          field="service.endpoint_file") from None
