@@ -12,9 +12,11 @@ import click
 from slurm_shockwave.model.bounds import (
     LISTEN_PROBLEM,
     PARTITION_PROBLEM,
+    PATH_PROBLEM,
     bounded,
     is_host_port,
     is_partition_name,
+    is_path_text,
     shown,
 )
 from slurm_shockwave.model.errors import InputError
@@ -65,7 +67,7 @@ class Checked(_ParamType):
 
 PARTITION = Checked("partition", is_partition_name, PARTITION_PROBLEM)
 HOST_PORT = Checked("HOST:PORT", is_host_port, LISTEN_PROBLEM)
-STORE_PATH = Checked("path", lambda s: bool(s.strip()), "must be a path, not empty")
+STORE_PATH = Checked("path", is_path_text, PATH_PROBLEM)
 store_option = click.option("--store", "store_path", type=STORE_PATH, default=None,
                             help="State file [config service.store].")
 """``--store`` of every command that opens the service's store: an empty path was taken

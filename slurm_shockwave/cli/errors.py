@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import click
 
+from slurm_shockwave.model.bounds import PATH_PROBLEM, is_path_text
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.service.lock import AlreadyRunning
 from slurm_shockwave.slurm.protocol import SlurmError
@@ -163,8 +164,8 @@ def _probe(folder: Path, *, source: str, field: str) -> None:
 def _not_empty(path: str, option: str) -> None:
     """An empty path is not "no path": it was taken as the option left out, so the
     results went nowhere (or to stdout) without a word."""
-    if not path.strip():
-        raise InputError("must be a path, not empty", field=option)
+    if not is_path_text(path):
+        raise InputError(PATH_PROBLEM, field=option)
 
 
 def writable_file(path: str | None, option: str) -> None:

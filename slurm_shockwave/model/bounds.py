@@ -58,12 +58,18 @@ as a quoted string, and a comma or a space would name two partitions to Slurm; a
 "-" would reach scontrol and squeue as an option."""
 PARTITION_PROBLEM = "must be a partition name of [A-Za-z0-9._-], not starting with -"
 LISTEN_PROBLEM = "must be HOST:PORT (port 0: any free port)"
+PATH_PROBLEM = "must be a path, not empty"
+"""An output or store path given as "": it was taken as the option left out."""
 MAX_SLURM_ID = 2**32 - 1
 """Slurm's job ids and uids are 32-bit unsigned."""
 
 
 def is_partition_name(text: str) -> bool:
     return PARTITION_NAME.fullmatch(text) is not None
+
+
+def is_path_text(text: str) -> bool:
+    return bool(text.strip())
 
 
 def is_host_port(text: str) -> bool:
