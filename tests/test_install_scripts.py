@@ -136,6 +136,12 @@ def test_install_scripts_says_what_slurm_conf_lacks(tmp_path: Path) -> None:
     bare = _install("--slurm-conf", str(conf))
     assert "skipped: TaskProlog is not set" in bare.stderr
     assert (tmp_path / "etc" / "job_submit.lua").exists()
+    assert "warning" not in bare.stderr
+    # a partition slurm.conf does not define: installed all the same (the partition may
+    # come later), with one line saying so
+    other = _install("--slurm-conf", str(conf), "--partition", "gpu", "--dry-run")
+    assert other.returncode == 0, other.stderr
+    assert f"warning: {conf} defines no partition 'gpu'" in other.stderr
 
 
 def test_bad_input_is_one_line(tmp_path: Path) -> None:

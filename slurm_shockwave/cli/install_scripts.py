@@ -63,6 +63,10 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
                  or DEFAULT_CONF)
     conf = read_slurm_conf(conf_path)
     part = partition or settings.slurm.partition
+    if part not in conf.partitions:  # scripts may go in before the partition: a warning
+        click.echo(f"warning: {conf_path} defines no partition {part!r} (PartitionName=); "
+                   "the scripts act on that partition's jobs only, so add it, or pass "
+                   "--partition", err=True)
     is_default = conf.partitions.get(part, {}).get("default", "no").lower() == "yes"
     values = ScriptSettings(partition=part, heartbeat=settings.service.heartbeat,
                             endpoint_file=settings.service.endpoint_file,
