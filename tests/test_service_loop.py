@@ -289,6 +289,32 @@ def test_a_job_end_or_an_arrival_onto_idle_gpus_starts_waiting_jobs_between_roun
                                       for a in store.actions(jid))
 
 
+def test_a_new_job_that_must_start_now_calls_the_next_round_at_once(tmp_path: Path) -> None:
+    """Both GPUs busy, a job arrives whose remaining time sets the makespan (Shockwave's
+    critical path): the poll finds it although no GPU idles, its fill step starts nothing
+    but finds it must start now, and the wait ends there for a round that stops a job for
+    it (engine/fill.py::round_due). A job that round could not start calls no other."""
+    fake = fake_cluster(nodes=1, gpus=2)
+    for j in (job(1, 1, epochs=5), job(2, 1, epochs=5)):
+        fake.add(j)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy="shockwave", fill_freed=True, fill_poll_s=2.0)
+    svc.round_once()
+    fake.tick()
+    assert {j.job_id for j in fake.list_jobs() if j.state == "RUNNING"} == {1, 2}
+    ticks = iter(float(t) for t in range(1000))
+    svc.timer = lambda: next(ticks)
+    stop = threading.Event()
+    fake.add(job(3, 1, epochs=5000))
+    assert svc._wait(stop, boundary=200.0)  # called well before the boundary
+    assert fake.jobs[3].held and store.next_round_index() == 1  # the fill step of round 0
+    svc.round_once()
+    kinds = {jid: [a["kind"] for a in store.actions(jid)] for jid in (1, 2, 3)}
+    assert kinds[3][-1] == "start" and "preempt" in kinds[1] + kinds[2]
+    fake.add(job(4, 1, epochs=5))  # a short job: nothing to call a round for
+    assert not svc._wait(stop, boundary=svc.timer() + 20)
+
+
 def test_without_fill_freed_an_end_report_waits_for_the_round(tmp_path: Path) -> None:
     fake = fake_cluster(nodes=1, gpus=4)
     fake.add(job(1, 4))

@@ -2,6 +2,7 @@
 
 import pytest
 
+from slurm_shockwave.engine.fill import round_due
 from slurm_shockwave.model.job import AdaptationMode
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.sim.run import make_nodes, simulate
@@ -185,6 +186,27 @@ def test_fill_steps_start_a_waiting_job_when_a_job_ends_and_an_arrival_at_once()
     assert late[1] == pytest.approx(120 + 20 + EPOCH_S)
     assert now[1] == pytest.approx(30 + 20 + EPOCH_S)
     assert now[0] == late[0] == pytest.approx(20 + 4 * EPOCH_S)  # nobody else moved
+
+
+def test_a_new_job_on_the_critical_path_calls_the_next_round_at_its_arrival() -> None:
+    """A job whose remaining time sets the makespan arrives at 50 s with both GPUs busy:
+    with fill steps the one its arrival wakes finds it must start now (Shockwave's
+    critical path), so the round ends there and the next starts it at 50 s, stopping a
+    job as that round would have at 120 s; without fill steps it starts at 120 s."""
+    w = a_workload(a_spec(0, epochs=30), a_spec(1, epochs=30),
+                   a_spec(2, epochs=2000, arrival_s=50.0))
+    runs = {fill: simulate(w, make_policy("shockwave"), gpus=2, fill_freed=fill)
+            for fill in (False, True)}
+    done = {fill: {o.job_id: o.finish_s for o in r.outcomes} for fill, r in runs.items()}
+    assert done[True][2] == pytest.approx(50 + 20 + 2000 * EPOCH_S)
+    assert done[False][2] == pytest.approx(120 + 20 + 2000 * EPOCH_S)
+    assert runs[True].starts == runs[False].starts == 4  # one job stopped either way
+
+
+def test_only_a_job_the_round_did_not_have_calls_a_round() -> None:
+    assert round_due(frozenset({3}), frozenset())
+    assert not round_due(frozenset({3}), frozenset({3}))  # the round could not start it
+    assert not round_due(frozenset(), frozenset({3}))
 
 
 def test_a_fill_step_never_preempts_and_a_restore_runs_on_past_the_round() -> None:

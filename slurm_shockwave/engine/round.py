@@ -37,6 +37,11 @@ class RoundReport:
     """What the round saw (after admission): the service stores it for queue/explain."""
     phase_s: dict[str, float] = field(default_factory=dict)
     """Seconds spent in observe, plan (admit, policy, placement, diff) and apply."""
+    must_start: frozenset[JobId] = frozenset()
+    """Jobs the plan must run now (``Plan.moves_for``: Shockwave's critical path) that
+    wait after it, started by no round yet (a released job waiting for the GPUs a
+    checkpoint frees is not): a fill step that finds one the round did not have calls
+    the next round at once (engine/fill.py::round_due)."""
 
     @property
     def gpus_busy(self) -> int:
@@ -120,8 +125,13 @@ def run_round(source: ClusterSource, policy: Policy[Any], memory: Memory,
     t2 = timer()
     result = actuator.apply(actions)
     t3 = timer()
+    jobs = view.by_id()
+    must_start = frozenset(jid for jid in planned.plan.moves_for if jid in jobs
+                           and jid not in placement.slots and not jobs[jid].is_running
+                           and jid not in view.reserved)  # started, waiting for its GPUs
     return RoundReport(round_index=view.round_index, now_s=view.now_s, actions=tuple(actions),
                        result=result,
                        reasons=_reasons(view, planned.plan, placement, rejected, fill=fill),
                        memory=planned.memory, view=view,
-                       phase_s={"observe": t1 - t0, "plan": t2 - t1, "apply": t3 - t2})
+                       phase_s={"observe": t1 - t0, "plan": t2 - t1, "apply": t3 - t2},
+                       must_start=must_start)

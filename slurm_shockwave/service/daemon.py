@@ -7,8 +7,10 @@ a versioned write). A round that fails (Slurm unreachable, or a bug) writes noth
 is logged (once per outage for Slurm) and retried with backoff; the loop never dies of it.
 Rounds never overlap: one thread, and a round that overruns is followed at once by the
 next. Between rounds the same thread takes fill steps (engine/fill.py): when a job's
-epilog reports its end, or a poll finds a new job while GPUs idle, waiting jobs start on
-the free GPUs at once; a fill step is stored as a round of the same index.
+epilog reports its end, or a poll finds a new job (or, while GPUs idle, a requeued one
+Slurm may start again), waiting jobs start on the free GPUs at once; a fill step is
+stored as a round of the same index. A fill step that finds a new job the plan must run
+now calls the next round at once (engine/fill.py::round_due).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from slurm_shockwave.engine.dry_run import DryRunActuator
+from slurm_shockwave.engine.fill import round_due
 from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import RoundReport, run_round
 from slurm_shockwave.model.plan import ActionKind, Memory
@@ -70,6 +73,8 @@ class Service:
         self._wake = threading.Event()
         self._idle_gpus = 0
         """GPUs the last round or fill step left idle: a new job may take them at once."""
+        self._must_start: frozenset[int] = frozenset()
+        """The last round's jobs that must run now and wait (RoundReport.must_start)."""
         self._take_over = not dry_run and store.held_by_earlier_build()
         """The store is an earlier build's: its admin holds are taken over at the first
         round that reaches Slurm (read once here, not at every round and fill step)."""
@@ -94,6 +99,8 @@ class Service:
                            timer=self.timer, fill=fill)
         if report.view is not None:
             self._idle_gpus = report.view.total_gpus - report.gpus_busy
+        if not fill:
+            self._must_start = report.must_start
         before_persist = self.timer()
         phase_s = {**report.phase_s, "persist": 0.0}
         record = round_record(report, policy=self.policy_name, dry_run=self.dry_run,
@@ -157,8 +164,8 @@ class Service:
             now = self.timer()
             if now >= boundary:
                 boundary = now  # overran: the next round starts at once
-            elif max_rounds is None or done < max_rounds:
-                self._wait(stop, boundary)
+            elif (max_rounds is None or done < max_rounds) and self._wait(stop, boundary):
+                boundary = self.timer()  # a fill step called the next round now
         return done
 
     def checkpointed(self, report: ProgressReport) -> None:
@@ -174,27 +181,34 @@ class Service:
             self._ended.set()
             self._wake.set()
 
-    def _wait(self, stop: threading.Event, boundary: float) -> None:
+    def _wait(self, stop: threading.Event, boundary: float) -> bool:
         """Sleep to the round boundary; requeue acknowledged checkpoints as they come (a
         round is 120 s, and the GPUs a checkpointed job holds idle until it is requeued);
-        take a fill step when a job ends, or when a poll finds a new job while GPUs idle."""
+        take a fill step when a job ends, or when a poll finds a new job (a requeued one
+        Slurm may start again only while GPUs idle). True when a fill step called the
+        next round now (engine/fill.py::round_due)."""
         next_poll = self.timer() + self.fill_poll_s
         while not stop.is_set() and (left := boundary - self.timer()) > 0:
             if self._wake.wait(min(left, 0.25)):
                 self._wake.clear()
                 self._requeue_acknowledged()
+            step = None
             if self._ended.is_set():  # after the requeues: their GPUs are free too
                 self._ended.clear()
-                self._fill("a job ended")
-            elif (self.fill_freed and self._idle_gpus > 0 and self.timer() >= next_poll
-                  and not self.dry_run):
+                step = self._fill("a job ended")
+            elif self.fill_freed and self.timer() >= next_poll and not self.dry_run:
                 next_poll = self.timer() + self.fill_poll_s
                 try:
-                    arrived = self.world.arrived()
+                    arrived = self.world.arrived(requeued=self._idle_gpus > 0)
                 except SlurmError:
                     arrived = False  # the next round says so, once
                 if arrived:
-                    self._fill("a job arrived")
+                    step = self._fill("a job arrived")
+            if step is not None and round_due(step.must_start, self._must_start):
+                log.info("job %s must start now: the next round runs at once",
+                         ", ".join(map(str, sorted(step.must_start - self._must_start))))
+                return True
+        return False
 
     def _requeue_acknowledged(self) -> None:
         while not self._acked.empty():
@@ -211,21 +225,22 @@ class Service:
             if done:
                 log.info("job %d: checkpoint acknowledged, requeued", job_id)
 
-    def _fill(self, why: str) -> None:
-        """A fill step now; one that fails is logged and left to the next round."""
+    def _fill(self, why: str) -> RoundReport | None:
+        """A fill step now; one that fails is logged and left to the next round (None)."""
         try:
             done = self.round_once(fill=True)
         except SlurmError as exc:
             log.warning("fill step (%s) skipped: Slurm unreachable: %s", why, exc)
-            return
+            return None
         except StoreGone:
             raise
         except Exception as exc:
             _log_failure(f"fill step ({why})", exc)
-            return
+            return None
         starts = sum(1 for a in done.report.actions if a.kind == ActionKind.START)
         log.info("fill step of round %d (%s): %d starts", done.record.round_index, why,
                  starts)
+        return done.report
 
     def _log_round(self, done: RoundDone) -> None:
         r, p = done.record, done.record.phase_s

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from slurm_shockwave.engine.fill import round_due
 from slurm_shockwave.engine.round import run_round
 from slurm_shockwave.metrics.summary import Finished, Summary, rho, summarize
 from slurm_shockwave.model.bounds import MAX_CLUSTER_GPUS
@@ -75,7 +76,10 @@ def simulate(workload: Workload, policy: Policy[Any], *, gpus: int,
         report = run_round(world, policy, memory, world)
         memory = report.memory
         while not world.advance():  # a fill step; the policy's memory stays the round's
-            run_round(world, policy, memory, world, fill=True)
+            step = run_round(world, policy, memory, world, fill=True)
+            if round_due(step.must_start, report.must_start):
+                world.end_round()
+                break
         rounds += 1
         if on_round is not None:
             on_round(len(world.finished), total)

@@ -207,8 +207,9 @@ class SimulatedCluster:
     def _fill_at(self, now: float, round_end: float, running: Sequence[_SimJob],
                  need: dict[int, float]) -> float:
         """When a fill step is due before the round's end: the first finish if a job then
-        waits, or, while GPUs are free, the next arrival or the moment a preempted job
-        may start again (the service's poll sees both)."""
+        waits; while GPUs are free, the moment a preempted job may start again; and the
+        next arrival, free GPUs or not (the service's poll sees both; a new job that must
+        run now calls the next round at once, engine/fill.py)."""
         stop = round_end
         first_end = min((now + n for n in need.values()), default=round_end)
         if first_end < round_end and self._waiting_at(first_end):
@@ -216,10 +217,21 @@ class SimulatedCluster:
         # GPUs are free now, or from the first finish on
         free_from = now if sum(n.gpus for n in self.nodes) > sum(j.gpus for j in running) \
             else first_end
-        joins = [j.eligible_s for j in self._active.values() if j.phase != Phase.RUNNING]
+        joins = [j.eligible_s for j in self._active.values()
+                 if j.phase != Phase.RUNNING and j.eligible_s >= free_from]
         if self._next < len(self._all):
             joins.append(self._arrivals[self._next])
-        return min([stop, *(t for t in joins if now < t < stop and t >= free_from)])
+        return min([stop, *(t for t in joins if now < t < stop)])
+
+    def end_round(self) -> None:
+        """End the current round now (at its boundary, or after a fill step that called
+        the next one, engine/fill.py::round_due): a batch-size change applies here."""
+        for job in self._active.values():
+            if job.phase == Phase.RUNNING:
+                job.bs = job.profile.bs_by_epoch[min(int(job.epochs_done),
+                                                     job.spec.num_epochs - 1)]
+        self.round_index += 1
+        self._round_start = None
 
     def advance(self) -> bool:
         """Run the current round and move the clock to its end; with ``fill_freed`` stop
@@ -262,12 +274,8 @@ class SimulatedCluster:
         for job in running:
             if job.finish_s is not None:
                 self._complete(job)
-            else:  # a batch-size change applies at the round boundary
-                job.bs = job.profile.bs_by_epoch[min(int(job.epochs_done),
-                                                     job.spec.num_epochs - 1)]
         self.clock.advance_to(end)
-        self.round_index += 1
-        self._round_start = None
+        self.end_round()
         return True
 
     def _run(self, job: _SimJob, used: float, finishes: bool) -> None:

@@ -361,17 +361,18 @@ class SlurmCluster:
                            restart_cost_s=self.restart_cost_s, reserved=reserved)
         return view
 
-    def arrived(self) -> bool:
-        """A pending job in the partition that the last observation did not see, or a
-        requeued one whose eligible time has come (one squeue): the service's poll for a
-        fill step while GPUs idle between rounds. A job the last observation saw running
-        counts once it is pending and eligible (preempted in that round, its Epilog's
-        report, which wakes a fill step too, may not come)."""
+    def arrived(self, *, requeued: bool = True) -> bool:
+        """A pending job in the partition that the last observation did not see, or
+        (``requeued``) a requeued one whose eligible time has come (one squeue): the
+        service's poll for a fill step between rounds. A job the last observation saw
+        running counts once it is pending and eligible (preempted in that round, its
+        Epilog's report, which wakes a fill step too, may not come)."""
         now = self.clock.now()
 
         def new(j: SlurmJob) -> bool:
             seen = self._jobs.get(j.job_id)
-            return seen is None or (seen.state != "PENDING" and j.eligible_time <= now)
+            return seen is None or (requeued and seen.state != "PENDING"
+                                    and j.eligible_time <= now)
 
         return any(j.state == "PENDING" and self._plannable(j, now) and new(j)
                    for j in self._listed())
