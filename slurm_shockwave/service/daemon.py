@@ -27,6 +27,7 @@ from slurm_shockwave.engine.dry_run import DryRunActuator
 from slurm_shockwave.engine.fill import round_due
 from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import RoundReport, run_round
+from slurm_shockwave.model.job import JobId
 from slurm_shockwave.model.plan import ActionKind, Memory
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.policies.base import Policy
@@ -73,7 +74,7 @@ class Service:
         self._wake = threading.Event()
         self._idle_gpus = 0
         """GPUs the last round or fill step left idle: a new job may take them at once."""
-        self._must_start: frozenset[int] = frozenset()
+        self._must_start: frozenset[JobId] = frozenset()
         """The last round's jobs that must run now and wait (RoundReport.must_start)."""
         self._take_over = not dry_run and store.held_by_earlier_build()
         """The store is an earlier build's: its admin holds are taken over at the first
