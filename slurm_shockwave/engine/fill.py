@@ -13,9 +13,10 @@ policy's memory may count rounds, e.g. Gavel's credit; and re-planning at every 
 step, a variant measured while choosing, cost restarts: over live_screen's 20 traces, 37.5
 against 29.9, makespan / bound 1.224 against 1.213).
 
-One exception calls the next round early: a fill step (woken by an arrival, even with
-no GPU free) that finds a job the plan must run now (``Plan.moves_for``: Shockwave's
-critical path) which the round did not have, and which waits. The round would stop a
+One exception calls the next round early: a fill step (a job's end, or an arrival, which
+wakes one even with no GPU free) that finds a job the plan must run now
+(``Plan.moves_for``: Shockwave's critical path) which the round did not have, and which
+waits. The round would stop a
 job for it anyway, at its boundary; a new job whose remaining time sets the makespan
 waited up to a round for it (live on t36, 100 trace seconds of its 7,350, level with
 Slurm alone). Both drivers then end the round there and run the next one at once
