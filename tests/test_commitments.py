@@ -1,10 +1,13 @@
-"""Leases and the critical path (policies/shockwave/commitments.py)."""
+"""Leases, finishing jobs and the critical path (policies/shockwave/commitments.py)."""
+
+from dataclasses import replace
 
 from slurm_shockwave.model.job import AdaptationMode, Job, JobProgress, JobSpec
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ReasonCode
 from slurm_shockwave.policies.shockwave.commitments import (
     critical_path,
+    finishing,
     lease_rounds,
     leased,
     run_starts,
@@ -94,3 +97,31 @@ def test_a_leased_job_the_round_also_plans_still_goes_ahead_of_it() -> None:
     assert set(window) >= {1, 2} and window.index(2) < window.index(1)
     assert planned.plan.order[:2] == (1, 2)
     assert planned.plan.reasons[1].detail.startswith("lease of")
+
+
+def test_a_job_with_less_than_a_lease_left_is_finishing() -> None:
+    """Without fill steps a job ending mid-round would idle its GPUs to the round's end,
+    so only jobs with more than a round left count; with no lease, none."""
+    jobs = [a_job(1, running=True), a_job(2, running=True), a_job(3, running=True), a_job(4)]
+    most = {1: 100.0, 2: 500.0, 3: 900.0, 4: 50.0}
+    assert finishing(jobs, most, lease=5, round_s=120.0, fills=True) == [1, 2]
+    assert finishing(jobs, most, lease=5, round_s=120.0, fills=False) == [2]
+    assert finishing(jobs, most, lease=1, round_s=120.0, fills=True) == []
+
+
+def test_the_critical_path_waits_for_a_job_about_to_finish() -> None:
+    """Seen on s0_40x16 simulated with the live costs: an 8-GPU job with 155 s left was
+    stopped for a 4-GPU critical-path job, waited 1,900 s for a free node and finished
+    last. Within its lease it now keeps its GPUs; with half a round left and no fill
+    steps it does not (its GPUs would idle until the round's end)."""
+    ending = a_job(1, gpus=8, epochs=100, epochs_done=98.45, running=True)  # 155 s left
+    long = a_job(2, gpus=4, epochs=300)
+    view = replace(a_view(ending, long, gpus=8), restart_cost_s=50.0, fills=True)
+    policy = Shockwave.from_mapping({})
+    plan = policy.plan(view, {"run_start": {"1": -20}}).plan
+    assert plan.order[0] == 1 and plan.order.index(2) > 0
+    assert plan.reasons[1].detail.startswith("finishes within its lease")
+    assert policy.plan(replace(view, fills=False), {"run_start": {"1": -20}}).plan.order[0] == 1
+    nearly = a_job(1, gpus=8, epochs=100, epochs_done=99.5, running=True)  # 50 s left
+    view = replace(view, jobs=(nearly, long), fills=False)
+    assert policy.plan(view, {"run_start": {"1": -20}}).plan.order[0] == 2

@@ -295,7 +295,7 @@ def test_a_new_job_that_must_start_now_calls_the_next_round_at_once(tmp_path: Pa
     but finds it must start now, and the wait ends there for a round that stops a job for
     it (engine/fill.py::round_due). A job that round could not start calls no other."""
     fake = fake_cluster(nodes=1, gpus=2)
-    for j in (job(1, 1, epochs=5), job(2, 1, epochs=5)):
+    for j in (job(1, 1, epochs=500), job(2, 1, epochs=500)):  # beyond their lease: stoppable
         fake.add(j)
     store, clock = Store(tmp_path / "s.db"), Clock()
     svc = service(fake, store, clock, policy="shockwave", fill_freed=True, fill_poll_s=2.0)

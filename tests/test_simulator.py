@@ -1,5 +1,7 @@
 """The simulator's time model on hand-checkable cases."""
 
+from pathlib import Path
+
 import pytest
 
 from slurm_shockwave.engine.fill import round_due
@@ -241,3 +243,28 @@ def test_a_fill_step_starts_a_preempted_job_once_its_requeue_delay_ends_on_idle_
     left = 30 * EPOCH_S - (120 - 20)  # job 1's work after its first run
     assert done[True][1] == pytest.approx(220 + 20 + left)
     assert done[False][1] == pytest.approx(240 + 20 + left)
+
+
+def test_the_view_says_whether_fill_steps_run(tmp_path: Path) -> None:
+    """ClusterView.fills (Shockwave's finishing jobs read it): the simulator's
+    ``fill_freed``, the service's ``service.fill_freed``."""
+    from dataclasses import replace
+
+    from slurm_shockwave.cli.live_options import Live, service
+    from slurm_shockwave.config import Settings
+    from slurm_shockwave.service.store import Store
+    from slurm_shockwave.sim.world import SimulatedCluster
+    from slurm_shockwave.slurm.fake import FakeSlurm
+    from slurm_shockwave.slurm.protocol import SlurmNode
+
+    w = a_workload(a_spec(1))
+    assert SimulatedCluster(w, make_nodes(1), fill_freed=True).observe().fills
+    assert not SimulatedCluster(w, make_nodes(1)).observe().fills
+    for on in (True, False):
+        fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+        settings = Settings(service=replace(Settings().service, fill_freed=on))
+        store = Store(tmp_path / f"{on}.db")
+        try:
+            assert service(Live(settings, fake), store, "fifo").world.observe().fills is on
+        finally:
+            store.close()

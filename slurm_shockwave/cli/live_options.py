@@ -120,6 +120,7 @@ def service(env: Live, store: Store, policy_name: str, *, round_s: float | None 
     feed = env.feed(store)
     world = env.world(MemoryIntents(store.load_intents()) if dry_run else store, feed)
     world.round_s = period
+    world.fill_freed = svc.fill_freed
     return Service(world, env.policy(policy_name), policy_name, store, round_s=period,
                    dry_run=dry_run, feed=feed, heartbeat=svc.heartbeat,
                    stale_after_s=svc.stale_after_s, fill_freed=svc.fill_freed,

@@ -47,6 +47,10 @@ class ClusterView:
     GPUs, most often a preempted job's while it checkpoints, or moved and waiting out
     the requeue delay): a fill step places them first (engine.fill). Empty in the
     simulator, which starts a job at once."""
+    fills: bool = False
+    """GPUs freed between rounds go to waiting jobs at once (fill steps: the simulator's
+    ``fill_freed``, the service's ``service.fill_freed``); without them a job that ends
+    mid-round leaves its GPUs idle until the round's end."""
 
     @property
     def total_gpus(self) -> int:

@@ -148,7 +148,8 @@ class SimulatedCluster:
                            nodes=self.nodes,
                            jobs=tuple(j.view() for j in self._active.values()
                                       if j.phase == Phase.RUNNING or j.eligible_s <= now),
-                           num_jobs_total=len(self._all), restart_cost_s=self.restore_s)
+                           num_jobs_total=len(self._all), restart_cost_s=self.restore_s,
+                           fills=self.fill_freed)
 
     # -- Actuator ---------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> ApplyResult:

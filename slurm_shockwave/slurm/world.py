@@ -234,6 +234,9 @@ class SlurmCluster:
                  origin_s: float = 0.0, restart_cost_s: float = 60.0) -> None:
         self.backend = backend
         self.restart_cost_s = restart_cost_s
+        self.fill_freed = False
+        """The service takes fill steps between rounds (``service.fill_freed``): the
+        view says so to the policy (``ClusterView.fills``)."""
         self.clock = clock
         self.partition = partition
         self.round_s = round_s
@@ -358,7 +361,8 @@ class SlurmCluster:
         view = ClusterView(now_s=now - self.origin_s,
                            round_index=self.round_index,
                            round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
-                           restart_cost_s=self.restart_cost_s, reserved=reserved)
+                           restart_cost_s=self.restart_cost_s, reserved=reserved,
+                           fills=self.fill_freed)
         return view
 
     def arrived(self, *, requeued: bool = True) -> bool:

@@ -1,4 +1,5 @@
-"""Who runs this round whatever the window's plan says: leased jobs and the critical path.
+"""Who runs this round whatever the window's plan says: finishing jobs, the critical
+path and leased jobs.
 
 Leases: a started job keeps its GPUs long enough to pay for its restart.
 
@@ -15,7 +16,15 @@ bound loses makespan for every round it waits, and no other job can make that up
 window program's makespan term weighs it, but packing and the fairness caps can still
 push it back, so it runs first.
 
-Both are rules applied after the market's program, and the docs say so (docs/planner.md).
+Finishing jobs: the lease's arithmetic read at the other end of a run. A running job
+with less than a lease left cannot pay for a restart with what it has left to run, and
+its GPUs come back within the lease anyway, so nothing, the critical path included,
+stops it. The GPUs of a job that ends mid-round reach a waiting job at once only where
+fill steps run (``ClusterView.fills``); without them they idle until the round's end,
+so there only jobs with more than a round left are kept.
+
+All three are rules applied after the market's program, and the docs say so
+(docs/planner.md).
 """
 
 from __future__ import annotations
@@ -40,6 +49,18 @@ def run_starts(jobs: Sequence[Job], previous: Mapping[str, int],
     started by the previous round's plan, so its run began one round ago."""
     return {str(j.job_id): int(previous.get(str(j.job_id), round_index - 1))
             for j in jobs if j.phase == Phase.RUNNING}
+
+
+def finishing(jobs: Sequence[Job], most_remaining_s: Mapping[JobId, float], lease: int,
+              round_s: float, fills: bool) -> list[JobId]:
+    """Running jobs whose most remaining time is within ``lease`` rounds (and, without
+    fill steps, more than one round), soonest done first; none without a lease."""
+    if lease <= 1:
+        return []
+    low = 0.0 if fills else round_s
+    return sorted((j.job_id for j in jobs if j.phase == Phase.RUNNING
+                   and low < most_remaining_s[j.job_id] <= lease * round_s),
+                  key=lambda jid: (most_remaining_s[jid], jid))
 
 
 def leased(jobs: Sequence[Job], starts: Mapping[str, int], round_index: int,

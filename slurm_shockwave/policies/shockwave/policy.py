@@ -24,6 +24,7 @@ from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.shockwave import elastic, fairness
 from slurm_shockwave.policies.shockwave.commitments import (
     critical_path,
+    finishing,
     lease_rounds,
     leased,
     run_starts,
@@ -124,11 +125,14 @@ class Shockwave(Policy[ShockwaveConfig]):
         scheduled = [jid for jid in cached["rounds"][age] if jid in est]
         starts = run_starts(jobs, memory.get("run_start", {}), view.round_index)
         lease = lease_rounds(view.restart_cost_s, cfg.lease_overhead, view.round_s)
-        keep = crit + [jid for jid in leased(jobs, starts, view.round_index, lease)
-                       if jid not in crit]
+        ending = finishing(jobs, {j.job_id: est[j.job_id].most_remaining_s for j in jobs},
+                           lease, view.round_s, view.fills)
+        keep = list(dict.fromkeys([*ending, *crit,
+                                   *leased(jobs, starts, view.round_index, lease)]))
         new_memory = {"fair": fair_states, "jobset": ids, "plan": cached,
                       "solves": memory.get("solves", 0) + (age == 0), "run_start": starts}
-        return Planned(self._order(jobs, est, scheduled, cached, keep, crit, lease), new_memory)
+        return Planned(self._order(jobs, est, scheduled, cached, keep, crit, set(ending),
+                                   lease), new_memory)
 
     def _solve(self, view: ClusterView, jobs: list[Job], est: Mapping[JobId, Estimate],
                fair: Mapping[JobId, float], share: float,
@@ -190,8 +194,9 @@ class Shockwave(Policy[ShockwaveConfig]):
 
     def _order(self, jobs: list[Job], est: Mapping[JobId, Estimate], scheduled: list[JobId],
                cached: Mapping[str, Any], keep: list[JobId], crit: list[JobId],
-               lease: int) -> Plan:
-        """The critical path and leased jobs first, then the window's round, then backfill."""
+               ending: set[JobId], lease: int) -> Plan:
+        """Finishing jobs, the critical path and leased jobs first, then the window's
+        round, then backfill."""
         running = {j.job_id for j in jobs if j.is_running}
         # Every commitment goes ahead of the window's round, the round's own included:
         # left at its place there, a leased job lost its GPUs to any job ranked above it.
@@ -203,7 +208,9 @@ class Shockwave(Policy[ShockwaveConfig]):
         status = cached["solve"]["status"]
         reasons: dict[JobId, Reason] = {}
         for jid in keep:
-            why = "critical path" if jid in crit else f"lease of {lease} rounds"
+            why = ("critical path" if jid in crit else
+                   f"finishes within its lease of {lease} rounds" if jid in ending else
+                   f"lease of {lease} rounds")
             reasons[jid] = Reason(ReasonCode.KEPT_RUNNING if jid in running else
                                   ReasonCode.SCHEDULED, why)
         for jid in scheduled[len(keep):]:
