@@ -144,7 +144,8 @@ class ServiceConfig:
     """Between rounds, give GPUs that a job's end frees, or that a new job finds idle, to
     waiting jobs at once (a fill step, engine/fill.py) instead of at the next round."""
     fill_poll_s: float = 5.0
-    """While GPUs are idle between rounds, look this often for new jobs (one squeue)."""
+    """Between rounds, look this often for new jobs (one squeue); while GPUs are idle,
+    also for requeued jobs whose eligible time has come."""
 
     def validate(self) -> tuple[str, str] | None:
         if self.policy not in POLICIES:
