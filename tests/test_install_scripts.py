@@ -153,6 +153,48 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert read_slurm_conf(conf).paths("TaskProlog") == ["/a/task_prolog.sh"]
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
+def test_every_script_can_be_written_or_none_is(tmp_path: Path) -> None:
+    """Found by a red-team: two settings naming one file installed one script over the
+    other (exit 0); a site's own epilog, a directory or a file where a folder must be
+    failed after job_submit.lua and prolog.sh were written (the last two with a
+    traceback). Each is one line, exit 2, and nothing is written."""
+    bin_dir = tmp_path / "bin"
+    lua = tmp_path / "etc" / "job_submit.lua"
+    same = _conf(tmp_path, f"JobSubmitPlugins=lua\nProlog={bin_dir}/p.sh\n"
+                           f"Epilog={bin_dir}/e.sh\nTaskProlog={bin_dir}/e.sh\n")
+    clash = _install("--slurm-conf", str(same))
+    assert clash.returncode == 2 and len(clash.stderr.splitlines()) == 1
+    assert f"{bin_dir}/e.sh is where epilog.sh goes too (Epilog)" in clash.stderr
+    assert not lua.exists() and not bin_dir.exists()
+    bin_dir.mkdir()
+    (bin_dir / "epilog.sh").write_text("#!/bin/sh\n# the site's epilog\nexit 0\n")
+    (bin_dir / "task_prolog.sh").mkdir()
+    (tmp_path / "afile").write_text("")
+    for line, why in ((f"Epilog={bin_dir}/epilog.sh", "exists and is not slurm-shockwave's"),
+                      (f"Epilog={bin_dir}/task_prolog.sh", "is a directory"),
+                      (f"Epilog={tmp_path}/afile/epilog.sh",
+                       f"{tmp_path}/afile is not a directory")):
+        conf = tmp_path / "etc" / "slurm.conf"
+        conf.write_text(f"JobSubmitPlugins=lua\nProlog={bin_dir}/prolog.sh\n{line}\n"
+                        "PartitionName=shockwave Nodes=n1\n")
+        refused = _install("--slurm-conf", str(conf))
+        assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused
+        assert f"Epilog: {why}" in refused.stderr
+        assert not lua.exists() and not (bin_dir / "prolog.sh").exists()
+
+
+def test_slurm_conf_is_read_without_hanging(tmp_path: Path) -> None:
+    """A FIFO with no writer reads as empty; a file that includes itself ten times is
+    read once, not 10^8 times (both hung install-scripts)."""
+    fifo = tmp_path / "fifo.conf"
+    os.mkfifo(fifo)
+    assert read_slurm_conf(fifo).partitions == {}
+    bomb = tmp_path / "bomb.conf"
+    bomb.write_text(f"Include {bomb}\n" * 10 + "PartitionName=p Nodes=n1\n")
+    assert list(read_slurm_conf(bomb).partitions) == ["p"]
+
+
 def test_the_service_url_for_nodes_without_the_endpoint_file() -> None:
     from slurm_shockwave.model.errors import InputError
     from slurm_shockwave.slurm.plugin_files import ScriptSettings, render, settings_in

@@ -13,6 +13,7 @@ from slurm_shockwave.config import load_settings
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.slurm.plugin_files import (
     ScriptSettings,
+    check,
     install,
     render,
     shockwave_bin,
@@ -63,10 +64,6 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
                  or DEFAULT_CONF)
     conf = read_slurm_conf(conf_path)
     part = partition or settings.slurm.partition
-    if part not in conf.partitions:  # scripts may go in before the partition: a warning
-        click.echo(f"warning: {conf_path} defines no partition {part!r} (PartitionName=); "
-                   "the scripts act on that partition's jobs only, so add it, or pass "
-                   "--partition", err=True)
     is_default = conf.partitions.get(part, {}).get("default", "no").lower() == "yes"
     values = ScriptSettings(partition=part, heartbeat=settings.service.heartbeat,
                             endpoint_file=settings.service.endpoint_file,
@@ -78,6 +75,12 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
         raise InputError("run as root: Slurm runs these scripts only if root owns them",
                          field="install-scripts")
     places, missing = targets(conf, dest)
+    for target in places:  # every script can be written, or none is
+        check(target, force=force, writing=not dry_run)
+    if part not in conf.partitions:  # scripts may go in before the partition: a warning
+        click.echo(f"warning: {conf_path} defines no partition {part!r} (PartitionName=); "
+                   "the scripts act on that partition's jobs only, so add it, or pass "
+                   "--partition", err=True)
     for target in places:
         text = render(target.name, values)
         if dry_run:

@@ -220,23 +220,58 @@ def targets(conf: SlurmSettings, dest: str | None = None) -> tuple[list[Target],
     beside = {str(Path(t.path).parent) for t in out if t.name in ("prolog.sh", "epilog.sh")}
     out += [Target("events.sh", os.path.join(d, "events.sh"), 0o644, "Prolog/Epilog")
             for d in sorted(beside)]
+    taken: dict[str, Target] = {}
+    for t in out:
+        first = taken.setdefault(os.path.abspath(t.path), t)
+        if first is not t:  # one file cannot be two scripts: the second would replace the first
+            raise InputError(f"{t.path} is where {first.name} goes too ({first.setting}); "
+                             f"give {t.setting} a file of its own", source=conf.conf_path,
+                             field=t.setting)
     return out, missing
+
+
+def check(target: Target, *, force: bool = False, writing: bool = True) -> None:
+    """What would keep ``install`` from writing ``target``, found before any script is
+    written (InputError naming the file and setting): an existing file that is not ours
+    (unless ``force``), a directory there, a parent that is not a directory, or a path
+    the system refuses (too long, a read-only or virtual file system); with ``writing``
+    off (a dry run, perhaps not as root) not whether it is writable."""
+    path = Path(target.path)
+
+    def refuse(why: str) -> InputError:
+        return InputError(why, source=str(path), field=target.setting)
+
+    try:
+        if path.is_dir():
+            raise refuse("is a directory")
+        parent = next((p for p in path.parents if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            raise refuse(f"{parent} is not a directory")
+        if path.exists() and not force:
+            old = path.read_text(encoding="utf-8", errors="replace")
+            if version_of(target.name, old) == "not ours":
+                raise refuse("exists and is not slurm-shockwave's (keep it and point "
+                             f"{target.setting} elsewhere, or --force to replace it)")
+        if writing and parent is not None and not os.access(parent, os.W_OK):
+            raise refuse(f"{parent} is not writable")
+    except OSError as exc:
+        raise refuse(f"cannot write here ({exc.strerror or exc})") from None
 
 
 def install(target: Target, text: str, *, force: bool = False) -> str:
     """Write one script atomically with its mode and root as owner; what was done.
-    An existing file that is not ours is left alone unless ``force``."""
+    An existing file that is not ours is left alone unless ``force`` (``check``)."""
     path = Path(target.path)
-    if path.exists() and not force:
-        old = path.read_text(encoding="utf-8", errors="replace")
-        if version_of(target.name, old) == "not ours":
-            raise InputError("exists and is not slurm-shockwave's (keep it and point "
-                             f"{target.setting} elsewhere, or --force to replace it)",
-                             source=str(path), field=target.setting)
-        if old == text and _owned_as(path, target.mode):
-            return f"unchanged {path}"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    check(target, force=force)
+    if path.exists() and path.read_text(encoding="utf-8", errors="replace") == text \
+            and _owned_as(path, target.mode):
+        return f"unchanged {path}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"cannot write here ({exc.strerror or exc})", source=str(path),
+                         field=target.setting) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)

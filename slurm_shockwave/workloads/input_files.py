@@ -35,8 +35,10 @@ def _open(path: str | Path) -> BinaryIO:
         raise
 
 
-def read_text(path: str | Path, *, field: str, limit: int = MAX_FILE_BYTES) -> str:
-    """A whole UTF-8 file of at most ``limit`` bytes."""
+def read_text(path: str | Path, *, field: str, limit: int = MAX_FILE_BYTES,
+              lenient: bool = False) -> str:
+    """A whole UTF-8 file of at most ``limit`` bytes; ``lenient``: bytes that are not
+    UTF-8 read as U+FFFD (a file of Slurm's, which does not have to be UTF-8)."""
     source = str(path)
     try:
         with _open(path) as f:
@@ -45,6 +47,8 @@ def read_text(path: str | Path, *, field: str, limit: int = MAX_FILE_BYTES) -> s
         raise _open_error(exc, source, field) from None
     if len(data) > limit:
         raise InputError(f"larger than {limit} bytes", source=source, field=field)
+    if lenient:
+        return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
