@@ -46,6 +46,19 @@ def test_compare_writes_table_and_plots(tmp_path: Path) -> None:
     assert [r["policy"] for r in records] == ["gavel", "fifo", "srtf"]
 
 
+def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
+    """Found by a red-team: a valid trace under ``a[/b]`` crashed the tables (rich read
+    the name as markup, exit 1) and one named ``m$\\foo$`` the plots (mathtext)."""
+    trace = tmp_path / "a[" / "b]$\\foo$.jsonl"
+    trace.parent.mkdir()
+    trace.write_text('{"id": 0, "model": "ResNet-18", "batch_size": 32, "gpus": 1, '
+                     '"mode": "static", "arrival_s": 0, "total_steps": 100}\n')
+    assert "b]$\\foo$.jsonl: 1 jobs" in run("trace", "show", str(trace)).stdout
+    proc = run("compare", str(trace), "--gpus", "2", "--policies", "fifo", "--no-progress",
+               "--out", str(tmp_path / "out"))
+    assert "fifo" in proc.stdout and (tmp_path / "out" / "jct_cdf.png").exists()
+
+
 @pytest.mark.parametrize(("args", "expected"), [
     (["simulate", "--policy", "nope"], "policy: unknown policy 'nope'"),
     (["simulate", "missing.trace", "--gpus", "4"], "missing.trace: trace: cannot read"),

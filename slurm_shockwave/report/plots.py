@@ -30,6 +30,12 @@ def _write(fig: Any, path: Path, dpi: int) -> None:
         plt.close(fig)
 
 
+def _literal(title: str) -> str:
+    """A title as written: a trace's file name may hold ``$``, which matplotlib would
+    read as mathematics (and fail on, after the table was printed)."""
+    return title.replace("$", r"\$")
+
+
 def _save(fig: Any, ax: Any, path: Path, *, xlabel: str, ylabel: str, title: str) -> Path:
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
@@ -39,6 +45,7 @@ def _save(fig: Any, ax: Any, path: Path, *, xlabel: str, ylabel: str, title: str
 
 
 def write_plots(results: Sequence[SimResult], out: Path, title: str) -> list[Path]:
+    title = _literal(title)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
 
@@ -103,6 +110,6 @@ def write_pareto(records: Sequence[Mapping[str, Any]], path: Path, title: str,
         ax.set(xlabel=label, ylabel="worst rho (log)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"Pareto view: {title}")
+    fig.suptitle(f"Pareto view: {_literal(title)}")
     _write(fig, path, dpi=100)
     return path

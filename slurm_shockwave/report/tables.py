@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from slurm_shockwave.sim.run import SimResult
 
@@ -23,7 +24,7 @@ def _fmt_s(v: float) -> str:
 
 def summary_table(result: SimResult, title: str) -> Table:
     s = result.summary
-    t = Table(title=title, show_header=True)
+    t = Table(title=Text(title), show_header=True)  # a file name is not markup
     t.add_column("metric")
     t.add_column("value", justify="right")
     for name, value in (
@@ -44,7 +45,7 @@ def summary_table(result: SimResult, title: str) -> Table:
 def compare_table(results: Sequence[SimResult], title: str) -> Table:
     """Absolute values with the ratio to the first policy beside each."""
     base = results[0].summary
-    t = Table(title=title)
+    t = Table(title=Text(title))
     for col in ("policy", "makespan (s)", "x", "avg JCT (s)", "x", "worst rho", "x",
                 "unfair %", "util %", "useful %", "wall s"):
         t.add_column(col, justify="left" if col == "policy" else "right")
@@ -63,7 +64,7 @@ def compare_table(results: Sequence[SimResult], title: str) -> Table:
 
 
 def rows_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
-    t = Table(title=title)
+    t = Table(title=Text(title))
     for c in columns:
         t.add_column(c)
     for row in rows:
