@@ -46,6 +46,31 @@ def test_compare_writes_table_and_plots(tmp_path: Path) -> None:
     assert [r["policy"] for r in records] == ["gavel", "fifo", "srtf"]
 
 
+def test_an_output_the_system_refuses_is_bad_input(tmp_path: Path) -> None:
+    """Found by a red-team: a name over 255 bytes was exit 1 with a traceback, and a FIFO
+    no one reads hung before the run. Both are one line, exit 2; a FIFO with a reader
+    gets the results."""
+    import os
+
+    long = str(tmp_path / ("x" * 300))
+    for args in (["trace", "generate", "--jobs", "3", "--out", long],
+                 ["simulate", "--csv", long], ["compare", "--policies", "fifo", "--out", long]):
+        proc = run(*args, check=False)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "File name too long" in proc.stderr
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = run("simulate", "--csv", str(fifo), check=False)
+    assert proc.returncode == 2 and "--csv: cannot write it (a FIFO no one reads)" in proc.stderr
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, before the run
+    try:
+        run("simulate", "--csv", str(fifo), "--no-progress")  # 65 lines: within the pipe
+        got = os.read(reader, 1 << 16).decode()
+    finally:
+        os.close(reader)
+    assert got.startswith("job_id,") and len(got.splitlines()) == 65
+
+
 def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
     """Found by a red-team: a valid trace under ``a[/b]`` crashed the tables (rich read
     the name as markup, exit 1) and one named ``m$\\foo$`` the plots (mathtext)."""

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import functools
 import os
+import stat
 import sys
 import tempfile
 import traceback
@@ -168,26 +169,36 @@ def _not_empty(path: str, option: str) -> None:
         raise InputError(PATH_PROBLEM, field=option)
 
 
+_HELD: list[int] = []
+"""FIFOs ``writable_file`` found a reader on, kept open until the process ends."""
+
+
 def writable_file(path: str | None, option: str) -> None:
-    """Fail now, before the run, if ``path`` cannot be written (its results would be lost)."""
+    """Fail now, before the run, if ``path`` cannot be written (its results would be lost):
+    also a name the system refuses (too long) and a FIFO no one reads, which would block."""
     if path is None:
         return
     _not_empty(path, option)
     p = Path(path)
-    if p.is_dir():
-        raise InputError("is a directory, expected a file", source=path, field=option)
-    parent = p.parent
-    if not parent.is_dir():
-        raise InputError(f"its directory {parent} does not exist", source=path, field=option)
-    if p.exists():
-        try:
-            with open(p, "ab"):
-                pass
-        except OSError as exc:
-            raise InputError(f"cannot write it ({exc.strerror or exc})", source=path,
-                             field=option) from None
-    else:
-        _probe(parent, source=path, field=option)
+    try:
+        if p.is_dir():
+            raise InputError("is a directory, expected a file", source=path, field=option)
+        parent = p.parent
+        if not parent.is_dir():
+            raise InputError(f"its directory {parent} does not exist", source=path,
+                             field=option)
+        if p.exists():
+            # O_NONBLOCK: a FIFO with no reader fails (ENXIO) instead of blocking
+            fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                _HELD.append(fd)  # closed, it would end the reader's input before the results
+            else:
+                os.close(fd)
+        else:
+            _probe(parent, source=path, field=option)
+    except OSError as exc:
+        why = "a FIFO no one reads" if exc.errno == errno.ENXIO else exc.strerror or exc
+        raise InputError(f"cannot write it ({why})", source=path, field=option) from None
 
 
 @contextlib.contextmanager
@@ -209,9 +220,13 @@ def writable_dir(path: str | None, option: str) -> None:
         return
     _not_empty(path, option)
     p = Path(path)
-    probe = p
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
-    if not probe.is_dir():
-        raise InputError(f"{probe} is not a directory", source=path, field=option)
+    try:
+        probe = p
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
+        if not probe.is_dir():
+            raise InputError(f"{probe} is not a directory", source=path, field=option)
+    except OSError as exc:  # a name the system refuses (too long)
+        raise InputError(f"cannot write there ({exc.strerror or exc})", source=path,
+                         field=option) from None
     _probe(probe, source=path, field=option)
