@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -297,6 +298,16 @@ def test_the_report_command_always_exits_0(store: Store, tmp_path: Path) -> None
         bad = run([*cli, "--epoch", "abc", "--bogus"], env)
         assert bad.returncode == 0 and "ignoring" in bad.stderr
         assert run([*cli, "--epoch", "1"], job_env()).returncode == 0  # no service
+        # found by a red-team: click's usage errors (an option given last without its
+        # value: `--epoch $E` with E empty) were exit 2, and a warning to a stderr that
+        # cannot be written exit 1
+        for args in (["--epoch"], ["--checkpointed=yes"], ["--end"]):
+            usage = run([*cli, *args], env)
+            assert usage.returncode == 0 and "nothing is sent" in usage.stderr, usage
+        with open("/dev/full", "w") as full:
+            closed = subprocess.run([sys.executable, *cli, "--epoch", "abc"], stderr=full,
+                                    env={**env, "PYTHONPATH": str(ROOT)}, timeout=60)
+        assert closed.returncode == 0
     kinds = [(r.kind.value, r.epoch, r.exit_code) for r in store.reports([8])[8]]
     assert kinds == [("progress", 3.0, None), ("checkpointed", None, None), ("end", None, 0)]
 
@@ -426,3 +437,29 @@ def test_a_checkpoint_the_signal_missed_comes_with_the_next_answer(store: Store)
         acked = run(["-c", "from slurm_shockwave.client import reporter\n"
                            "assert reporter.checkpointed() is True\n" + code], env)
         assert acked.stdout.strip() == "False", acked.stderr
+
+
+def test_an_answer_trickling_in_does_not_hold_the_job() -> None:
+    """Found by a red-team: the socket's timeout is per read, so a service answering a
+    byte every 0.25 s held a report for as long as it liked. Cut at the deadline, the
+    report still counts as taken (the 202 came)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn, contextlib.suppress(OSError):  # the client hangs up before the end
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: 100000\r\n\r\n")
+            for _ in range(40):
+                conn.sendall(b"{")
+                time.sleep(0.25)
+
+    threading.Thread(target=serve, daemon=True).start()
+    started = time.monotonic()
+    status, answer = reporter._post(f"http://127.0.0.1:{srv.getsockname()[1]}", b"{}",
+                                    started + 2.0)
+    srv.close()
+    assert (status, answer) == ("accepted", {})
+    assert time.monotonic() - started < 3.5

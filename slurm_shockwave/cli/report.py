@@ -8,6 +8,7 @@ one warning line on stderr naming the option; a bad ``--job-id`` drops everythin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -19,6 +20,25 @@ from slurm_shockwave.client import reporter
 # is 5), underscores ("1_0"), "nan" and "inf"
 _INT = re.compile(r"\s*[+-]?\d+\s*", re.ASCII)
 _FLOAT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", re.ASCII)
+
+
+def _warn(text: str) -> None:
+    """One line on stderr; nothing where stderr cannot be written (closed, full): the
+    job must not fail for a warning."""
+    with contextlib.suppress(OSError):
+        click.echo(text, err=True)
+
+
+class _NeverFails(click.Command):
+    """A usage error is a warning and exit 0 too: ``--epoch $E`` with E empty and
+    unquoted leaves ``--epoch`` without a value, and a script under ``set -e`` died."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            _warn(f"shockwave report: {exc.format_message()}: nothing is sent")
+            ctx.exit(0)
 
 
 class _Bad:
@@ -47,7 +67,7 @@ def _value(option: str, field: str, text: str | None, dropped: str,
             why = reporter.check(field, value)
     if why is None and value is not None:
         return value
-    click.echo(f"shockwave report: {option} {text!r} {why}: {dropped}", err=True)
+    _warn(f"shockwave report: {option} {text!r} {why}: {dropped}")
     return BAD
 
 
@@ -63,7 +83,7 @@ def _progress(done: int | float | _Bad | None, size: int | float | _Bad | None,
             click.echo("checkpoint")
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(cls=_NeverFails, context_settings={"ignore_unknown_options": True})
 @click.option("--epoch", default=None, help="Epochs done over the whole job (float).")
 @click.option("--batch-size", default=None, help="The batch size now (integer).")
 @click.option("--samples-per-s", default=None, help="Throughput now (float).")
@@ -88,7 +108,7 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
     exits 0."""
     try:
         if ignored:
-            click.echo(f"shockwave report: ignoring {' '.join(ignored)}", err=True)
+            _warn(f"shockwave report: ignoring {' '.join(ignored)}")
         job = _value("--job-id", "job_id", job_id, "nothing is sent")
         if isinstance(job, _Bad):
             return  # which job is meant is unknown: tell nothing about any
@@ -96,7 +116,7 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
             os.environ["SLURM_JOB_ID"] = str(job)
         if spool_dir is not None:
             sent = reporter.flush_spool(spool_dir, int(job) if job is not None else None)
-            click.echo(f"shockwave report: sent {sent} spooled reports", err=True)
+            _warn(f"shockwave report: sent {sent} spooled reports")
         # in the order they happened: the progress, the checkpoint after it, the end last
         # (an end sent first made the service drop the job's last progress)
         dropped = "the progress report is not sent"
@@ -110,4 +130,4 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
         if code is not None and not isinstance(code, _Bad):
             reporter.end(int(code))
     except Exception as exc:  # never fail the job
-        click.echo(f"shockwave report: {exc}", err=True)
+        _warn(f"shockwave report: {exc}")

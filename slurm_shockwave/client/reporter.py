@@ -536,13 +536,29 @@ def _post(url: str, data: bytes, deadline: float) -> tuple[str, dict[str, Any]]:
             if resp.status != 202:
                 return "refused", {}
             try:
-                return "accepted", _answer(resp.read(MAX_BODY))
+                return "accepted", _answer(_body(resp, deadline))
             except Exception:  # taken: an unreadable answer must not send it twice
                 return "accepted", {}
     except urllib.error.HTTPError as exc:
         return ("refused" if 400 <= exc.code < 500 else "unreachable"), {}
     except Exception:  # refused connection, timeout, DNS, a reset
         return "unreachable", {}
+
+
+def _body(resp: Any, deadline: float) -> bytes:
+    """The answer, at most MAX_BODY bytes, read by ``deadline``: the socket's timeout is
+    per read, so a server trickling a byte at a time held a report far past it."""
+    parts: list[bytes] = []
+    got = 0
+    while got < MAX_BODY:
+        if time.monotonic() >= deadline:
+            raise TimeoutError("the answer came too slowly")
+        chunk = resp.read1(MAX_BODY - got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
 
 
 def _answer(data: bytes) -> dict[str, Any]:
