@@ -55,6 +55,10 @@ def test_round_trip_both_formats() -> None:
     ('{"model": "LM", "batch_size": 10, "epochs": 3, "gpus": 0}', "gpus"),
     ('{"model": "LM", "batch_size": "ten", "epochs": 3}', "batch_size"),
     ('{"model": "LM", "batch_size": 10', "json"),
+    # red-team: 5e-324 overflowed Gavel's water-fill into NaN shares
+    ('{"model": "LM", "batch_size": 10, "epochs": 3, "priority_weight": 5e-324}',
+     "priority_weight"),
+    (GAVEL_LINE.replace("\tgns\t1\t", "\tgns\t1e-9\t"), "priority_weight"),
 ])
 def test_bad_lines_name_file_line_and_field(line: str, field: str) -> None:
     ok = json.dumps({"model": "LM", "batch_size": 10, "epochs": 3})

@@ -32,6 +32,9 @@ MAX_CLUSTER_GPUS = 100_000
 MAX_ARRIVAL_S = 1e10
 """About 300 years: arrival times in seconds from the trace start."""
 MAX_WEIGHT = 1e6
+MIN_WEIGHT = 1e-6
+"""A weight nearer 0 made a weighted-fair share's level overflow (Gavel's water-fill: inf,
+then NaN allocations); 0 would starve the job forever."""
 MAX_JOB_ID = 2**31 - 1
 MAX_TEXT = 256
 """Characters of a free-text field (user, model label)."""

@@ -29,6 +29,7 @@ from slurm_shockwave.model.bounds import (
     MAX_STEPS,
     MAX_TOTAL_EPOCHS,
     MAX_WEIGHT,
+    MIN_WEIGHT,
     bounded,
     key_name,
     shown,
@@ -93,8 +94,7 @@ def parse_gavel_line(text: str, index: int, *, source: str, line: int) -> TraceJ
     steps = bounded(cols[5], **where, field="total_steps", integer=True, lo=1, hi=MAX_STEPS)
     gpus = bounded(cols[6], **where, field="scale_factor", integer=True, lo=1, hi=MAX_JOB_GPUS)
     mode = _mode(cols[7], **where, field="mode")
-    weight = bounded(cols[8], **where, field="priority_weight", lo=0, hi=MAX_WEIGHT,
-                     lo_open=True)
+    weight = bounded(cols[8], **where, field="priority_weight", lo=MIN_WEIGHT, hi=MAX_WEIGHT)
     # unused here, but Gavel's reader parses them: checked (a little stricter than its
     # bool(int(x)) and float(x): 0 or 1, and a finite SLO)
     bounded(cols[4], **where, field="needs_data_dir", integer=True, lo=0, hi=1)
@@ -160,7 +160,7 @@ def parse_json_line(text: str, index: int, *, source: str, line: int) -> TraceJo
         mode=_mode(obj.get("mode", "static"), **where, field="mode"),
         arrival_s=number("arrival_s", 0, lo=0, hi=MAX_ARRIVAL_S),
         num_epochs=epochs,
-        priority_weight=number("priority_weight", 1, lo=0, hi=MAX_WEIGHT, lo_open=True),
+        priority_weight=number("priority_weight", 1, lo=MIN_WEIGHT, hi=MAX_WEIGHT),
         user=text_field(obj.get("user", ""), **where, field="user"),
         gpus_range=_gpus_range(obj.get("gpus_range"), gpus, source=source, line=line),
     )
