@@ -210,3 +210,10 @@ def test_the_service_url_for_nodes_without_the_endpoint_file() -> None:
         assert exc.field == "--service-url"
     else:
         raise AssertionError("a URL with shell in it was written into a script")
+    # one rule for the option and the scripts (a red-team: these passed the option's
+    # check, as the docs allow, and the scripts' stricter one refused them)
+    for ok in ("http://h:7817/path", "http://[::1]:7817", "https://h.example.org:7817"):
+        assert f'SERVICE_URL="{ok}"' in render("epilog.sh", ScriptSettings(service_url=ok))
+    for bad in ("http://h:99999", "http://h:7817/$(id)", "http://h:0", "ftp://h:21"):
+        with pytest.raises(InputError, match="HOST:PORT"):
+            render("epilog.sh", ScriptSettings(service_url=bad))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 
 import click
 
@@ -14,27 +13,13 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.slurm.plugin_files import (
     ScriptSettings,
     check,
+    check_service_url,
     install,
     render,
     shockwave_bin,
     targets,
 )
 from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, read_slurm_conf
-
-_SERVICE_URL = re.compile(
-    r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})(/[A-Za-z0-9._~/-]*)?")
-
-
-def check_service_url(url: str) -> None:
-    """The URL goes into the prolog, epilog and TaskProlog as a quoted shell string:
-    nothing that could end the quote, and a port the client can reach (a red-team
-    finding: port 99999 was written into the scripts)."""
-    if not url:
-        return
-    m = _SERVICE_URL.fullmatch(url)
-    if m is None or not 1 <= int(m[2]) <= 65535:
-        raise InputError("must be http://HOST:PORT[/PATH] with a port of 1-65535 (letters, "
-                         "digits, '.', '-' in the host)", source=url, field="--service-url")
 
 
 @click.command("install-scripts")

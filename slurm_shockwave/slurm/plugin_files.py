@@ -29,7 +29,22 @@ MARK = "slurm-shockwave"
 """Every shipped script names the project in its first lines."""
 
 _PATH = re.compile(r"^/[A-Za-z0-9._/+-]+$")
-_URL = re.compile(r"^http://[A-Za-z0-9.-]+:[0-9]{1,5}$")
+_URL = re.compile(
+    r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})(/[A-Za-z0-9._~/-]*)?")
+
+
+def check_service_url(url: str) -> None:
+    """The URL goes into the prolog, epilog and TaskProlog as a quoted shell string:
+    nothing that could end the quote, and a port the client can reach (a red-team
+    finding: port 99999 was written into the scripts). One rule for the option and the
+    scripts' settings: a second, stricter one refused what the first and the docs allow."""
+    if not url:
+        return
+    m = _URL.fullmatch(url)
+    if m is None or not 1 <= int(m[2]) <= 65535:
+        raise InputError("must be http://HOST:PORT[/PATH] with a port of 1-65535 (letters, "
+                         "digits, '.', '-' in the host, or [IPv6])", source=url,
+                         field="--service-url")
 
 
 @dataclass(frozen=True)
@@ -56,9 +71,7 @@ class ScriptSettings:
         if self.shockwave_bin and not _PATH.match(self.shockwave_bin):
             raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is written "
                              "into the Epilog)", field="shockwave_bin")
-        if self.service_url and not _URL.match(self.service_url):
-            raise InputError("must be http://HOST:PORT of [A-Za-z0-9.-] (it is written into "
-                             "the plugin scripts)", field="--service-url")
+        check_service_url(self.service_url)
 
 
 def _lua_lines(s: ScriptSettings) -> dict[str, str]:
