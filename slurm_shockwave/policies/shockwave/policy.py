@@ -113,8 +113,8 @@ class Shockwave(Policy[ShockwaveConfig]):
                 for j in jobs}, view.round_index)
         fair = {jid: fairness.target(fair_states[jid], view.round_index, cfg.momentum)
                 for jid in ids}
-        crit = critical_path({j.job_id: est[j.job_id].most_remaining_s for j in jobs},
-                             {j.job_id: j.gpus for j in jobs}, view.total_gpus,
+        most = {j.job_id: est[j.job_id].most_remaining_s for j in jobs}
+        crit = critical_path(most, {j.job_id: j.gpus for j in jobs}, view.total_gpus,
                              cfg.critical_frac)
         cached = memory.get("plan")
         age = view.round_index - cached["start"] if cached else None
@@ -125,8 +125,7 @@ class Shockwave(Policy[ShockwaveConfig]):
         scheduled = [jid for jid in cached["rounds"][age] if jid in est]
         starts = run_starts(jobs, memory.get("run_start", {}), view.round_index)
         lease = lease_rounds(view.restart_cost_s, cfg.lease_overhead, view.round_s)
-        ending = finishing(jobs, {j.job_id: est[j.job_id].most_remaining_s for j in jobs},
-                           lease, view.round_s, view.fills)
+        ending = finishing(jobs, most, lease, view.round_s, view.fills)
         keep = list(dict.fromkeys([*ending, *crit,
                                    *leased(jobs, starts, view.round_index, lease)]))
         new_memory = {"fair": fair_states, "jobset": ids, "plan": cached,
