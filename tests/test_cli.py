@@ -91,6 +91,10 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
     # refused as the option is read, before a store, a lock or Slurm is touched
     (["serve", "--round-s", "nan", "--dry-run"], "'--round-s': must be a finite number"),
     (["serve", "--listen", "127.0.0.1:99999", "--dry-run"], "'--listen': must be HOST:PORT"),
+    (["serve", "--listen", "::1", "--dry-run"], "'--listen': must be HOST:PORT"),  # [::1]:P
+    # an empty path was taken as the option left out: the default slurm.conf read
+    (["install-scripts", "--slurm-conf", "", "--dry-run"], "'--slurm-conf': must be a path"),
+    (["queue", "--slurm-conf", ""], "'--slurm-conf': must be a path"),
     (["serve", "--admin-uid", "4294967296", "--dry-run"], "'--admin-uid'"),
     (["serve", "--partition", "a,b", "--dry-run"], "'--partition': must be a partition name"),
     (["queue", "--partition", ""], "'--partition': must be a partition name"),

@@ -67,8 +67,10 @@ class Checked(_ParamType):
 
 PARTITION = Checked("partition", is_partition_name, PARTITION_PROBLEM)
 HOST_PORT = Checked("HOST:PORT", is_host_port, LISTEN_PROBLEM)
-STORE_PATH = Checked("path", is_path_text, PATH_PROBLEM)
-store_option = click.option("--store", "store_path", type=STORE_PATH, default=None,
+PATH_TEXT = Checked("path", is_path_text, PATH_PROBLEM)
+"""A path option: an empty one was taken as the option left out (``--store``'s default
+store opened, ``--slurm-conf``'s default slurm.conf read)."""
+store_option = click.option("--store", "store_path", type=PATH_TEXT, default=None,
                             help="State file [config service.store].")
 """``--store`` of every command that opens the service's store: an empty path was taken
 as the option left out, and the configured store opened instead."""

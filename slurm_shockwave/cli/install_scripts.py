@@ -6,7 +6,7 @@ import os
 
 import click
 
-from slurm_shockwave.cli.checks import PARTITION
+from slurm_shockwave.cli.checks import PARTITION, PATH_TEXT
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.config import load_settings
 from slurm_shockwave.model.errors import InputError
@@ -27,7 +27,7 @@ from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, read_slurm_conf
               help="The service's YAML settings (partition, heartbeat, endpoint file).")
 @click.option("--partition", type=PARTITION, default=None,
               help="The managed partition [config slurm.partition: shockwave].")
-@click.option("--slurm-conf", default=None,
+@click.option("--slurm-conf", type=PATH_TEXT, default=None,
               help=f"slurm.conf [config slurm.slurm_conf, else $SLURM_CONF, else {DEFAULT_CONF}].")
 @click.option("--dest", default=None, type=click.Path(file_okay=False),
               help="Put prolog.sh, epilog.sh, task_prolog.sh and events.sh here instead of "

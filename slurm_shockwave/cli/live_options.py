@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from slurm_shockwave.cli.checks import PARTITION
+from slurm_shockwave.cli.checks import PARTITION, PATH_TEXT
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.config import Settings, live_policy, load_settings
 from slurm_shockwave.model.errors import InputError
@@ -43,7 +43,7 @@ def live_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="YAML settings file (slurm:, service:, policies: sections)."),
         click.option("--partition", type=PARTITION, default=None,
                      help="The managed partition [config slurm.partition: shockwave]."),
-        click.option("--slurm-conf", default=None,
+        click.option("--slurm-conf", type=PATH_TEXT, default=None,
                      help="slurm.conf [config slurm.slurm_conf, else $SLURM_CONF]."),
         click.option("--backend", "kind", type=click.Choice(BACKENDS), default=None,
                      help="How Slurm is reached: auto takes pyslurm where it imports and "

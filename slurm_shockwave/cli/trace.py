@@ -11,7 +11,7 @@ import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import slurm_shockwave
-from slurm_shockwave.cli.checks import PARTITION, Bounded, json_text
+from slurm_shockwave.cli.checks import PARTITION, PATH_TEXT, Bounded, json_text
 from slurm_shockwave.cli.errors import (
     one_line_errors,
     output_errors,
@@ -201,7 +201,7 @@ def _throughputs_for_jobs(spec: str | None) -> str | None:
               help="The jobs' output files (%j.out); must be visible to the nodes.")
 @click.option("--checkpoint-dir", default=None,
               help="The jobs' checkpoints [OUTPUT_DIR/checkpoints].")
-@click.option("--slurm-conf", default=None, help="slurm.conf [$SLURM_CONF].")
+@click.option("--slurm-conf", type=PATH_TEXT, default=None, help="slurm.conf [$SLURM_CONF].")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON line per job on standard output, no progress bar.")
 @one_line_errors

@@ -77,9 +77,12 @@ def is_path_text(text: str) -> bool:
 
 def is_host_port(text: str) -> bool:
     """HOST:PORT with a port of 0-65535 in ASCII digits (isdigit alone takes "²" and
-    Arabic-Indic digits, which int() reads or refuses)."""
+    Arabic-Indic digits, which int() reads or refuses); an IPv6 host in brackets
+    (``::1`` alone read as host ``:`` and port 1)."""
     host, sep, port = text.rpartition(":")
-    return bool(sep and host and port.isascii() and port.isdigit() and int(port) <= 65535)
+    bracketed = host.startswith("[") and host.endswith("]")
+    return bool(sep and host and (bracketed or ":" not in host) and port.isascii()
+                and port.isdigit() and int(port) <= 65535)
 
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = 40
