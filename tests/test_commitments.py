@@ -107,6 +107,7 @@ def test_a_job_with_less_than_a_lease_left_is_finishing() -> None:
     assert finishing(jobs, most, lease=5, round_s=120.0, fills=True) == [1, 2]
     assert finishing(jobs, most, lease=5, round_s=120.0, fills=False) == [2]
     assert finishing(jobs, most, lease=1, round_s=120.0, fills=True) == []
+    assert finishing(jobs, {**most, 1: 0.0}, lease=5, round_s=120.0, fills=True) == [1, 2]
 
 
 def test_the_critical_path_waits_for_a_job_about_to_finish() -> None:

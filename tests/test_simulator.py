@@ -266,5 +266,7 @@ def test_the_view_says_whether_fill_steps_run(tmp_path: Path) -> None:
         store = Store(tmp_path / f"{on}.db")
         try:
             assert service(Live(settings, fake), store, "fifo").world.observe().fills is on
+            # `shockwave plan` plans as the service would
+            assert Live(settings, fake).world().observe().fills is on
         finally:
             store.close()

@@ -105,7 +105,8 @@ class Live:
         s = self.settings.slurm
         world = SlurmCluster(self.backend, WallClock(), partition=s.partition,
                              round_s=s.round_s, progress=self.table(), intents=intents,
-                             restart_cost_s=s.restart_cost_s)
+                             restart_cost_s=s.restart_cost_s,
+                             fill_freed=self.settings.service.fill_freed)
         if feed is not None:
             world.progress, world.acked = feed.progress, feed.acked
         return world
@@ -120,7 +121,6 @@ def service(env: Live, store: Store, policy_name: str, *, round_s: float | None 
     feed = env.feed(store)
     world = env.world(MemoryIntents(store.load_intents()) if dry_run else store, feed)
     world.round_s = period
-    world.fill_freed = svc.fill_freed
     return Service(world, env.policy(policy_name), policy_name, store, round_s=period,
                    dry_run=dry_run, feed=feed, heartbeat=svc.heartbeat,
                    stale_after_s=svc.stale_after_s, fill_freed=svc.fill_freed,

@@ -17,7 +17,8 @@ One exception calls the next round early: a fill step (a job's end, or an arriva
 wakes one even with no GPU free) that finds a job the plan must run now
 (``Plan.moves_for``: Shockwave's critical path) which the round did not have, and which
 waits. The round would stop a
-job for it anyway, at its boundary; a new job whose remaining time sets the makespan
+job for it anyway, at its boundary (none, if the jobs holding its GPUs are finishing:
+docs/planner.md, step 8); a new job whose remaining time sets the makespan
 waited up to a round for it (live on t36, 100 trace seconds of its 7,350, level with
 Slurm alone). Both drivers then end the round there and run the next one at once
 (``round_due``).

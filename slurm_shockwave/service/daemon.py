@@ -67,6 +67,7 @@ class Service:
         self.timer = timer
         self.feed = feed
         self.fill_freed = fill_freed
+        world.fill_freed = fill_freed  # the policy plans knowing whether fill steps follow
         self.fill_poll_s = fill_poll_s
         self.memory: Memory = store.memory(policy_name)
         self._acked: queue.SimpleQueue[ProgressReport] = queue.SimpleQueue()

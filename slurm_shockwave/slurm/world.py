@@ -231,12 +231,14 @@ class SlurmCluster:
                  round_s: float = 120.0, progress: ProgressFn | None = None,
                  acked: Callable[[int, float], bool] = lambda _job_id, _since_s: False,
                  intents: IntentLog | None = None, round_index: int = 0,
-                 origin_s: float = 0.0, restart_cost_s: float = 60.0) -> None:
+                 origin_s: float = 0.0, restart_cost_s: float = 60.0,
+                 fill_freed: bool = False) -> None:
         self.backend = backend
         self.restart_cost_s = restart_cost_s
-        self.fill_freed = False
+        self.fill_freed = fill_freed
         """The service takes fill steps between rounds (``service.fill_freed``): the
-        view says so to the policy (``ClusterView.fills``)."""
+        view says so to the policy (``ClusterView.fills``; ``shockwave plan`` plans as
+        the service would)."""
         self.clock = clock
         self.partition = partition
         self.round_s = round_s

@@ -14,14 +14,14 @@ policy's memory (string keys, so it survives the store's JSON round trip).
 The critical path: a job whose remaining time alone is (nearly) the makespan's lower
 bound loses makespan for every round it waits, and no other job can make that up; the
 window program's makespan term weighs it, but packing and the fairness caps can still
-push it back, so it runs first.
+push it back, so it runs first, after the finishing jobs.
 
 Finishing jobs: the lease's arithmetic read at the other end of a run. A running job
-with less than a lease left cannot pay for a restart with what it has left to run, and
+with at most a lease left cannot pay for a restart with what it has left to run, and
 its GPUs come back within the lease anyway, so nothing, the critical path included,
-stops it. The GPUs of a job that ends mid-round reach a waiting job at once only where
-fill steps run (``ClusterView.fills``); without them they idle until the round's end,
-so there only jobs with more than a round left are kept.
+stops or moves it (``Plan.pinned``). The GPUs of a job that ends mid-round reach a
+waiting job at once only where fill steps run (``ClusterView.fills``); without them they
+idle until the round's end, so there only jobs with more than a round left are kept.
 
 All three are rules applied after the market's program, and the docs say so
 (docs/planner.md).
@@ -53,13 +53,14 @@ def run_starts(jobs: Sequence[Job], previous: Mapping[str, int],
 
 def finishing(jobs: Sequence[Job], most_remaining_s: Mapping[JobId, float], lease: int,
               round_s: float, fills: bool) -> list[JobId]:
-    """Running jobs whose most remaining time is within ``lease`` rounds (and, without
-    fill steps, more than one round), soonest done first; none without a lease."""
+    """Running jobs whose most remaining time is at most ``lease`` rounds (and, without
+    fill steps, more than one round), soonest done first; none when the lease is a
+    single round (off, or a restart too cheap to need one)."""
     if lease <= 1:
         return []
-    low = 0.0 if fills else round_s
     return sorted((j.job_id for j in jobs if j.phase == Phase.RUNNING
-                   and low < most_remaining_s[j.job_id] <= lease * round_s),
+                   and (fills or most_remaining_s[j.job_id] > round_s)
+                   and most_remaining_s[j.job_id] <= lease * round_s),
                   key=lambda jid: (most_remaining_s[jid], jid))
 
 
