@@ -95,6 +95,8 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
     # an empty path was taken as the option left out: the default slurm.conf read
     (["install-scripts", "--slurm-conf", "", "--dry-run"], "'--slurm-conf': must be a path"),
     (["queue", "--slurm-conf", ""], "'--slurm-conf': must be a path"),
+    (["simulate", "", "--gpus", "4"], "error: trace: must be a path, not empty"),  # named "."
+    (["simulate", "--throughputs", ""], "error: throughputs: must be a path, not empty"),
     (["serve", "--admin-uid", "4294967296", "--dry-run"], "'--admin-uid'"),
     (["serve", "--partition", "a,b", "--dry-run"], "'--partition': must be a partition name"),
     (["queue", "--partition", ""], "'--partition': must be a partition name"),

@@ -207,9 +207,8 @@ def _numbered(lines: Iterable[str] | Iterable[tuple[int, str]]) -> Iterator[tupl
 
 
 def read_trace(path: str | Path) -> list[TraceJob]:
-    p = Path(path)
-    fmt = "jsonl" if p.suffix in (".jsonl", ".json") else "auto"
-    return parse_trace(read_lines(p, field="trace"), source=str(p), fmt=fmt)
+    fmt = "jsonl" if Path(path).suffix in (".jsonl", ".json") else "auto"
+    return parse_trace(read_lines(path, field="trace"), source=str(path), fmt=fmt)
 
 
 def to_json_line(job: TraceJob) -> str:

@@ -14,7 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from slurm_shockwave.model.bounds import MAX_FILE_BYTES, MAX_LINE_CHARS
+from slurm_shockwave.model.bounds import (
+    MAX_FILE_BYTES,
+    MAX_LINE_CHARS,
+    PATH_PROBLEM,
+    is_path_text,
+)
 from slurm_shockwave.model.errors import InputError
 
 
@@ -22,9 +27,12 @@ def _open_error(exc: OSError, source: str, field: str) -> InputError:
     return InputError(f"cannot read ({exc.strerror or exc})", source=source, field=field)
 
 
-def _open(path: str | Path) -> BinaryIO:
+def _open(path: str | Path, field: str) -> BinaryIO:
     """Open for reading without blocking on a FIFO that has no writer (it reads as empty);
-    a pipe that has one, such as ``<(shockwave trace generate)``, reads as usual."""
+    a pipe that has one, such as ``<(shockwave trace generate)``, reads as usual. An
+    empty path is refused (it opened ".", and the error named that)."""
+    if not is_path_text(str(path)):
+        raise InputError(PATH_PROBLEM, field=field)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
@@ -41,7 +49,7 @@ def read_text(path: str | Path, *, field: str, limit: int = MAX_FILE_BYTES,
     UTF-8 read as U+FFFD (a file of Slurm's, which does not have to be UTF-8)."""
     source = str(path)
     try:
-        with _open(path) as f:
+        with _open(path, field) as f:
             data = f.read(limit + 1)
     except OSError as exc:
         raise _open_error(exc, source, field) from None
@@ -62,7 +70,7 @@ def read_lines(path: str | Path, *, field: str,
     """(line number, text) of a UTF-8 file, streamed, each line at most ``max_chars``."""
     source = str(path)
     try:
-        f = _open(path)
+        f = _open(path, field)
     except OSError as exc:
         raise _open_error(exc, source, field) from None
     with f:
