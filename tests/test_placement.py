@@ -126,11 +126,6 @@ def test_a_job_the_plan_lets_move_others_gets_a_node_cleared_of_jobs_ranked_abov
 
     assert place(view, fill_plan(view, Plan((1, 2, 3), moves_for=frozenset({3})))
                  ).fragmented == {3}
-    # a pinned job (Shockwave's finishing jobs) is not moved: its node is not cleared
-    pinned = place(view, Plan((1, 2, 3), moves_for=frozenset({3}), pinned=frozenset({1})))
-    assert pinned.slots[1] == ("n0:0",) and pinned.slots[3][0].startswith("n1:")
-    both = place(view, Plan((1, 2, 3), moves_for=frozenset({3}), pinned=frozenset({1, 2})))
-    assert both.fragmented == {3} and both.slots[1] == ("n0:0",) and both.slots[2] == ("n1:0",)
 
 
 def test_an_elastic_job_left_out_at_its_planned_count_takes_a_smaller_one() -> None:

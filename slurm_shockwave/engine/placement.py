@@ -114,16 +114,15 @@ def _place_selected(view: ClusterView, selected: list[Job], want: Mapping[JobId,
 
 def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int],
                 out: Placement, free: _FreeSlots, *,
-                moves_for: frozenset[JobId] = frozenset(),
-                pinned: frozenset[JobId] = frozenset()) -> tuple[Placement, _FreeSlots]:
+                moves_for: frozenset[JobId] = frozenset()
+                ) -> tuple[Placement, _FreeSlots]:
     """Selected jobs that fragmentation left out (small jobs scattered over every node, so
     no node has room for a wide one) get nodes cleared for them: nodes whose running jobs
     all come later in the plan's order (a job never displaces one the policy ranks above
     it, so a policy that runs the running jobs first, FIFO's, never moves one), those
     holding the fewest GPUs first; their jobs move elsewhere. For a job in ``moves_for``
     (Plan.moves_for) any node may be cleared, nodes of later jobs first: a job ranked
-    above it is moved, not stopped; never a node of a ``pinned`` job (Plan.pinned). Kept
-    only when every job placed before still is and
+    above it is moved, not stopped. Kept only when every job placed before still is and
     more of the selection runs; without it a wide job can wait until the cluster
     drains."""
     rank = {j.job_id: i for i, j in enumerate(selected)}
@@ -138,7 +137,7 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     for jid in sorted(out.fragmented, key=lambda j: (-want[j], rank[j])):
         need = -(-want[jid] // max(view.gpus_per_node, 1))
         later = {n: all(rank[j] > rank[jid] for j in jids) for n, jids in held.items()}
-        movable = sorted((n for n in held if n not in cleared and not pinned.intersection(held[n])
+        movable = sorted((n for n in held if n not in cleared
                           and (jid in moves_for or later[n])),
                          key=lambda n: (not later[n], used[n], n))
         if len(movable) >= need:
@@ -180,8 +179,7 @@ def place(view: ClusterView, plan: Plan) -> Placement:
             used += want[job.job_id]
     out, free = _place_selected(view, selected, want)
     if out.fragmented:
-        out, free = _defragment(view, selected, want, out, free, moves_for=plan.moves_for,
-                                pinned=plan.pinned)
+        out, free = _defragment(view, selected, want, out, free, moves_for=plan.moves_for)
     # Backfill what fragmentation left, in plan order; a running job stays where it runs
     # if it still can (best fit alone may swap two running jobs: a needless migration).
     # An elastic job left out takes the widest of its smaller counts that fits.

@@ -54,9 +54,6 @@ class Plan:
     fragmentation leaves them out, to clear nodes (each moved job placed again the same
     round). Any other job displaces only running jobs ranked below it, so a policy that
     ranks its running jobs first (FIFO, Slurm alone) never moves one."""
-    pinned: frozenset[JobId] = frozenset()
-    """Running jobs no node clearing moves (Shockwave's finishing jobs: a move costs the
-    restart their short remaining run cannot pay for)."""
 
     def gpus_of(self, job: Job) -> int:
         return self.gpus.get(job.job_id, job.gpus)
