@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -124,6 +125,28 @@ def test_bad_input_is_one_line_exit_2(args: list[str], expected: str) -> None:
     assert proc.returncode == 2
     assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "Traceback" not in proc.stderr
+
+
+def test_a_local_file_named_like_a_bundled_trace_is_noted(tmp_path: Path) -> None:
+    """``demo`` is the bundled trace even with a ./demo here, which was read silently
+    instead (red-team): one note says so and that ./demo names the local one."""
+    (tmp_path / "demo").write_text("not a trace\n")
+    (tmp_path / "demo-live").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+    def here(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", *args], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300)
+
+    for args in (("trace", "show", "demo"), ("simulate", "demo", "--policy", "fifo"),
+                 ("trace", "show", "demo-live")):
+        proc = here(*args)
+        name = args[2] if args[0] == "trace" else "demo"
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.strip() == (f"note: {name}: the bundled trace of that name is "
+                                       f"used; ./{name} names the one in this directory")
+    assert "./demo names" in here("simulate", "--policy", "fifo").stderr  # the default too
+    assert here("trace", "show", "./demo").returncode == 2
 
 
 def test_trace_elastic_says_which_ranges_of_the_trace_it_replaced(tmp_path: Path) -> None:

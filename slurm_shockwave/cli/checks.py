@@ -1,4 +1,5 @@
-"""Option types with explicit bounds, and JSON output that is always valid JSON."""
+"""Option types with explicit bounds, the trace argument's note, and JSON output that is
+always valid JSON."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from slurm_shockwave.model.bounds import (
     shown,
 )
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.sim.inputs import shadows_local
 
 if TYPE_CHECKING:
     _ParamType = click.ParamType[Any]
@@ -74,6 +76,16 @@ store_option = click.option("--store", "store_path", type=PATH_TEXT, default=Non
                             help="State file [config service.store].")
 """``--store`` of every command that opens the service's store: an empty path was taken
 as the option left out, and the configured store opened instead."""
+
+
+def note_bundled(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Callback of a trace argument: a bundled trace's name while a file or directory of
+    that name is here reads the bundled trace, which one note on stderr says (it did so
+    silently, and ./demo holding garbage went unnoticed)."""
+    if value is not None and shadows_local(value):
+        click.echo(f"note: {value}: the bundled trace of that name is used; ./{value} names "
+                   "the one in this directory", err=True)
+    return value
 
 
 def _finite(obj: Any) -> Any:

@@ -19,7 +19,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from slurm_shockwave.cli.checks import json_text
+from slurm_shockwave.cli.checks import json_text, note_bundled
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.live.cluster import install_slurm_packages, missing_for_cluster
 from slurm_shockwave.live.run import LiveSettings, LiveStatus, run_live
@@ -64,7 +64,7 @@ def _run(settings: LiveSettings, title: str, *, to_stderr: bool = False) -> dict
 
 @click.command()
 @click.option("--trace", default=LIVE_DEMO_TRACE, show_default=True,
-              help="Trace file, or the bundled live demo (16 jobs).")
+              help="Trace file, or the bundled live demo (16 jobs).", callback=note_bundled)
 @click.option("--gpus", type=click.IntRange(8, 64), default=16, show_default=True)
 @click.option("--time-scale", type=click.FloatRange(1, 1000), default=60.0,
               show_default=True, help="Trace seconds per wall second.")

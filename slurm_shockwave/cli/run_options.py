@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from slurm_shockwave.cli.checks import Bounded
+from slurm_shockwave.cli.checks import Bounded, note_bundled
 from slurm_shockwave.config import Settings, load_settings
 from slurm_shockwave.model.bounds import (
     MAX_CLUSTER_GPUS,
@@ -36,7 +36,7 @@ DEMO_GPUS = 16
 
 def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed((
-        click.argument("trace", required=False, default=DEMO_TRACE),
+        click.argument("trace", required=False, default=DEMO_TRACE, callback=note_bundled),
         click.option("--gpus", type=Bounded(1, MAX_CLUSTER_GPUS, integer=True), default=None,
                      help=f"GPUs in the cluster (default {DEMO_GPUS} for the demo trace)."),
         click.option("--gpus-per-node", type=Bounded(1, MAX_JOB_GPUS, integer=True),

@@ -11,7 +11,7 @@ import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import slurm_shockwave
-from slurm_shockwave.cli.checks import PARTITION, PATH_TEXT, Bounded, json_text
+from slurm_shockwave.cli.checks import PARTITION, PATH_TEXT, Bounded, json_text, note_bundled
 from slurm_shockwave.cli.errors import (
     one_line_errors,
     output_errors,
@@ -131,7 +131,7 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
 
 
 @trace.command("elastic")
-@click.argument("trace_file")
+@click.argument("trace_file", callback=note_bundled)
 @click.option("--range", "factors", default="0.5,2", show_default=True,
               help="LO,HI: each job's GPU range as multiples of its request.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True,
@@ -157,7 +157,7 @@ def elastic_cmd(trace_file: str, factors: str, out: str) -> None:
 
 
 @trace.command("show")
-@click.argument("trace_file", required=False, default=DEMO_TRACE)
+@click.argument("trace_file", required=False, default=DEMO_TRACE, callback=note_bundled)
 @click.option("--throughputs", default=None, help="Gavel JSON or builtin:tacc|wisr.")
 @one_line_errors
 def show(trace_file: str, throughputs: str | None) -> None:
@@ -189,7 +189,7 @@ def _throughputs_for_jobs(spec: str | None) -> str | None:
 
 
 @trace.command("submit")
-@click.argument("trace_file")
+@click.argument("trace_file", callback=note_bundled)
 @click.option("--time-scale", type=Bounded(1e-6, 1e6), required=True,
               help="Divide arrival times and epoch durations by this.")
 @click.option("--partition", type=PARTITION, default="shockwave", show_default=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -25,6 +26,13 @@ def load_throughputs(spec: str | Path | None) -> ThroughputTable:
 
 def demo_trace_path() -> Path:
     return Path(str(resources.files("slurm_shockwave.data").joinpath("demo.jsonl")))
+
+
+def shadows_local(spec: str) -> bool:
+    """Whether ``spec`` names a bundled trace and a file or directory in the current
+    directory too. The bundled trace is read (a directory named demo is common); a user
+    who meant the local one must be told that ``./demo`` names it."""
+    return spec in (DEMO_TRACE, LIVE_DEMO_TRACE) and os.path.lexists(spec)
 
 
 def load_trace(spec: str | Path | None) -> list[TraceJob]:
