@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from tests.conftest import reference_file
@@ -86,9 +87,11 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["simulate", "--policy", "nope"], "policy: unknown policy 'nope'"),
+    # a value of an option names the option, not the setting (red-team)
+    (["simulate", "--policy", "nope"], "'--policy': 'nope' is not one of"),
     (["simulate", "missing.trace", "--gpus", "4"], "missing.trace: trace: cannot read"),
-    (["simulate", "--throughputs", "builtin:a100"], "no bundled table 'a100'"),
+    (["simulate", "--throughputs", "builtin:a100"], "--throughputs: no bundled table 'a100'"),
+    (["trace", "show", "--throughputs", "missing.json"], "missing.json: --throughputs: cannot"),
     # refused as the option is read, before a store, a lock or Slurm is touched
     (["serve", "--round-s", "nan", "--dry-run"], "'--round-s': must be a finite number"),
     (["serve", "--listen", "127.0.0.1:99999", "--dry-run"], "'--listen': must be HOST:PORT"),
@@ -97,7 +100,7 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
     (["install-scripts", "--slurm-conf", "", "--dry-run"], "'--slurm-conf': must be a path"),
     (["queue", "--slurm-conf", ""], "'--slurm-conf': must be a path"),
     (["simulate", "", "--gpus", "4"], "error: trace: must be a path, not empty"),  # named "."
-    (["simulate", "--throughputs", ""], "error: throughputs: must be a path, not empty"),
+    (["simulate", "--throughputs", ""], "error: --throughputs: must be a path, not empty"),
     (["serve", "--admin-uid", "4294967296", "--dry-run"], "'--admin-uid'"),
     (["serve", "--partition", "a,b", "--dry-run"], "'--partition': must be a partition name"),
     (["queue", "--partition", ""], "'--partition': must be a partition name"),
@@ -147,6 +150,17 @@ def test_a_local_file_named_like_a_bundled_trace_is_noted(tmp_path: Path) -> Non
                                        f"used; ./{name} names the one in this directory")
     assert "./demo names" in here("simulate", "--policy", "fifo").stderr  # the default too
     assert here("trace", "show", "./demo").returncode == 2
+
+
+def test_demo_refuses_an_unknown_policy_as_it_reads_the_option() -> None:
+    """Checked as the option is read (parsed only here: the command would start Slurm),
+    not after a live run, and named by the option."""
+    from slurm_shockwave.cli.demo import demo
+
+    with pytest.raises(click.BadParameter) as refused:
+        demo.make_context("demo", ["--policy", "nope"])
+    assert "'--policy': 'nope' is not one of" in refused.value.format_message()
+    demo.make_context("demo", ["--policy", "slurm"])  # Slurm alone
 
 
 def test_trace_elastic_says_which_ranges_of_the_trace_it_replaced(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.live.cluster import install_slurm_packages, missing_for_cluster
 from slurm_shockwave.live.run import LiveSettings, LiveStatus, run_live
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.sim.inputs import LIVE_DEMO_TRACE
 
@@ -68,7 +69,8 @@ def _run(settings: LiveSettings, title: str, *, to_stderr: bool = False) -> dict
 @click.option("--gpus", type=click.IntRange(8, 64), default=16, show_default=True)
 @click.option("--time-scale", type=click.FloatRange(1, 1000), default=60.0,
               show_default=True, help="Trace seconds per wall second.")
-@click.option("--policy", default="shockwave", show_default=True)
+@click.option("--policy", type=click.Choice((*POLICIES, "slurm")), default="shockwave",
+              show_default=True, help="slurm: Slurm alone, no service.")
 @click.option("--no-slurm-alone", is_flag=True, help="Skip the Slurm-alone run.")
 @click.option("--work-dir", default=None, help="Keep logs and the store here.")
 @click.option("--json", "as_json", is_flag=True, help="The results as one JSON object.")

@@ -23,8 +23,8 @@ from slurm_shockwave.report.tables import compare_table, console, summary_table
 
 @click.command()
 @run_options
-@click.option("--policy", default="gavel", show_default=True,
-              help=f"One of: {', '.join(POLICIES)}.")
+@click.option("--policy", type=click.Choice(tuple(POLICIES)), default="gavel",
+              show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Write per-job results (JCT, rho, ...) to this CSV file.")

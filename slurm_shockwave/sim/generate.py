@@ -24,6 +24,7 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.sim.trace import TraceJob
+from slurm_shockwave.workloads.bundled import TABLE_OPTION
 from slurm_shockwave.workloads.catalog import MODELS
 from slurm_shockwave.workloads.profile import epochs_from_steps
 
@@ -110,7 +111,7 @@ def generate(shape: TraceShape, table: ThroughputTable, seed: int = 0) -> list[T
                  if table.has(m.name, bs, 1)]
     if not templates:
         raise InputError("no catalogue model has a 1-GPU throughput", source=table.source,
-                         field="throughputs")
+                         field=TABLE_OPTION)
     modes = list(AdaptationMode)
     jobs: list[TraceJob] = []
     arrival = 0.0

@@ -11,6 +11,9 @@ from slurm_shockwave.model.throughputs import ThroughputTable, from_compact, fro
 from slurm_shockwave.workloads.input_files import read_text, strict_json
 
 BUNDLED_TABLES = ("tacc", "wisr")
+TABLE_OPTION = "--throughputs"
+"""What an error about a table's spec names: every spec comes from this option (of
+``shockwave``, the emulator and the benchmarks), and no config file has one."""
 
 
 def bundled_table(name: str = "tacc") -> ThroughputTable:
@@ -18,7 +21,7 @@ def bundled_table(name: str = "tacc") -> ThroughputTable:
         "v100_throughputs.json").read_text(encoding="utf-8"))
     if name not in data["tables"]:
         raise InputError(f"no bundled table {name!r} (known: {', '.join(BUNDLED_TABLES)})",
-                         field="throughputs")
+                         field=TABLE_OPTION)
     return from_compact(data["tables"][name], source=f"builtin:{name}")
 
 
@@ -29,5 +32,6 @@ def load_table(spec: str | Path | None) -> ThroughputTable:
     text = str(spec)
     if text.startswith("builtin:"):
         return bundled_table(text.split(":", 1)[1])
-    data = strict_json(read_text(text, field="throughputs"), source=text, field="throughputs")
+    data = strict_json(read_text(text, field=TABLE_OPTION), source=text,
+                       field=TABLE_OPTION)
     return from_gavel(data, source=text)
