@@ -10,6 +10,7 @@ the file, never anything else. A small slice of the red-team kinds runs through 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -374,6 +375,18 @@ def test_json_output_has_no_nan() -> None:
 
     assert json_text({"a": float("nan"), "b": [float("inf"), 1.5]}) == \
         '{"a": null, "b": [null, 1.5]}'
+
+
+def test_json_output_carries_a_file_name_that_is_not_utf8() -> None:
+    """A name's byte that is not UTF-8 came out as a lone surrogate (``"x\\udcff"``),
+    which strict JSON parsers reject (red-team): it reads as the byte, ``x\\xff``."""
+    from slurm_shockwave.cli.checks import json_text
+
+    name = os.fsdecode(b"x\xff.jsonl")
+    text = json_text({"trace": name, name: ["ok \u00e9", "\ud800"]}, ensure_ascii=False)
+    text.encode("utf-8")  # strict UTF-8: no lone surrogate left
+    assert json.loads(text) == {"trace": "x\\xff.jsonl",
+                                "x\\xff.jsonl": ["ok \u00e9", "\\ud800"]}
 
 
 def test_hint_parsers_agree_at_the_size_limit() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -88,16 +89,33 @@ def note_bundled(_ctx: click.Context, _param: click.Parameter, value: str | None
     return value
 
 
-def _finite(obj: Any) -> Any:
+def _utf8(text: str) -> str:
+    """``text`` as UTF-8 can carry it. A file name's bytes that are not UTF-8 come from
+    Python as lone surrogates (``\\udcff``), which strict JSON parsers reject: they read
+    as their bytes (``\\xff``) instead, and any other lone surrogate as ``\\ud800``."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return os.fsencode(text).decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no file name decodes to
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _json_safe(obj: Any) -> Any:
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
+    if isinstance(obj, str):
+        return _utf8(obj)
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {_json_safe(k): _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [_json_safe(v) for v in obj]
     return obj
 
 
 def json_text(obj: Any, **kwargs: Any) -> str:
-    """``json.dumps`` where NaN and infinities become null: the output is always JSON."""
-    return json.dumps(_finite(obj), allow_nan=False, **kwargs)
+    """``json.dumps`` where NaN and infinities become null and text is UTF-8 (``_utf8``):
+    the output is always JSON that strict parsers read."""
+    return json.dumps(_json_safe(obj), allow_nan=False, **kwargs)

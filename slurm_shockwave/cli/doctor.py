@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import click
 
-from slurm_shockwave.cli.checks import store_option
+from slurm_shockwave.cli.checks import json_text, store_option
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import Live, live_options
 from slurm_shockwave.config import load_settings
@@ -65,8 +64,8 @@ def doctor(config_path: str | None, partition: str | None, slurm_conf: str | Non
     checks += [munge_check(), store_check(want.store), *service_checks(want)]
     failed = [c for c in checks if c.status == Status.FAIL]
     if as_json:
-        click.echo(json.dumps({"ok": not failed, "checks": [c.as_dict() for c in checks]},
-                              indent=1))
+        click.echo(json_text({"ok": not failed, "checks": [c.as_dict() for c in checks]},
+                             indent=1))
     else:
         for c in checks:
             click.echo(f"[{_MARK[c.status]}] {c.name}: {c.detail}")
