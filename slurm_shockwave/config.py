@@ -65,6 +65,8 @@ class SimulatorConfig:
         if not 1 <= self.round_s <= MAX_ROUND_S:
             return "round_s", f"must be from 1 to {MAX_ROUND_S:g} seconds"
         if not 0 <= self.restore_s < self.round_s:
+            if self.restore_s == SimulatorConfig.restore_s:  # not set: round_s is too short
+                return "round_s", f"must be longer than restore_s ({self.restore_s:g} s)"
             return "restore_s", "must be >= 0 and < round_s"
         if not 0 <= self.requeue_delay_s <= MAX_ROUND_S:
             return "requeue_delay_s", f"must be from 0 to {MAX_ROUND_S:g} seconds"
@@ -215,14 +217,30 @@ def live_policy(settings: Settings, name: str) -> Policy[Any]:
     return make_policy(name, section, source=settings.source, path=f"policies.{name}")
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML where a key given twice in one mapping is an error, not the last value."""
+_MERGE = "tag:yaml.org,2002:merge"
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        self.flatten_mapping(node)
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML where a key given twice in one mapping is an error, not the last value.
+
+    Only a mapping's own keys count: one a merge key (``<<``) brings in may be given again,
+    and the given one wins, as YAML's merge key says. Each mapping is checked as it is
+    flattened, so a mapping merged in is checked too (it is never constructed alone)."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._flat: set[int] = set()
+        """ids of the mappings flattened: the document's nodes live while it is built."""
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        if id(node) in self._flat:  # once: flattened, its own keys and merged ones mix
+            return
+        own = [key_node for key_node, _value in node.value if key_node.tag != _MERGE]
+        super().flatten_mapping(node)  # merged mappings come through here first
+        self._flat.add(id(node))
         seen: dict[Any, Any] = {}
-        for key_node, _value in node.value:
-            key = self.construct_object(key_node, deep=deep)
+        for key_node in own:
+            key = self.construct_object(key_node)
             try:
                 first = seen.setdefault(key, key_node)
             except TypeError:
@@ -230,7 +248,6 @@ class _StrictLoader(yaml.SafeLoader):
             if first is not key_node:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {shown(key)}", key_node.start_mark)
-        return super().construct_mapping(node, deep=deep)
 
 
 def parse_yaml(text: str, *, source: str) -> Any:

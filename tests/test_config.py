@@ -17,6 +17,8 @@ def test_shipped_example_config_is_valid() -> None:
     ({"simulatr": {}}, "simulatr"),
     ({"simulator": {"round_s": "fast"}}, "simulator.round_s"),
     ({"simulator": {"restore_s": 200}}, "simulator.restore_s"),
+    # restore_s left at its 20 s: the round_s given is what is too short (red-team)
+    ({"simulator": {"round_s": 16}}, "simulator.round_s"),
     ({"simulator": {"deadline_factor": 0.5}}, "simulator.deadline_factor"),
     ({"slurm": {"time_scale": 0}}, "slurm.time_scale"),
     ({"policies": {"gavell": {}}}, "policies.gavell"),
@@ -36,6 +38,37 @@ def test_broken_yaml_names_the_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not valid YAML") as err:
         load_settings(path)
     assert err.value.line is not None
+
+
+def test_a_yaml_merge_key_may_be_overridden_a_key_not_given_twice(tmp_path: Path) -> None:
+    """A key given beside a merge key (``<<``) overrides the merged one, as YAML says;
+    it was refused as a duplicate (red-team). A key given twice still is, merged or not."""
+    path = tmp_path / "c.yaml"
+    path.write_text("simulator: &base\n  <<: {round_s: 60}\n  round_s: 90\n"
+                    "slurm: {<<: *base, round_s: 30}\n"  # a mapping merged once flattened
+                    "service: {<<: {policy: fifo}, policy: las}\n")
+    s = load_settings(path)
+    assert (s.simulator.round_s, s.slurm.round_s, s.service.policy) == (90, 30, "las")
+    for text, line in [("simulator:\n  <<: {round_s: 60}\n  round_s: 90\n  round_s: 91\n", 4),
+                       ("simulator:\n  <<: {round_s: 60, round_s: 61}\n", 2),
+                       ("slurm: &s {round_s: 30}\nsimulator: {<<: *s, round_s: 1, round_s: 2}\n",
+                        2)]:
+        path.write_text(text)
+        with pytest.raises(InputError, match="duplicate key 'round_s'") as err:
+            load_settings(path)
+        assert err.value.line == line, text
+
+
+def test_a_yaml_1_1_hex_integer_is_read_and_named_as_given(tmp_path: Path) -> None:
+    """``round_s: 0x10`` is 16 (YAML 1.1), too short for the default restore_s: the error
+    names round_s, not restore_s, which the file does not set (red-team)."""
+    path = tmp_path / "c.yaml"
+    path.write_text("simulator:\n  round_s: 0x10\n")
+    with pytest.raises(InputError) as err:
+        load_settings(path)
+    assert str(err.value) == f"{path}: simulator.round_s: must be longer than restore_s (20 s)"
+    path.write_text("simulator:\n  round_s: 0x20\n")
+    assert load_settings(path).simulator.round_s == 32
 
 
 def test_the_live_run_tells_the_service_its_time_scale(tmp_path: Path) -> None:
