@@ -7,6 +7,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,6 +126,36 @@ def test_install_scripts_puts_each_where_slurm_conf_points(tmp_path: Path) -> No
     refused = _install("--slurm-conf", str(conf), "--config", str(cfg))
     assert refused.returncode == 2
     assert "prolog.sh: Prolog: exists and is not slurm-shockwave's" in refused.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
+def test_an_installed_script_is_read_once(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether it is ours and whether it is unchanged are answered from one read (it was
+    read three times: by the check of every script, by install's own check and to
+    compare); a forced dry run reads none."""
+    from click.testing import CliRunner
+
+    from slurm_shockwave.cli.install_scripts import install_scripts
+
+    conf = _conf(tmp_path, "")
+    args = ["--slurm-conf", str(conf), "--dest", str(tmp_path / "opt")]
+    assert CliRunner().invoke(install_scripts, args).exit_code == 0
+    reads: list[str] = []
+    read_text = Path.read_text
+
+    def counted(self: Path, *a: Any, **kw: Any) -> str:
+        if tmp_path in self.parents:
+            reads.append(self.name)
+        return read_text(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    again = CliRunner().invoke(install_scripts, args)
+    assert again.exit_code == 0 and again.output.count("unchanged") == 5, again.output
+    assert sorted(reads) == sorted(SCRIPT_NAMES)
+    reads.clear()
+    assert CliRunner().invoke(install_scripts, [*args, "--force", "--dry-run"]).exit_code == 0
+    assert reads == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")

@@ -60,18 +60,18 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
         raise InputError("run as root: Slurm runs these scripts only if root owns them",
                          field="install-scripts")
     places, missing = targets(conf, dest)
-    for target in places:  # every script can be written, or none is
-        check(target, force=force, writing=not dry_run)
+    # every script can be written, or none is; what is there now is read here, once
+    olds = [check(target, force=force, writing=not dry_run) for target in places]
     if part not in conf.partitions:  # scripts may go in before the partition: a warning
         click.echo(f"warning: {conf_path} defines no partition {part!r} (PartitionName=); "
                    "the scripts act on that partition's jobs only, so add it, or pass "
                    "--partition", err=True)
-    for target in places:
+    for target, old in zip(places, olds, strict=True):
         text = render(target.name, values)
         if dry_run:
             click.echo(f"would install {target.path} ({oct(target.mode)[2:]}, root:root)")
         else:
-            click.echo(install(target, text, force=force))
+            click.echo(install(target, text, old))
     for line in missing:
         click.echo(f"skipped: {line}", err=True)
     needed = []

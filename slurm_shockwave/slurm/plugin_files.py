@@ -243,12 +243,14 @@ def targets(conf: SlurmSettings, dest: str | None = None) -> tuple[list[Target],
     return out, missing
 
 
-def check(target: Target, *, force: bool = False, writing: bool = True) -> None:
+def check(target: Target, *, force: bool = False, writing: bool = True) -> str | None:
     """What would keep ``install`` from writing ``target``, found before any script is
     written (InputError naming the file and setting): an existing file that is not ours
     (unless ``force``), a directory there, a parent that is not a directory, or a path
     the system refuses (too long, a read-only or virtual file system); with ``writing``
-    off (a dry run, perhaps not as root) not whether it is writable."""
+    off (a dry run, perhaps not as root) not whether it is writable. Returns the file's
+    text for ``install`` to compare with, so it is read once (None: no file, or a forced
+    dry run, which needs none)."""
     path = Path(target.path)
 
     def refuse(why: str) -> InputError:
@@ -260,24 +262,24 @@ def check(target: Target, *, force: bool = False, writing: bool = True) -> None:
         parent = next((p for p in path.parents if p.exists()), None)
         if parent is not None and not parent.is_dir():
             raise refuse(f"{parent} is not a directory")
-        if path.exists() and not force:
-            old = path.read_text(encoding="utf-8", errors="replace")
-            if version_of(target.name, old) == "not ours":
-                raise refuse("exists and is not slurm-shockwave's (keep it and point "
-                             f"{target.setting} elsewhere, or --force to replace it)")
+        needed = path.exists() and (writing or not force)  # a forced dry run reads nothing
+        old = path.read_text(encoding="utf-8", errors="replace") if needed else None
+        if old is not None and not force and version_of(target.name, old) == "not ours":
+            raise refuse("exists and is not slurm-shockwave's (keep it and point "
+                         f"{target.setting} elsewhere, or --force to replace it)")
         if writing and parent is not None and not os.access(parent, os.W_OK):
             raise refuse(f"{parent} is not writable")
     except OSError as exc:
         raise refuse(f"cannot write here ({exc.strerror or exc})") from None
+    return old
 
 
-def install(target: Target, text: str, *, force: bool = False) -> str:
+def install(target: Target, text: str, old: str | None) -> str:
     """Write one script atomically with its mode and root as owner; what was done.
-    An existing file that is not ours is left alone unless ``force`` (``check``)."""
+    ``old`` is what ``check`` returned for it, called for every script before any is
+    written (so an existing file that is not ours is left alone unless forced)."""
     path = Path(target.path)
-    check(target, force=force)
-    if path.exists() and path.read_text(encoding="utf-8", errors="replace") == text \
-            and _owned_as(path, target.mode):
+    if old == text and _owned_as(path, target.mode):
         return f"unchanged {path}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
