@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchmarks.args import Parser, policy_config
 from benchmarks.reference_runs import machine
-from slurm_shockwave.live.run import LiveSettings, LiveStatus, run_live
+from slurm_shockwave.live.run import SLURM_ALONE, LiveSettings, LiveStatus, run_live
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
     args = ap.parse_args()
     # a bad setting is named now, not after a ten-minute run
     config = policy_config(ap, "--config", args.config,
-                           None if args.policy == "slurm" else args.policy)
+                           None if args.policy == SLURM_ALONE else args.policy)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="shockwave-live-"))
 
     def tick(s: LiveStatus) -> None:

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from slurm_shockwave.cli.checks import json_text, note_bundled
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.live.cluster import install_slurm_packages, missing_for_cluster
-from slurm_shockwave.live.run import LiveSettings, LiveStatus, run_live
+from slurm_shockwave.live.run import SLURM_ALONE, LiveSettings, LiveStatus, run_live
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.tables import console, rows_table
@@ -69,8 +69,8 @@ def _run(settings: LiveSettings, title: str, *, to_stderr: bool = False) -> dict
 @click.option("--gpus", type=click.IntRange(8, 64), default=16, show_default=True)
 @click.option("--time-scale", type=click.FloatRange(1, 1000), default=60.0,
               show_default=True, help="Trace seconds per wall second.")
-@click.option("--policy", type=click.Choice((*POLICIES, "slurm")), default="shockwave",
-              show_default=True, help="slurm: Slurm alone, no service.")
+@click.option("--policy", type=click.Choice((*POLICIES, SLURM_ALONE)), default="shockwave",
+              show_default=True, help=f"{SLURM_ALONE}: Slurm alone, no service.")
 @click.option("--no-slurm-alone", is_flag=True, help="Skip the Slurm-alone run.")
 @click.option("--work-dir", default=None, help="Keep logs and the store here.")
 @click.option("--json", "as_json", is_flag=True, help="The results as one JSON object.")
@@ -91,7 +91,7 @@ def demo(trace: str, gpus: int, time_scale: float, policy: str, no_slurm_alone: 
                     to_stderr=as_json)]
     if not no_slurm_alone:
         results.append(_run(LiveSettings(trace=trace, gpus=gpus, time_scale=time_scale,
-                                         policy="slurm", work_dir=work / "slurm",
+                                         policy=SLURM_ALONE, work_dir=work / SLURM_ALONE,
                                          ports=(22817, 22900)), "Slurm alone",
                             to_stderr=as_json))
     if as_json:

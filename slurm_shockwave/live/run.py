@@ -48,13 +48,18 @@ on average half of its interval (in ``live_restore_s``; checked against slurmctl
 by ``_actuation``)."""
 
 
+SLURM_ALONE = "slurm"
+"""The policy name that runs no service: the same jobs under Slurm's own priority and
+backfill, no hold (what every live comparison is against)."""
+
+
 @dataclass(frozen=True)
 class LiveSettings:
     trace: str | None
     gpus: int
     time_scale: float
     policy: str
-    """Any registered policy, or ``slurm``: no service, no hold, Slurm's own priority."""
+    """Any registered policy, or SLURM_ALONE."""
     work_dir: Path
     throughputs: str | None = None
     kill_service_every_s: float | None = None
@@ -217,7 +222,7 @@ def _run_live(settings: LiveSettings,
                       node_port_base=settings.ports[1],
                       cred_expire_s=settings.cred_expire_s) as env:
         service = None
-        if settings.policy != "slurm":
+        if settings.policy != SLURM_ALONE:
             service = _Service(settings, env, _service_config(settings, env))
             service.start()
         else:  # Slurm alone: no heartbeat, so job_submit.lua holds nothing
@@ -289,7 +294,7 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
                          exclusive[j.trace_id]) for j in done]
     live = summarize(finished, num_gpus=settings.gpus, busy_gpu_s=0.0,
                      num_jobs=len(workload.jobs))
-    sim_policy = "fifo" if settings.policy == "slurm" else settings.policy
+    sim_policy = "fifo" if settings.policy == SLURM_ALONE else settings.policy
     # the live costs, modelled: a started job waits for Slurm's next scheduling pass (on
     # average half its interval) before its restore, and a requeued job cred_expire + 1 s
     restore = live_restore_s(scale)
@@ -304,7 +309,7 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
 
     # fill steps: the service takes them, and Slurm alone starts jobs on every end and
     # arrival, which FIFO with fill steps models closer than FIFO by rounds
-    modelled = sim(restore, delay, settings.fill_freed or settings.policy == "slurm")
+    modelled = sim(restore, delay, settings.fill_freed or settings.policy == SLURM_ALONE)
     paper = sim(RESTORE_TRACE_S, 0.0, False)
     return {
         "policy": settings.policy, "jobs": len(workload.jobs), "completed": len(done),
