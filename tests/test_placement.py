@@ -144,3 +144,50 @@ def test_an_elastic_job_left_out_at_its_planned_count_takes_a_smaller_one() -> N
     wide = a_job(3, gpus=2)
     placed = place(a_view(*fixed, wide, gpus=8, gpus_per_node=4), Plan((1, 2, 3)))
     assert 3 not in placed.slots and placed.fragmented == {3}
+
+
+def test_idle_gpus_let_a_left_out_job_move_jobs_ranked_above_it() -> None:
+    """Plan.idle_moves (Shockwave): two 2-GPU jobs on different nodes leave 4 GPUs idle
+    but no whole node for the 4-GPU job ranked after them; one of them moves and all three
+    run. Seen in the simulator on s0_40x16 with the live costs: an 8-GPU job waited three
+    rounds beside two half-used nodes, 8 GPUs idle, and finished last."""
+    a = a_job(1, gpus=2, running=True, slots=("n0:0", "n0:1"))
+    b = a_job(2, gpus=2, running=True, slots=("n1:0", "n1:1"))
+    wide = a_job(3, gpus=4)
+    view = a_view(a, b, wide, gpus=8, gpus_per_node=4)
+    placed = place(view, Plan((1, 2, 3), idle_moves=True))
+    assert not placed.fragmented and set(placed.slots) == {1, 2, 3}
+    nodes = {j: {s.split(":")[0] for s in placed.slots[j]} for j in (1, 2, 3)}
+    assert nodes[1] == nodes[2] and nodes[3].isdisjoint(nodes[1])
+    assert [a.kind for a in diff(view, placed)].count(ActionKind.PREEMPT) == 1  # one move
+    # without it (every baseline) the wide job waits; a fill step moves nobody
+    from slurm_shockwave.engine.fill import fill_plan
+
+    assert place(view, Plan((1, 2, 3))).fragmented == {3}
+    assert place(view, fill_plan(view, Plan((1, 2, 3), idle_moves=True))).fragmented == {3}
+
+
+def test_idle_moves_never_move_a_job_the_plan_pins() -> None:
+    """``moves_for`` jobs (the critical path: the makespan waits on them) are not moved
+    for a job the idle GPUs could hold; another job on the other node still may be."""
+    a = a_job(1, gpus=2, running=True, slots=("n0:0", "n0:1"))
+    b = a_job(2, gpus=2, running=True, slots=("n1:0", "n1:1"))
+    wide = a_job(3, gpus=4)
+    view = a_view(a, b, wide, gpus=8, gpus_per_node=4)
+    both = place(view, Plan((1, 2, 3), moves_for=frozenset({1, 2}), idle_moves=True))
+    assert both.fragmented == {3} and both.slots[1] == a.gpu_slots and both.slots[2] == b.gpu_slots
+    one = place(view, Plan((1, 2, 3), moves_for=frozenset({1}), idle_moves=True))
+    assert one.slots[1] == a.gpu_slots and not one.fragmented and set(one.slots) == {1, 2, 3}
+
+
+def test_idle_moves_need_the_gpus_to_idle() -> None:
+    """When a job ranked after the wide one backfills the free GPUs, nothing idles and
+    nothing moves."""
+    a = a_job(1, gpus=1, running=True, slots=("n0:0",))
+    b = a_job(2, gpus=1, running=True, slots=("n1:0",))
+    wide = a_job(3, gpus=4)
+    filler = a_job(4, gpus=3)
+    view = a_view(a, b, wide, filler, gpus=8, gpus_per_node=4)
+    placed = place(view, Plan((1, 2, 3, 4), idle_moves=True))
+    assert placed.fragmented == {3} and 4 in placed.slots
+    assert placed.slots[1] == a.gpu_slots and placed.slots[2] == b.gpu_slots

@@ -114,7 +114,8 @@ def _place_selected(view: ClusterView, selected: list[Job], want: Mapping[JobId,
 
 def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int],
                 out: Placement, free: _FreeSlots, *,
-                moves_for: frozenset[JobId] = frozenset()
+                moves_for: frozenset[JobId] = frozenset(),
+                pinned: frozenset[JobId] = frozenset()
                 ) -> tuple[Placement, _FreeSlots]:
     """Selected jobs that fragmentation left out (small jobs scattered over every node, so
     no node has room for a wide one) get nodes cleared for them: nodes whose running jobs
@@ -122,9 +123,9 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     it, so a policy that runs the running jobs first, FIFO's, never moves one), those
     holding the fewest GPUs first; their jobs move elsewhere. For a job in ``moves_for``
     (Plan.moves_for) any node may be cleared, nodes of later jobs first: a job ranked
-    above it is moved, not stopped. Kept only when every job placed before still is and
-    more of the selection runs; without it a wide job can wait until the cluster
-    drains."""
+    above it is moved, not stopped; a node holding a ``pinned`` job is never cleared.
+    Kept only when every job placed before still is and more of the selection runs;
+    without it a wide job can wait until the cluster drains."""
     rank = {j.job_id: i for i, j in enumerate(selected)}
     jobs = {j.job_id: j for j in selected}
     held: dict[str, list[JobId]] = {n.name: [] for n in view.nodes}
@@ -138,7 +139,8 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
         need = -(-want[jid] // max(view.gpus_per_node, 1))
         later = {n: all(rank[j] > rank[jid] for j in jids) for n, jids in held.items()}
         movable = sorted((n for n in held if n not in cleared
-                          and (jid in moves_for or later[n])),
+                          and (jid in moves_for or later[n])
+                          and not pinned.intersection(held[n])),
                          key=lambda n: (not later[n], used[n], n))
         if len(movable) >= need:
             cleared.update(movable[:need])
@@ -201,4 +203,30 @@ def place(view: ClusterView, plan: Plan) -> Placement:
             got = free.take(want[job.job_id])
             if got is not None:
                 out.slots[job.job_id] = got
+    if out.fragmented and plan.idle_moves:
+        out = _fill_idle(view, order, want, out, free, plan.moves_for)
+    return out
+
+
+def _fill_idle(view: ClusterView, order: list[Job], want: Mapping[JobId, int],
+               out: Placement, free: _FreeSlots, pinned: frozenset[JobId]) -> Placement:
+    """``Plan.idle_moves``: each job still left out by fragmentation while at least its
+    count of GPUs idles gets a node cleared of running jobs (ranked above it too, but not
+    ``pinned`` ones), which move to other GPUs; kept only when every job placed before
+    still is. Without it the GPUs idle until a node drains, rounds on end (a whole-node
+    job waiting beside two half-used nodes, seen in the simulator and live)."""
+    for job in order:
+        jid = job.job_id
+        if jid not in out.fragmented or free.total < want[jid]:
+            continue
+        # the placed jobs at the counts they got (an elastic one may run narrower)
+        counts = {**{j: len(s) for j, s in out.slots.items()}, jid: want[jid]}
+        chosen = [j for j in order if j.job_id in counts]
+        again, left = _place_selected(view, chosen, counts)
+        if jid in again.fragmented:
+            again, left = _defragment(view, chosen, counts, again, left,
+                                      moves_for=frozenset({jid}), pinned=pinned)
+        if jid in again.slots and set(out.slots) <= set(again.slots):
+            again.fragmented = out.fragmented - {jid}
+            out, free = again, left
     return out

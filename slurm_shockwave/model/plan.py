@@ -54,6 +54,12 @@ class Plan:
     fragmentation leaves them out, to clear nodes (each moved job placed again the same
     round). Any other job displaces only running jobs ranked below it, so a policy that
     ranks its running jobs first (FIFO, Slurm alone) never moves one."""
+    idle_moves: bool = False
+    """When fragmentation leaves a selected job out although enough GPUs idle for it
+    after placement, placement may move running jobs ranked above it (not those in
+    ``moves_for``) to clear a node, each placed again the same round: a move costs the
+    moved job a restart, idling costs the waiting job's GPUs the round (Shockwave; every
+    baseline keeps its published placement)."""
 
     def gpus_of(self, job: Job) -> int:
         return self.gpus.get(job.job_id, job.gpus)
