@@ -160,6 +160,7 @@ def test_idle_gpus_let_a_left_out_job_move_jobs_ranked_above_it() -> None:
     nodes = {j: {s.split(":")[0] for s in placed.slots[j]} for j in (1, 2, 3)}
     assert nodes[1] == nodes[2] and nodes[3].isdisjoint(nodes[1])
     assert [a.kind for a in diff(view, placed)].count(ActionKind.PREEMPT) == 1  # one move
+    assert placed.moved_for in ({1: 3}, {2: 3})  # the moved job's reason names job 3
     # without it (every baseline) the wide job waits; a fill step moves nobody
     from slurm_shockwave.engine.fill import fill_plan
 

@@ -71,14 +71,15 @@ def test_phases_are_timed_only_with_a_timer() -> None:
 
 def test_a_moved_job_says_it_restarts_on_other_gpus() -> None:
     """A node cleared for a wide job moves a running one: it keeps running, through a
-    checkpoint and a restart elsewhere, and its reason says so (queue and explain)."""
+    checkpoint and a restart elsewhere, and its reason says so and for whom (queue and
+    explain)."""
     view = a_view(a_job(1, running=True, slots=("n0:0",)), a_job(2, running=True,
                   slots=("n1:0",)), a_job(3, gpus=4), gpus=8, gpus_per_node=4)
     got = run_round(Fixed(view), Says((3, 1, 2), ReasonCode.SCHEDULED), {},
                     DryRunActuator()).reasons
     moved = [j for j in (1, 2) if "restarts on other GPUs" in got[j].detail]
     assert len(moved) == 1 and got[moved[0]] == Reason(
-        ReasonCode.KEPT_RUNNING, "restarts on other GPUs; rho~1.2")
+        ReasonCode.KEPT_RUNNING, "restarts on other GPUs for 3; rho~1.2")
     assert got[3].code == ReasonCode.SCHEDULED
 
 

@@ -24,6 +24,9 @@ from slurm_shockwave.model.plan import Plan
 class Placement:
     slots: dict[JobId, tuple[str, ...]] = field(default_factory=dict)
     fragmented: set[JobId] = field(default_factory=set)
+    moved_for: dict[JobId, JobId] = field(default_factory=dict)
+    """Each running job moved to clear a node, and the job the node was cleared for
+    (its reason names it: an owner asks first why a running job restarted)."""
 
     def moves(self, job: Job) -> bool:
         """A running job placed on other GPUs than it holds: a migration or a resize,
@@ -134,7 +137,7 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
             for node in {slot_node(s) for s in slots}:
                 held[node].append(jid)
     used = {n: sum(len(jobs[j].gpu_slots) for j in jids) for n, jids in held.items()}
-    cleared: set[str] = set()
+    cleared: dict[str, JobId] = {}  # node -> the job it is cleared for
     for jid in sorted(out.fragmented, key=lambda j: (-want[j], rank[j])):
         need = -(-want[jid] // max(view.gpus_per_node, 1))
         later = {n: all(rank[j] > rank[jid] for j in jids) for n, jids in held.items()}
@@ -143,10 +146,12 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
                           and not pinned.intersection(held[n])),
                          key=lambda n: (not later[n], used[n], n))
         if len(movable) >= need:
-            cleared.update(movable[:need])
+            cleared.update(dict.fromkeys(movable[:need], jid))
     if not cleared:
         return out, free
     again, left = _place_selected(view, selected, want, frozenset(cleared))
+    again.moved_for = {j: cleared[n] for n in cleared for j in held[n]
+                       if again.slots.get(j, jobs[j].gpu_slots) != jobs[j].gpu_slots}
 
     def placed(p: Placement) -> int:
         return sum(want[j] for j in p.slots)

@@ -73,9 +73,9 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
         detail = given.detail if given else ""
         if jid in placement.slots:
             if placement.moves(job):  # a node cleared for a wide job, or a resize
-                out[jid] = Reason(ReasonCode.KEPT_RUNNING,
-                                  f"restarts on other GPUs; {detail}" if detail
-                                  else "restarts on other GPUs")
+                why = "restarts on other GPUs" + (f" for {placement.moved_for[jid]}"
+                                                  if jid in placement.moved_for else "")
+                out[jid] = Reason(ReasonCode.KEPT_RUNNING, f"{why}; {detail}" if detail else why)
             elif job.is_running:
                 out[jid] = Reason(ReasonCode.KEPT_RUNNING, detail)
             else:
