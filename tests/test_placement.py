@@ -192,3 +192,17 @@ def test_idle_moves_need_the_gpus_to_idle() -> None:
     placed = place(view, Plan((1, 2, 3, 4), idle_moves=True))
     assert placed.fragmented == {3} and 4 in placed.slots
     assert placed.slots[1] == a.gpu_slots and placed.slots[2] == b.gpu_slots
+
+
+def test_a_moved_job_names_the_job_that_took_its_node() -> None:
+    """Three nodes are cleared for three 4-GPU jobs but best fit places two of them there
+    and job 6 still waits: a moved job names a job that started on its node, never one
+    that waits (found by review of Placement.moved_for)."""
+    running = [a_job(i, running=True, slots=(f"n{i - 1}:0",)) for i in (1, 2, 3)]
+    wide = [a_job(i, gpus=4) for i in (4, 5, 6)]
+    view = a_view(*running, *wide, gpus=16, gpus_per_node=4)
+    placed = place(view, Plan((4, 5, 6, 1, 2, 3)))
+    assert placed.moved_for and set(placed.moved_for.values()) <= set(placed.slots)
+    for moved, taker in placed.moved_for.items():
+        old_node = view.by_id()[moved].gpu_slots[0].split(":")[0]
+        assert any(s.split(":")[0] == old_node for s in placed.slots[taker])

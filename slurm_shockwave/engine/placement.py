@@ -137,7 +137,7 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
             for node in {slot_node(s) for s in slots}:
                 held[node].append(jid)
     used = {n: sum(len(jobs[j].gpu_slots) for j in jids) for n, jids in held.items()}
-    cleared: dict[str, JobId] = {}  # node -> the job it is cleared for
+    cleared: set[str] = set()
     for jid in sorted(out.fragmented, key=lambda j: (-want[j], rank[j])):
         need = -(-want[jid] // max(view.gpus_per_node, 1))
         later = {n: all(rank[j] > rank[jid] for j in jids) for n, jids in held.items()}
@@ -146,11 +146,17 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
                           and not pinned.intersection(held[n])),
                          key=lambda n: (not later[n], used[n], n))
         if len(movable) >= need:
-            cleared.update(dict.fromkeys(movable[:need], jid))
+            cleared.update(movable[:need])
     if not cleared:
         return out, free
     again, left = _place_selected(view, selected, want, frozenset(cleared))
-    again.moved_for = {j: cleared[n] for n in cleared for j in held[n]
+    # a moved job names the first-ranked job that took GPUs on its node (the job the
+    # node was cleared for may have been placed elsewhere, or still wait)
+    taker: dict[str, JobId] = {}
+    for j in sorted(again.slots, key=rank.__getitem__, reverse=True):
+        taker.update(dict.fromkeys({slot_node(s) for s in again.slots[j]}
+                                   - {slot_node(s) for s in jobs[j].gpu_slots}, j))
+    again.moved_for = {j: taker[n] for n in cleared if n in taker for j in held[n]
                        if again.slots.get(j, jobs[j].gpu_slots) != jobs[j].gpu_slots}
 
     def placed(p: Placement) -> int:

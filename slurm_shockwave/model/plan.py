@@ -52,8 +52,9 @@ class Plan:
     moves_for: frozenset[JobId] = frozenset()
     """Jobs for which placement may move running jobs ranked above them when
     fragmentation leaves them out, to clear nodes (each moved job placed again the same
-    round). Any other job displaces only running jobs ranked below it, so a policy that
-    ranks its running jobs first (FIFO, Slurm alone) never moves one."""
+    round). Any other job displaces only running jobs ranked below it (unless
+    ``idle_moves``), so a policy that ranks its running jobs first (FIFO, Slurm alone)
+    never moves one."""
     idle_moves: bool = False
     """When fragmentation leaves a selected job out although enough GPUs idle for it
     after placement, placement may move running jobs ranked above it (not those in
