@@ -149,8 +149,8 @@ def test_an_elastic_job_left_out_at_its_planned_count_takes_a_smaller_one() -> N
 def test_idle_gpus_let_a_left_out_job_move_jobs_ranked_above_it() -> None:
     """Plan.idle_moves (Shockwave): two 2-GPU jobs on different nodes leave 4 GPUs idle
     but no whole node for the 4-GPU job ranked after them; one of them moves and all three
-    run. Seen in the simulator on s0_40x16 with the live costs: an 8-GPU job waited three
-    rounds beside two half-used nodes, 8 GPUs idle, and finished last."""
+    run. Idle GPUs beside a job fragmentation leaves out recur on the live-sized traces
+    simulated with the live costs (docs/evaluation.md, "GPUs that would idle")."""
     a = a_job(1, gpus=2, running=True, slots=("n0:0", "n0:1"))
     b = a_job(2, gpus=2, running=True, slots=("n1:0", "n1:1"))
     wide = a_job(3, gpus=4)
