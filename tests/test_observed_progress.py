@@ -12,6 +12,7 @@ from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.policies.shockwave.estimates import estimate
 from slurm_shockwave.prediction.observed import (
     acknowledged,
+    advanced,
     measured_rates,
     merged_rates,
     observed_elastic,
@@ -208,3 +209,30 @@ def test_a_first_interval_replaces_a_prior_as_it_would_not_a_table() -> None:
     assert observed_progress(prior, start).epoch_s == pytest.approx(1800.0)
     table = replace(prior, epoch_s_is_prior=False)
     assert observed_progress(table, start).epoch_s == pytest.approx(600.0)
+
+
+def test_a_running_job_reads_forward_from_its_latest_report_up_to_the_next_epoch() -> None:
+    """Between its reports (one an epoch) a running job is not standing still: 30 s after
+    epoch 3 at 100 s an epoch it has done 3.3, never past epoch 4 without a report, nor
+    past its last epoch."""
+    reports = [rep(1, 100), rep(2, 200), rep(3, 300)]
+    seen = observed_progress(TABLE, reports)
+    assert advanced(seen, reports, 0, 330.0, epochs=10).epochs_done == pytest.approx(3.3)
+    assert advanced(seen, reports, 0, 900.0, epochs=10).epochs_done == 4.0
+    partial = [*reports, rep(3.75, 310)]  # a partial epoch saved at a checkpoint, trained on
+    assert advanced(observed_progress(TABLE, partial), partial, 0, 900.0,
+                    epochs=10).epochs_done == 4.0
+    assert advanced(seen, reports, 0, 900.0, epochs=3).epochs_done == 3.0
+    assert advanced(seen, reports, 0, 300.0, epochs=10) == seen  # no time since
+
+
+def test_nothing_is_read_forward_before_a_runs_first_report_or_after_an_ack() -> None:
+    """A requeued run's restore is no progress, and a job that acknowledged its checkpoint
+    stops at what it saved."""
+    reports = [rep(1, 100), rep(2, 200)]
+    seen = observed_progress(TABLE, reports)
+    assert advanced(seen, reports, 1, 900.0, epochs=10) == seen  # run 1 has not reported
+    acked = [*reports, rep(2.5, 250), ProgressReport(1, ReportKind.CHECKPOINTED, 251.0)]
+    seen = observed_progress(TABLE, acked)
+    assert advanced(seen, acked, 0, 900.0, epochs=10) == seen
+    assert advanced(replace(seen, epoch_s=0.0), reports, 0, 900.0, epochs=10).epoch_s == 0.0

@@ -94,3 +94,22 @@ def test_a_report_that_arrives_late_is_read_where_it_was_made() -> None:
     feed.refresh()
     now = feed.progress(job("RUNNING", 1, 1), hint)
     assert now.epochs_done == 6 and now.epoch_s == pytest.approx(60.0)
+
+
+def test_with_a_clock_a_running_jobs_progress_reads_forward_and_a_waiting_ones_does_not() -> None:
+    """The service's feed dates reports by the progress API's clock; with it, a running
+    job 50 s past its epoch-4 report (100 s an epoch) has done 4.5 epochs; a pending job
+    has done what it reported; without a clock, progress is as reported."""
+    hint = parse_hint("shockwave: model=my-gpt bs=16 epochs=100")
+    reports = Reports()
+    for e in range(5):
+        reports.add(e, 100.0 * e, restart=0)
+    feed = ReportFeed(reports.read, table_progress(bundled_table("tacc")), clock=lambda: 450.0)
+    feed.refresh()
+    assert feed.progress(job("RUNNING", 1, 0), hint).epochs_done == pytest.approx(4.5)
+    assert feed.progress(job("PENDING", 1, 0), hint).epochs_done == 4
+    elastic = feed.progress(job("RUNNING", 2, 0), HINT)  # an elastic job too
+    assert elastic.epochs_done == pytest.approx(4.5)
+    plain = ReportFeed(reports.read, table_progress(bundled_table("tacc")))
+    plain.refresh()
+    assert plain.progress(job("RUNNING", 1, 0), hint).epochs_done == 4

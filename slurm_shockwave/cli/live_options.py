@@ -6,6 +6,7 @@ service and the one-shot commands read the same settings.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -95,7 +96,8 @@ class Live:
 
     def feed(self, store: Store) -> ReportFeed:
         """What the jobs reported, read from ``store`` once per round (refresh)."""
-        feed = ReportFeed(lambda since: store.reports(since_id=since), self.table())
+        feed = ReportFeed(lambda since: store.reports(since_id=since), self.table(),
+                          clock=time.time)  # the progress API dates reports by it
         feed.refresh()
         return feed
 

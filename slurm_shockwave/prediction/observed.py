@@ -22,6 +22,7 @@ the table does not know) is the starting point; reports replace what they measur
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -79,6 +80,28 @@ def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> 
     intervals = list(_epoch_times(reports, guess.bs))
     return _observed(guess, _progress_reports(reports),
                      _measured(intervals, _table_times(guess)))
+
+
+def advanced(seen: JobProgress, reports: Sequence[ProgressReport], run: int, now_s: float,
+             epochs: int) -> JobProgress:
+    """A running job's progress read forward from its latest report of the run in
+    progress (restart count ``run``) at its epoch time, up to the next whole epoch.
+
+    A job reports at least at each epoch's end, so between reports the planner would see
+    it standing still, by up to an epoch (448 trace seconds for a ResNet-50 job of the
+    live traces; an hour for an ImageNet epoch): a job about to finish would read as one
+    with an epoch left, and could be stopped for a restart it cannot pay for. The
+    simulator knows progress to the second. Nothing is read forward before the run's
+    first report (its restore), after a checkpoint acknowledgement (the job stops at
+    what it saved), or past the job's last epoch."""
+    mine = [r for r in reports if r.restart_count == run]
+    if not mine or not _is_progress(mine[-1]) or seen.epoch_s <= 0:
+        return seen
+    latest = mine[-1]
+    epoch = float(latest.epoch or 0.0)
+    ahead = min(max(now_s - latest.at_s, 0.0) / seen.epoch_s,
+                math.floor(epoch) + 1 - epoch, max(epochs - epoch, 0.0))
+    return replace(seen, epochs_done=epoch + ahead) if ahead > 0 else seen
 
 
 def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],

@@ -9,6 +9,7 @@ from slurm_shockwave.model.job import JobProgress
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.prediction.observed import (
     acknowledged,
+    advanced,
     observed_elastic,
     observed_progress,
 )
@@ -29,9 +30,14 @@ ReadReports = Callable[[int], Mapping[int, Iterable[ProgressReport]]]
 class ReportFeed:
     """Caches every report of the jobs still around; each round adds the new ones."""
 
-    def __init__(self, read: ReadReports, table: ProgressFn) -> None:
+    def __init__(self, read: ReadReports, table: ProgressFn,
+                 clock: Callable[[], float] | None = None) -> None:
         self.read = read
         self.table = table
+        self.clock = clock
+        """The clock the reports are dated by (the progress API's): with it, a running
+        job's progress is read forward from its latest report (``advanced``); without
+        it, progress is as reported."""
         self.reports: dict[int, list[ProgressReport]] = {}
         self.last_id = 0
         self.runs: dict[int, dict[int, int]] = {}
@@ -69,11 +75,15 @@ class ReportFeed:
         reports = self.reports.get(job.job_id, ())
         guess = self.table(job, hint)
         if not guess.rate_by_gpus:
-            return observed_progress(guess, reports)
-        runs = self.runs.setdefault(job.job_id, {})
-        if job.state == "RUNNING" and job.gpus > 0:
-            runs[job.restart_count] = job.gpus
-        return observed_elastic(guess, reports, runs, max(job.gpus, 1))
+            seen = observed_progress(guess, reports)
+        else:
+            runs = self.runs.setdefault(job.job_id, {})
+            if job.state == "RUNNING" and job.gpus > 0:
+                runs[job.restart_count] = job.gpus
+            seen = observed_elastic(guess, reports, runs, max(job.gpus, 1))
+        if self.clock is None or job.state != "RUNNING":
+            return seen
+        return advanced(seen, reports, job.restart_count, self.clock(), hint.epochs)
 
     def acked(self, job_id: int, since_s: float) -> bool:
         return acknowledged(self.reports.get(job_id, ()), since_s)
