@@ -25,8 +25,8 @@ class Placement:
     slots: dict[JobId, tuple[str, ...]] = field(default_factory=dict)
     fragmented: set[JobId] = field(default_factory=set)
     moved_for: dict[JobId, JobId] = field(default_factory=dict)
-    """Each running job moved to clear a node, and the job the node was cleared for
-    (its reason names it: an owner asks first why a running job restarted)."""
+    """Each running job moved to clear a node, and the first-ranked job that took GPUs
+    there (its reason names it: an owner asks first why a running job restarted)."""
 
     def moves(self, job: Job) -> bool:
         """A running job placed on other GPUs than it holds: a migration or a resize,
@@ -224,8 +224,8 @@ def _fill_idle(view: ClusterView, order: list[Job], want: Mapping[JobId, int],
     """``Plan.idle_moves``: each job still left out by fragmentation while at least its
     count of GPUs idles gets a node cleared of running jobs (ranked above it too, but not
     ``pinned`` ones), which move to other GPUs; kept only when every job placed before
-    still is. Without it the GPUs idle until a node drains, rounds on end (a whole-node
-    job waiting beside two half-used nodes, seen in the simulator and live)."""
+    still is. Without it those GPUs idle until a node drains, rounds on end
+    (docs/evaluation.md, "GPUs that would idle")."""
     for job in order:
         jid = job.job_id
         if jid not in out.fragmented or free.total < want[jid]:
