@@ -64,7 +64,7 @@ def test_the_critical_path_may_move_running_jobs_to_find_room() -> None:
     view = a_view(long, *small, gpus=8, gpus_per_node=4)
     plan = Shockwave().plan(view, {}).plan
     assert plan.moves_for == frozenset({1})
-    assert plan.idle_moves  # and any job may have idle GPUs filled (engine/placement.py)
+    assert plan.avoid_idle  # and any job may have idle GPUs filled (engine/placement.py)
 
 
 def test_the_critical_path_reads_the_most_a_job_may_still_take() -> None:

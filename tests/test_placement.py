@@ -147,7 +147,7 @@ def test_an_elastic_job_left_out_at_its_planned_count_takes_a_smaller_one() -> N
 
 
 def test_idle_gpus_let_a_left_out_job_move_jobs_ranked_above_it() -> None:
-    """Plan.idle_moves (Shockwave): two 2-GPU jobs on different nodes leave 4 GPUs idle
+    """Plan.avoid_idle (Shockwave): two 2-GPU jobs on different nodes leave 4 GPUs idle
     but no whole node for the 4-GPU job ranked after them; one of them moves and all three
     run. Idle GPUs beside a job fragmentation leaves out recur on the live-sized traces
     simulated with the live costs (docs/evaluation.md, "GPUs that would idle")."""
@@ -155,7 +155,7 @@ def test_idle_gpus_let_a_left_out_job_move_jobs_ranked_above_it() -> None:
     b = a_job(2, gpus=2, running=True, slots=("n1:0", "n1:1"))
     wide = a_job(3, gpus=4)
     view = a_view(a, b, wide, gpus=8, gpus_per_node=4)
-    placed = place(view, Plan((1, 2, 3), idle_moves=True))
+    placed = place(view, Plan((1, 2, 3), avoid_idle=True))
     assert not placed.fragmented and set(placed.slots) == {1, 2, 3}
     nodes = {j: {s.split(":")[0] for s in placed.slots[j]} for j in (1, 2, 3)}
     assert nodes[1] == nodes[2] and nodes[3].isdisjoint(nodes[1])
@@ -165,7 +165,7 @@ def test_idle_gpus_let_a_left_out_job_move_jobs_ranked_above_it() -> None:
     from slurm_shockwave.engine.fill import fill_plan
 
     assert place(view, Plan((1, 2, 3))).fragmented == {3}
-    assert place(view, fill_plan(view, Plan((1, 2, 3), idle_moves=True))).fragmented == {3}
+    assert place(view, fill_plan(view, Plan((1, 2, 3), avoid_idle=True))).fragmented == {3}
 
 
 def test_idle_moves_never_move_a_job_the_plan_pins() -> None:
@@ -175,9 +175,9 @@ def test_idle_moves_never_move_a_job_the_plan_pins() -> None:
     b = a_job(2, gpus=2, running=True, slots=("n1:0", "n1:1"))
     wide = a_job(3, gpus=4)
     view = a_view(a, b, wide, gpus=8, gpus_per_node=4)
-    both = place(view, Plan((1, 2, 3), moves_for=frozenset({1, 2}), idle_moves=True))
+    both = place(view, Plan((1, 2, 3), moves_for=frozenset({1, 2}), avoid_idle=True))
     assert both.fragmented == {3} and both.slots[1] == a.gpu_slots and both.slots[2] == b.gpu_slots
-    one = place(view, Plan((1, 2, 3), moves_for=frozenset({1}), idle_moves=True))
+    one = place(view, Plan((1, 2, 3), moves_for=frozenset({1}), avoid_idle=True))
     assert one.slots[1] == a.gpu_slots and not one.fragmented and set(one.slots) == {1, 2, 3}
 
 
@@ -189,7 +189,7 @@ def test_idle_moves_need_the_gpus_to_idle() -> None:
     wide = a_job(3, gpus=4)
     filler = a_job(4, gpus=3)
     view = a_view(a, b, wide, filler, gpus=8, gpus_per_node=4)
-    placed = place(view, Plan((1, 2, 3, 4), idle_moves=True))
+    placed = place(view, Plan((1, 2, 3, 4), avoid_idle=True))
     assert placed.fragmented == {3} and 4 in placed.slots
     assert placed.slots[1] == a.gpu_slots and placed.slots[2] == b.gpu_slots
 
@@ -206,3 +206,23 @@ def test_a_moved_job_names_the_job_that_took_its_node() -> None:
     for moved, taker in placed.moved_for.items():
         old_node = view.by_id()[moved].gpu_slots[0].split(":")[0]
         assert any(s.split(":")[0] == old_node for s in placed.slots[taker])
+
+
+def test_a_running_job_keeps_its_gpus_rather_than_idle_part_of_them() -> None:
+    """The plan leaves out a running 4-GPU job (say at its lease's end) for a waiting
+    2-GPU one that fits only on its GPUs: stopping it would idle two of them for the
+    round, so under avoid_idle it keeps them and the start waits. A start protected by
+    the plan (its critical path) or one that would use every GPU still takes them, and
+    FIFO-style plans are unchanged."""
+    other = a_job(1, gpus=4, running=True, slots=("n0:0", "n0:1", "n0:2", "n0:3"))
+    wide = a_job(2, gpus=4, running=True, slots=("n1:0", "n1:1", "n1:2", "n1:3"))
+    small = a_job(3, gpus=2)
+    view = a_view(other, wide, small, gpus=8, gpus_per_node=4)
+    plan = Plan((1, 3, 2), avoid_idle=True)  # job 2 does not fit after 1 and 3
+    placed = place(view, plan)
+    assert placed.slots[2] == wide.gpu_slots and 3 not in placed.slots
+    assert {a.kind for a in diff(view, placed)} == {ActionKind.KEEP}
+    assert 3 in place(view, replace(plan, moves_for=frozenset({3}))).slots
+    assert 2 not in place(view, Plan((1, 3, 2))).slots
+    full = a_view(other, wide, a_job(3, gpus=4), gpus=8, gpus_per_node=4)
+    assert 3 in place(full, plan).slots  # uses all four: nothing would idle

@@ -64,7 +64,7 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
     return replace(plan, order=(*holding, *reserved,
                                 *(jid for jid in plan.order if jid not in first)),
                    gpus={jid: n for jid, n in plan.gpus.items() if jid not in held},
-                   moves_for=frozenset(), idle_moves=False)
+                   moves_for=frozenset(), avoid_idle=False)
 
 
 def fill_only(view: ClusterView, placement: Placement) -> Placement:

@@ -53,14 +53,16 @@ class Plan:
     """Jobs for which placement may move running jobs ranked above them when
     fragmentation leaves them out, to clear nodes (each moved job placed again the same
     round). Any other job displaces only running jobs ranked below it (unless
-    ``idle_moves``), so a policy that ranks its running jobs first (FIFO, Slurm alone)
+    ``avoid_idle``), so a policy that ranks its running jobs first (FIFO, Slurm alone)
     never moves one."""
-    idle_moves: bool = False
-    """When fragmentation leaves a selected job out although enough GPUs idle for it
-    after placement, placement may move running jobs ranked above it (not those in
-    ``moves_for``) to clear a node, each placed again the same round: a move costs the
-    moved job a restart, idling costs the waiting job's GPUs the round (Shockwave; every
-    baseline keeps its published placement)."""
+    avoid_idle: bool = False
+    """Placement keeps GPUs from idling where the plan's order alone would leave them
+    (Shockwave; every baseline keeps its published placement): a job fragmentation
+    leaves out although enough GPUs idle for it may have a node cleared of running jobs
+    ranked above it (not those in ``moves_for``), each placed again the same round; and
+    a running job the plan leaves out keeps its GPUs where the only jobs placed on them
+    are starts that would use fewer of them. A move costs the moved job a restart, and
+    idling costs GPUs the round."""
 
     def gpus_of(self, job: Job) -> int:
         return self.gpus.get(job.job_id, job.gpus)

@@ -21,7 +21,7 @@ with at most a lease left cannot pay for a restart with what it has left to run,
 its GPUs come back within the lease anyway, so nothing, the critical path included,
 stops it. A node may still be cleared of one, for the critical path
 (``Plan.moves_for``; kept where it is, the screened traces' mean makespan was 0.9%
-longer) or for a job whose GPUs would idle (``Plan.idle_moves``; pinned there, the
+longer) or for a job whose GPUs would idle (``Plan.avoid_idle``; pinned there, the
 screen at time scale 12 was ahead of FIFO on fewer makespans: docs/evaluation.md). The GPUs of a job
 that ends mid-round reach a waiting job at once only where fill steps run
 (``ClusterView.fills``); without them they idle until the round's end, so there only
