@@ -236,3 +236,19 @@ def test_nothing_is_read_forward_before_a_runs_first_report_or_after_an_ack() ->
     seen = observed_progress(TABLE, acked)
     assert advanced(seen, acked, 0, 900.0, epochs=10) == seen
     assert advanced(replace(seen, epoch_s=0.0), reports, 0, 900.0, epochs=10).epoch_s == 0.0
+    # found by review: a stopping job reports its saved epoch again after the ack
+    again = [*acked, rep(2.5, 251.01)]
+    seen = observed_progress(TABLE, again)
+    assert advanced(seen, again, 0, 900.0, epochs=10).epochs_done == 2.5
+    # kept after its ack, it trains on: read forward again from its next report
+    trained = [*again, rep(3, 300)]
+    seen = observed_progress(TABLE, trained)
+    assert advanced(seen, trained, 0, 330.0, epochs=10).epochs_done == pytest.approx(
+        3 + 30 / seen.epoch_s)
+
+
+def test_an_epoch_a_hair_under_a_whole_number_is_that_epochs_end() -> None:
+    """Found by review: 2.9999999999 (float accumulation) would leave 1e-10 to read."""
+    reports = [rep(2.9999999999, 300)]
+    seen = observed_progress(TABLE, reports)
+    assert advanced(seen, reports, 0, 350.0, epochs=10).epochs_done == pytest.approx(3.5)

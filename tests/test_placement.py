@@ -2,6 +2,7 @@ from dataclasses import replace
 
 from slurm_shockwave.engine.diff import diff
 from slurm_shockwave.engine.placement import place
+from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ActionKind, Plan
 from tests.builders import a_job, a_view
 
@@ -226,3 +227,31 @@ def test_a_running_job_keeps_its_gpus_rather_than_idle_part_of_them() -> None:
     assert 2 not in place(view, Plan((1, 3, 2))).slots
     full = a_view(other, wide, a_job(3, gpus=4), gpus=8, gpus_per_node=4)
     assert 3 in place(full, plan).slots  # uses all four: nothing would idle
+
+
+def test_a_start_further_behind_than_the_running_job_is_not_held_back() -> None:
+    """Plan.rho: a start more behind its fair finish time than the running job it would
+    displace takes its GPUs (found by review: else a job the plan ranks first could wait
+    as long as one it ranks last runs); a checkpointing job is not kept (its requeue is
+    under way: keeping it cancelled the checkpoint live and held the released job)."""
+    other = a_job(1, gpus=4, running=True, slots=("n0:0", "n0:1", "n0:2", "n0:3"))
+    wide = a_job(2, gpus=4, running=True, slots=("n1:0", "n1:1", "n1:2", "n1:3"))
+    small = a_job(3, gpus=2)
+    view = a_view(other, wide, small, gpus=8, gpus_per_node=4)
+    assert 3 not in place(view, Plan((1, 3, 2), avoid_idle=True, rho={2: 2.0, 3: 1.5})).slots
+    assert 3 in place(view, Plan((1, 3, 2), avoid_idle=True, rho={2: 1.5, 3: 2.0})).slots
+    stopping = replace(wide, phase=Phase.CHECKPOINTING)
+    view = a_view(other, stopping, small, gpus=8, gpus_per_node=4)
+    assert 3 in place(view, Plan((1, 3, 2), avoid_idle=True)).slots
+
+
+def test_a_start_held_back_takes_free_gpus_elsewhere() -> None:
+    """Found by review: a start a kept job holds back takes free GPUs on another node
+    where it fits, in the plan's order, rather than waiting beside them."""
+    kept = a_job(1, gpus=8, running=True, slots=tuple(f"n{n}:{i}" for n in (0, 1)
+                                                     for i in range(4)))
+    four, one = a_job(2, gpus=4), a_job(3, gpus=1)
+    view = a_view(kept, four, one, gpus=12, gpus_per_node=4)
+    placed = place(view, Plan((2, 3, 1), avoid_idle=True))
+    assert placed.slots[1] == kept.gpu_slots
+    assert {s.split(":")[0] for s in placed.slots[2]} == {"n2"}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from slurm_shockwave.model.cluster import ClusterView, slot_node
 from slurm_shockwave.model.job import Job, JobId
+from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Plan
 
 
@@ -217,34 +218,54 @@ def place(view: ClusterView, plan: Plan) -> Placement:
     if plan.avoid_idle:
         if out.fragmented:
             out = _fill_idle(view, order, want, out, free, plan.moves_for)
-        out = _keep_running(view, want, out, plan.moves_for | view.reserved)
+        out = _keep_running(view, order, want, out, plan)
     return out
 
 
-def _keep_running(view: ClusterView, want: Mapping[JobId, int], out: Placement,
-                  protected: frozenset[JobId]) -> Placement:
+def _keep_running(view: ClusterView, order: list[Job], want: Mapping[JobId, int],
+                  out: Placement, plan: Plan) -> Placement:
     """``Plan.avoid_idle``: a running job left out keeps its GPUs (widest first) where
-    the only jobs placed on them are starts, none of them ``protected``, that use no
-    other GPUs and fewer of its: stopping it would idle the rest for the round. Those
-    starts wait instead. Seen in the simulator on s0_40x16 at time scale 12: an 8-GPU
-    job stopped at its lease's end for a 4-GPU start left 4 GPUs idle for three rounds.
-    An elastic job the plan resizes is left to the plan."""
+    the only jobs placed on them are starts that use no other GPUs and fewer of its:
+    stopping it would idle the rest for the round. Those starts then take free GPUs
+    elsewhere if they can, in the plan's order, or wait. Seen in the simulator on
+    s0_40x16 at time scale 12: an 8-GPU job stopped at its lease's end for a 4-GPU
+    start left 4 GPUs idle for three rounds.
+
+    Never held back: a start of the critical path (``moves_for``), one released for GPUs
+    a checkpoint frees (``view.reserved``), or one further behind its fair finish time
+    than the running job (``Plan.rho``), which could otherwise wait as long as a job the
+    plan ranks last runs. A job already checkpointing is not kept (its requeue is under
+    way), nor an elastic job the plan resizes."""
     owner = {s: jid for jid, slots in out.slots.items() for s in slots}
     jobs = view.by_id()
-    for job in sorted((j for j in view.jobs if j.is_running and j.job_id not in out.slots),
+    never = plan.moves_for | view.reserved
+    held_back: set[JobId] = set()
+    for job in sorted((j for j in view.jobs if j.phase == Phase.RUNNING
+                       and j.job_id not in out.slots),
                       key=lambda j: (-len(j.gpu_slots), j.job_id)):
         mine = set(job.gpu_slots)
         if want.get(job.job_id, len(mine)) != len(mine):
             continue
         takers = {owner[s] for s in mine if s in owner}
-        if (any(jobs[t].is_running or t in protected or not set(out.slots[t]) <= mine
-                for t in takers)
+        behind = plan.rho.get(job.job_id, 0.0)
+        if (any(jobs[t].is_running or t in never or not set(out.slots[t]) <= mine
+                or plan.rho.get(t, 0.0) > behind for t in takers)
                 or sum(len(out.slots[t]) for t in takers) >= len(mine)):
             continue
         for t in takers:
             del out.slots[t]
+        held_back |= takers
         out.slots[job.job_id] = job.gpu_slots
         owner.update(dict.fromkeys(mine, job.job_id))
+    if held_back:
+        free = _FreeSlots(view)
+        for slots in out.slots.values():
+            free.take_exact(slots)
+        for job in order:
+            if job.job_id in held_back:
+                got = free.take(want[job.job_id])
+                if got is not None:
+                    out.slots[job.job_id] = got
     return out
 
 

@@ -61,8 +61,11 @@ class Plan:
     leaves out although enough GPUs idle for it may have a node cleared of running jobs
     ranked above it (not those in ``moves_for``), each placed again the same round; and
     a running job the plan leaves out keeps its GPUs where the only jobs placed on them
-    are starts that would use fewer of them. A move costs the moved job a restart, and
-    idling costs GPUs the round."""
+    are starts that would use fewer of them, none further behind than it (``rho``). A
+    move costs the moved job a restart, and idling costs GPUs the round."""
+    rho: Mapping[JobId, float] = field(default_factory=dict)
+    """How far behind its fair finish time the policy projects each job (Shockwave's
+    rho); empty for a policy without one."""
 
     def gpus_of(self, job: Job) -> int:
         return self.gpus.get(job.job_id, job.gpus)

@@ -98,7 +98,11 @@ def advanced(seen: JobProgress, reports: Sequence[ProgressReport], run: int, now
     if not mine or not _is_progress(mine[-1]) or seen.epoch_s <= 0:
         return seen
     latest = mine[-1]
-    epoch = float(latest.epoch or 0.0)
+    epoch = round(float(latest.epoch or 0.0), 6)  # 2.9999999999 is epoch 3's end
+    acks = [i for i, r in enumerate(mine) if r.kind == ReportKind.CHECKPOINTED]
+    if acks and epoch <= max((float(r.epoch or 0.0) for r in mine[:acks[-1]]
+                              if _is_progress(r)), default=0.0):
+        return seen  # the saved epoch reported again after the ack: it is stopping
     ahead = min(max(now_s - latest.at_s, 0.0) / seen.epoch_s,
                 math.floor(epoch) + 1 - epoch, max(epochs - epoch, 0.0))
     return replace(seen, epochs_done=epoch + ahead) if ahead > 0 else seen

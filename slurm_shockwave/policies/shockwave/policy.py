@@ -228,4 +228,5 @@ class Shockwave(Policy[ShockwaveConfig]):
                 reasons[j.job_id] = Reason(ReasonCode.BACKFILLED,
                                            f"remaining~{est[j.job_id].remaining_s:.0f}s")
         return Plan(tuple(scheduled) + tuple(j.job_id for j in backfill), reasons,
-                    moves_for=frozenset(crit), avoid_idle=True)
+                    moves_for=frozenset(crit), avoid_idle=True,
+                    rho={int(jid): r for jid, r in cached["rho"].items()})
