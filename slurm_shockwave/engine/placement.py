@@ -151,6 +151,12 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     if not cleared:
         return out, free
     again, left = _place_selected(view, selected, want, frozenset(cleared))
+
+    def placed(p: Placement) -> int:
+        return sum(want[j] for j in p.slots)
+
+    if not (set(out.slots) <= set(again.slots) and placed(again) > placed(out)):
+        return out, free
     # a moved job names the first-ranked job that took GPUs on its node (the job the
     # node was cleared for may have been placed elsewhere, or still wait)
     taker: dict[str, JobId] = {}
@@ -159,12 +165,7 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
                                    - {slot_node(s) for s in jobs[j].gpu_slots}, j))
     again.moved_for = {j: taker[n] for n in cleared if n in taker for j in held[n]
                        if again.slots.get(j, jobs[j].gpu_slots) != jobs[j].gpu_slots}
-
-    def placed(p: Placement) -> int:
-        return sum(want[j] for j in p.slots)
-
-    better = set(out.slots) <= set(again.slots) and placed(again) > placed(out)
-    return (again, left) if better else (out, free)
+    return again, left
 
 
 def _narrower(job: Job, wanted: int, free: _FreeSlots) -> tuple[str, ...] | None:
