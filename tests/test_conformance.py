@@ -102,3 +102,14 @@ def test_memory_round_trips_through_json(name: str) -> None:
         return out
 
     assert actions(True) == actions(False)
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_only_shockwave_asks_placement_to_avoid_idle_gpus(name: str) -> None:
+    """Plan.avoid_idle (nodes cleared and running jobs kept so GPUs do not idle) is
+    Shockwave's: every other policy keeps its published placement (docs/simulator.md,
+    docs/evaluation.md "GPUs that would idle")."""
+    world = SimulatedCluster(_workload(2), make_nodes(16, 4))
+    world.advance()  # some jobs have arrived
+    plan = make_policy(name).plan(world.observe(), {}).plan
+    assert plan.avoid_idle == (name == "shockwave")
