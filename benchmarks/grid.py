@@ -15,6 +15,11 @@ and when only the arrivals are not, so a policy's makespan can be read against t
 One JSON object.
 
     python -m benchmarks.grid --json [--traces small]
+    python -m benchmarks.grid --json --trace FILE --gpus G [--time-scale X]
+
+``--trace`` takes a trace file as ``benchmarks.live`` does; ``--time-scale`` charges each
+start the restore a live run pays at that scale, on its rounds of 120 trace s, so the
+figures sit beside that run's (without it, ``etc/shockwave.yaml``'s simulator settings).
 """
 
 from __future__ import annotations
@@ -30,15 +35,17 @@ from typing import Any
 import numpy as np
 
 from benchmarks import traces
-from benchmarks.args import Parser, names
+from benchmarks.args import Parser, floats, names
 from benchmarks.reference_runs import machine
 from slurm_shockwave.config import load_settings
+from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
 from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned
 from slurm_shockwave.policies.base import NoConfig, Policy
 from slurm_shockwave.policies.fifo import Fifo
-from slurm_shockwave.sim.inputs import Workload
+from slurm_shockwave.sim.inputs import Workload, build_workload, load_throughputs, load_trace
 from slurm_shockwave.sim.run import simulate
 from slurm_shockwave.solver.round_grid import (
     GridJobs,
@@ -200,19 +207,51 @@ def main() -> None:
     ap.add_argument("--traces", default="small",
                     help=f"comma-separated, of {', '.join(traces.ALL)} (the MILP grows with "
                          "jobs x rounds: small takes seconds, 900 jobs may not finish)")
+    ap.add_argument("--trace", default=None, metavar="FILE",
+                    help="a trace file instead of --traces, with --gpus")
+    ap.add_argument("--gpus", type=int, default=None, help="the cluster's GPUs, with --trace")
+    ap.add_argument("--time-scale", default=None, metavar="X",
+                    help="a start's restore as a live run pays it at time scale X")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
-    chosen = names(ap, "--traces", args.traces, traces.ALL)
     sim = load_settings(SHIPPED).simulator
+    round_s, restore_s = sim.round_s, sim.restore_s
+    if args.time_scale is not None:
+        scale = floats(ap, "--time-scale", args.time_scale, count=1)[0]
+        if scale <= 0:
+            ap.error(f"--time-scale: must be above 0, got {args.time_scale!r}")
+        round_s, restore_s = ROUND_TRACE_S, live_restore_s(scale)
+    if args.trace is None:
+        if args.gpus is not None:
+            ap.error("--gpus: only with --trace")
+        chosen = [(name, *traces.load(name))
+                  for name in names(ap, "--traces", args.traces, traces.ALL)]
+    else:
+        chosen = [(args.trace, _trace_file(ap, args.trace, args.gpus), args.gpus)]
     rows = []
-    for name in chosen:
+    for name, workload, gpus in chosen:
         print(f"{name} ...", file=sys.stderr, flush=True)
-        workload, gpus = traces.load(name)
-        run_s = runtimes_s(workload, sim.round_s, sim.restore_s)
-        rows.append({**measure(name, workload, gpus, run_s, sim.round_s, sim.restore_s),
-                     **online(workload, gpus, run_s, sim.round_s, sim.restore_s)})
-    print(json.dumps({"round_s": sim.round_s, "restore_s": sim.restore_s, "traces": rows,
+        run_s = runtimes_s(workload, round_s, restore_s)
+        rows.append({**measure(name, workload, gpus, run_s, round_s, restore_s),
+                     **online(workload, gpus, run_s, round_s, restore_s)})
+    print(json.dumps({"round_s": round_s, "restore_s": restore_s, "traces": rows,
                       "machine": machine()}))
+
+
+def _trace_file(ap: Parser, path: str, gpus: int | None) -> Workload:
+    """The trace file's workload, checked against ``gpus`` before any solve: a bad file,
+    or a job wider than the cluster (no schedule exists), is one line."""
+    if gpus is None or gpus < 1:
+        ap.error("--gpus: a count from 1, with --trace")
+    try:
+        workload = build_workload(load_trace(path), load_throughputs(None), source=path)
+    except InputError as exc:
+        ap.error(f"--trace: {exc}")
+    wide = [j for j in workload.jobs if j.spec.gpus > gpus]
+    if wide:
+        ap.error(f"--gpus: job {wide[0].spec.job_id} needs {wide[0].spec.gpus} GPUs, "
+                 f"more than {gpus}")
+    return workload
 
 
 if __name__ == "__main__":

@@ -3,7 +3,11 @@ of brute force on tiny instances, and a schedule the simulator replays no later 
 planned."""
 
 import itertools
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -118,3 +122,20 @@ def test_a_replay_keeps_its_plan_across_an_idle_gap() -> None:
     workload = a_workload(a_spec(0, epochs=30), a_spec(1, epochs=30, arrival_s=3000.0))
     row = measure("idle gap", workload, 4, runtimes_s(workload, R, RESTORE), R, RESTORE)
     assert row["replayed_makespan_s"] == row["schedule_makespan_s"]
+
+
+def test_a_trace_file_is_measured_at_a_live_runs_costs() -> None:
+    """``--trace FILE --gpus G --time-scale X``: the figures a live run's sit beside
+    (docs/evaluation.md), each start charged the restore that run pays."""
+    from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.grid", "--trace", "demo-live",
+                           "--gpus", "16", "--time-scale", "12", "--json"], cwd=root,
+                          capture_output=True, text=True, timeout=300, check=True)
+    out = json.loads(proc.stdout)
+    assert (out["round_s"], out["restore_s"]) == (ROUND_TRACE_S, live_restore_s(12))
+    (row,) = out["traces"]
+    assert (row["trace"], row["jobs"], row["gpus"]) == ("demo-live", 16, 16)
+    assert row["lower_bound_s"] <= min(row["schedule_makespan_s"], row["online_makespan_s"])
+    assert row["replayed_makespan_s"] <= row["schedule_makespan_s"] + 1e-6
