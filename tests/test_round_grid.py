@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks.grid import measure, online, runtimes_s
+from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import build_workload, load_throughputs
 from slurm_shockwave.solver import round_grid
@@ -127,8 +128,6 @@ def test_a_replay_keeps_its_plan_across_an_idle_gap() -> None:
 def test_a_trace_file_is_measured_at_a_live_runs_costs() -> None:
     """``--trace FILE --gpus G --time-scale X``: the figures a live run's sit beside
     (docs/evaluation.md), each start charged the restore that run pays."""
-    from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
-
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run([sys.executable, "-m", "benchmarks.grid", "--trace", "demo-live",
                            "--gpus", "16", "--time-scale", "12", "--json"], cwd=root,
