@@ -204,9 +204,10 @@ def online(workload: Workload, gpus: int, run_s: np.ndarray, round_s: float,
 
 def main() -> None:
     ap = Parser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--traces", default="small",
-                    help=f"comma-separated, of {', '.join(traces.ALL)} (the MILP grows with "
-                         "jobs x rounds: small takes seconds, 900 jobs may not finish)")
+    ap.add_argument("--traces", default=None,
+                    help=f"comma-separated, of {', '.join(traces.ALL)} (default small; the "
+                         "MILP grows with jobs x rounds: small takes seconds, 900 jobs may "
+                         "not finish)")
     ap.add_argument("--trace", default=None, metavar="FILE",
                     help="a trace file instead of --traces, with --gpus")
     ap.add_argument("--gpus", type=int, default=None, help="the cluster's GPUs, with --trace")
@@ -225,8 +226,10 @@ def main() -> None:
         if args.gpus is not None:
             ap.error("--gpus: only with --trace")
         chosen = [(name, *traces.load(name))
-                  for name in names(ap, "--traces", args.traces, traces.ALL)]
+                  for name in names(ap, "--traces", args.traces or "small", traces.ALL)]
     else:
+        if args.traces is not None:
+            ap.error("--traces: not with --trace")
         chosen = [(args.trace, _trace_file(ap, args.trace, args.gpus), args.gpus)]
     rows = []
     for name, workload, gpus in chosen:

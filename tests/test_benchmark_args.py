@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
     ("grid", ["--trace", "demo-live"], "--gpus: a count from 1, with --trace"),
     ("grid", ["--trace", "demo-live", "--gpus", "1"], "--gpus: job 1 needs 2 GPUs"),
     ("grid", ["--gpus", "8"], "--gpus: only with --trace"),
+    ("grid", ["--trace", "demo-live", "--gpus", "16", "--traces", "small"],
+     "--traces: not with --trace"),
     ("grid", ["--time-scale", "0"], "--time-scale: must be above 0"),
     ("jitter", ["--shape", "40x17"], "--shape: unknown shape '40x17'"),
     ("jitter", ["--jitter-s", "nan"], "--jitter-s: must be a finite number"),
