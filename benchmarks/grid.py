@@ -46,7 +46,7 @@ from slurm_shockwave.model.plan import Memory, Plan, Planned
 from slurm_shockwave.policies.base import NoConfig, Policy
 from slurm_shockwave.policies.fifo import Fifo
 from slurm_shockwave.sim.inputs import Workload, build_workload, load_throughputs, load_trace
-from slurm_shockwave.sim.run import simulate
+from slurm_shockwave.sim.run import check_placeable, simulate
 from slurm_shockwave.solver.round_grid import (
     GridJobs,
     grid_jobs,
@@ -250,10 +250,10 @@ def _trace_file(ap: Parser, path: str, gpus: int | None) -> Workload:
         workload = build_workload(load_trace(path), load_throughputs(None), source=path)
     except InputError as exc:
         ap.error(f"--trace: {exc}")
-    wide = [j for j in workload.jobs if j.spec.gpus > gpus]
-    if wide:
-        ap.error(f"--gpus: job {wide[0].spec.job_id} needs {wide[0].spec.gpus} GPUs, "
-                 f"more than {gpus}")
+    try:
+        check_placeable(workload, gpus)
+    except InputError as exc:
+        ap.error(f"--gpus: {exc.problem}")
     return workload
 
 

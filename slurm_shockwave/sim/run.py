@@ -48,13 +48,10 @@ class SimResult:
     """Jobs started, restarts included: starts - jobs is what preemptions cost."""
 
 
-def simulate(workload: Workload, policy: Policy[Any], *, gpus: int,
-             gpus_per_node: int | None = None, round_s: float = 120.0, restore_s: float = 20.0,
-             deadline_factor: float | None = None, requeue_delay_s: float = 0.0,
-             fill_freed: bool = False, max_rounds: int = 1_000_000,
-             on_round: ProgressFn | None = None) -> SimResult:
-    started = time.perf_counter()
-    nodes = make_nodes(gpus, gpus_per_node)
+def check_placeable(workload: Workload, gpus: int, gpus_per_node: int | None = None) -> None:
+    """Raise InputError (the trace's line, field ``gpus``) for the first job that a
+    cluster of ``gpus`` GPUs (in nodes of ``gpus_per_node``) cannot place: it would wait
+    for ever, and a schedule that must run it never ends."""
     too_big = [j for j in workload.jobs if j.spec.gpus > gpus
                or (gpus_per_node is not None and j.spec.gpus > gpus_per_node
                    and gpus // gpus_per_node < -(-j.spec.gpus // gpus_per_node))]
@@ -64,6 +61,16 @@ def simulate(workload: Workload, policy: Policy[Any], *, gpus: int,
         raise InputError(f"job {big.spec.job_id} needs {big.spec.gpus} GPUs; a cluster of "
                          f"{shape} cannot place it", source=workload.source,
                          line=big.line or None, field="gpus")
+
+
+def simulate(workload: Workload, policy: Policy[Any], *, gpus: int,
+             gpus_per_node: int | None = None, round_s: float = 120.0, restore_s: float = 20.0,
+             deadline_factor: float | None = None, requeue_delay_s: float = 0.0,
+             fill_freed: bool = False, max_rounds: int = 1_000_000,
+             on_round: ProgressFn | None = None) -> SimResult:
+    started = time.perf_counter()
+    nodes = make_nodes(gpus, gpus_per_node)
+    check_placeable(workload, gpus, gpus_per_node)
     world = SimulatedCluster(workload, nodes, round_s=round_s, restore_s=restore_s,
                              deadline_factor=deadline_factor, requeue_delay_s=requeue_delay_s,
                              fill_freed=fill_freed)
