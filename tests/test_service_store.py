@@ -57,6 +57,28 @@ def test_a_failed_round_writes_nothing(tmp_path: Path) -> None:
     assert store.actions(1) == []
 
 
+def test_a_store_stopped_while_it_is_made_is_not_taken_for_an_earlier_builds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its version and its 'holds' row are written together or not at all: a version
+    alone reads as a build whose admin holds the next start would take over."""
+    real = sqlite3.connect
+
+    class Failing(sqlite3.Connection):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+            if "'holds'" in sql:
+                raise sqlite3.OperationalError("disk I/O error")
+            return super().execute(sql, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: real(*a, factory=Failing, **k))
+    with pytest.raises(sqlite3.OperationalError):
+        Store(tmp_path / "s.db")
+    monkeypatch.setattr(sqlite3, "connect", real)
+    assert sqlite3.connect(tmp_path / "s.db").execute("SELECT * FROM meta").fetchall() == []
+    again = Store(tmp_path / "s.db")
+    assert not again.held_by_earlier_build()
+    assert again.meta_value("schema_version") is not None
+
+
 def test_writes_are_versioned(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     a, b = Store(path), Store(path)

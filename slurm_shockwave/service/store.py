@@ -168,10 +168,12 @@ class Store:
             raise InputError(f"not a usable store ({exc})", source=self.path,
                              field="service.store") from None
         version = self._meta("schema_version")
-        if version is None:
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
-                            (str(SCHEMA_VERSION),))
-            self.db.execute("INSERT INTO meta VALUES ('holds', 'user')")
+        if version is None:  # both or neither: a store with a version and no 'holds'
+            # reads as an earlier build's, whose admin holds the next start takes over
+            with self._transaction():
+                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                                (str(SCHEMA_VERSION),))
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('holds', 'user')")
         elif version != str(SCHEMA_VERSION):
             raise InputError(f"schema version {version}, this release reads "
                              f"{SCHEMA_VERSION}", source=self.path, field="service.store")
