@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_shockwave.model.plan import ActionKind, Outcome
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.service.daemon import Service
@@ -253,6 +254,29 @@ def test_an_acknowledged_checkpoint_is_requeued_between_rounds(tmp_path: Path) -
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
     assert fake.jobs[1].restart_count == 1 and store.load_intents() == {}
     assert fake.signals == [(1, "USR1")]
+
+
+def test_an_acknowledged_checkpoint_waits_while_the_partition_is_down(tmp_path: Path) -> None:
+    """A round in a DOWN partition defers the requeue, and so does the acknowledgement
+    between rounds: Slurm starts nothing there, so the GPUs would only idle. The first
+    round after the partition reopens requeues the job."""
+    fake, store, clock, svc = srtf_preempting_job_1(tmp_path)
+    sent = store.load_intents()[1].sent_s
+    fake.partition_states["shockwave"] = "DOWN"
+    clock.t += 5
+    done = svc.round_once()
+    assert [r.outcome for r in done.report.result.results
+            if r.action.kind == ActionKind.PREEMPT] == [Outcome.DEFERRED]
+    ticks = iter(float(t) for t in range(100))
+    svc.timer = lambda: next(ticks)
+    svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + 6))
+    svc._wait(threading.Event(), boundary=3.0)
+    assert fake.jobs[1].state == "RUNNING" and 1 in store.load_intents()
+    fake.partition_states["shockwave"] = "UP"
+    clock.t += 60  # past the checkpoint's grace
+    svc.round_once()
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
+    assert store.load_intents() == {}
 
 
 def test_a_job_end_or_an_arrival_onto_idle_gpus_starts_waiting_jobs_between_rounds(

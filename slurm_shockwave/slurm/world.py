@@ -610,9 +610,12 @@ class SlurmCluster:
         """Between rounds: requeue-hold a job whose checkpoint (signalled by an earlier
         round) it acknowledged just now. False when no checkpoint of it is in flight, or
         the acknowledgement is older than its signal (a spool flushed late): the same
-        rule as a round's (``acknowledged``)."""
+        rule as a round's (``acknowledged``); and while the partition was last seen DOWN
+        or INACTIVE, where a round defers every preemption (``apply``): the job keeps its
+        GPUs, which nothing could start on, and the first round after it reopens requeues
+        it."""
         ck = self.intents.get(ack.job_id)
-        if ck is None or not acknowledged((ack,), ck.sent_s):
+        if ck is None or not acknowledged((ack,), ck.sent_s) or self.partition_state in CLOSED:
             return False
         self.backend.requeue([ack.job_id])
         self._hold_requeued([ack.job_id])
