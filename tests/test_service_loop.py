@@ -4,6 +4,7 @@ real daemons: tests/test_service_live.py)."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from dataclasses import replace as with_state
 from pathlib import Path
@@ -277,6 +278,27 @@ def test_an_acknowledged_checkpoint_waits_while_the_partition_is_down(tmp_path: 
     svc.round_once()
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
     assert store.load_intents() == {}
+
+
+def test_a_store_locked_while_an_acknowledged_checkpoint_is_requeued_stops_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A store another process holds locked (or a full disk) between rounds is one ERROR
+    line, as in a round, not the end of the service."""
+    fake, store, _clock, svc = srtf_preempting_job_1(tmp_path)
+    sent = store.load_intents()[1].sent_s
+    store.db.execute("PRAGMA busy_timeout=100")
+    other = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    ticks = iter(float(t) for t in range(100))
+    svc.timer = lambda: next(ticks)
+    svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1))
+    with caplog.at_level(logging.ERROR):
+        svc._wait(threading.Event(), boundary=3.0)
+    assert "the store could not be written" in caplog.text
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held  # Slurm's part was done
+    other.execute("ROLLBACK")
+    svc.round_once()  # and the service goes on, and forgets the checkpoint the write lost
+    assert store.load_intents() == {} and fake.jobs[1].held
 
 
 def test_a_job_end_or_an_arrival_onto_idle_gpus_starts_waiting_jobs_between_rounds(

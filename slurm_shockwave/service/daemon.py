@@ -224,6 +224,12 @@ class Service:
                 log.warning("job %d: requeue after its checkpoint failed: %s "
                             "(the next round retries)", job_id, exc)
                 continue
+            except StoreGone:
+                raise
+            except Exception as exc:  # a busy or full store: as a failed fill step
+                _log_failure(f"job {job_id}: requeue after its checkpoint", exc,
+                             " (the next round retries)")
+                continue
             if done:
                 log.info("job %d: checkpoint acknowledged, requeued", job_id)
 

@@ -636,8 +636,9 @@ class SlurmCluster:
                             "round", jid, err)
 
     def _forget(self, job_id: int) -> None:
-        if self.intents.pop(job_id, None) is not None:
-            self.intent_log.forget_intent(job_id)
+        if job_id in self.intents:  # the store first: if it cannot be written, the intent
+            self.intent_log.forget_intent(job_id)  # stays in both and a round forgets it
+            del self.intents[job_id]
 
     def _batch(self, actions: Sequence[Action],
                call: Callable[[list[int]], None]) -> list[ActionResult]:
