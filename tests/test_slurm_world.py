@@ -256,6 +256,26 @@ def test_one_bad_job_does_not_block_a_batch() -> None:
     assert "Invalid job id" in next(r.message for r in result.results if r.action.job_id == 1)
 
 
+def test_a_batch_requeue_one_job_of_which_ended_holds_every_job_it_requeued() -> None:
+    """Slurm goes on past a job it refuses to requeue (scontrol) or stops at it (pyslurm),
+    and a requeue cannot be sent twice: after the failed call the queue is read again, a
+    job the call requeued is held, one that ended is left, one still running is requeued
+    alone. Before, job 1 was retried, refused as pending, and left unheld: Slurm started
+    it again on its own."""
+    plain = HINT.replace(" signal=USR1 grace=30", "")  # preempted by requeue at once
+    world, fake, _ = cluster(*(replace(running(j), admin_comment=plain) for j in (1, 2, 3)))
+    world.observe()
+    fake.finish(2)  # ends between the observation and the apply
+    result = world.apply([Action(ActionKind.PREEMPT, j) for j in (1, 2, 3)])
+    outcomes = {r.action.job_id: r.outcome for r in result.results}
+    assert outcomes == {1: Outcome.APPLIED, 2: Outcome.REJECTED, 3: Outcome.APPLIED}
+    assert "no longer running" in next(
+        r.message for r in result.results if r.action.job_id == 2)
+    for j in (1, 3):
+        assert fake.jobs[j].state == "PENDING" and fake.jobs[j].held
+        assert fake.jobs[j].restart_count == 1
+
+
 def test_a_model_the_table_does_not_know_is_planned_from_a_prior() -> None:
     limit = SlurmJob(5, "own", "bob", "shockwave", "PENDING", held=True, gpus=2,
                      admin_comment="shockwave:v1 model=my-gpt bs=16 epochs=10 mode=static",

@@ -20,7 +20,7 @@ partition of the jobs holding them, so two jobs on one node never share an index
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist
@@ -28,6 +28,19 @@ from slurm_shockwave.slurm.json_shapes import holds_alloc
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 
 Alloc = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+def _each(job_ids: Sequence[int], one: Callable[[int], None]) -> None:
+    """As scontrol does with a list of jobs: each in turn, on past one it refuses, and
+    the first refusal raised at the end (src/scontrol/update_job.c)."""
+    first: SlurmError | None = None
+    for jid in job_ids:
+        try:
+            one(jid)
+        except SlurmError as exc:
+            first = first or exc
+    if first is not None:
+        raise first
 
 
 class FakeSlurm:
@@ -151,11 +164,12 @@ class FakeSlurm:
         self.jobs[job_id] = replace(j, priority=priority)
 
     def hold(self, job_ids: Sequence[int]) -> None:
-        for jid in job_ids:
+        def one(jid: int) -> None:
             j = self._get(jid)
             if j.state != "PENDING":
                 raise SlurmError(f"Job has already started for job {jid}")
             self.jobs[jid] = replace(j, held=True, priority=0, reason="JobHeldUser")
+        _each(job_ids, one)
 
     def release(self, job_ids: Sequence[int]) -> None:
         for jid in job_ids:
@@ -171,7 +185,7 @@ class FakeSlurm:
         self.signals.append((job_id, signal))
 
     def requeue(self, job_ids: Sequence[int]) -> None:
-        for jid in job_ids:
+        def one(jid: int) -> None:
             j = self._get(jid)
             if j.state != "RUNNING":
                 raise SlurmError(f"Job {jid} is not running")
@@ -180,6 +194,7 @@ class FakeSlurm:
                 restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",
                 eligible_time=self.now + self.cred_expire_s + 1,
                 submit_time=max(self.now, j.submit_time + 1))
+        _each(job_ids, one)
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
         j = self._get(job_id)

@@ -501,7 +501,7 @@ class SlurmCluster:
                 requeue.append(a)
             else:
                 results.append(outcome)
-        requeued = self._batch(requeue, self.backend.requeue)
+        requeued = self._requeue(requeue)
         self._hold_requeued([r.action.job_id for r in requeued if r.outcome == Outcome.APPLIED])
         for r in requeued:
             if r.outcome == Outcome.APPLIED:
@@ -639,6 +639,41 @@ class SlurmCluster:
         if job_id in self.intents:  # the store first: if it cannot be written, the intent
             self.intent_log.forget_intent(job_id)  # stays in both and a round forgets it
             del self.intents[job_id]
+
+    def _requeue(self, actions: Sequence[Action]) -> list[ActionResult]:
+        """One ``scontrol requeue`` for all. Unlike a hold or a release, a requeue cannot be
+        sent twice, and Slurm goes on past a job it refuses (one that ended since the
+        observation): after a failed call, the queue is read again, and a job the call
+        requeued (its restart count grew) is done; only jobs still running are tried
+        alone, so none is left requeued without its hold."""
+        ids = [a.job_id for a in actions]
+        try:
+            if ids:
+                self.backend.requeue(ids)
+            return [ActionResult(a, Outcome.APPLIED) for a in actions]
+        except SlurmError:
+            pass
+        try:
+            now: dict[int, SlurmJob] | None = {j.job_id: j for j in self._listed()}
+        except SlurmError:
+            now = None  # each job alone, as a hold or a release
+        results = []
+        for a in actions:
+            before, job = self._jobs.get(a.job_id), (now or {}).get(a.job_id)
+            if job is not None and before is not None \
+                    and job.restart_count > before.restart_count:
+                results.append(ActionResult(a, Outcome.APPLIED))
+                continue
+            if now is not None and (job is None or job.state != "RUNNING"):
+                results.append(ActionResult(a, Outcome.REJECTED, "no longer running ("
+                                            f"{job.state if job else 'gone'})"))
+                continue
+            try:
+                self.backend.requeue([a.job_id])
+                results.append(ActionResult(a, Outcome.APPLIED))
+            except SlurmError as exc:
+                results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
+        return results
 
     def _batch(self, actions: Sequence[Action],
                call: Callable[[list[int]], None]) -> list[ActionResult]:
