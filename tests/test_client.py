@@ -463,3 +463,77 @@ def test_an_answer_trickling_in_does_not_hold_the_job() -> None:
     srv.close()
     assert (status, answer) == ("accepted", {})
     assert time.monotonic() - started < 3.5
+
+
+def test_a_status_line_and_headers_trickling_in_do_not_hold_the_job() -> None:
+    """Found by a review: only the answer's body was read against the deadline, and
+    http.client reads the status line and up to 100 headers with a timeout per read, so a
+    service sending a header byte a second held a report 30 s. Nothing taken: it is not
+    counted as sent."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 202 Accepted\r\n")
+            for _ in range(30):
+                conn.sendall(b"X")
+                time.sleep(0.25)
+
+    threading.Thread(target=serve, daemon=True).start()
+    started = time.monotonic()
+    status = reporter._post(f"http://127.0.0.1:{srv.getsockname()[1]}", b"{}", started + 2.0)
+    srv.close()
+    assert status == ("unreachable", {})
+    assert time.monotonic() - started < 3.0
+
+
+def test_a_name_lookup_that_hangs_does_not_hold_the_job(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service listening on 0.0.0.0 names itself by its host name, and a resolver that
+    does not answer blocked each report for glibc's retries (10 s), outside any timeout."""
+    real = socket.getaddrinfo
+
+    def slow(host: str, *args: object, **kw: object) -> object:
+        if host == "service.example":
+            time.sleep(10)
+        return real(host, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    started = time.monotonic()
+    assert reporter._post("http://service.example:1", b"{}", started + 2.0) == \
+        ("unreachable", {})
+    assert time.monotonic() - started < 3.0
+
+
+def test_a_jobs_proxy_settings_never_carry_its_reports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training jobs often run with $http_proxy set (pip, trackers); a proxy refusing an
+    inner address answered 403, read as a refusal: the report was dropped with the spool."""
+    proxy = socket.socket()
+    proxy.bind(("127.0.0.1", 0))
+    proxy.listen(4)
+    seen: list[bytes] = []
+
+    def refuse() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = proxy.accept()
+                with conn:
+                    seen.append(conn.recv(65536))
+                    conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=refuse, daemon=True).start()
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.getsockname()[1]}")
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    store = Store(tmp_path / "s.db")
+    with ProgressAPI(store.path, listen="127.0.0.1:0") as api:
+        status, _answer = reporter._post(api.url, b"{}", time.monotonic() + 2.0)
+    proxy.close()
+    assert seen == []
+    assert status == "refused"  # by the service itself: "{}" names no job
