@@ -258,6 +258,7 @@ def test_a_job_that_a_later_round_saw_is_known_at_once(api: tuple[ProgressAPI, S
     (b'[101]', "body"),
     (b'{"job_id": 101,', "body"),
     (b'\xff\xfe', "body"),
+    pytest.param(b'[' * 2048 + b']' * 2048, "body", id="nested-past-the-recursion-limit"),
 ])
 def test_bad_bodies_are_400_and_write_nothing(api: tuple[ProgressAPI, Store], raw: bytes,
                                               field: str) -> None:

@@ -129,6 +129,8 @@ def parse_report(body: bytes, *, uid: int, at_s: float) -> ProgressReport:
         raise
     except (UnicodeDecodeError, ValueError) as exc:
         raise Refused(400, f"not JSON ({exc})", "body") from None
+    except RecursionError:  # [[[[...]]]] within the size limit: no answer and a traceback
+        raise Refused(400, "not JSON (nested too deeply)", "body") from None
     if not isinstance(data, dict):
         raise Refused(400, "expected a JSON object", "body")
     unknown = sorted(set(data) - set(_FIELDS))
