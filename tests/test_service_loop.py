@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from dataclasses import replace as with_state
 from pathlib import Path
 
@@ -333,6 +334,32 @@ def test_a_job_end_or_an_arrival_onto_idle_gpus_starts_waiting_jobs_between_roun
     assert not fake.jobs[4].held and store.next_round_index() == 2
     assert fake.signals == [] and all(a["kind"] == "start" for jid in (3, 4)
                                       for a in store.actions(jid))
+
+
+def test_end_reports_sent_without_pause_take_one_fill_step_a_poll_interval(
+        tmp_path: Path) -> None:
+    """A job's owner may send end reports too (the API takes them from the owner): sent
+    without pause, each was a fill step (a Slurm query and a stored round), hundreds a
+    second. Ends within a poll interval are taken together."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    fake.add(job(1, 4))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, fill_freed=True, fill_poll_s=0.5)
+    svc.round_once()
+    stop, spam = threading.Event(), threading.Event()
+
+    def send() -> None:
+        while not spam.is_set():
+            svc.ended(ProgressReport(1, ReportKind.END, clock.t, exit_code=0))
+            time.sleep(0.001)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    svc._wait(stop, boundary=svc.timer() + 1.2)
+    spam.set()
+    sender.join()
+    steps = store.db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0] - 1
+    assert 1 <= steps <= 3  # at 0, 0.5 and 1.0 s
 
 
 def test_a_new_job_that_must_start_now_calls_the_next_round_at_once(tmp_path: Path) -> None:

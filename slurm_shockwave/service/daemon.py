@@ -16,6 +16,7 @@ now calls the next round at once (engine/fill.py::round_due).
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -190,13 +191,18 @@ class Service:
         Slurm may start again only while GPUs idle). True when a fill step called the
         next round now (engine/fill.py::round_due)."""
         next_poll = self.timer() + self.fill_poll_s
+        next_end = -math.inf
         while not stop.is_set() and (left := boundary - self.timer()) > 0:
             if self._wake.wait(min(left, 0.25)):
                 self._wake.clear()
                 self._requeue_acknowledged()
             step = None
-            if self._ended.is_set():  # after the requeues: their GPUs are free too
+            # after the requeues (their GPUs are free too); at most one a poll interval,
+            # ends in between taken together: a job's owner may send end reports too,
+            # and each was a fill step, a Slurm query and a stored round
+            if self._ended.is_set() and self.timer() >= next_end:
                 self._ended.clear()
+                next_end = self.timer() + self.fill_poll_s
                 step = self._fill("a job ended")
             elif self.fill_freed and self.timer() >= next_poll and not self.dry_run:
                 next_poll = self.timer() + self.fill_poll_s
