@@ -57,6 +57,35 @@ def test_observe_reads_managed_jobs_hints_and_usable_nodes() -> None:
     assert "'bs'" in world.bad_hints[4] or "bs:" in world.bad_hints[4]
 
 
+@pytest.mark.parametrize("flag", ["DRAIN", "NOT_RESPONDING"])
+def test_a_job_on_a_node_slurm_gives_no_new_work_is_left_to_finish_there(flag: str) -> None:
+    """A drain lets running jobs finish, and a node not responding for a moment still runs
+    them: such a job is left out of the plan, neither moved nor stopped (found by a
+    review: it was checkpointed off the node, and with no room elsewhere a job on a
+    healthy node was stopped for it), and its GPUs on other nodes go to no other job."""
+    plain = HINT.replace(" signal=USR1 grace=30", "")
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave",)) for i in (1, 2, 3)])
+    fake.add(SlurmJob(1, "j1", "alice", "shockwave", "RUNNING", gpus=2, nodes="n2",
+                      admin_comment=plain, submit_time=900))
+    fake.add(SlurmJob(2, "j2", "alice", "shockwave", "RUNNING", gpus=4, nodes="n1",
+                      admin_comment=plain, submit_time=901))
+    fake.add(SlurmJob(3, "j3", "bob", "shockwave", "RUNNING", gpus=4, nodes="n[2-3]",
+                      node_count=2, admin_comment=plain, submit_time=902))
+    fake.add(held(4, gpus=4))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    fake.nodes[1] = replace(fake.nodes[1], state=("ALLOCATED", flag))
+    view = world.observe()
+    assert {j.job_id for j in view.jobs} == {2, 4}
+    assert world.left_out.on_closed_node == {1: f"n2 is ALLOCATED+{flag}",
+                                             3: f"n2 is ALLOCATED+{flag}"}
+    assert [(n.name, n.gpus) for n in view.nodes] == [("n1", 4), ("n3", 2)]  # job 3's 2
+    result = world.apply([Action(ActionKind.KEEP, 2), Action(ActionKind.START, 4)])
+    assert all(r.outcome == Outcome.APPLIED for r in result.results)
+    assert [fake.jobs[j].state for j in (1, 2, 3)] == ["RUNNING"] * 3
+    assert fake.signals == [] and fake.jobs[1].restart_count == 0
+
+
 def test_a_requeued_job_keeps_its_first_arrival() -> None:
     """Slurm moves a requeued job's submit time to the requeue: the view keeps the first
     one, from job_submit.lua's stamp (which a restarted service reads too), else from

@@ -22,6 +22,7 @@ class ReasonCode(str, Enum):
     BAD_HINT = "bad_hint"
     NOT_ELIGIBLE = "not_eligible"
     HELD_BY_ADMIN = "held_by_admin"
+    ON_CLOSED_NODE = "on_closed_node"
     SOLVER_TIMEOUT_FALLBACK = "solver_timeout_fallback"
 
 

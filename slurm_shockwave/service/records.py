@@ -38,13 +38,18 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
     """Managed jobs the plan leaves out, so that queue and explain still show them: a bad
     hint (left to Slurm), pending jobs Slurm will not start before their eligible time
     (a requeued job's cred_expire + 1 s, a ``--begin``), out of the plan until then, and
-    jobs an admin holds."""
+    jobs an admin holds, and running jobs on a node Slurm gives no new work (drained, not
+    responding), left to finish there."""
     rows = [JobRow(job_id=jid, reason=f"{ReasonCode.BAD_HINT.value}({msg})",
                    phase="not planned") for jid, msg in sorted(left.bad_hints.items())]
     rows += [JobRow(job_id=jid, phase="pending",
                     reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until "
                            f"{time.strftime('%H:%M:%S', time.localtime(at))})")
              for jid, at in sorted(left.not_eligible.items())]
+    rows += [JobRow(job_id=jid, phase="running",
+                    reason=f"{ReasonCode.ON_CLOSED_NODE.value}({why}: left to Slurm, not "
+                           "moved or stopped)")
+             for jid, why in sorted(left.on_closed_node.items())]
     return rows + [_admin_held_row(job) for _, job in sorted(left.admin_held.items())]
 
 

@@ -176,12 +176,15 @@ class MemoryIntents:
 class LeftOut:
     """Managed jobs an observation left out of the view, so that queue and explain still
     show them: a bad hint (left to Slurm), a pending job Slurm will not start before its
-    eligible time, and a job an admin holds."""
+    eligible time, a job an admin holds, and a job running on a node Slurm gives no new
+    work (drained, not responding)."""
 
     bad_hints: Mapping[int, str] = field(default_factory=dict)
     not_eligible: Mapping[int, int] = field(default_factory=dict)
     """Job -> its eligible time (epoch seconds)."""
     admin_held: Mapping[int, SlurmJob] = field(default_factory=dict)
+    on_closed_node: Mapping[int, str] = field(default_factory=dict)
+    """Job -> its node and that node's state."""
 
 
 def hint_text(job: SlurmJob) -> str:
@@ -262,6 +265,8 @@ class SlurmCluster:
         (epoch seconds): listed so that queue and explain still show them."""
         self.admin_held: dict[int, SlurmJob] = {}
         """Pending jobs of the partition an admin holds: out of the view until released."""
+        self.on_closed_node: dict[int, str] = {}
+        """Running jobs on a node Slurm gives no new work: out of the view, left to Slurm."""
         self.rehold_failures: dict[int, str] = {}
         self.partition_state = "UP"
         """The managed partition's state at the last observation (CLOSED: apply waits)."""
@@ -278,7 +283,8 @@ class SlurmCluster:
 
     @property
     def left_out(self) -> LeftOut:
-        return LeftOut(dict(self.bad_hints), dict(self.not_eligible), dict(self.admin_held))
+        return LeftOut(dict(self.bad_hints), dict(self.not_eligible), dict(self.admin_held),
+                       dict(self.on_closed_node))
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -321,10 +327,21 @@ class SlurmCluster:
         self._jobs = {j.job_id: j for j in jobs}
         self._sync_intents()
         self.bad_hints = {}
+        listed_nodes = self.backend.list_nodes()
+        closed = {n.name: "+".join(n.state) for n in listed_nodes
+                  if not n.usable and self.partition in n.partitions}
+        self.on_closed_node = {}
         views: list[Job] = []
         for j in jobs:
             hint = self._hint(j)
             if hint is None:
+                continue
+            shut = sorted({slot_node(s) for s in job_slots(j)} & set(closed)) \
+                if j.state == "RUNNING" else []
+            if shut:  # a drain lets running jobs finish, and a node not responding for a
+                # moment still runs them: left to Slurm, its GPUs given to no other job,
+                # rather than moved off, stopped, or its GPUs dropped from the view
+                self.on_closed_node[j.job_id] = f"{shut[0]} is {closed[shut[0]]}"
                 continue
             phase = (Phase.CHECKPOINTING if j.job_id in self.intents
                      else Phase.RUNNING if j.state == "RUNNING"
@@ -351,7 +368,7 @@ class SlurmCluster:
                     log.warning("job %d: GPU %s is claimed by another job too", job_id, slot)
                 planned.setdefault(node, set()).add(int(index))
         nodes = []
-        for n in self.backend.list_nodes():
+        for n in listed_nodes:
             if n.usable and self.partition in n.partitions and n.gpus > 0:
                 idx = usable_gpus(n, planned.get(n.name, set()))
                 if idx:
