@@ -18,7 +18,7 @@ case "$url" in
 esac
 if [ -n "${SLURM_JOB_ID:-}" ]; then
   sig="$(timeout 5 scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | sed -n -E \
-    's/.*AdminComment=shockwave:v1 (model=[^ ]+ )?bs=[0-9]+ epochs=[0-9]+ mode=[a-z]+ signal=([A-Z0-9]+) .*/\2/p')"
+    's/.*AdminComment=shockwave:v1 (model=[^ ]+ )?bs=[0-9]+ epochs=[0-9]+ mode=[a-z]+ (gpus=[0-9]+-[0-9]+ )?signal=([A-Z0-9]+) .*/\3/p')"
   case "$sig" in USR1|USR2|TERM|INT|HUP) printf 'export SHOCKWAVE_SIGNAL=%s\n' "$sig" ;; esac
   spool="/tmp/shockwave-spool-$SLURM_JOB_ID"  # the epilog looks here, as the job's user
   if [ -d "$spool" ] && [ ! -L "$spool" ] && [ -O "$spool" ]; then

@@ -47,3 +47,37 @@ def test_a_checkpoint_signal_as_the_job_exits_is_ignored(tmp_path: Path) -> None
                          env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "at exit: True" in out.stdout
+
+
+def test_the_signal_is_read_from_every_form_of_the_normalised_hint(tmp_path: Path) -> None:
+    """The TaskProlog reads the signal from the hint job_submit.lua wrote (the same normal
+    form as ``Hint.normalised``), an elastic job's range included: found by a review, a
+    hint with ``gpus=LO-HI`` exported no signal, so the job's own checkpoint signal
+    killed it (SIGUSR1's default action) when the service resized it."""
+    from slurm_shockwave.slurm.hints import parse_hint
+
+    script = (ROOT / "plugin_scripts" / "task_prolog.sh").read_text()
+    script = script.replace('ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"',
+                            f'ENDPOINT_FILE="{tmp_path / "none"}"')
+    (tmp_path / "task_prolog.sh").write_text(script)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scontrol = bin_dir / "scontrol"
+    for hint, signal in [("model=ResNet-18 bs=32 epochs=9 signal=USR1", "USR1"),
+                         ("bs=32 epochs=9 mode=gns signal=USR2 grace=10", "USR2"),
+                         ("model=ResNet-18 bs=32 epochs=9 gpus=1-4 signal=USR1", "USR1"),
+                         ("bs=32 epochs=9 mode=accordion gpus=2-8 signal=TERM", "TERM"),
+                         ("model=ResNet-18 bs=32 epochs=9 gpus=1-4", None)]:
+        comment = parse_hint(hint).normalised() + " submitted=1796122478"
+        scontrol.write_text("#!/bin/sh\necho 'JobId=987654321 JobName=t UserId=alice(1000) "
+                            f"AdminComment={comment} Comment=x OverSubscribe=OK'\n")
+        scontrol.chmod(0o755)
+        env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "987654321"}
+        try:
+            out = subprocess.run(["sh", str(tmp_path / "task_prolog.sh")],
+                                 capture_output=True, text=True, env=env, timeout=30,
+                                 check=True).stdout
+        finally:  # the spool it makes for the job
+            Path("/tmp/shockwave-spool-987654321").rmdir()
+        exported = [line for line in out.splitlines() if "SHOCKWAVE_SIGNAL" in line]
+        assert exported == ([f"export SHOCKWAVE_SIGNAL={signal}"] if signal else []), hint
