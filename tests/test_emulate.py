@@ -328,3 +328,53 @@ def test_training_on_after_a_checkpoint_does_not_restore_again(tmp_path: Path) -
     trainer, _ = a_trainer(tmp_path, plan, OnceAt25(), clock=clock, restore_s=20)
     assert trainer.run() is False and trainer.epochs_done == pytest.approx(0.5)
     assert trainer.run() and clock.now == pytest.approx(70.0)  # not 90: no second restore
+
+
+@pytest.mark.parametrize(("option", "value"), [("--epoch-s", "inf"), ("--time-scale", "inf"),
+                                               ("--restore-s", "inf"),
+                                               ("--time-scale", "1e-320")])
+def test_a_duration_past_any_number_is_refused_with_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str) -> None:
+    """Found by a review: inf passed '> 0', and a denormal time scale made every epoch
+    infinite; the job then slept for ever instead of exiting 2."""
+    given = {"--time-scale": "1e5", "--epoch-s": "60", "--restore-s": "20", option: value}
+    argv = ["--model", "my-bert", "--bs", "8", "--epochs", "2", "--checkpoint", str(tmp_path),
+            *(x for pair in given.items() for x in pair)]
+    try:
+        code = main(argv)
+    except SystemExit as exited:  # argparse's refusal
+        code = exited.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert option in err[-1]  # the last line (argparse prints its usage first)
+
+
+def test_the_local_reporter_asks_again_only_at_the_next_signal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review: its acknowledgement left the signal set, so after one signal
+    every run returned at once and the job rewrote its checkpoint for ever."""
+    monkeypatch.setenv("SHOCKWAVE_SIGNAL", "USR1")
+    rep, clock = LocalReporter(), FakeClock()
+    plan = tuple(train.Epoch(32, 10.0) for _ in range(3))
+    trainer, _ = a_trainer(tmp_path, plan, rep, clock=clock)  # type: ignore[arg-type]
+    trainer.reporter = rep
+    rep.install()
+    rep._caught(signal.SIGUSR1, None)
+    assert trainer.run() is False and not rep.should_checkpoint()
+    assert trainer.run() and trainer.epochs_done == 3
+
+
+def test_a_signal_during_the_restore_leaves_only_the_rest_of_it_to_sleep(
+        tmp_path: Path) -> None:
+    """The restore is slept once a process: a signal 5 s into a 20 s restore, a job the
+    plan keeps trains on after 15 s more, not a second 20 s."""
+    clock = FakeClock()
+
+    class At5(FakeReporter):
+        def should_checkpoint(self) -> bool:
+            return clock.now >= 5 and self.acks == 0
+
+    plan = tuple(train.Epoch(32, 10.0) for _ in range(3))
+    trainer, _ = a_trainer(tmp_path, plan, At5(), clock=clock, restore_s=20)
+    assert trainer.run() is False
+    assert trainer.run() and clock.now == pytest.approx(50.0)  # 20 + 3 x 10

@@ -7,6 +7,7 @@ checkpoint signal it saves, acknowledges and sleeps until Slurm requeues it.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -30,11 +31,18 @@ from slurm_shockwave.workloads.catalog import MODELS
 def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
     def parse(text: str) -> float:
         value = kind(text)
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
         return value
     parse.__name__ = getattr(kind, "__name__", "number")
     return parse
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,9 +64,9 @@ def parser() -> argparse.ArgumentParser:
                                                        "or a Gavel-format JSON file")
     p.add_argument("--epoch-s", type=_positive(float), default=None,
                    help="seconds per epoch at full scale, for a model the table lacks")
-    p.add_argument("--restore-s", type=float, default=20.0,
+    p.add_argument("--restore-s", type=_finite, default=20.0,
                    help="checkpoint restore at every start, full scale (the simulator's 20)")
-    p.add_argument("--report-every-s", type=float, default=1.0,
+    p.add_argument("--report-every-s", type=_finite, default=1.0,
                    help="wall seconds between progress reports at least (0: every epoch; "
                         "batch-size changes and the last epoch are sent at once)")
     p.add_argument("--trace-job-id", type=int, default=None)
@@ -73,6 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         got = visible_gpus(env, args.gpus)
         plan = epoch_plan(args.model, args.bs, args.epochs, AdaptationMode(args.mode),
                           args.gpus, table, actual_gpus=got, epoch_s=args.epoch_s)
+        if not math.isfinite((full_scale_s(plan) + args.restore_s) / args.time_scale):
+            raise InputError(f"{args.time_scale!r} scales the job's seconds past any "
+                             "number: a time scale so small is no time scale",
+                             source="emulate", field="--time-scale")
         job = job_label(env)
         label = "" if args.trace_job_id is None else f" (trace job {args.trace_job_id})"
         info = MODELS.get(args.model)

@@ -147,7 +147,7 @@ class LocalReporter:
         return None
 
     def checkpointed(self) -> None:
-        return None
+        self.signalled = False  # as the client's: asked again only by the next signal
 
     def should_checkpoint(self) -> bool:
         return self.signalled
@@ -199,17 +199,15 @@ class Trainer:
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
     epochs_done: float = 0.0
-    restored: bool = False
-    """The restore is slept once a process: a job that trains on after its checkpoint
-    (until the requeue kills it) keeps its state in memory, as a real one does."""
+    restore_until: float | None = None
+    """When this process's restore ends (the clock's time): the restore is slept once a
+    process, a signal during it included, so a job that trains on after its checkpoint
+    (until the requeue kills it) sleeps only the rest of it, its state in memory as a
+    real job's is."""
 
     def bs_now(self) -> int:
         """The batch size the job trains at next: that of the epoch it has reached."""
         return self.plan[min(int(self.epochs_done), len(self.plan) - 1)].bs
-
-    def _wait(self, seconds: float) -> bool:
-        """Sleep ``seconds`` in slices; False as soon as the checkpoint signal arrived."""
-        return self._wait_until(self.clock() + seconds)
 
     def _wait_until(self, deadline: float) -> bool:
         """Sleep to the ``deadline`` (the clock's time) in slices; False as soon as the
@@ -236,10 +234,10 @@ class Trainer:
                            f"{self.bs_now()} (restart {self.restart_count})")
         self.reporter.install()
         self.reporter.report(epoch=self.epochs_done, batch_size=self.bs_now())
-        if not self.restored:
-            if not self._wait(self.restore_s / self.time_scale):
-                return self._on_signal()
-            self.restored = True
+        if self.restore_until is None:
+            self.restore_until = self.clock() + self.restore_s / self.time_scale
+        if not self._wait_until(self.restore_until):
+            return self._on_signal()
         # Epochs end on a schedule kept from the start, not one sleep after another: the
         # scaled epochs are short (a 1 s epoch is 33 ms at time scale 30) and the loop's
         # own work (checkpoint file, report, log line: a few ms) would otherwise add
