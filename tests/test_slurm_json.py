@@ -85,6 +85,8 @@ def test_versions_and_number_shapes() -> None:
     assert number({"set": True, "infinite": True, "number": 0}, default=-1) == -1
     assert number(None, default=3) == 3 and number(12) == 12
     assert gpus_in("gres:gpu:a100:4") == 4 and gpus_in("gres/gpu:2") == 2 and gpus_in("") == 0
+    # a MIG profile's type (doc/html/gres.shtml): read as 0, the planner rewrote the GRES
+    assert gpus_in("gres/gpu:a100_3g.20gb:2") == 2 and gpus_in("gres:gpu:a100_3g.20gb:2") == 2
 
 
 # -- the real GPU allocation -------------------------------------------------------------

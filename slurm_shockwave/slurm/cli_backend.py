@@ -156,6 +156,14 @@ class CliBackend:
                  env: Mapping[str, str] | None = None, check_conf: bool = True) -> None:
         self.timeout_s = timeout_s
         self.env = dict(env if env is not None else os.environ)
+        # what makes Slurm's commands print other times or list fewer jobs (squeue(1),
+        # sinfo(1): a site profile's SLURM_TIME_FORMAT=relative read every time as 0, so
+        # a requeued job looked eligible at once; SQUEUE_USERS hides others' jobs)
+        for name in list(self.env):
+            if name.startswith(("SQUEUE_", "SINFO_")) or name in ("SLURM_CLUSTERS",
+                                                                   "SLURM_BITSTR_LEN"):
+                del self.env[name]
+        self.env["SLURM_TIME_FORMAT"] = "standard"
         if slurm_conf:
             self.env["SLURM_CONF"] = slurm_conf
         if check_conf and (problem := slurm_conf_problem(env=self.env)):

@@ -16,7 +16,7 @@ from typing import Any
 from slurm_shockwave.slurm.hostlist import expand_hostlist, expand_indices
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 
-_GPU_SPEC = re.compile(r"gres[:/]gpu(?::[A-Za-z0-9_-]+)?:(\d+)")
+_GPU_SPEC = re.compile(r"gres[:/]gpu(?::[A-Za-z0-9_.-]+)?:(\d+)")  # a100_3g.20gb: MIG
 # one GPU item of a node's gres / gres_used or a job's per-node GRES: gpu:8,
 # gpu:a100:4(IDX:0-3), gpu:(null):3(IDX:0-2), gpu:3(IDX:0,2,5), gpu:v100:0(IDX:N/A),
 # gpu:4(S:0-1) (sockets, not indices)
