@@ -36,3 +36,44 @@ def test_slurms_commands_print_their_defaults_whatever_the_sites_environment(
             "SQUEUE_STATES": "R", "SINFO_FORMAT": "%N", "SLURM_CLUSTERS": "other"}
     cli = CliBackend(env=site, check_conf=False)
     assert cli._run(["squeue"]).strip() == "standard||||"
+
+
+def test_a_running_job_slurm_prints_as_configuring_is_running_on_its_gpus(
+        tmp_path: Path) -> None:
+    """Slurm prints a state flag before the base state (job_state_string): a running job
+    whose nodes boot or whose PrologSlurmctld runs reads CONFIGURING. Found by a review:
+    it was neither running nor pending, so it left the view and its GPUs looked free."""
+    hint = "shockwave:v1 model=ResNet-18 bs=32 epochs=90 mode=static submitted=1795942800"
+
+    def row(jid: int, state: str) -> str:
+        return "|".join([str(jid), state, "None", "4294901757", "alice", "1", "n1",
+                         "2026-11-29T09:01:00", "gres:gpu:4", "N/A", "0",
+                         f"2026-11-29T09:0{jid}:00", "2026-11-29T09:01:00", "4:00:00",
+                         f"j{jid}", ""])
+
+    def detail(jid: int, state: str, idx: str) -> str:
+        return (f"JobId={jid} JobName=j{jid} UserId=alice(1000) JobState={state} "
+                f"Reason=None Requeue=1 Restarts=0 BatchFlag=1 "
+                f"StartTime=2026-11-29T09:0{jid}:00 TimeLimit=04:00:00 Partition=shockwave "
+                "NodeList=n1 NumNodes=1 CoreSpec=* JOB_GRES=gpu:4 Nodes=n1 CPU_IDs=0-3 "
+                f"Mem=1000 GRES=gpu:4(IDX:{idx}) MinCPUsNode=1 AdminComment={hint}")
+
+    rows = [row(7, "RUNNING"), row(8, "CONFIGURING")]
+    alloc = ["|".join(r.split("|")[i] for i in (0, 1, 10, 11, 6)) for r in rows]
+    (tmp_path / "squeue").write_text(
+        "#!/bin/sh\ncase \"$*\" in\n"
+        f"  *'-p shockwave'*) printf '%s\\n' '{rows[0]}' '{rows[1]}' ;;\n"
+        f"  *) printf '%s\\n' '{alloc[0]}' '{alloc[1]}' ;;\nesac\n")
+    (tmp_path / "scontrol").write_text(
+        "#!/bin/sh\ncase \"$*\" in\n"
+        f"  *' 7') echo '{detail(7, 'RUNNING', '0-3')}' ;;\n"
+        f"  *' 8') echo '{detail(8, 'CONFIGURING', '4-7')}' ;;\n"
+        f"  *) printf '%s\\n' '{detail(7, 'RUNNING', '0-3')}' "
+        f"'{detail(8, 'CONFIGURING', '4-7')}' ;;\nesac\n")
+    for tool in ("squeue", "scontrol"):
+        (tmp_path / tool).chmod(0o755)
+    cli = CliBackend(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, check_conf=False)
+    jobs = {j.job_id: j for j in cli.list_jobs("shockwave")}
+    assert jobs[8].state == "RUNNING" and jobs[8].state_flags == ("CONFIGURING",)
+    assert jobs[8].gpu_alloc == (("n1", (4, 5, 6, 7)),)
+    assert cli._alloc_of_all_jobs() == {"n1": {0, 1, 2, 3, 4, 5, 6, 7}}

@@ -17,6 +17,7 @@ from slurm_shockwave.slurm.json_shapes import (
     gpus_in,
     gres_gpu_count,
     gres_gpu_indices,
+    job_state,
     jobs_from,
     nodes_from,
     number,
@@ -85,6 +86,8 @@ def test_versions_and_number_shapes() -> None:
     assert number({"set": True, "infinite": True, "number": 0}, default=-1) == -1
     assert number(None, default=3) == 3 and number(12) == 12
     assert gpus_in("gres:gpu:a100:4") == 4 and gpus_in("gres/gpu:2") == 2 and gpus_in("") == 0
+    assert job_state("CONFIGURING") == ("RUNNING", "CONFIGURING")  # flag printed first
+    assert job_state("pending") == ("PENDING",)
     # a MIG profile's type (doc/html/gres.shtml): read as 0, the planner rewrote the GRES
     assert gpus_in("gres/gpu:a100_3g.20gb:2") == 2 and gpus_in("gres:gpu:a100_3g.20gb:2") == 2
 

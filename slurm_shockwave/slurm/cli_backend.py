@@ -23,6 +23,7 @@ from slurm_shockwave.slurm.json_shapes import (
     holds_alloc,
     is_held,
     job_gpus,
+    job_state,
     jobs_from,
     nodes_from,
 )
@@ -110,7 +111,7 @@ def detail_from_line(line: str) -> JobDetail | None:
         return None
     values = {k: (m.group(1) if (m := rx.search(line)) else "") for k, rx in _KEY.items()}
     comment = _ADMIN_COMMENT.search(line)
-    state = values["JobState"].upper()
+    state = job_state(values["JobState"])[0]
     alloc: list[tuple[str, tuple[int, ...]]] = []
     if holds_alloc(state):
         # the groups come after CoreSpec= (the job name, before it, may hold anything)
@@ -233,7 +234,7 @@ class CliBackend:
 
     def _job_from_row(self, r: list[str], partition: str) -> SlurmJob:
         c = _COL
-        jid, state = int(r[0]), r[c["State"]].strip()
+        jid, (state, *flags) = int(r[0]), job_state(r[c["State"]])
         reason, prio = r[c["Reason"]].strip(), r[c["PriorityLong"]].strip()
         priority = int(prio) if prio.isdigit() else 0
         count = r[c["NumNodes"]].strip()
@@ -247,8 +248,8 @@ class CliBackend:
             alloc = _within(detail.gpu_alloc, nodelist)
         return SlurmJob(
             job_id=jid, name=r[c["Name"]].strip(), user=r[c["UserName"]].strip(),
-            partition=partition, state=state, reason=reason, priority=priority,
-            held=is_held(state, priority, reason),
+            partition=partition, state=state, state_flags=tuple(flags), reason=reason,
+            priority=priority, held=is_held(state, priority, reason),
             comment=r[c["Comment"]].strip(),
             admin_comment=detail.admin_comment if detail else "",
             gpus=job_gpus(r[c["tres-per-node"]], r[c["tres-per-job"]], nodes),
@@ -273,7 +274,7 @@ class CliBackend:
         missing = []
         for jid, state, restarts, start in rows:
             detail = self._details.get(jid)
-            if detail is None or (holds_alloc(state)
+            if detail is None or (holds_alloc(job_state(state)[0])
                                   and not self._current(detail, restarts, start)):
                 missing.append(jid)
         if not missing:

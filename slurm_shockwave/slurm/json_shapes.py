@@ -51,6 +51,19 @@ def states(value: Any) -> tuple[str, ...]:
     return tuple(str(v).upper() for v in value)
 
 
+# Slurm prints a job's state flag first where it has one (job_state_string): a running
+# job whose nodes boot or whose PrologSlurmctld runs reads CONFIGURING, and squeue -t R
+# lists it. Its base state, and the flag after it, as 24.x's JSON lists them.
+_FLAG_FIRST = {"CONFIGURING": "RUNNING"}
+
+
+def job_state(state: str) -> tuple[str, ...]:
+    """A job's printed state as (base state, flags...)."""
+    upper = state.strip().upper()
+    base = _FLAG_FIRST.get(upper)
+    return (base, upper) if base else (upper,)
+
+
 def gpus_in(spec: str) -> int:
     """GPUs in a TRES/GRES request such as gres:gpu:4 or gres/gpu:a100:4 (0 if none)."""
     return sum(int(m) for m in _GPU_SPEC.findall(spec or ""))
@@ -146,6 +159,8 @@ def job_gpus(tres_per_node: str, tres_per_job: str, node_count: int) -> int:
 
 def job_from(obj: Mapping[str, Any]) -> SlurmJob:
     state = states(obj.get("job_state"))
+    if state:
+        state = (*job_state(state[0]), *state[1:])
     node_count = number(obj.get("node_count"), 1)
     priority = number(obj.get("priority"))
     reason = str(obj.get("state_reason") or "")

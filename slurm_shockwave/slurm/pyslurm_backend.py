@@ -24,7 +24,7 @@ from slurm_shockwave.slurm.backend_choice import (
 )
 from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.hostlist import expand_indices
-from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held
+from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held, job_state
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 
 Alloc = tuple[tuple[str, tuple[int, ...]], ...]
@@ -114,7 +114,7 @@ class PyslurmBackend:
         jobs = self._call("load jobs", self._ps.Jobs.load)
         out = []
         for j in jobs.values():
-            state = str(_get(j, "state", default="UNKNOWN")).upper()
+            state, *flags = job_state(str(_get(j, "state", default="UNKNOWN")))
             if partition is not None and not (_get(j, "partition") == partition
                                               and state in _LISTED):
                 continue
@@ -133,8 +133,8 @@ class PyslurmBackend:
             out.append(SlurmJob(
                 job_id=int(j.id), name=str(_get(j, "name", default="")),
                 user=str(_get(j, "user_name", default="")),
-                partition=str(_get(j, "partition", default="")), state=state, reason=reason,
-                priority=priority,
+                partition=str(_get(j, "partition", default="")), state=state,
+                state_flags=tuple(flags), reason=reason, priority=priority,
                 held=is_held(state, priority, reason),
                 comment=str(_get(j, "comment", default="") or ""),
                 admin_comment=str(_get(j, "admin_comment", default="") or ""),
