@@ -66,3 +66,18 @@ def test_a_fill_step_keeps_free_gpus_for_a_reserved_job_that_does_not_fit_yet() 
     fill = run_round(Fixed(view), Says((3, 4), ReasonCode.SCHEDULED), {}, DryRunActuator(),
                      fill=True)
     assert [(a.kind.value, a.job_id) for a in fill.actions] == [("keep", 1)]
+
+
+def test_a_fill_step_places_an_elastic_job_on_the_count_it_holds() -> None:
+    """Found by a review: an elastic job grown (request 2, on 6 GPUs) or shrunk (request
+    4, on 2) was placed at its request in the fill step's plan, so it moved, the waiting
+    job fell on GPUs it holds, and nothing started on the free ones."""
+    for request, holds, waiting in ((2, 6, 2), (4, 2, 6)):
+        elastic = replace(a_job(1, gpus=request, running=True,
+                                slots=tuple(f"pool:{i}" for i in range(holds))),
+                          spec=replace(a_job(1, gpus=request).spec, gpus_range=(1, 8)))
+        view = a_view(elastic, a_job(2, gpus=waiting), gpus=8)
+        plan = Says((1, 2), ReasonCode.SCHEDULED)
+        fill = run_round(Fixed(view), plan, {}, DryRunActuator(), fill=True)
+        assert sorted((a.kind.value, a.job_id, len(a.gpu_slots)) for a in fill.actions) == [
+            ("keep", 1, holds), ("start", 2, waiting)], (request, holds)

@@ -63,7 +63,11 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
     # a fill step starts jobs on free GPUs only: it moves no running job
     return replace(plan, order=(*holding, *reserved,
                                 *(jid for jid in plan.order if jid not in first)),
-                   gpus={jid: n for jid, n in plan.gpus.items() if jid not in held},
+                   # an elastic job grown or shrunk holds another count than its
+                   # request: placed at its request it moved, and the waiting jobs fell
+                   # on GPUs it holds and were dropped
+                   gpus={**{jid: n for jid, n in plan.gpus.items() if jid not in held},
+                         **{j.job_id: len(j.gpu_slots) for j in view.jobs if j.is_running}},
                    moves_for=frozenset(), avoid_idle=False)
 
 
