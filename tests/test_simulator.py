@@ -245,6 +245,20 @@ def test_a_fill_step_starts_a_preempted_job_once_its_requeue_delay_ends_on_idle_
     assert done[False][1] == pytest.approx(240 + 20 + left)
 
 
+def test_a_round_in_which_nothing_runs_takes_its_fill_steps_too() -> None:
+    """One GPU; SRTF preempts job 0 at 120 s for job 1 (requeue delay 300 s: eligible at
+    420 s), job 1 ends at 202.5 s, and nothing runs in the next round. Found by a review:
+    such a round took no fill step, so job 0 started at the round after its delay and a
+    job arriving on the idle GPU (job 2, at 250 s) waited for the round too."""
+    w = a_workload(a_spec(0, epochs=30), a_spec(1, epochs=1, arrival_s=100.0),
+                   a_spec(2, epochs=1, arrival_s=250.0))
+    done = {o.job_id: o.finish_s for o in simulate(
+        w, make_policy("srtf"), gpus=1, requeue_delay_s=300.0, fill_freed=True).outcomes}
+    assert done[2] == pytest.approx(250 + 20 + EPOCH_S)  # at its arrival
+    left = 30 * EPOCH_S - (120 - 20)  # job 0's work after its first run
+    assert done[0] == pytest.approx(420 + 20 + left)  # at its requeue delay's end
+
+
 def test_the_view_says_whether_fill_steps_run(tmp_path: Path) -> None:
     """ClusterView.fills (Shockwave's finishing jobs read it): the simulator's
     ``fill_freed``, the service's ``service.fill_freed``."""

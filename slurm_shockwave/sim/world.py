@@ -246,7 +246,13 @@ class SimulatedCluster:
                 if self._next < len(self._all):
                     self.clock.advance_to(max(start, self._arrivals[self._next]))
                 return True
+            stop = self._fill_at(now, start + self.round_s, [], {}) if self.fill_freed \
+                else start + self.round_s
             self.timeline.append((start, 0))
+            if stop < start + self.round_s:  # an arrival, or a requeue delay's end, on
+                self._round_start = start    # idle GPUs: a fill step, as in a round
+                self.clock.advance_to(stop)  # with jobs running
+                return False
             self.clock.advance_to(start + self.round_s)
             self.round_index += 1
             return True
