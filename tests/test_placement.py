@@ -35,6 +35,20 @@ def test_large_jobs_take_whole_nodes_and_fragmentation_shows() -> None:
     assert sorted({s.split(":")[0] for s in place(view2, Plan((2,))).slots[2]}) == ["n0", "n1"]
 
 
+def test_a_wide_job_holds_its_nodes_whole_running_as_starting() -> None:
+    """An 8-GPU job on nodes of 6 takes two whole nodes; found by a review: running, it
+    kept only its own 8 slots, so a job placed beside it got the 4 it left, which had
+    idled in its first round. One rule, whether it starts or stays (live, Slurm holds
+    2 x 6 for it)."""
+    wide = a_job(1, gpus=8)
+    small = a_job(2, gpus=4)
+    starting = place(a_view(wide, small, gpus=12, gpus_per_node=6), Plan((1, 2)))
+    running = replace(wide, phase=Phase.RUNNING, gpu_slots=starting.slots[1])
+    staying = place(a_view(running, small, gpus=12, gpus_per_node=6), Plan((1, 2)))
+    assert staying.slots[1] == starting.slots[1]
+    assert 2 not in starting.slots and 2 not in staying.slots
+
+
 def test_fragmented_job_is_reported() -> None:
     view = a_view(a_job(1, gpus=3), a_job(2, gpus=3), a_job(3, gpus=2), gpus=8, gpus_per_node=4)
     placed = place(view, Plan((1, 2, 3)))

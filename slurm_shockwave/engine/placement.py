@@ -50,6 +50,10 @@ class _FreeSlots:
         self.total = sum(self.size.values())
 
     def take_exact(self, slots: tuple[str, ...]) -> bool:
+        """These slots, if all free. A job on several nodes takes them whole, the GPUs it
+        does not use with them, as ``take`` gave them (and as Slurm holds ceil(G/K) x K
+        for it live): kept only its own, a 12-GPU job on nodes of 8 idled 4 in its first
+        round and lent them out from its second."""
         by_node: dict[str, list[str]] = {}
         for s in slots:
             by_node.setdefault(slot_node(s), []).append(s)
@@ -57,10 +61,12 @@ class _FreeSlots:
             have = self.free.get(node)
             if have is None or not set(wanted).issubset(have):
                 return False
+        whole = len(by_node) > 1
         for node, wanted in by_node.items():
             gone = set(wanted)  # a set: a pool node holds hundreds of slots
-            self.free[node] = [s for s in self.free[node] if s not in gone]
-        self.total -= len(slots)
+            left = [] if whole else [s for s in self.free[node] if s not in gone]
+            self.total -= len(self.free[node]) - len(left)
+            self.free[node] = left
         return True
 
     def take(self, gpus: int) -> tuple[str, ...] | None:
