@@ -226,6 +226,28 @@ def test_slurm_conf_is_read_without_hanging(tmp_path: Path) -> None:
     assert list(read_slurm_conf(bomb).partitions) == ["p"]
 
 
+def test_slurm_conf_is_read_as_slurms_own_parser_reads_it(tmp_path: Path) -> None:
+    """Found by a review, each form Slurm's parse_config.c and slurm.conf(5) accept: a
+    line continued by a backslash, double-quoted values, an Include of a path with %c
+    (the ClusterName), and a relative Include in an included file, which is relative to
+    slurm.conf's folder."""
+    etc = tmp_path / "etc"
+    (etc / "conf.d").mkdir(parents=True)
+    (etc / "slurm.conf").write_text(
+        "ClusterName=Lab\nJobSubmitPlugins=\"lua\"\nProlog=\"/etc/slurm/prolog.sh\"\n"
+        "PartitionName=shockwave Nodes=n[1-4] \\\n    Default=YES State=UP\n"
+        "Include %c-extra.conf\nInclude conf.d/more.conf\n")
+    (etc / "lab-extra.conf").write_text("Epilog=/etc/slurm/epilog.sh\n")
+    (etc / "conf.d" / "more.conf").write_text("Include nodes.conf\n")
+    (etc / "nodes.conf").write_text("TaskProlog=/etc/slurm/task_prolog.sh\n")
+    conf = read_slurm_conf(etc / "slurm.conf")
+    assert conf.partitions["shockwave"]["default"] == "YES" and "default" not in conf.values
+    assert conf.plugins("JobSubmitPlugins") == ["lua"]
+    assert conf.paths("Prolog") == ["/etc/slurm/prolog.sh"]
+    assert conf.paths("Epilog") == ["/etc/slurm/epilog.sh"]
+    assert conf.paths("TaskProlog") == ["/etc/slurm/task_prolog.sh"]
+
+
 def test_the_service_url_for_nodes_without_the_endpoint_file() -> None:
     from slurm_shockwave.model.errors import InputError
     from slurm_shockwave.slurm.plugin_files import ScriptSettings, render, settings_in

@@ -54,12 +54,33 @@ class SlurmSettings:
         return self.get("SLURM_CONF", self.source)
 
 
+# Slurm's own (src/common/parse_config.c keyvalue_pattern): a value is a word, or
+# double-quoted and then the quotes are not part of it
+_PAIR = re.compile(r'(\S+?)=("[^"]*"|\S*)')
+
+
+def _unquote(value: str) -> str:
+    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
+
+
 def _pairs(line: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for token in line.split():
-        key, sep, value = token.partition("=")
-        if sep:
-            out[key.lower()] = value
+    return {key.lower(): _unquote(value) for key, value in _PAIR.findall(line)}
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Lines as Slurm reads them: one ending in an odd number of backslashes goes on on
+    the next (parse_config.c ``_get_next_line``)."""
+    out: list[str] = []
+    pending = ""
+    for line in text.splitlines():
+        tail = len(line) - len(line.rstrip("\\"))
+        if tail % 2:
+            pending += line[:-1]
+            continue
+        out.append(pending + line)
+        pending = ""
+    if pending:
+        out.append(pending)
     return out
 
 
@@ -70,20 +91,25 @@ def read_slurm_conf(path: str | Path) -> SlurmSettings:
     values: dict[str, str] = {}
     partitions: dict[str, dict[str, str]] = {}
     seen: set[str] = set()
+    # a relative Include is relative to slurm.conf's folder, in an included file too
+    # (slurm.conf(5)); %c in its path is the ClusterName (INCLUDE MODIFIERS)
+    home = Path(path).parent
 
     def read(file: Path, depth: int) -> None:
         if os.path.realpath(file) in seen:
             return
         seen.add(os.path.realpath(file))
         text = read_text(file, field="slurm.conf", lenient=True)
-        for raw in text.splitlines():
+        for raw in _logical_lines(text):
             line = raw.split("#", 1)[0].strip()
             if not line:
                 continue
             head = line.split(None, 1)
             if head[0].lower() == "include" and len(head) == 2 and depth < 8:
-                target = Path(head[1].strip())
-                read(target if target.is_absolute() else file.parent / target, depth + 1)
+                name = _unquote(head[1].strip()).replace(
+                    "%c", values.get("clustername", "").lower())
+                target = Path(name)
+                read(target if target.is_absolute() else home / target, depth + 1)
                 continue
             key, sep, rest = line.partition("=")
             if not sep:
@@ -93,7 +119,7 @@ def read_slurm_conf(path: str | Path) -> SlurmSettings:
                 partitions.setdefault(pairs.get("partitionname", ""), {}).update(pairs)
             elif key.strip().lower() not in ("nodename", "nodeset", "downnodes",
                                              "frontendname", "switchname"):
-                values[key.strip().lower()] = rest.strip()
+                values[key.strip().lower()] = _unquote(rest.strip())
 
     read(Path(path), 0)
     values.setdefault("slurm_conf", str(path))
