@@ -313,3 +313,24 @@ def test_the_command_alone_prints_its_help() -> None:
         proc = run(*args)
         assert proc.stdout.startswith("Usage: ") and "Commands:" in proc.stdout
         assert proc.stderr == ""
+
+
+def test_explain_shows_a_job_unchanged_for_longer_than_the_retention(tmp_path: Path) -> None:
+    """A history row is written when a job changes, and rows past the retention go: a
+    job kept running unchanged for longer had none left, and explain said it was not in
+    the store while queue showed it (found by a review)."""
+    from slurm_shockwave.service.store import JobRow, RoundRecord, Store
+
+    store = Store(tmp_path / "s.db", retention_s=86400.0)
+    row = JobRow(job_id=7, user="alice", phase="running", gpus=1,
+                 reason="kept_running(lease of 3 rounds)", action="keep", outcome="applied")
+    for i in range(30):  # a round an hour for 30 hours
+        store.save_round(RoundRecord(i, 1.7e9 + 3600 * i, "fifo", False, 1, {}, None, None,
+                                     0, 0, 0), [row], [], {}, read_round_id=store.last_round_id())
+    assert store.history(7) == [] and 7 in store.jobs_now()
+    store.close()
+    shown = run("explain", "7", "--store", str(tmp_path / "s.db"))
+    assert "now: running, kept_running(lease of 3 rounds)" in shown.stdout
+    assert "no history kept" in shown.stdout
+    story = json.loads(run("explain", "7", "--store", str(tmp_path / "s.db"), "--json").stdout)
+    assert story["now"]["phase"] == "running" and story["history"] == []

@@ -104,7 +104,7 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
     actions = store.actions(job_id)
     now = store.jobs_now().get(job_id)
     intent = store.load_intents().get(job_id)
-    if not history and not actions:
+    if not history and not actions and now is None:
         raise InputError(f"job {job_id} is not in the store (never managed, or older than "
                          "the retention)", source=path, field="job_id")
     if as_json:
@@ -124,5 +124,6 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
     if intent:
         out.print(f"checkpoint: SIG{intent.signal} sent; requeue after its ack or at "
                   f"{intent.deadline_s:.0f} (unix time)")
-    if now is not None:
-        out.print(f"now: {now.phase}, {now.reason}")
+    if now is not None:  # a job unchanged for longer than the retention has only this
+        out.print(f"now: {now.phase}, {now.reason}" + (
+            "" if history else " (unchanged since before the retention: no history kept)"))
