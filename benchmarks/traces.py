@@ -79,10 +79,7 @@ def elastic_lower_bound_s(workload: Workload, gpus: int) -> float:
     for job in workload.jobs:
         profile = workload.profiles[job.spec.job_id]
         counts = [c for c in job.spec.gpu_counts() if c <= gpus] or [job.spec.gpus]
-        runtime = 0.0
-        for bs, epochs in profile.segments():
-            at = [(c, profile.epoch_s_at(bs, c)) for c in counts]
-            work += epochs * min(c * s for c, s in at)
-            runtime += epochs * min(s for _, s in at)
-        last = max(last, job.spec.arrival_s + runtime)
+        work += sum(epochs * min(c * profile.epoch_s_at(bs, c) for c in counts)
+                    for bs, epochs in profile.segments())
+        last = max(last, job.spec.arrival_s + profile.fastest_s(counts))
     return max(work / gpus, last)

@@ -334,3 +334,16 @@ def test_explain_shows_a_job_unchanged_for_longer_than_the_retention(tmp_path: P
     assert "no history kept" in shown.stdout
     story = json.loads(run("explain", "7", "--store", str(tmp_path / "s.db"), "--json").stdout)
     assert story["now"]["phase"] == "running" and story["history"] == []
+
+
+def test_trace_shows_a_lower_bound_an_elastic_run_cannot_beat(tmp_path: Path) -> None:
+    """Found by a review: the bound took every job at its request, and an elastic job
+    runs faster on more GPUs, so a simulation of the trace beat its 'lower bound'."""
+    fixed, elastic = tmp_path / "t.jsonl", tmp_path / "e.jsonl"
+    run("trace", "generate", "--jobs", "30", "--seed", "5", "--out", str(fixed))
+    run("trace", "elastic", str(fixed), "--out", str(elastic))
+    shown = run("trace", "show", str(elastic)).stdout.splitlines()[-1]
+    bound = float(shown.split(" s (a lower bound")[0].split()[-1].replace(",", ""))
+    sim = json.loads(run("simulate", str(elastic), "--gpus", "16", "--policy", "fifo",
+                         "--json").stdout)
+    assert "at its fastest count" in shown and bound <= sim["makespan_s"]

@@ -176,8 +176,11 @@ def show(trace_file: str, throughputs: str | None) -> None:
                              ("id", "model", "bs", "GPUs", "mode", "arrival s", "epochs",
                               "exclusive s", "batch size x epochs"), rows))
     gpu_h = sum(workload.profiles[j.spec.job_id].exclusive_s * j.spec.gpus for j in jobs) / 3600
-    last = max(j.spec.arrival_s + workload.profiles[j.spec.job_id].exclusive_s for j in jobs)
-    out.print(f"total work {gpu_h:,.1f} GPU-h; latest arrival + exclusive runtime "
+    # an elastic job may run faster than at its request: at its fastest count
+    last = max(j.spec.arrival_s + workload.profiles[j.spec.job_id].fastest_s(
+        j.spec.gpu_counts()) for j in jobs)
+    fastest = " at its fastest count" if any(j.spec.is_elastic for j in jobs) else ""
+    out.print(f"total work {gpu_h:,.1f} GPU-h; latest arrival + exclusive runtime{fastest} "
                   f"{last:,.0f} s (a lower bound on makespan)")
 
 

@@ -52,6 +52,12 @@ class JobProfile:
         """Run-length encoded (batch size, epochs), as the reference profiles store them."""
         return run_lengths(self.bs_by_epoch)
 
+    def fastest_s(self, counts: Sequence[int]) -> float:
+        """Runtime alone with each epoch on whichever of ``counts`` runs it fastest and
+        resizing free: an elastic job's least runtime (its exclusive runtime when fixed)."""
+        return sum(n * min(self.epoch_s_at(bs, c) for c in counts)
+                   for bs, n in self.segments())
+
 
 def run_lengths(batch_sizes: Sequence[int]) -> list[tuple[int, int]]:
     """(batch size, consecutive epochs at it), in order."""
