@@ -11,7 +11,8 @@ class Clock(Protocol):
 
 
 class SimClock:
-    """Simulated seconds since the first arrival; advanced only by the simulator."""
+    """Simulated seconds since the trace's time 0 (its arrivals are on the same scale);
+    advanced only by the simulator."""
 
     def __init__(self, start_s: float = 0.0) -> None:
         self._now = start_s
