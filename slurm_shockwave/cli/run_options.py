@@ -45,9 +45,9 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--throughputs", default=None,
                      help="Gavel-format JSON, or builtin:tacc / builtin:wisr (default tacc)."),
         click.option("--config", "config_path", default=None, help="YAML settings file."),
-        click.option("--seed", type=Bounded(0, MAX_SEED, integer=True), default=0,
-                     show_default=True,
-                     help="Seeds every random choice of the run."),
+        click.option("--seed", type=Bounded(0, MAX_SEED, integer=True), default=None,
+                     help="Seeds every random choice of the run, over a policy's own "
+                          "seed in --config (default: that seed, else 0)."),
         click.option("--round-s", type=Bounded(1, MAX_ROUND_S), default=None,
                      help="Round length (default 120)."),
         click.option("--cutoff", type=Bounded(1, MAX_FACTOR, lo_open=True), default=None,
@@ -69,12 +69,13 @@ class RunInputs:
     round_s: float
     cutoff: float | None
     progress: bool
-    seed: int = 0
+    seed: int | None = None
+    """--seed: over a policy's seed in the config file; None: that seed, else 0."""
 
 
 def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs: str | None,
             config_path: str | None, round_s: float | None, cutoff: float | None,
-            progress: bool | None, seed: int = 0) -> RunInputs:
+            progress: bool | None, seed: int | None = None) -> RunInputs:
     if gpus is None:
         if trace != DEMO_TRACE:
             raise click.UsageError("--gpus is required with a trace file")
@@ -108,7 +109,9 @@ def run_policy(inputs: RunInputs, name: str) -> SimResult:
     config = dict(inputs.settings.policies.get(name) or {})
     cls = POLICIES.get(name)  # an unknown name is make_policy's one-line error
     if cls is not None and "seed" in {f.name for f in fields(cls.Config)}:
-        config.setdefault("seed", inputs.seed)  # a seed in the config file wins
+        if inputs.seed is not None:  # given on the command line: over the file's
+            config["seed"] = inputs.seed
+        config.setdefault("seed", 0)
     policy = make_policy(name, config, source=inputs.settings.source, path=f"policies.{name}")
     kwargs: dict[str, Any] = {**inputs.settings.simulator.simulate_kwargs(),
                               "gpus": inputs.gpus, "gpus_per_node": inputs.gpus_per_node,
