@@ -59,6 +59,26 @@ def test_gavel_shares_equally_and_rotates_by_deficit() -> None:
     assert set(again[:4]) == {4, 5, 6, 7}
 
 
+def test_a_job_out_of_one_rounds_view_keeps_its_credit() -> None:
+    """Three one-GPU jobs on one GPU, each allotted a third; job 1 is out of round 10's
+    view (a requeue delay longer than a round). Found by a review: its credit was rebuilt
+    from the view alone, so it came back owing its whole past run and waited six rounds;
+    it now runs its third of the rounds."""
+    policy = make_policy("gandiva_fair")
+    run = {0: 0.0, 1: 0.0, 2: 0.0}
+    memory: dict[str, object] = {}
+    ran = []
+    for r in range(30):
+        jobs = [a_job(j, run_s=run[j], epochs=10_000) for j in (0, 1, 2)
+                if not (r == 10 and j == 1)]
+        planned = policy.plan(a_view(*jobs, gpus=1, now_s=r * 120.0), memory)
+        memory = dict(planned.memory)
+        run[planned.plan.order[0]] += 120.0
+        ran.append(planned.plan.order[0])
+    assert [ran.count(j) for j in (0, 1, 2)] == [10, 10, 10]
+    assert max(len(run) for run in "".join(map(str, ran)).split("1")) <= 3  # no long wait
+
+
 def test_gandiva_fair_ignores_gpu_count() -> None:
     jobs = [a_job(0, gpus=4), a_job(1, gpus=1)]
     planned = make_policy("gandiva_fair").plan(a_view(*jobs, gpus=4), {})
