@@ -42,14 +42,16 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$(id -u)" = 0 ] || die "must run as root (it makes device files and runs slurmd)"
-for bin in slurmctld slurmd sinfo munged; do
-  command -v "$bin" >/dev/null || die "$bin not found: apt-get install slurmctld slurmd slurm-client munge"
+for bin in slurmctld slurmd sinfo munged pgrep; do
+  command -v "$bin" >/dev/null || die "$bin not found: apt-get install slurmctld slurmd slurm-client munge procps"
 done
 [[ "$NODES" =~ ^[1-9][0-9]*$ ]] || die "--nodes must be a positive integer"
 [[ "$GPUS" =~ ^[1-9][0-9]*$ ]] || die "--gpus-per-node must be a positive integer"
 [[ "$MANAGED_DEFAULT" =~ ^(yes|no)$ ]] || die "--managed-default must be yes or no"
 if [ -f "$STATE/run/slurmctld.pid" ] && kill -0 "$(cat "$STATE/run/slurmctld.pid")" 2>/dev/null; then
-  die "a cluster from $STATE is already running (docker-slurm/stop.sh --state-dir $STATE)"
+  # its own exit code: the caller must not stop the cluster it refused to disturb
+  echo "start.sh: a cluster from $STATE is already running (docker-slurm/stop.sh --state-dir $STATE)" >&2
+  exit 3
 fi
 
 mkdir -p "$STATE"/{etc,run,log,ctld,dev,spool}

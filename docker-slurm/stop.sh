@@ -58,6 +58,14 @@ for f in "$STATE"/run/slurmd-*.pid "$STATE/run/slurmctld.pid"; do
   if kill -0 "$pid" 2>/dev/null; then kill "$pid" && pids+=("$pid"); fi
   rm -f "$f"
 done
+for _ in $(seq 1 50); do
+  alive=0
+  for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+  [ $alive = 0 ] && break
+  sleep 0.2
+done
+# munged once our daemons are gone (a slurmctld still saving its state after SIGTERM
+# counted as another cluster's, so it was never stopped)...
 if [ -f "$STATE/run/munged.started" ]; then
   # ...but never from under another cluster on this machine: they authenticate with it
   # too (seen: a test run's teardown cut munge from a live benchmark's cluster)
@@ -66,12 +74,6 @@ if [ -f "$STATE/run/munged.started" ]; then
   fi
   rm -f "$STATE/run/munged.started"
 fi
-for _ in $(seq 1 50); do
-  alive=0
-  for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-  [ $alive = 0 ] && break
-  sleep 0.2
-done
 
 # 3. whatever of this cluster's job steps outlived its daemons, with their processes
 left=0

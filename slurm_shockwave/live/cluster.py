@@ -12,7 +12,9 @@ from types import TracebackType
 from slurm_shockwave.model.errors import InputError
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "docker-slurm"
-PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "lua5.1")
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "lua5.1", "procps")
+ALREADY_RUNNING = 3
+"""start.sh's exit code when a cluster from the state directory runs: not ours to stop."""
 
 
 def missing_for_cluster() -> str | None:
@@ -21,7 +23,7 @@ def missing_for_cluster() -> str | None:
         return f"{SCRIPTS}/start.sh not found (run from a checkout of slurm-shockwave)"
     if os.geteuid() != 0:
         return "starting the local Slurm cluster needs root (it runs slurmd, makes devices)"
-    lacking = [b for b in ("slurmctld", "slurmd", "sinfo", "munged", "lua5.1")
+    lacking = [b for b in ("slurmctld", "slurmd", "sinfo", "munged", "lua5.1", "pgrep")
                if shutil.which(b) is None]
     if lacking:
         return (f"not installed: {', '.join(lacking)} "
@@ -60,11 +62,16 @@ class LocalCluster:
         problem = missing_for_cluster()
         if problem:
             raise InputError(problem, field="cluster")
-        done = subprocess.run(["bash", str(SCRIPTS / "start.sh"), *self.args],
-                              capture_output=True, text=True, check=False)
+        try:
+            done = subprocess.run(["bash", str(SCRIPTS / "start.sh"), *self.args],
+                                  capture_output=True, text=True, check=False)
+        except BaseException:  # SIGTERM or ^C while it starts: the daemons it started
+            self.stop()
+            raise
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["failed"])[-1]
-            self.stop()
+            if done.returncode != ALREADY_RUNNING:  # another run's cluster: left alone
+                self.stop()
             raise InputError(last, field="cluster")
         for line in done.stdout.splitlines():
             if line.startswith("export ") and "=" in line:
