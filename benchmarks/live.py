@@ -22,6 +22,7 @@ from pathlib import Path
 from benchmarks.args import Parser, policy_config
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import SLURM_ALONE, LiveSettings, LiveStatus, run_live
+from slurm_shockwave.model.errors import InputError
 
 
 def main() -> None:
@@ -60,6 +61,8 @@ def main() -> None:
     except KeyboardInterrupt:
         print(f"\ninterrupted: stopped everything it started (logs in {work})", file=sys.stderr)
         raise SystemExit(130) from None
+    except InputError as exc:  # a bad trace or --gpus: before the cluster starts
+        ap.error(f"--{exc.field}: {exc.problem}" if exc.field == "gpus" else str(exc))
     print(file=sys.stderr)
     print(json.dumps({**result, "machine": machine(), "work_dir": str(work)}))
 

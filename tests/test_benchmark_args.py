@@ -37,6 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
     ("jitter", ["--copies", "0"], "--copies: must be from 1"),
     ("jitter", ["--policies", "fifo,fifo"], "--policies: 'fifo' named twice"),
     ("live", ["--config", "[1]"], "--config: expected a JSON object"),
+    # found by a review: a run on 2 nodes of 8 that ended in the simulator's refusal
+    ("live", ["--gpus", "12"], "--gpus: 12 GPUs are no whole number of nodes of 8"),
+    ("live", ["--trace", "no/such.jsonl"], "no/such.jsonl: trace: cannot read"),
     ("live", ["--policy", "stretch_edf", "--config", '{"stretch": 0}'],
      "--config: stretch_edf.stretch:"),
 ])

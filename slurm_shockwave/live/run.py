@@ -31,9 +31,10 @@ from typing import Any
 from slurm_shockwave.live.cluster import LocalCluster
 from slurm_shockwave.live.ctld_log import log_summaries
 from slurm_shockwave.metrics.summary import Finished, summarize
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.sim.inputs import build_workload, load_throughputs, load_trace
-from slurm_shockwave.sim.run import simulate
+from slurm_shockwave.sim.run import check_placeable, simulate
 from slurm_shockwave.slurm.json_shapes import number, states
 
 ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED",
@@ -213,6 +214,12 @@ def _run_live(settings: LiveSettings,
     trace = load_trace(settings.trace)
     workload = build_workload(trace, load_throughputs(settings.throughputs),
                               source=settings.trace or "demo")
+    # the simulation of the results refuses these after the run: say so before it (12
+    # GPUs ran on two whole nodes of 8 and then ended in that error, with no results)
+    if settings.gpus % settings.gpus_per_node:
+        raise InputError(f"{settings.gpus} GPUs are no whole number of nodes of "
+                         f"{settings.gpus_per_node}", field="gpus")
+    check_placeable(workload, settings.gpus, settings.gpus_per_node)
     settings.work_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     jobs: dict[int, JobState] = {}
