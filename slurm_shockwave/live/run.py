@@ -125,6 +125,23 @@ class _Service:
                 self.proc.kill()
 
 
+def _await_heartbeat(path: Path, since: float, service: _Service,
+                     timeout_s: float = 120.0) -> None:
+    """Wait until the service has written its heartbeat since ``since`` (monotonic)."""
+    written_after = time.time() - (time.monotonic() - since)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime >= written_after:
+                return
+        if service.proc is not None and service.proc.poll() is not None:
+            raise InputError(f"the service exited ({service.proc.returncode}) before its "
+                             "first round: see serve.log", field="service")
+        time.sleep(0.1)
+    raise InputError(f"no heartbeat from the service within {timeout_s:g} s: see serve.log",
+                     field="service")
+
+
 def live_restore_s(time_scale: float) -> float:
     """A (re)start's cost in trace seconds: the emulated job's restore plus, on average,
     half of Slurm's scheduling interval before it starts."""
@@ -232,6 +249,9 @@ def _run_live(settings: LiveSettings,
         if settings.policy != SLURM_ALONE:
             service = _Service(settings, env, _service_config(settings, env))
             service.start()
+            # the first jobs are submitted once job_submit.lua holds them: before the
+            # service's first heartbeat, they were Slurm's to start (fail-open)
+            _await_heartbeat(Path(env.get("SHOCKWAVE_HEARTBEAT", "")), started, service)
         else:  # Slurm alone: no heartbeat, so job_submit.lua holds nothing
             Path(env.get("SHOCKWAVE_HEARTBEAT", "/nonexistent")).unlink(missing_ok=True)
         with (settings.work_dir / "submit.log").open("ab") as submit_log:
