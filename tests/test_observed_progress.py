@@ -252,3 +252,23 @@ def test_an_epoch_a_hair_under_a_whole_number_is_that_epochs_end() -> None:
     reports = [rep(2.9999999999, 300)]
     seen = observed_progress(TABLE, reports)
     assert advanced(seen, reports, 0, 350.0, epochs=10).epochs_done == pytest.approx(3.5)
+
+
+def test_a_report_without_a_batch_size_is_at_the_last_one_reported() -> None:
+    """The batch size is optional in a report: a job that reports it once (at a GNS
+    doubling) and then epochs only trains at that size. Found by a review: from the
+    second report without one it read as the job's first size again, its history and
+    epoch times went to that size, and calibration scaled a right table by 0.6."""
+    table = JobProgress(bs=32, epoch_s=100.0, epoch_s_by_bs=((32, 100.0), (64, 60.0)))
+
+    def report(epoch: int, at_s: float, bs: int | None = None) -> ProgressReport:
+        return ProgressReport(1, ReportKind.PROGRESS, at_s, epoch=epoch, batch_size=bs)
+
+    sparse = [report(1, 100, 32), report(2, 200), report(3, 260, 64), report(4, 320),
+              report(5, 380)]
+    full = [report(1, 100, 32), report(2, 200, 32), report(3, 260, 64), report(4, 320, 64),
+            report(5, 380, 64)]
+    got, want = observed_progress(table, sparse), observed_progress(table, full)
+    assert (got.bs, got.epoch_s, got.bs_history) == (want.bs, want.epoch_s, want.bs_history)
+    assert got.bs == 64 and got.bs_history == ((32, 2), (64, 3))
+    assert dict(got.epoch_s_by_bs) == {32: 100.0, 64: 60.0}

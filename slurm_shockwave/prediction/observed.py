@@ -43,6 +43,7 @@ def _epoch_times(reports: Sequence[ProgressReport], default_bs: int
     0.28 s (its remaining time 38,228 s instead of 82 s). A job the plan keeps trains on
     after its acknowledgement, and its next intervals count again."""
     prev: ProgressReport | None = None
+    prev_bs = default_bs
     run_first: ProgressReport | None = None
     acked = False
     for r in reports:
@@ -52,15 +53,15 @@ def _epoch_times(reports: Sequence[ProgressReport], default_bs: int
         if not _is_progress(r):
             continue
         epoch = float(r.epoch or 0.0)
-        bs = r.batch_size or (prev.batch_size if prev else None) or default_bs
+        bs = r.batch_size or prev_bs  # a report without one: the last one said
         if (prev is not None and not acked and prev.restart_count == r.restart_count
                 and epoch > float(prev.epoch or 0.0) and r.at_s > prev.at_s
-                and (prev.batch_size or bs) == bs):
+                and prev_bs == bs):
             yield r, bs, (r.at_s - prev.at_s) / (epoch - float(prev.epoch or 0.0)), \
                 run_first is prev
         if prev is None or prev.restart_count != r.restart_count:
             run_first = r
-        prev, acked = r, False
+        prev, prev_bs, acked = r, bs, False
 
 
 def _is_progress(report: ProgressReport) -> bool:
@@ -147,10 +148,11 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
         return guess
     history: list[tuple[int, int]] = []
     last_epoch = 0.0
-    prev: ProgressReport | None = None
+    bs = guess.bs
     for r in progress:
         epoch = float(r.epoch or 0.0)
-        bs = r.batch_size or (prev.batch_size if prev else None) or guess.bs
+        bs = r.batch_size or bs  # a report without one: the last one said (a job
+        # reporting its size once, then epochs only, read as at its first size again)
         # after a requeue the job resumes from its checkpoint: epochs it redoes up to
         # the furthest it had reached are not new history
         whole = int(epoch) - int(last_epoch)
@@ -160,10 +162,8 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
             else:
                 history.append((bs, whole))
         last_epoch = max(last_epoch, epoch)
-        prev = r
     measured = {b: seconds for b, (seconds, _) in measured_by_bs.items()}
     latest = progress[-1]
-    bs = latest.batch_size or guess.bs
     known = dict(guess.epoch_s_by_bs)
     for b, s in measured.items():
         known.setdefault(b, s)  # a batch size the table lacks: its measured time
