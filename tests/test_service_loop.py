@@ -362,6 +362,59 @@ def test_end_reports_sent_without_pause_take_one_fill_step_a_poll_interval(
     assert 1 <= steps <= 3  # at 0, 0.5 and 1.0 s
 
 
+@pytest.mark.parametrize("policy", ["gandiva_fair", "gavel", "las"])
+def test_policies_that_share_by_service_received_take_turns_live(tmp_path: Path,
+                                                                  policy: str) -> None:
+    """Two whole-node jobs on one node: Gandiva-Fair and Gavel give each half the rounds;
+    LAS (Tiresias' queues) runs job 1 until its service passes the first queue's 3,600
+    GPU-seconds (15 rounds), then job 2. Found by a review: live, the service a job had
+    received stayed 0, so job 1 kept the node every round under all three."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    fake.now = int(clock.t)  # one clock for Slurm's start times and the service's
+    for jid in (1, 2):
+        fake.add(job(jid, 4, epochs=900))
+    svc = service(fake, store, clock, policy=policy)
+    ran = []
+    for _ in range(24):
+        svc.round_once()
+        fake.tick(60)
+        clock.t += 60
+        ran.append(next(j.job_id for j in fake.list_jobs() if j.state == "RUNNING"))
+    assert ran.count(2) >= 4, ran
+    view = svc.world.observe()
+    served = {j.job_id: j.progress.attained_gpu_s for j in view.jobs}
+    assert served[1] > 0 and served[2] > 0 and served[1] + served[2] <= 24 * 60 * 4
+
+
+def test_the_service_a_job_received_adds_up_over_its_restarts() -> None:
+    """Run seconds and GPU-seconds across a requeue, as the simulator counts them."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    clock = Clock()
+    fake.now = int(clock.t)
+    fake.add(job(1, 2, epochs=900))
+    world = SlurmCluster(fake, clock, round_s=60.0)
+    fake.release([1])
+    fake.tick(0)
+    for seconds in (100, 50):  # running 150 s
+        fake.tick(seconds)
+        clock.t += seconds
+        world.observe()
+    fake.requeue([1])
+    fake.tick(30)
+    clock.t += 30
+    world.observe()  # pending: its run is over
+    fake.tick(20)  # eligible again and started (cred_expire + 1 s is 11 s here)
+    clock.t += 20
+    started = fake.jobs[1].start_time
+    fake.tick(40)
+    clock.t += 40
+    progress = next(j for j in world.observe().jobs if j.job_id == 1).progress
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 1
+    assert progress.run_s == pytest.approx(150 + (clock.t - started))
+    assert progress.attained_gpu_s == pytest.approx(2 * progress.run_s)
+
+
 def test_a_new_job_that_must_start_now_calls_the_next_round_at_once(tmp_path: Path) -> None:
     """Both GPUs busy, a job arrives whose remaining time sets the makespan (Shockwave's
     critical path): the poll finds it although no GPU idles, its fill step starts nothing

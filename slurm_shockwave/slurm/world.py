@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from slurm_shockwave.clock import Clock
@@ -187,6 +187,18 @@ class LeftOut:
     """Job -> its node and that node's state."""
 
 
+@dataclass
+class _Served:
+    """One job's service: earlier runs', and the run under way (its restart count and
+    start time) as far as last seen."""
+
+    done_s: float = 0.0
+    done_gpu_s: float = 0.0
+    run: tuple[int, int] | None = None
+    run_s: float = 0.0
+    gpus: int = 1
+
+
 def hint_text(job: SlurmJob) -> str:
     """The job's hint as job_submit.lua normalised it (else its raw comment)."""
     return split_admin_comment(job.admin_comment)[0] or job.comment
@@ -267,6 +279,8 @@ class SlurmCluster:
         """Pending jobs of the partition an admin holds: out of the view until released."""
         self.on_closed_node: dict[int, str] = {}
         """Running jobs on a node Slurm gives no new work: out of the view, left to Slurm."""
+        self._served: dict[int, _Served] = {}
+        """Each job's service so far (``attained``), from the runs this process saw."""
         self.rehold_failures: dict[int, str] = {}
         self.partition_state = "UP"
         """The managed partition's state at the last observation (CLOSED: apply waits)."""
@@ -350,8 +364,11 @@ class SlurmCluster:
                            self._arrival(j), hint.epochs, user=j.user,
                            gpus_range=hint.gpus_range)
             slots = job_slots(j) if j.state == "RUNNING" else ()
-            views.append(Job(spec, self.progress(j, hint), phase, slots))
+            run_s, gpu_s = self._attained(j, now)
+            views.append(Job(spec, replace(self.progress(j, hint), run_s=run_s,
+                                           attained_gpu_s=gpu_s), phase, slots))
         self._parsed = {jid: v for jid, v in self._parsed.items() if jid in self._jobs}
+        self._served = {jid: v for jid, v in self._served.items() if jid in self._jobs}
         self._submitted = {jid: t for jid, t in self._submitted.items()
                            if jid in self.queued_ids}
         # the GPUs the planner gives out: those its jobs hold, and those of a job of ours
@@ -383,6 +400,24 @@ class SlurmCluster:
                            restart_cost_s=self.restart_cost_s, reserved=reserved,
                            fills=self.fill_freed)
         return view
+
+    def _attained(self, job: SlurmJob, now: float) -> tuple[float, float]:
+        """The job's run seconds and GPU-seconds so far, over its restarts: what LAS,
+        Gavel's and Themis's deficits read, as the simulator counts them (they stayed 0
+        live, so those policies ran jobs in arrival order and never rotated). Runs before
+        this process started are not known: a restarted service counts from the run
+        under way, by its start time in Slurm."""
+        served = self._served.setdefault(job.job_id, _Served())
+        run = (job.restart_count, job.start_time) if job.state == "RUNNING" else None
+        if run != served.run:  # the run it was in ended (a requeue), or one began
+            served.done_s += served.run_s
+            served.done_gpu_s += served.run_s * served.gpus
+            served.run, served.run_s = run, 0.0
+        if run is not None:
+            served.run_s = max(0.0, now - job.start_time) if job.start_time > 0 else 0.0
+            served.gpus = max(job.gpus, 1)
+        return (served.done_s + served.run_s,
+                served.done_gpu_s + served.run_s * served.gpus)
 
     def arrived(self, *, requeued: bool = True) -> bool:
         """A pending job in the partition that the last observation did not see, or
