@@ -15,7 +15,8 @@ class Estimate:
     remaining_s: float
     """Predicted runtime still needed at full allocation."""
     epoch_s: float
-    """Predicted mean seconds per remaining epoch (remaining_s / epochs left)."""
+    """remaining_s / epochs left: the mean seconds per remaining epoch, where the
+    epoch in progress counts whole, as in the paper (docs/planner.md, step 1)."""
     done_work_s: float
     """Runtime the finished epochs took at full allocation."""
     most_remaining_s: float
