@@ -12,9 +12,11 @@ from slurm_shockwave.workloads.catalog import model_info
 
 # Epochs at which a GNS job doubles its batch size, per (model, initial bs, GPUs).
 # Our own compact table, read off the per-epoch profiles derived from the Shockwave
-# artefact's hard-coded GNS pattern (shared/reference/shockwave/profiles/*). Doublings
-# past the model's maximum batch size are invisible there and are not needed.
-# Combinations not listed never double in those traces.
+# artefact's hard-coded GNS pattern (shared/reference/shockwave/profiles/*), and for
+# ResNet-50's late doublings (epochs 81-221, which no reference trace's job reaches)
+# off the artefact's pattern itself (scheduler/utils.py get_gns_bs_pattern). Doublings
+# past the model's maximum batch size change nothing and are left out. Combinations not
+# listed never double.
 GNS_DOUBLING_EPOCHS: dict[tuple[str, int, int], tuple[int, ...]] = {
     ("LM", 5, 1): (31, 41, 61, 71),
     ("LM", 5, 2): (31, 51, 61, 71),
@@ -41,7 +43,11 @@ GNS_DOUBLING_EPOCHS: dict[tuple[str, int, int], tuple[int, ...]] = {
     ("ResNet-18", 128, 1): (11,),
     ("ResNet-18", 128, 2): (41,),
     ("ResNet-18", 128, 4): (11,),
-    ("ResNet-50", 32, 4): (131,),
+    ("ResNet-50", 32, 2): (101, 111),
+    ("ResNet-50", 32, 4): (131, 221),
+    ("ResNet-50", 64, 1): (101,),
+    ("ResNet-50", 64, 2): (81,),
+    ("ResNet-50", 64, 4): (191,),
 }
 
 
