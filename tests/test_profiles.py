@@ -53,3 +53,14 @@ def test_missing_larger_batch_size_keeps_the_current_one() -> None:
     table = ThroughputTable({("LM", 10, 1): 10.0}, "tiny")
     w = a_workload(a_spec(model="LM", bs=10, epochs=23, mode=AdaptationMode.GNS), table=table)
     assert set(w.profiles[0].bs_by_epoch) == {10}
+
+
+@pytest.mark.parametrize(("bs", "gpus", "doublings"), [
+    (32, 2, (101, 111)), (32, 4, (131, 221)), (64, 1, (101,)), (64, 2, (81,)),
+    (64, 4, (191,))])
+def test_resnet50_gns_doubles_late_as_the_artefact_does(bs: int, gpus: int,
+                                                        doublings: tuple[int, ...]) -> None:
+    """The artefact's GNS pattern doubles ResNet-50 at these epochs, which no reference
+    trace's job reaches; a review found them missing (such a job ran as static)."""
+    schedule = gns_schedule("ResNet-50", bs, gpus, 260)
+    assert [e for e in range(1, 259) if schedule[e] > schedule[e - 1]] == list(doublings)
