@@ -130,6 +130,12 @@ class Job:
         return self.remaining_epochs * self.progress.epoch_s
 
     @property
+    def done_s_now(self) -> float:
+        """The work done so far in runtime at the current rate (restores not included):
+        the other half of what Gavel-era policies assume."""
+        return min(self.progress.epochs_done, self.spec.num_epochs) * self.progress.epoch_s
+
+    @property
     def is_running(self) -> bool:
         """Holds its GPUs: running, or checkpointing before a requeue (the plan may still
         keep it, which cancels the preemption; a policy must not mistake it for waiting)."""

@@ -27,8 +27,10 @@ class Themis(Policy[NoConfig]):
             return realise(view, {}, memory)
         m, g = len(jobs), view.total_gpus
         iso = [min(1.0, g / (m * j.gpus)) for j in jobs]
-        fair = [(j.progress.run_s + j.remaining_s_now) / s
-                for j, s in zip(jobs, iso, strict=True)]
+        # t_iso from the work done, as Gavel's steps done over the isolated throughput:
+        # the time run included every restore, so the more a job had been preempted the
+        # larger its denominator and the less it got (found by a review)
+        fair = [(j.done_s_now + j.remaining_s_now) / s for j, s in zip(jobs, iso, strict=True)]
         x, _ = min_max_ratio([j.gpus for j in jobs],
                              [view.now_s - j.spec.arrival_s for j in jobs],
                              [j.remaining_s_now for j in jobs], fair, g)
