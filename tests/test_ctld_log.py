@@ -58,3 +58,15 @@ def test_the_demo_names_both_waits_next_to_the_model() -> None:
                             "requeue_wait": {**summary([]), "modelled_mean_s": 0.0}})
     assert "release to start: 1.00 s mean, p90 1.50 s over 2 (simulator 1 s)" in line
     assert "checkpoint signal to requeue: none" in line
+
+
+def test_a_requeued_job_released_before_its_delay_waits_from_its_eligible_time() -> None:
+    """Found by a review: a job the service released 0.8 s after its requeue waited 5.3 s
+    for its allocation, 5.2 s of which was Slurm's requeue delay (cred_expire + 1 = 6 s
+    here), which the simulator charges as requeue_delay_s: counted twice."""
+    lines = ["[2026-12-02T01:00:55.000] sched: Allocate JobId=9 NodeList=n1 #CPUs=1",
+             "[2026-12-02T01:01:00.200] Requeuing JobId=9",
+             "[2026-12-02T01:01:01.000] sched: _release_job_rec: release hold on JobId=9 by uid 0",
+             "[2026-12-02T01:01:06.300] sched: Allocate JobId=9 NodeList=n1 #CPUs=1"]
+    assert actuation_waits(lines, requeue_delay_s=6.0).start == [0.1]
+    assert actuation_waits(lines).start == [5.3]  # as it read before

@@ -35,15 +35,20 @@ class ActuationWaits:
     start: list[float] = field(default_factory=list)
     """A release (a hold released or a priority above 0 set, on a job not running) to
     the job's next allocation; a hold before it cancels the release. A job that starts
-    with no release before it (Slurm alone) is not a wait of ours."""
+    with no release before it (Slurm alone) is not a wait of ours. A requeued job
+    released before Slurm may start it again waits from then (its requeue + the delay
+    given): the simulator charges that part as ``requeue_delay_s``, not as this wait."""
     requeue: list[float] = field(default_factory=list)
     """A signal to a running job (the service's checkpoint signal) to Slurm requeuing it."""
 
 
-def actuation_waits(lines: Iterable[str]) -> ActuationWaits:
-    """Both waits of every job in ``lines`` (slurmctld's log at the default level)."""
+def actuation_waits(lines: Iterable[str], requeue_delay_s: float = 0.0) -> ActuationWaits:
+    """Both waits of every job in ``lines`` (slurmctld's log at the default level);
+    ``requeue_delay_s``: how long after its requeue Slurm may start a job again
+    (``cred_expire`` + 1 s)."""
     waits = ActuationWaits()
     released: dict[int, float] = {}
+    eligible: dict[int, float] = {}
     signalled: dict[int, float] = {}
     running: set[int] = set()
 
@@ -66,6 +71,7 @@ def actuation_waits(lines: Iterable[str]) -> ActuationWaits:
             job = int(a.group(1) or a.group(2))
             running.add(job)
             if (since := released.pop(job, None)) is not None:
+                since = max(since, eligible.pop(job, since))
                 waits.start.append(round(max(0.0, at - since), 3))
         elif (s := _SIGNAL.search(text)) is not None:
             if int(s.group(1)) in running:
@@ -73,6 +79,7 @@ def actuation_waits(lines: Iterable[str]) -> ActuationWaits:
         elif (r := _REQUEUE.search(text)) is not None:
             job = int(r.group(1))
             running.discard(job)
+            eligible[job] = at + requeue_delay_s
             if (since := signalled.pop(job, None)) is not None:
                 waits.requeue.append(round(max(0.0, at - since), 3))
         elif (d := _DONE.search(text)) is not None:
@@ -94,11 +101,11 @@ def summary(waits: list[float]) -> dict[str, Any]:
             "p50_s": rank(0.5), "p90_s": rank(0.9), "max_s": round(ordered[-1], 3)}
 
 
-def log_summaries(path: Path) -> dict[str, Any]:
+def log_summaries(path: Path, requeue_delay_s: float = 0.0) -> dict[str, Any]:
     """Both waits' summaries from the log at ``path``; empty ones where it is missing."""
     try:
         with path.open(encoding="utf-8", errors="replace") as log:
-            waits = actuation_waits(log)
+            waits = actuation_waits(log, requeue_delay_s)
     except FileNotFoundError:
         waits = ActuationWaits()
     return {"start": summary(waits.start), "requeue": summary(waits.requeue)}

@@ -354,14 +354,16 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
         "preemptions": sum(j.restarts for j in jobs.values()), "service_kills": kills,
         "time_scale": scale, "gpus": settings.gpus, "wall_s": round(wall_s, 1),
         "machine": {"cpus": os.cpu_count()},
-        **_actuation(settings.work_dir / "cluster" / "log" / "slurmctld.log"),
+        **_actuation(settings.work_dir / "cluster" / "log" / "slurmctld.log",
+                     settings.cred_expire_s + 1),
     }
 
 
-def _actuation(ctld_log: Path) -> dict[str, Any]:
+def _actuation(ctld_log: Path, requeue_delay_s: float) -> dict[str, Any]:
     """The run's actuation waits, wall seconds, measured from the controller's log next to
     what the simulation above charges for them: half of ``sched_interval`` for a start
-    (in ``sim_restore_s``), nothing from the checkpoint signal to the requeue."""
-    measured = log_summaries(ctld_log)
+    (in ``sim_restore_s``; a requeued job's from its eligible time, the delay before it
+    being ``sim_requeue_delay_s``), nothing from the checkpoint signal to the requeue."""
+    measured = log_summaries(ctld_log, requeue_delay_s)
     return {"start_wait": {**measured["start"], "modelled_mean_s": START_WAIT_S},
             "requeue_wait": {**measured["requeue"], "modelled_mean_s": 0.0}}
