@@ -315,19 +315,24 @@ def test_reports_are_spaced_but_batch_size_changes_and_the_end_are_sent(
         (32, 20), (64, 30))
 
 
-def test_training_on_after_a_checkpoint_does_not_restore_again(tmp_path: Path) -> None:
-    # 5 epochs of 10 s after a 20 s restore; the signal comes at 25 s (half of epoch 1):
-    # the job checkpoints and trains on in the same process, its state in memory
+@pytest.mark.parametrize(("signal_at", "done_at_signal"), [(25.0, 0.5), (5.0, 0.0)],
+                         ids=["mid-epoch", "mid-restore"])
+def test_training_on_after_a_checkpoint_does_not_restore_again(
+        tmp_path: Path, signal_at: float, done_at_signal: float) -> None:
+    """5 epochs of 10 s after a 20 s restore; the signal comes half-way through epoch 1,
+    or 5 s into the restore: the job checkpoints and trains on in the same process, its
+    state in memory, so it ends at 70 s, not 90 (a second restore), nor 75 (the restore's
+    first 5 s again, found by a review)."""
     clock = FakeClock()
 
-    class OnceAt25(FakeReporter):
+    class Once(FakeReporter):
         def should_checkpoint(self) -> bool:
-            return clock.now >= 25 and self.acks == 0
+            return clock.now >= signal_at and self.acks == 0
 
     plan = tuple(train.Epoch(32, 10.0) for _ in range(5))
-    trainer, _ = a_trainer(tmp_path, plan, OnceAt25(), clock=clock, restore_s=20)
-    assert trainer.run() is False and trainer.epochs_done == pytest.approx(0.5)
-    assert trainer.run() and clock.now == pytest.approx(70.0)  # not 90: no second restore
+    trainer, _ = a_trainer(tmp_path, plan, Once(), clock=clock, restore_s=20)
+    assert trainer.run() is False and trainer.epochs_done == pytest.approx(done_at_signal)
+    assert trainer.run() and clock.now == pytest.approx(70.0)
 
 
 @pytest.mark.parametrize(("option", "value"), [("--epoch-s", "inf"), ("--time-scale", "inf"),
@@ -362,19 +367,3 @@ def test_the_local_reporter_asks_again_only_at_the_next_signal(
     rep._caught(signal.SIGUSR1, None)
     assert trainer.run() is False and not rep.should_checkpoint()
     assert trainer.run() and trainer.epochs_done == 3
-
-
-def test_a_signal_during_the_restore_leaves_only_the_rest_of_it_to_sleep(
-        tmp_path: Path) -> None:
-    """The restore is slept once a process: a signal 5 s into a 20 s restore, a job the
-    plan keeps trains on after 15 s more, not a second 20 s."""
-    clock = FakeClock()
-
-    class At5(FakeReporter):
-        def should_checkpoint(self) -> bool:
-            return clock.now >= 5 and self.acks == 0
-
-    plan = tuple(train.Epoch(32, 10.0) for _ in range(3))
-    trainer, _ = a_trainer(tmp_path, plan, At5(), clock=clock, restore_s=20)
-    assert trainer.run() is False
-    assert trainer.run() and clock.now == pytest.approx(50.0)  # 20 + 3 x 10
