@@ -368,7 +368,9 @@ class SlurmCluster:
             views.append(Job(spec, replace(self.progress(j, hint), run_s=run_s,
                                            attained_gpu_s=gpu_s), phase, slots))
         self._parsed = {jid: v for jid, v in self._parsed.items() if jid in self._jobs}
-        self._served = {jid: v for jid, v in self._served.items() if jid in self._jobs}
+        # kept while the job is queued: in its requeue delay it is out of the plan, and
+        # its earlier runs must not be forgotten
+        self._served = {jid: v for jid, v in self._served.items() if jid in self.queued_ids}
         self._submitted = {jid: t for jid, t in self._submitted.items()
                            if jid in self.queued_ids}
         # the GPUs the planner gives out: those its jobs hold, and those of a job of ours
