@@ -79,6 +79,13 @@ def test_a_job_out_of_one_rounds_view_keeps_its_credit() -> None:
     assert max(len(run) for run in "".join(map(str, ran)).split("1")) <= 3  # no long wait
 
 
+def test_a_memory_from_before_the_credit_was_kept_keeps_its_credits() -> None:
+    """A service upgraded mid-run reads a memory without "seen": its credits stand."""
+    planned = make_policy("gandiva_fair").plan(a_view(a_job(1), gpus=1),
+                                               {"credit_s": {"1": 500.0, "7": 90.0}})
+    assert planned.memory["credit_s"] == {"1": 620.0, "7": 90.0}
+
+
 def test_gandiva_fair_ignores_gpu_count() -> None:
     jobs = [a_job(0, gpus=4), a_job(1, gpus=1)]
     planned = make_policy("gandiva_fair").plan(a_view(*jobs, gpus=4), {})

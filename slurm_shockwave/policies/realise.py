@@ -22,12 +22,13 @@ KEEP_ROUNDS = 30
 def realise(view: ClusterView, allocation: Mapping[JobId, float], memory: Memory) -> Planned:
     # string keys: memory must survive a JSON round trip unchanged
     old_credit: Mapping[str, float] = memory.get("credit_s", {})
-    old_seen: Mapping[str, int] = memory.get("seen", {})
+    now = view.round_index
+    # a memory written before "seen" was kept: every credit in it seen now
+    old_seen: Mapping[str, int] = memory.get("seen", dict.fromkeys(old_credit, now))
     # A job out of the view for a while (a requeue delay longer than a round, an admin's
     # hold) keeps its credit for KEEP_ROUNDS rounds, and one whose credit is gone comes
     # back even (credit = what it has run): rebuilt from the view alone, it came back
     # owing its whole past run time and was held back for rounds on end.
-    now = view.round_index
     seen = {k: r for k, r in old_seen.items() if now - r <= KEEP_ROUNDS}
     credit = {k: c for k, c in old_credit.items() if k in seen}
     keyed = []
