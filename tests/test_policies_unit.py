@@ -109,6 +109,17 @@ def test_themis_helps_the_job_furthest_behind() -> None:
     assert order("themis", waited, fresh, gpus=1, now_s=1000.0)[0] == 0
 
 
+def test_themis_owes_a_job_preempted_often_no_less() -> None:
+    """Two jobs alike in arrival, work done and work left; one was restarted thirty times,
+    so it has run longer (its restores). Found by a review: t_iso was taken from the time
+    run, so that job's denominator grew and it got the smaller share."""
+    once = a_job(0, epochs=20, epochs_done=10, epoch_s=100, run_s=1_020)
+    often = a_job(1, epochs=20, epochs_done=10, epoch_s=100, run_s=1_600)
+    planned = make_policy("themis").plan(a_view(once, often, gpus=1, now_s=5_000.0), {})
+    shares = {jid: float(r.detail.split("=")[1]) for jid, r in planned.plan.reasons.items()}
+    assert shares[0] == pytest.approx(shares[1])
+
+
 def test_allox_is_non_preemptive_and_bounded_to_the_oldest() -> None:
     runner = a_job(0, gpus=2, running=True, epochs=1000)
     waiting = [a_job(i, arrival_s=i, epochs=100 - i) for i in range(1, 11)]
