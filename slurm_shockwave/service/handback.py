@@ -8,12 +8,15 @@ priority afresh, under basic and multifactor alike).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.service.heartbeat import remove_heartbeat
-from slurm_shockwave.slurm.hints import PREFIX
-from slurm_shockwave.slurm.protocol import SlurmBackend
-from slurm_shockwave.slurm.world import TOP_PRIORITY, each_job, held_by_admin
+from slurm_shockwave.slurm.hints import parse_hint
+from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmJob
+from slurm_shockwave.slurm.world import TOP_PRIORITY, each_job, held_by_admin, hint_text
 
 PINNED_BAND = 100_000
 """Priorities in (TOP_PRIORITY - PINNED_BAND, TOP_PRIORITY] are the planner's."""
@@ -28,14 +31,35 @@ class HandBack:
     """Held by an admin: left held."""
 
 
+def managed(job: SlurmJob) -> bool:
+    """A job the service plans: its hint reads (the admin comment job_submit.lua wrote,
+    else the raw comment of a job submitted while the plugin was not loaded)."""
+    try:
+        parse_hint(hint_text(job))
+    except InputError:
+        return False
+    return True
+
+
 def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
-              earlier_build: bool = False) -> HandBack:
+              earlier_build: bool = False, wait_s: float = 120.0,
+              sleep: Callable[[float], None] = time.sleep,
+              clock: Callable[[], float] = time.monotonic) -> HandBack:
     """``earlier_build``: the service's store was written by a build that held jobs with
-    admin holds (``Store.held_by_earlier_build``), so every hold is taken for its own."""
+    admin holds (``Store.held_by_earlier_build``), so every hold is taken for its own.
+    A managed job still COMPLETING (the last round requeued it: its hold takes effect
+    once it is pending again) is waited for, up to ``wait_s``; one still completing then
+    is an error (run it again), never left held in silence."""
     remove_heartbeat(heartbeat)
-    pending = [j for j in backend.list_jobs(partition)
-               if j.partition == partition and j.state == "PENDING"
-               and j.admin_comment.startswith(PREFIX)]
+    deadline = clock() + wait_s
+    while True:
+        listed = [j for j in backend.list_jobs(partition)
+                  if j.partition == partition and managed(j)]
+        completing = [j.job_id for j in listed if j.state == "COMPLETING"]
+        if not completing or clock() >= deadline:
+            break
+        sleep(1.0)
+    pending = [j for j in listed if j.state == "PENDING"]
     admins = [] if earlier_build else [j.job_id for j in pending if held_by_admin(j)]
     held = [j.job_id for j in pending if j.held and j.job_id not in admins]
     pinned = [j.job_id for j in pending
@@ -44,5 +68,7 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
     errors.update({jid: err for jid, err in
                    each_job(held + [j for j in pinned if j not in errors],
                             backend.release).items() if err})
+    errors.update({jid: f"still completing after {wait_s:g} s: run handback again once "
+                        "it is pending" for jid in completing})
     return HandBack(tuple(j for j in held if j not in errors),
                     tuple(j for j in pinned if j not in errors), errors, tuple(admins))
