@@ -270,3 +270,22 @@ def test_the_service_url_for_nodes_without_the_endpoint_file() -> None:
     for bad in ("http://h:99999", "http://h:7817/$(id)", "http://h:0", "ftp://h:21"):
         with pytest.raises(InputError, match="HOST:PORT"):
             render("epilog.sh", ScriptSettings(service_url=bad))
+
+
+def test_folders_made_for_scripts_and_the_heartbeat_are_0755_whatever_the_umask(
+        tmp_path: Path) -> None:
+    """Found by a review: under root's hardened umask 027 the folders made were 0750, so
+    the TaskProlog (run as the job's user) and the heartbeat (read by SlurmUser) could
+    not be reached, while doctor, reading as root, said all was well."""
+    from slurm_shockwave.service.shared_file import write_shared
+    from slurm_shockwave.slurm.plugin_files import make_dirs
+
+    old = os.umask(0o027)
+    try:
+        make_dirs(tmp_path / "opt" / "slurm-shockwave" / "plugin_scripts")
+        write_shared(tmp_path / "state" / "run" / "heartbeat", "1 50\n")
+    finally:
+        os.umask(old)
+    for folder in ("opt", "opt/slurm-shockwave", "opt/slurm-shockwave/plugin_scripts",
+                   "state", "state/run"):
+        assert stat.S_IMODE((tmp_path / folder).stat().st_mode) == 0o755, folder

@@ -7,6 +7,8 @@ import contextlib
 import os
 from pathlib import Path
 
+from slurm_shockwave.slurm.plugin_files import make_dirs
+
 
 def write_shared(path: str | Path, text: str) -> None:
     """``text`` (ASCII) at ``path``, atomically and world-readable: written to a
@@ -15,7 +17,7 @@ def write_shared(path: str | Path, text: str) -> None:
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(target.parent)  # 0755 whatever root's umask: other users read it
         tmp.write_text(text, encoding="ascii")
         tmp.chmod(0o644)  # slurmctld (SlurmUser) and every job's user read it
         os.replace(tmp, target)

@@ -274,6 +274,20 @@ def check(target: Target, *, force: bool = False, writing: bool = True) -> str |
     return old
 
 
+def make_dirs(folder: Path, mode: int = 0o755) -> None:
+    """``folder`` and any missing folder above it, each made ``mode`` whatever the umask:
+    a root umask of 027 made them 0750, and a TaskProlog there, which runs as the job's
+    user, could not be reached (nor a heartbeat by slurmctld's SlurmUser). Folders that
+    exist are left as they are."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(exist_ok=True)
+        os.chmod(made, mode)
+
+
 def install(target: Target, text: str, old: str | None) -> str:
     """Write one script atomically with its mode and root as owner; what was done.
     ``old`` is what ``check`` returned for it, called for every script before any is
@@ -282,7 +296,7 @@ def install(target: Target, text: str, old: str | None) -> str:
     if old == text and _owned_as(path, target.mode):
         return f"unchanged {path}"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        make_dirs(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
         raise InputError(f"cannot write here ({exc.strerror or exc})", source=str(path),
