@@ -133,3 +133,39 @@ def test_highs_reports_no_bound_when_its_node_limit_stops_it() -> None:
     if r.status == Status.OPTIMAL:
         pytest.skip("HiGHS closed this model at the root")
     assert r.bound == float("inf")
+
+
+def urgent_by_a_hair() -> WindowInputs:
+    """One GPU, five rounds; job 0 must finish in the window (cap 0) and needs 2 rounds
+    and 6e-6 s, so the LP gives it 2.00000005 rounds; jobs 1 and 2 need 1.5 each."""
+    tau = 120.0
+    remaining = np.array([2 * tau + 6e-6, 1.5 * tau, 1.5 * tau])
+    total, done = np.array([10.0, 10.0, 10.0]), np.array([9.0, 0.0, 0.0])
+    return WindowInputs(gpus=np.ones(3), epochs_total=total, epochs_done=done,
+                        epoch_s=remaining / (total - done), remaining_s=remaining,
+                        cap_s=np.array([0.0, np.inf, np.inf]), weight=np.ones(3),
+                        capacity=1, rounds=5, round_s=tau, k=0.0)
+
+
+def test_rounding_gives_a_job_its_cap_first_however_small_its_fraction() -> None:
+    """Found by a review: the rounding stopped at the first fraction of ~0, which an
+    urgent job's can be, so no job was rounded up, a GPU-round idled and the cap broke."""
+    from slurm_shockwave.solver.window import round_down_up
+
+    inp = urgent_by_a_hair()
+    rounds = round_down_up(inp, np.array([2.00000005, 1.49999997, 1.49999997]))
+    assert rounds[0] == 3 and evaluate(inp, rounds)[1]
+
+
+def test_a_window_with_no_feasible_point_found_is_not_called_infeasible(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rounded point that breaks a cap, and no MILP solution (a live round's time ran
+    short): found by a review, that was labelled infeasible and the policy then dropped
+    every job's cap. The program is feasible: the rounded LP point is used, as documented."""
+    from slurm_shockwave.solver import plan_window
+
+    # a rounding that breaks the cap (the floor), and no time left for the MILP
+    monkeypatch.setattr(plan_window, "round_down_up",
+                        lambda _inp, x: np.floor(x + 1e-7).astype(int))
+    solution = solve_window(urgent_by_a_hair(), time_limit_s=0.0)
+    assert solution.status == "rounded_lp" and "broke a fairness cap" in solution.message

@@ -195,8 +195,8 @@ def round_down_up(inp: WindowInputs, fractional: np.ndarray) -> np.ndarray:
     urgent = (r > inp.cap_s + 1e-6).astype(float)
     gangs = [(m, lim - int(base[m].sum())) for m, lim in gang_limits(inp)]
     for i in np.lexsort((-frac, -urgent)):
-        if frac[i] <= 1e-7:
-            break
+        if frac[i] <= 1e-7 and not urgent[i]:  # an urgent job's fraction may be ~0 (LP
+            break  # rounds of 2.00000005 floor to 2 and break its cap): it goes up all the same
         if inp.gpus[i] <= left and base[i] < inp.rounds and all(
                 room > 0 for m, room in gangs if m[i]):
             base[i] += 1
