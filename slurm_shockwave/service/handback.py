@@ -12,11 +12,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.service.heartbeat import remove_heartbeat
-from slurm_shockwave.slurm.hints import parse_hint
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmJob
-from slurm_shockwave.slurm.world import TOP_PRIORITY, each_job, held_by_admin, hint_text
+from slurm_shockwave.slurm.world import (
+    TOP_PRIORITY,
+    each_job,
+    held_by_admin,
+    hint_text,
+    read_hint,
+)
 
 PINNED_BAND = 100_000
 """Priorities in (TOP_PRIORITY - PINNED_BAND, TOP_PRIORITY] are the planner's."""
@@ -32,13 +36,10 @@ class HandBack:
 
 
 def managed(job: SlurmJob) -> bool:
-    """A job the service plans: its hint reads (the admin comment job_submit.lua wrote,
-    else the raw comment of a job submitted while the plugin was not loaded)."""
-    try:
-        parse_hint(hint_text(job))
-    except InputError:
-        return False
-    return True
+    """A job the service plans, by the world's own rule: its hint reads (the admin
+    comment job_submit.lua wrote, else the raw comment of a job submitted while the
+    plugin was not loaded)."""
+    return not isinstance(read_hint(hint_text(job)), str)
 
 
 def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,

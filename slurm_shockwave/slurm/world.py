@@ -204,6 +204,15 @@ def hint_text(job: SlurmJob) -> str:
     return split_admin_comment(job.admin_comment)[0] or job.comment
 
 
+def read_hint(text: str) -> Hint | str:
+    """A hint's text read: the hint, or why it does not read. A job whose hint reads is
+    one the service plans (and so one a hand-back gives back)."""
+    try:
+        return parse_hint(text)
+    except InputError as exc:
+        return str(exc)
+
+
 def held_by_admin(job: SlurmJob) -> bool:
     """A pending job an admin holds (``scontrol hold``, or ``scontrol requeuehold`` of a
     running job, which squeue's reason shows as its state description "job requeued in
@@ -497,11 +506,9 @@ class SlurmCluster:
         text = hint_text(job)
         cached = self._parsed.get(job.job_id)
         if cached is None or cached[0] != text:
-            try:
-                parsed: Hint | str = parse_hint(text)
-            except InputError as exc:
-                parsed = str(exc)
-                log.warning("job %d: not planned: %s", job.job_id, exc)
+            parsed = read_hint(text)
+            if isinstance(parsed, str):
+                log.warning("job %d: not planned: %s", job.job_id, parsed)
             cached = self._parsed[job.job_id] = (text, parsed)
         if isinstance(cached[1], str):
             self.bad_hints[job.job_id] = cached[1]
