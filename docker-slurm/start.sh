@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$(id -u)" = 0 ] || die "must run as root (it makes device files and runs slurmd)"
-for bin in slurmctld slurmd sinfo munged pgrep; do
+for bin in slurmctld slurmd sinfo munged munge unmunge pgrep; do
   command -v "$bin" >/dev/null || die "$bin not found: apt-get install slurmctld slurmd slurm-client munge procps"
 done
 [[ "$NODES" =~ ^[1-9][0-9]*$ ]] || die "--nodes must be a positive integer"
@@ -85,12 +85,20 @@ if [ "${#SPOOL}" -gt 48 ]; then
 fi
 for ((n = 1; n <= NODES; n++)); do mkdir -p "$SPOOL/sw-node$n"; done
 
-# munge: reuse a running munged, else start one and remember that we did.
-if ! pgrep -x munged >/dev/null; then
+# munge: reuse a munged that answers (a credential made and decoded), else start one and
+# remember that we did. Whether one answers, not whether one runs: a munged another
+# cluster's stop.sh is ending, or one in a container's pid namespace, runs but will not.
+munge_answers() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+if ! munge_answers; then
+  for _ in $(seq 1 50); do pgrep -x munged >/dev/null || break; munge_answers && break; sleep 0.1; done
+fi
+if ! munge_answers; then
   [ -s /etc/munge/munge.key ] || { mkdir -p /etc/munge; dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null; }
   chown -R munge:munge /etc/munge 2>/dev/null || true
   chmod 400 /etc/munge/munge.key
-  mkdir -p /run/munge /var/log/munge /var/lib/munge
+  # 0755 whatever root's umask: every local user's munge (the job-side client) needs the socket
+  install -d -m 0755 /run/munge /var/log/munge /var/lib/munge
+  chmod 0700 /var/log/munge /var/lib/munge
   chown munge:munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null || true
   if id munge >/dev/null 2>&1; then
     su -s /bin/sh munge -c "munged --pid-file=/run/munge/munged.pid" || munged --force
@@ -98,6 +106,8 @@ if ! pgrep -x munged >/dev/null; then
     munged --force
   fi
   echo started > "$STATE/run/munged.started"
+  for _ in $(seq 1 50); do munge_answers && break; sleep 0.1; done
+  munge_answers || die "munged started but munge -n | unmunge fails (see /var/log/munge/munged.log)"
 fi
 
 {
@@ -188,8 +198,16 @@ done
 
 deadline=$((SECONDS + TIMEOUT))
 while :; do
-  states="$(sinfo -h -N -o '%t' 2>/dev/null | sort -u | tr '\n' ' ')"
+  # a refused sinfo (controller not listening yet) is one more try, not the end of start.sh
+  states="$(sinfo -h -N -o '%t' 2>/dev/null | sort -u | tr '\n' ' ' || true)"
   [ "$states" = "idle " ] && break
+  ctld="$(cat "$STATE/run/slurmctld.pid" 2>/dev/null || true)"
+  if [ -n "$ctld" ] && ! kill -0 "$ctld" 2>/dev/null; then
+    # else sinfo would go on asking whatever else answers on its port
+    echo "start.sh: slurmctld exited; the end of $STATE/log/slurmctld.log:" >&2
+    tail -n 5 "$STATE/log/slurmctld.log" >&2 2>/dev/null || true
+    exit 1
+  fi
   if [ $SECONDS -ge $deadline ]; then
     echo "start.sh: nodes not idle after ${TIMEOUT}s (states: ${states:-none}); logs in $STATE/log" >&2
     exit 1

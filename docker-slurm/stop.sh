@@ -70,7 +70,12 @@ if [ -f "$STATE/run/munged.started" ]; then
   # ...but never from under another cluster on this machine: they authenticate with it
   # too (seen: a test run's teardown cut munge from a live benchmark's cluster)
   if ! pgrep -x slurmctld >/dev/null && ! pgrep -x slurmd >/dev/null; then
-    [ -f /run/munge/munged.pid ] && kill "$(cat /run/munge/munged.pid)" 2>/dev/null
+    mpid="$(cat /run/munge/munged.pid 2>/dev/null || true)"
+    if [ -n "$mpid" ] && kill "$mpid" 2>/dev/null; then
+      # gone before we return: a start.sh right after must not find it dying and reuse it
+      # (seen in CI: the 25.11 cluster started beside the 22.05 one's exiting munged)
+      for _ in $(seq 1 50); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+    fi
   fi
   rm -f "$STATE/run/munged.started"
 fi

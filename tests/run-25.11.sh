@@ -23,9 +23,8 @@ fi
 [ "$rc" = 0 ] || exit "$rc"
 eval "$exports"
 unset SLURM_CONF
-STATE="$(mktemp -d /tmp/shockwave-test-slurm-25.11.XXXXXX)"
-trap 'bash docker-slurm/stop.sh --state-dir "$STATE" --purge >/dev/null 2>&1 || true' EXIT
-eval "$(bash docker-slurm/start.sh --state-dir "$STATE" --ctld-port $((19817 + OFF)) --node-port-base $((19900 + OFF)))"
-export SLURM_CONF SHOCKWAVE_HEARTBEAT SHOCKWAVE_REQUIRE_SLURM=1 SHOCKWAVE_REQUIRE_PYSLURM=1
+. tests/test-cluster.sh
+start_test_cluster $((19817 + OFF)) $((19900 + OFF))
+export SHOCKWAVE_REQUIRE_SLURM=1 SHOCKWAVE_REQUIRE_PYSLURM=1
 echo "== $(slurmd -V), pyslurm $(python3 -c 'import pyslurm; print(pyslurm.__version__)')"
 python3 -m pytest -q -p no:cacheprovider tests/test_slurm_contract.py tests/test_backend_choice.py "$@"

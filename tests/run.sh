@@ -14,14 +14,15 @@ cd "$(dirname "$0")/.."
 [ -n "${SHOCKWAVE_SKIP_INSTALL:-}" ] || python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 echo "== ruff";         python3 -m ruff check .
 echo "== mypy";         python3 -m mypy
-echo "== import contracts"; lint-imports --no-cache >/dev/null && echo "contracts kept"
+# (not `lint-imports && echo`: under set -e a failure left of && does not stop the run)
+echo "== import contracts"
+contracts="$(lint-imports --no-cache 2>&1)" || { echo "$contracts"; exit 1; }
+echo "contracts kept"
 if [ -z "${SLURM_CONF:-}" ]; then
   why="$(python3 -c 'from slurm_shockwave.live.cluster import missing_for_cluster as m; print(m() or "")')"
   if [ -z "$why" ]; then
-    STATE="$(mktemp -d /tmp/shockwave-test-slurm.XXXXXX)"
-    trap 'bash docker-slurm/stop.sh --state-dir "$STATE" --purge >/dev/null 2>&1 || true' EXIT
-    eval "$(bash docker-slurm/start.sh --state-dir "$STATE" --ctld-port $((17817 + OFF)) --node-port-base $((17900 + OFF)))"
-    export SLURM_CONF SHOCKWAVE_HEARTBEAT
+    . tests/test-cluster.sh
+    start_test_cluster $((17817 + OFF)) $((17900 + OFF))
   else
     echo "== no local Slurm cluster: $why; the real-cluster tests skip"
   fi

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import threading
 from pathlib import Path
 
@@ -55,3 +57,60 @@ def test_a_signal_while_the_cluster_starts_stops_what_it_started(
     with pytest.raises(KeyboardInterrupt), LocalCluster(tmp_path / "state", nodes=1):
         pass
     assert stops(tmp_path) == 1
+
+
+def _stub(folder: Path, name: str, body: str) -> None:
+    (folder / name).write_text("#!/bin/bash\n" + body + "\n")
+    (folder / name).chmod(0o755)
+
+
+@pytest.fixture
+def slurm_stubs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The real start.sh against stand-ins for Slurm's daemons and commands on PATH, and
+    a munge that answers (so it starts no munged)."""
+    if os.geteuid() != 0:
+        pytest.skip("start.sh runs as root (mknod)")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _stub(bin_dir, "slurmd", '[ "$1" = -V ] && echo "slurm 22.05.8"; exit 0')
+    _stub(bin_dir, "munged", "exit 0")
+    _stub(bin_dir, "munge", "echo credential")
+    _stub(bin_dir, "unmunge", "cat >/dev/null")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return bin_dir
+
+
+def _start(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(cluster_mod.SCRIPTS / "start.sh"), "--nodes", "1",
+                           "--gpus-per-node", "1", "--timeout", "20",
+                           "--state-dir", str(tmp_path / "state")],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_start_waits_through_a_controller_not_answering_yet(
+        tmp_path: Path, slurm_stubs: Path) -> None:
+    """Found by a review: under pipefail one refused sinfo ended start.sh at once, with
+    no message, instead of waiting out its timeout for the controller."""
+    _stub(slurm_stubs, "slurmctld",
+          f'sleep 30 >/dev/null 2>&1 & echo $! > {tmp_path}/state/run/slurmctld.pid')
+    _stub(slurm_stubs, "sinfo", f'n=$(cat {tmp_path}/tries 2>/dev/null || echo 0)\n'
+          f'echo $((n + 1)) > {tmp_path}/tries\n'
+          '[ "$n" -ge 2 ] || { echo "Unable to contact slurm controller" >&2; exit 1; }\n'
+          'echo idle')
+    done = _start(tmp_path)
+    os.kill(int((tmp_path / "state/run/slurmctld.pid").read_text()), signal.SIGTERM)
+    assert done.returncode == 0, done.stderr
+    assert "export SLURM_CONF=" in done.stdout
+    assert (tmp_path / "tries").read_text().strip() == "3"
+
+
+def test_start_says_when_its_controller_died(tmp_path: Path, slurm_stubs: Path) -> None:
+    """Its own slurmctld gone (a port taken, a bad state folder): start.sh says so with
+    the log's end at once, instead of asking whatever else answers on the port."""
+    _stub(slurm_stubs, "slurmctld",
+          f'echo "fatal: slurmctld: bind: Address already in use" > {tmp_path}/state/log/'
+          f'slurmctld.log\nsh -c "exit 0" & wait $!\necho $! > {tmp_path}/state/run/slurmctld.pid')
+    _stub(slurm_stubs, "sinfo", "echo idle-elsewhere")
+    done = _start(tmp_path)
+    assert done.returncode == 1
+    assert "slurmctld exited" in done.stderr and "Address already in use" in done.stderr
