@@ -50,6 +50,11 @@ if stamped slurm && stamped pyslurm; then
 fi
 [ "$(id -u)" = 0 ] || die "must run as root (installs build dependencies with apt-get)"
 mkdir -p "$PREFIX"
+# one build of a prefix at a time (two checkouts testing at once share it); the one that
+# waited finds the other's stamps
+exec 9>"$PREFIX/.build.lock"
+flock 9
+if stamped slurm && stamped pyslurm; then exports; exit 0; fi
 export DEBIAN_FRONTEND=noninteractive
 deps=(libmunge-dev liblua5.1-0-dev libjson-c-dev libhttp-parser-dev libyaml-dev pkg-config
       build-essential munge lua5.1 bzip2 python3-dev python3-pip)
