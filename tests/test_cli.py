@@ -361,3 +361,21 @@ def test_a_seed_given_on_the_command_line_wins_over_the_config_files(tmp_path: P
         return float(json.loads(out)["avg_jct_s"])
 
     assert avg_jct("--seed", "5") != avg_jct()
+
+
+def test_explain_prints_a_users_comment_as_it_is(tmp_path: Path) -> None:
+    """Found by a review: a bad hint's reason quotes the job's comment, and rich read it
+    as markup: `--comment "bs=[/x] epochs=3"` made `explain` (and `queue`) end in a
+    MarkupError for the admin, and `[bold]` lost its brackets."""
+    from slurm_shockwave.service.store import JobRow, RoundRecord, Store
+
+    store = Store(tmp_path / "s.db")
+    reason = "bad_hint(bs=[/x] epochs=3 [bold red]m[/])"
+    store.save_round(RoundRecord(0, 1.7e9, "fifo", False, 1, {}, None, None, 0, 0, 0),
+                     [JobRow(job_id=9, user="bob", phase="pending", gpus=1, reason=reason,
+                             action="none", outcome="Submitted [x]")],
+                     [], {}, read_round_id=0)
+    store.close()
+    shown = run("explain", "9", "--store", str(tmp_path / "s.db"))
+    assert shown.returncode == 0, shown.stderr
+    assert reason in shown.stdout

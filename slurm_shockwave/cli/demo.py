@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -45,9 +45,10 @@ def _reasons(store: Path) -> dict[int, tuple[str, str]]:
 def _run(settings: LiveSettings, title: str, *, to_stderr: bool = False) -> dict[str, Any]:
     """``to_stderr``: the live view goes to standard error (with --json, standard output
     holds only the JSON object)."""
-    out = Console(stderr=True) if to_stderr else console()
-    bar = Progress(TextColumn(title), BarColumn(), TextColumn("{task.completed}/{task.total}"
-                   " done"), TimeElapsedColumn(), console=out)
+    out = console(stderr=to_stderr)
+    bar = Progress(TextColumn(title, markup=False), BarColumn(),
+                   TextColumn("{task.completed}/{task.total} done"), TimeElapsedColumn(),
+                   console=out)
     task = bar.add_task(title, total=None)
     with Live(bar, console=out, refresh_per_second=2, transient=False) as live:
         def tick(s: LiveStatus) -> None:

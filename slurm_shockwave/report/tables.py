@@ -12,10 +12,12 @@ from rich.text import Text
 from slurm_shockwave.sim.run import SimResult
 
 
-def console() -> Console:
-    """A console that does not squeeze tables to 80 columns when output is piped."""
-    probe = Console()
-    return probe if probe.is_terminal else Console(width=140)
+def console(*, stderr: bool = False) -> Console:
+    """A console that does not squeeze tables to 80 columns when output is piped, and
+    prints text as it is: what it shows comes from users (a hint's reason quotes the
+    job's comment), and rich markup in it crashed ``explain`` or lost its brackets."""
+    probe = Console(stderr=stderr, markup=False)
+    return probe if probe.is_terminal else Console(stderr=stderr, width=140, markup=False)
 
 
 def _fmt_s(v: float) -> str:
