@@ -52,7 +52,15 @@ def test_pareto_durations_are_heavy_tailed_and_bounded() -> None:
 
 
 @pytest.mark.parametrize(("field", "value"), [("arrivals", "bursty"), ("durations", "flat"),
-                                              ("diurnal_depth", 1.0), ("tail_alpha", 0.0)])
+                                              ("diurnal_depth", 1.0), ("diurnal_depth", 0.995),
+                                              ("tail_alpha", 0.0)])
 def test_bad_new_shape_fields_are_named(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
         generate(TraceShape(**{field: value}), bundled_table(), seed=0)  # type: ignore[arg-type]
+
+
+def test_diurnal_arrivals_with_no_gap_come_at_once() -> None:
+    """Found by a review: with --mean-gap-s 0 time never moved, and a deep night (depth
+    near 1) thinned every try away: `trace generate` ran for ever."""
+    shape = TraceShape(num_jobs=5, mean_gap_s=0, arrivals="diurnal", diurnal_depth=0.99)
+    assert [j.spec.arrival_s for j in generate(shape, bundled_table(), seed=0)] == [0.0] * 5

@@ -75,7 +75,7 @@ def trace() -> None:
 @click.option("--arrivals", type=click.Choice(ARRIVALS), default="poisson", show_default=True,
               help="diurnal: a day/night cycle, --mean-gap-s at the daily peak.")
 @click.option("--diurnal-depth", type=float, default=0.8, show_default=True,
-              help="How much quieter the night is (0..1).")
+              help="How much quieter the night is (0 to 0.99).")
 @click.option("--duration-dist", type=click.Choice(DURATIONS), default="buckets",
               show_default=True, help="pareto: heavy-tailed from --min-h, capped at --max-h.")
 @click.option("--tail-alpha", type=float, default=1.2, show_default=True,

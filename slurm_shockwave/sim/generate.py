@@ -68,8 +68,9 @@ class TraceShape:
             return "num_durations", "must be >= 1"
         if self.arrivals not in ARRIVALS:
             return "arrivals", f"must be one of {', '.join(ARRIVALS)}"
-        if not 0 <= self.diurnal_depth < 1:
-            return "diurnal_depth", "must be in [0, 1)"
+        if not 0 <= self.diurnal_depth <= MAX_DIURNAL_DEPTH:
+            # deeper, the thinning at midnight tries ~1/(1-depth) times per arrival
+            return "diurnal_depth", f"must be from 0 to {MAX_DIURNAL_DEPTH}"
         if self.durations not in DURATIONS:
             return "durations", f"must be one of {', '.join(DURATIONS)}"
         if not MIN_TAIL_ALPHA <= self.tail_alpha <= MAX_TAIL_ALPHA:
@@ -78,6 +79,10 @@ class TraceShape:
             if any(p < 0 for p in mix) or not math.isclose(sum(mix), 1.0, abs_tol=1e-6):
                 return name, "probabilities must be >= 0 and sum to 1"
         return None
+
+
+MAX_DIURNAL_DEPTH = 0.99
+"""The night's rate is at least 1% of the peak's."""
 
 
 def _duration_s(rng: random.Random, shape: TraceShape) -> float:
@@ -95,7 +100,8 @@ def _next_arrival(rng: random.Random, shape: TraceShape, now: float) -> float:
     """The next arrival after ``now``; diurnal by thinning (accept with the day's rate)."""
     while True:
         now += -math.log(1.0 - rng.random()) * shape.mean_gap_s
-        if shape.arrivals == "poisson":
+        # no gap: all at once, and no time passes for the cycle to thin (it tried for ever)
+        if shape.arrivals == "poisson" or shape.mean_gap_s == 0:
             return now
         level = 1.0 - shape.diurnal_depth * 0.5 * (1.0 + math.cos(2 * math.pi * now / _DAY_S))
         if rng.random() < level:
