@@ -379,3 +379,16 @@ def test_explain_prints_a_users_comment_as_it_is(tmp_path: Path) -> None:
     shown = run("explain", "9", "--store", str(tmp_path / "s.db"))
     assert shown.returncode == 0, shown.stderr
     assert reason in shown.stdout
+
+
+def test_simulate_refuses_to_write_its_csv_over_its_trace(tmp_path: Path) -> None:
+    """Found by a review: `simulate T --csv T` exited 0 with the trace replaced by the
+    per-job CSV, and the next run could not read it."""
+    trace = tmp_path / "t.jsonl"
+    run("trace", "generate", "--jobs", "3", "--out", str(trace))
+    before = trace.read_bytes()
+    shown = run("simulate", str(trace), "--gpus", "4", "--csv", str(tmp_path / "." / "t.jsonl"),
+                check=False)
+    assert shown.returncode == 2 and "--csv" in shown.stderr and "input" in shown.stderr
+    assert len(shown.stderr.strip().splitlines()) == 1
+    assert trace.read_bytes() == before

@@ -173,13 +173,20 @@ _HELD: list[int] = []
 """FIFOs ``writable_file`` found a reader on, kept open until the process ends."""
 
 
-def writable_file(path: str | None, option: str) -> None:
+def writable_file(path: str | None, option: str, *, inputs: Sequence[str | None] = ()
+                  ) -> None:
     """Fail now, before the run, if ``path`` cannot be written (its results would be lost):
-    also a name the system refuses (too long) and a FIFO no one reads, which would block."""
+    also a name the system refuses (too long), a FIFO no one reads, which would block, and
+    one of the run's ``inputs`` (``simulate T --csv T`` overwrote the trace)."""
     if path is None:
         return
     _not_empty(path, option)
     p = Path(path)
+    for given in inputs:
+        if given is not None and p.exists() and Path(given).exists() \
+                and os.path.samefile(p, given):
+            raise InputError(f"is an input of this run ({given}); results would overwrite it",
+                             source=path, field=option)
     try:
         if p.is_dir():
             raise InputError("is a directory, expected a file", source=path, field=option)

@@ -33,7 +33,7 @@ def simulate(trace: str, gpus: int | None, gpus_per_node: int | None, throughput
              config_path: str | None, seed: int, round_s: float | None, cutoff: float | None,
              progress: bool | None, policy: str, as_json: bool, csv_path: str | None) -> None:
     """Simulate TRACE (default: the bundled demo trace) under one policy."""
-    writable_file(csv_path, "--csv")
+    writable_file(csv_path, "--csv", inputs=(trace, throughputs, config_path))
     inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
                      progress, seed)
     result = run_policy(inputs, policy)
