@@ -5,7 +5,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks import traces
-from benchmarks.scale import BASELINES, CONTENDERS, SHIPPED, run_policy, study, targets
+from benchmarks.scale import (
+    BASELINES,
+    CONTENDERS,
+    SHIPPED,
+    plot_limits,
+    run_policy,
+    study,
+    targets,
+)
 from slurm_shockwave.config import load_settings, parse_settings
 from slurm_shockwave.report.plots import write_pareto
 from tests.builders import a_spec, a_workload
@@ -56,8 +64,23 @@ def test_the_simulator_section_of_the_settings_is_the_one_simulated() -> None:
 def test_pareto_plot_is_written(tmp_path: Path) -> None:
     records = [_record(p, 100.0 + i, 50.0 + i, 1.0 + i / 10, 0.0)
                for i, p in enumerate(("shockwave", *BASELINES))]
-    path = write_pareto(records, tmp_path / "p.png", "t", bound_s=90.0)
+    path = write_pareto(records, tmp_path / "p.png", "t", 90.0, plot_limits(
+        {str(r["policy"]): r for r in records}, 90.0))
     assert path.stat().st_size > 1000
+
+
+def test_the_pareto_plots_lines_are_the_targets_limits() -> None:
+    """Found by a review: the plot's 'best baseline' line was the best of every policy but
+    Shockwave, so stretch_edf (ours) drew it on five of the seven shipped plots."""
+    records = {p: _record(p, 100.0, 50.0 + i, 1.2 + i / 10, 0.0)
+               for i, p in enumerate(BASELINES)}
+    records["stretch_edf"] = _record("stretch_edf", 100.0, 10.0, 0.9, 0.0)
+    lines = plot_limits(records, 90.0)
+    assert lines is not None and lines["worst_rho"] == pytest.approx(1.2)
+    assert lines["avg_jct"] == pytest.approx(1.1 * 50.0)
+    assert lines["makespan"] == pytest.approx(99.0)
+    del records[BASELINES[-1]]
+    assert plot_limits(records, 90.0) is None
 
 
 @pytest.mark.reference
