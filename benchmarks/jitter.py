@@ -21,7 +21,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from benchmarks.args import Parser, floats, names, policy_config
+from benchmarks.args import Parser, floats, live_costs_args, names, policy_config
 from benchmarks.live_screen import SHAPES, live_costs, metrics, simulate_live
 from benchmarks.reference_runs import machine
 from slurm_shockwave.policies.registry import POLICIES, make_policy
@@ -67,10 +67,8 @@ def main() -> None:
         ap.error("--copies: must be from 1 to 1000")
     if not 0 <= args.seed < 2**32:
         ap.error("--seed: must be from 0 to 2^32 - 1")
-    if not 0 <= args.cred_expire_s <= 3600:
-        ap.error("--cred-expire-s: must be from 0 to 3600")
     jitter_s = floats(ap, "--jitter-s", args.jitter_s, count=1, lo=0, hi=3600)[0]
-    time_scale = floats(ap, "--time-scale", args.time_scale, count=1, lo=1, hi=1000)[0]
+    time_scale = live_costs_args(ap, args.time_scale, args.cred_expire_s)
     policies = names(ap, "--policies", args.policies, POLICIES)
     config = policy_config(ap, "--config", args.config, "shockwave")
     name, shape, gpus = SHAPE_NAMES[args.shape]

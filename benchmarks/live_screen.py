@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 from benchmarks import traces
-from benchmarks.args import Parser, names, policy_config
+from benchmarks.args import Parser, live_costs_args, names, policy_config
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import ROUND_TRACE_S, live_restore_s
 from slurm_shockwave.metrics.summary import Summary
@@ -70,7 +70,7 @@ def metrics(summary: Summary) -> dict[str, float]:
 
 def main() -> None:
     ap = Parser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--time-scale", type=float, default=30.0)
+    ap.add_argument("--time-scale", default="30")
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--cred-expire-s", type=int, default=5)
     ap.add_argument("--policies", default=",".join(POLICIES))
@@ -81,10 +81,13 @@ def main() -> None:
                          "Slurm alone both start work between rounds)")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
+    time_scale = live_costs_args(ap, args.time_scale, args.cred_expire_s)
+    if not 1 <= args.seeds <= 1000:
+        ap.error("--seeds: must be from 1 to 1000")
     policies = names(ap, "--policies", args.policies, POLICIES)
     config = policy_config(ap, "--config", args.config, "shockwave")
     table = load_throughputs(None)
-    restore, delay = live_costs(args.time_scale, args.cred_expire_s)
+    restore, delay = live_costs(time_scale, args.cred_expire_s)
     rows: list[dict[str, Any]] = []
     for seed in range(args.seeds):
         for name, shape, gpus in SHAPES:
@@ -95,7 +98,7 @@ def main() -> None:
             runs = {}
             for policy in policies:
                 cfg = config if policy == "shockwave" else None
-                r = simulate_live(workload, make_policy(policy, cfg), gpus, args.time_scale,
+                r = simulate_live(workload, make_policy(policy, cfg), gpus, time_scale,
                                   args.cred_expire_s, fill=not args.no_fill)
                 runs[policy] = {**metrics(r.summary), "restarts": r.starts - len(trace)}
             sw, ff = runs.get("shockwave"), runs.get("fifo")
@@ -107,11 +110,12 @@ def main() -> None:
     def with_fifo(policy: str) -> list[dict[str, Any]]:
         return [r for r in rows if policy in r["policies"] and "fifo" in r["policies"]]
 
-    def mean(policy: str, key: str, over_bound: bool = False) -> float:
+    def mean(policy: str, key: str, over_bound: bool = False) -> float | None:
+        """None with no trace to average (a 0 read as a perfect score)."""
         vals: list[float] = [
             r["policies"][policy][key] / (r["lower_bound_s"] if over_bound else 1.0)
             for r in with_fifo(policy)]
-        return round(sum(vals) / max(len(vals), 1), 3)
+        return round(sum(vals) / len(vals), 3) if vals else None
 
     def against_fifo(policy: str) -> dict[str, Any]:
         """How often ``policy`` beats FIFO (the simulator's Slurm alone), trace by trace."""
@@ -126,20 +130,22 @@ def main() -> None:
             "mean_makespan_over_bound": mean(policy, "makespan_s", True),
             "mean_avg_jct_s": mean(policy, "avg_jct_s"),
             "mean_worst_rho": mean(policy, "worst_rho"),
-            "mean_restarts": round(sum(a["restarts"] for a, _ in pairs) / max(len(pairs), 1), 1),
+            "mean_restarts": (round(sum(a["restarts"] for a, _ in pairs) / len(pairs), 1)
+                              if pairs else None),
         }
 
-    against = {p: against_fifo(p) for p in args.policies.split(",") if p != "fifo"}
-    shockwave = against.get("shockwave") or against_fifo("shockwave")  # zeros when not run
+    against = {p: against_fifo(p) for p in policies if p != "fifo"}
+    shockwave = against.get("shockwave") or against_fifo("shockwave")
+    run = bool(shockwave["traces"])  # else no wins to count: null, not 0
     summary = {p: {"makespan_over_bound": mean(p, "makespan_s", True),
                    "avg_jct_s": mean(p, "avg_jct_s"), "worst_rho": mean(p, "worst_rho")}
-               for p in ("shockwave", "fifo")} if shockwave["traces"] else {}
-    print(json.dumps({"time_scale": args.time_scale, "restore_s": restore,
+               for p in ("shockwave", "fifo")} if run else {}
+    print(json.dumps({"time_scale": time_scale, "restore_s": restore,
                       "fill_freed": not args.no_fill,
                       "requeue_delay_s": delay, "traces": rows,
-                      "wins_both": shockwave["wins_both"],
-                      "wins_makespan": shockwave["wins_makespan"],
-                      "wins_worst_rho": shockwave["wins_worst_rho"],
+                      "wins_both": shockwave["wins_both"] if run else None,
+                      "wins_makespan": shockwave["wins_makespan"] if run else None,
+                      "wins_worst_rho": shockwave["wins_worst_rho"] if run else None,
                       "mean": summary, "against_fifo": against, "machine": machine()}))
 
 

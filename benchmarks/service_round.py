@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,8 +23,10 @@ from pathlib import Path
 
 from benchmarks.args import Parser
 from benchmarks.reference_runs import machine
+from benchmarks.slurm_jobs import cancel, submit_many
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.config import live_policy, load_settings
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.service.store import Store
@@ -35,14 +36,11 @@ from slurm_shockwave.slurm.world import SlurmCluster
 GPUS = (1, 1, 2, 2, 4, 8)
 
 
-def submit_many(n: int, script: str) -> list[int]:
-    """sbatch n times through one shell (fast enough for thousands); their job ids."""
-    lines = "\n".join(
-        f"sbatch --parsable -o /dev/null --gres=gpu:{GPUS[i % len(GPUS)]} "
-        f"--comment='model=resnet18 bs=32 epochs={10 + i % 50} mode=gns' {script}"
-        for i in range(n))
-    out = subprocess.run(["sh"], input=lines, text=True, check=True, capture_output=True)
-    return [int(line.split(";")[0]) for line in out.stdout.split() if line.strip()]
+def mixed(n: int) -> list[str]:
+    """sbatch options of n hinted jobs of 1-8 GPUs."""
+    return [f"--gres=gpu:{GPUS[i % len(GPUS)]} "
+            f"--comment='model=resnet18 bs=32 epochs={10 + i % 50} mode=gns'"
+            for i in range(n)]
 
 
 def main() -> None:
@@ -55,8 +53,18 @@ def main() -> None:
     ap.add_argument("--config", default=None, help="settings file (default: etc/shockwave.yaml)")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
+    for option, value, lo in (("--jobs", args.jobs, 1), ("--rounds", args.rounds, 1),
+                              ("--arrivals", args.arrivals, 0)):
+        if value < lo:
+            ap.error(f"{option}: must be >= {lo}, not {value}")
+    try:  # before any job is submitted
+        settings = load_settings(args.config or Path(__file__).parents[1] / "etc" /
+                                 "shockwave.yaml")
+        policy = live_policy(settings, args.policy)  # as the service makes it
+    except InputError as exc:
+        ap.error(str(exc))
     if not os.environ.get("SLURM_CONF"):
-        raise SystemExit("SLURM_CONF is not set: eval \"$(docker-slurm/start.sh)\" first")
+        ap.error("SLURM_CONF is not set: eval \"$(docker-slurm/start.sh)\" first")
     heartbeat = os.environ.get("SHOCKWAVE_HEARTBEAT")
     backend = CliBackend()
     work = Path(tempfile.mkdtemp(prefix="shockwave-bench-"))
@@ -66,19 +74,17 @@ def main() -> None:
     if heartbeat:  # held at submit, as with a live service
         write_heartbeat(heartbeat, time.time(), 3600)
     t0 = time.perf_counter()
-    mine = submit_many(args.jobs, str(script))
-    submit_s = time.perf_counter() - t0
-    print(f"submitted {len(mine)} jobs in {submit_s:.1f}s", file=sys.stderr)
+    mine: list[int] = []
     try:
+        mine += submit_many(mixed(args.jobs), str(script))
+        submit_s = time.perf_counter() - t0
+        print(f"submitted {len(mine)} jobs in {submit_s:.1f}s", file=sys.stderr)
         store = Store(work / "state.db")
         world = SlurmCluster(backend, WallClock(), round_s=120.0, intents=store)
-        settings = load_settings(args.config or Path(__file__).parents[1] / "etc" /
-                                 "shockwave.yaml")
-        policy = live_policy(settings, args.policy)  # as the service makes it
         service = Service(world, policy, args.policy, store, round_s=120.0)
         first = service.round_once()  # solves, starts a first share, re-holds the rest
         time.sleep(5)
-        mine += submit_many(args.arrivals, str(script))  # new jobs: the plan is re-solved
+        mine += submit_many(mixed(args.arrivals), str(script))  # the plan is re-solved
         timed = service.round_once()
         size0 = store.size_bytes()
         for _ in range(args.rounds):
@@ -95,9 +101,7 @@ def main() -> None:
             "first_round": {k: round(v, 3) for k, v in first.record.phase_s.items()},
             "machine": machine()}, default=str))
     finally:
-        for i in range(0, len(mine), 500):
-            subprocess.run(["scancel", *map(str, mine[i:i + 500])], check=False,
-                           capture_output=True)
+        cancel(mine)
         if heartbeat:
             Path(heartbeat).unlink(missing_ok=True)
 

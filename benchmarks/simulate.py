@@ -10,13 +10,15 @@ machine and each policy's time relative to the first policy measured in the same
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
+
+from benchmarks.args import Parser, names
+from slurm_shockwave.policies.registry import POLICIES
 
 
 def machine() -> dict[str, object]:
@@ -25,15 +27,18 @@ def machine() -> dict[str, object]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", default="demo")
     ap.add_argument("--gpus", type=int, default=16)
     ap.add_argument("--throughputs", default=None)
     ap.add_argument("--policies", default="fifo,srtf,las,gavel,themis,allox,ossp,mst,gandiva_fair")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON lines)")
     args = ap.parse_args()
+    if args.gpus < 1:
+        ap.error(f"--gpus: must be >= 1, not {args.gpus}")
     first: float | None = None
-    for name in args.policies.split(","):
+    failed = 0
+    for name in names(ap, "--policies", args.policies, POLICIES):
         cmd = [sys.executable, "-m", "slurm_shockwave.cli", "simulate", args.trace,
                "--gpus", str(args.gpus), "--policy", name, "--json", "--no-progress"]
         if args.throughputs:
@@ -43,12 +48,15 @@ def main() -> None:
         elapsed = time.perf_counter() - t0
         if proc.returncode != 0:
             print(json.dumps({"policy": name, "error": proc.stderr.strip()}), flush=True)
+            failed += 1
             continue
         record = json.loads(proc.stdout)
         first = first or elapsed
         record.update(process_s=round(elapsed, 3), ratio_to_first=round(elapsed / first, 3),
                       machine=machine())
         print(json.dumps(record), flush=True)
+    if failed:  # each one's error is its line above
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

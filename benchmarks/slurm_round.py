@@ -14,42 +14,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 from benchmarks.args import Parser
 from benchmarks.reference_runs import machine
+from benchmarks.slurm_jobs import cancel, submit_many
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.model.plan import Action, ActionKind
 from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.world import SlurmCluster
 
 
-def submit_many(n: int, script: str) -> list[int]:
-    """sbatch n times through one shell, fast enough for thousands of jobs; the ids of the
-    jobs submitted (the only ones the benchmark cancels), even when a submission fails."""
-    lines = "\n".join(
-        f"sbatch --parsable -o /dev/null --gres=gpu:1 "
-        f"--comment='model=resnet18 bs=32 epochs={10 + i % 50} mode=gns signal=USR1 "
-        f"grace=600' {script}"
-        for i in range(n))
-    proc = subprocess.run(["sh"], input=lines, text=True, check=False, capture_output=True)
-    ids = [int(line.split(";")[0]) for line in proc.stdout.split()
-           if line.split(";")[0].isdigit()]
-    if len(ids) != n:
-        cancel(ids)
-        raise SystemExit(f"sbatch: {len(ids)} of {n} jobs submitted: "
-                         f"{(proc.stderr.strip().splitlines() or ['?'])[0]}")
-    return ids
-
-
-def cancel(job_ids: list[int]) -> None:
-    """scancel exactly these jobs (never every job of the user), a thousand per call."""
-    for k in range(0, len(job_ids), 1000):
-        subprocess.run(["scancel", *map(str, job_ids[k:k + 1000])], check=False,
-                       capture_output=True)
+def hinted(n: int) -> list[str]:
+    """sbatch options of n hinted 1-GPU jobs that survive their checkpoint signal."""
+    return [f"--gres=gpu:1 --comment='model=resnet18 bs=32 epochs={10 + i % 50} mode=gns "
+            "signal=USR1 grace=600'" for i in range(n)]
 
 
 def main() -> None:
@@ -61,8 +42,13 @@ def main() -> None:
                     help="held jobs released by their owners before the round (re-held)")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
+    for option, value, lo in (("--jobs", args.jobs, 1), ("--start", args.start, 0),
+                              ("--preempt", args.preempt, 0),
+                              ("--owner-released", args.owner_released, 0)):
+        if value < lo:
+            ap.error(f"{option}: must be >= {lo}, not {value}")
     if not os.environ.get("SLURM_CONF"):
-        raise SystemExit("SLURM_CONF is not set: eval \"$(docker-slurm/start.sh)\" first")
+        ap.error("SLURM_CONF is not set: eval \"$(docker-slurm/start.sh)\" first")
     backend = CliBackend()
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as fh:
         fh.write("#!/bin/sh\ntrap '' USR1\nsleep 3600\n")  # survives its checkpoint signal
@@ -70,7 +56,7 @@ def main() -> None:
     t0 = time.perf_counter()
     mine: list[int] = []
     try:
-        mine = submit_many(args.jobs, fh.name)
+        mine = submit_many(hinted(args.jobs), fh.name)
         submit_s = time.perf_counter() - t0
         print(f"submitted {args.jobs} jobs in {submit_s:.1f}s", file=sys.stderr)
         world = SlurmCluster(backend, WallClock())
@@ -97,7 +83,8 @@ def main() -> None:
         print(json.dumps({
             "jobs": len(view.jobs), "running": len(running), "observe_s": round(t2 - t1, 3),
             "apply_s": round(t3 - t2, 3), "round_s": round(t3 - t1, 3),
-            "started": args.start, "preempted": min(args.preempt, len(running)),
+            "started": min(args.start, len(waiting)),
+            "preempted": min(args.preempt, len(running)),
             "owner_released_and_reheld": sum(
                 1 for j in backend.list_jobs() if j.job_id in set(idle[: args.owner_released])
                 and j.held),

@@ -39,9 +39,11 @@ import numpy as np
 
 from benchmarks.args import Parser
 from slurm_shockwave.model.cluster import ClusterView, GpuNode
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import Job, JobProgress
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Memory, Planned
+from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
 from slurm_shockwave.policies.shockwave.policy import Shockwave
 from slurm_shockwave.sim.generate import TraceShape, generate
@@ -147,9 +149,23 @@ def main() -> None:
     ap.add_argument("--max-rounds", type=int, default=1_000_000)
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
-    config = ShockwaveConfig(
-        window_rounds=args.rounds, k=args.k, solver=args.backend, max_nodes=args.max_nodes,
-        time_limit_s=args.time_limit_s, rel_gap=args.rel_gap)
+    # checked by the policy's own rules, each named by its option
+    options = {"window_rounds": "--rounds", "k": "--k", "solver": "--backend",
+               "max_nodes": "--max-nodes", "time_limit_s": "--time-limit-s",
+               "rel_gap": "--rel-gap"}
+    section = {"window_rounds": args.rounds, "k": args.k, "solver": args.backend,
+               "max_nodes": args.max_nodes, "time_limit_s": args.time_limit_s,
+               "rel_gap": args.rel_gap}
+    try:
+        config = make_policy("shockwave", section).config
+    except InputError as exc:
+        ap.error(f"{options.get(exc.field.rsplit('.', 1)[-1], exc.field)}: {exc.problem}")
+    if args.jobs < 1:
+        ap.error(f"--jobs: must be >= 1, not {args.jobs}")
+    if args.gpus is not None and (args.gpus < 8 or args.gpus % 8):
+        ap.error(f"--gpus: must be a multiple of 8 (nodes of 8), not {args.gpus}")
+    if args.max_rounds < 1:
+        ap.error(f"--max-rounds: must be >= 1, not {args.max_rounds}")
     machine = {"cpus": os.cpu_count(), "python": platform.python_version()}
     if args.trace:
         print(json.dumps({"rounds": args.rounds, **in_simulation(args.trace, config,

@@ -1,6 +1,7 @@
 """The benchmarks refuse bad arguments in one line, exit 2, before any simulation runs
 (they were tracebacks, or found after minutes of work)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,21 @@ ROOT = Path(__file__).resolve().parents[1]
     ("jitter", ["--jitter-s", "nan"], "--jitter-s: must be a finite number"),
     ("jitter", ["--copies", "0"], "--copies: must be from 1"),
     ("jitter", ["--policies", "fifo,fifo"], "--policies: 'fifo' named twice"),
+    # found by a review: tracebacks, or a silent rounding of --gpus to whole nodes
+    ("solver", ["--rounds", "0"], "--rounds: must be from 1"),
+    ("solver", ["--backend", "foo"], "--backend: must be one of"),
+    ("solver", ["--jobs", "0"], "--jobs: must be >= 1"),
+    ("solver", ["--gpus", "12"], "--gpus: must be a multiple of 8"),
+    ("solver", ["--trace", "120", "--max-rounds", "0"], "--max-rounds: must be >= 1"),
+    ("live_screen", ["--time-scale", "nan"], "--time-scale: must be a finite number"),
+    ("live_screen", ["--time-scale", "0"], "--time-scale: must be from 1"),
+    ("live_screen", ["--cred-expire-s", "-10"], "--cred-expire-s: must be from 0"),
+    ("live_screen", ["--seeds", "-1"], "--seeds: must be from 1"),
+    ("simulate", ["--policies", "nope"], "--policies: unknown 'nope'"),
+    ("simulate", ["--gpus", "0"], "--gpus: must be >= 1"),
+    ("slurm_round", ["--start", "-1"], "--start: must be >= 0"),
+    ("service_round", ["--policy", "nope"], "unknown policy 'nope'"),
+    ("service_round", ["--rounds", "0"], "--rounds: must be >= 1"),
     ("live", ["--config", "[1]"], "--config: expected a JSON object"),
     # found by a review: a run on 2 nodes of 8 that ended in the simulator's refusal
     ("live", ["--gpus", "12"], "--gpus: 12 GPUs are no whole number of nodes of 8"),
@@ -50,3 +66,25 @@ def test_a_bad_argument_is_one_line_and_exit_2(module: str, args: list[str],
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and proc.stdout == "", proc.stderr
     assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
+
+
+def test_a_failed_sbatch_cancels_the_jobs_made_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review: service_round's submissions raised a traceback on the first
+    refused sbatch, and the jobs already submitted were never cancelled."""
+    from benchmarks.slurm_jobs import submit_many
+
+    count = tmp_path / "n"
+    (tmp_path / "sbatch").write_text(
+        f"#!/bin/sh\nn=$(($(cat {count} 2>/dev/null || echo 0) + 1)); echo $n > {count}\n"
+        '[ $n -le 2 ] || { echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1; }\n'
+        "echo $((1000 + n))\n")
+    (tmp_path / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/cancelled\n")
+    for tool in ("sbatch", "scancel"):
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with pytest.raises(SystemExit) as stop:
+        submit_many(["--gres=gpu:1"] * 5, "job.sh")
+    assert stop.value.code == 2
+    assert (tmp_path / "cancelled").read_text().split() == ["1001", "1002"]
+    assert count.read_text().strip() == "3"  # stopped at the first refusal
