@@ -399,3 +399,17 @@ def test_hint_parsers_agree_at_the_size_limit() -> None:
              "bs=" + "9" * 5000 + " epochs=1", "bs=" + "0" * 7 + "1 epochs=1",
              "bs=12345678901234567890 epochs=1", "epochs=x bs=y"]
     assert _lua_results(hints) == [_python_result(h) for h in hints]
+
+
+def test_compare_plots_a_trace_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    """Found by a review: the plots' titles carry the trace's name, and matplotlib refused
+    its lone surrogate: compare ended in a bug report after printing its table."""
+    from slurm_shockwave.sim.inputs import demo_trace_path
+
+    trace = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffname.jsonl"))
+    trace.write_bytes(demo_trace_path().read_bytes())
+    proc = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "compare", str(trace),
+                           "--gpus", "16", "--policies", "fifo", "--out", str(tmp_path / "o")],
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "o" / "jct_cdf.png").exists()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from slurm_shockwave.model.bounds import (
     is_partition_name,
     is_path_text,
     shown,
+    utf8_text,
 )
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.sim.inputs import shadows_local
@@ -89,25 +89,11 @@ def note_bundled(_ctx: click.Context, _param: click.Parameter, value: str | None
     return value
 
 
-def _utf8(text: str) -> str:
-    """``text`` as UTF-8 can carry it. A file name's bytes that are not UTF-8 come from
-    Python as lone surrogates (``\\udcff``), which strict JSON parsers reject: they read
-    as their bytes (``\\xff``) instead, and any other lone surrogate as ``\\ud800``."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        try:
-            return os.fsencode(text).decode("utf-8", "backslashreplace")
-        except UnicodeEncodeError:  # a surrogate no file name decodes to
-            return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def _json_safe(obj: Any) -> Any:
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, str):
-        return _utf8(obj)
+        return utf8_text(obj)
     if isinstance(obj, dict):
         return {_json_safe(k): _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -116,6 +102,6 @@ def _json_safe(obj: Any) -> Any:
 
 
 def json_text(obj: Any, **kwargs: Any) -> str:
-    """``json.dumps`` where NaN and infinities become null and text is UTF-8 (``_utf8``):
+    """``json.dumps`` where NaN and infinities become null and text is UTF-8 (``utf8_text``):
     the output is always JSON that strict parsers read."""
     return json.dumps(_json_safe(obj), allow_nan=False, **kwargs)

@@ -9,6 +9,7 @@ proportional to its input (docs/trace-format.md lists them).
 from __future__ import annotations
 
 import math
+import os
 import re
 import reprlib
 from collections.abc import Iterable
@@ -197,3 +198,18 @@ def text_field(value: Any, *, field: str, source: str = "", line: int | None = N
         raise InputError(f"longer than {limit} characters", source=source, line=line,
                          field=field)
     return value
+
+
+def utf8_text(text: str) -> str:
+    """``text`` as UTF-8 can carry it. A file name's bytes that are not UTF-8 come from
+    Python as lone surrogates (``\\udcff``), which strict JSON parsers and matplotlib
+    reject: they read as their bytes (``\\xff``) instead, and any other lone surrogate
+    as ``\\ud800``."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return os.fsencode(text).decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no file name decodes to
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import ScalarFormatter
 
+from slurm_shockwave.model.bounds import utf8_text
 from slurm_shockwave.report.outputs import PLOTS, replacing
 from slurm_shockwave.sim.run import SimResult
 
@@ -32,8 +33,9 @@ def _write(fig: Any, path: Path, dpi: int) -> None:
 
 def _literal(title: str) -> str:
     """A title as written: a trace's file name may hold ``$``, which matplotlib would
-    read as mathematics (and fail on, after the table was printed)."""
-    return title.replace("$", r"\$")
+    read as mathematics, or bytes that are not UTF-8, which it refuses (both failed
+    after the table was printed)."""
+    return utf8_text(title).replace("$", r"\$")
 
 
 def _save(fig: Any, ax: Any, path: Path, *, xlabel: str, ylabel: str, title: str) -> Path:
