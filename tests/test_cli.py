@@ -392,3 +392,15 @@ def test_simulate_refuses_to_write_its_csv_over_its_trace(tmp_path: Path) -> Non
     assert shown.returncode == 2 and "--csv" in shown.stderr and "input" in shown.stderr
     assert len(shown.stderr.strip().splitlines()) == 1
     assert trace.read_bytes() == before
+
+
+def test_generate_refuses_the_gavel_format_under_a_json_name(tmp_path: Path) -> None:
+    """Found by a review: `--format gavel --out g.jsonl` wrote a file every reader then
+    refused (a .jsonl name is read as JSON lines)."""
+    shown = run("trace", "generate", "--jobs", "3", "--format", "gavel", "--out",
+                str(tmp_path / "g.jsonl"), check=False)
+    assert shown.returncode == 2 and "--out" in shown.stderr
+    assert not (tmp_path / "g.jsonl").exists()
+    run("trace", "generate", "--jobs", "3", "--format", "gavel", "--out",
+        str(tmp_path / "g.trace"))
+    assert "3 jobs" in run("trace", "show", str(tmp_path / "g.trace")).stdout

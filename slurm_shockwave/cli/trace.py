@@ -35,6 +35,7 @@ from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.sim.generate import ARRIVALS, DURATIONS, TraceShape, generate
 from slurm_shockwave.sim.inputs import DEMO_TRACE, build_workload, load_throughputs, load_trace
 from slurm_shockwave.sim.trace import (
+    JSON_SUFFIXES,
     TraceJob,
     elastic_factors,
     make_elastic,
@@ -93,6 +94,9 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
                  throughputs: str | None, seed: int, fmt: str, out: str | None) -> None:
     """Generate a seeded synthetic trace shaped like the paper's."""
     writable_file(out, "--out")
+    if fmt == "gavel" and out is not None and Path(out).suffix in JSON_SUFFIXES:
+        raise InputError(f"a {Path(out).suffix} file is read as JSON lines: name the "
+                         "12-column format otherwise (.trace)", source=out, field="--out")
     modes = number_list(mode_mix, field="--mode-mix", count=3)
     gpu_shares = number_list(gpu_mix, field="--gpu-mix", count=4)
     try:

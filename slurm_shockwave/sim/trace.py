@@ -206,8 +206,12 @@ def _numbered(lines: Iterable[str] | Iterable[tuple[int, str]]) -> Iterator[tupl
         yield item if isinstance(item, tuple) else (lineno, item)
 
 
+JSON_SUFFIXES = (".jsonl", ".json")
+"""A trace file named so is read as JSON lines only (a bad line gets JSON's message)."""
+
+
 def read_trace(path: str | Path) -> list[TraceJob]:
-    fmt = "jsonl" if Path(path).suffix in (".jsonl", ".json") else "auto"
+    fmt = "jsonl" if Path(path).suffix in JSON_SUFFIXES else "auto"
     return parse_trace(read_lines(path, field="trace"), source=str(path), fmt=fmt)
 
 
