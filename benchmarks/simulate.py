@@ -10,6 +10,7 @@ machine and each policy's time relative to the first policy measured in the same
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -17,7 +18,8 @@ import subprocess
 import sys
 import time
 
-from benchmarks.args import Parser, names
+from slurm_shockwave.model.bounds import name_list
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 
 
@@ -27,7 +29,9 @@ def machine() -> dict[str, object]:
 
 
 def main() -> None:
-    ap = Parser(description=__doc__.split("\n\n")[0])
+    # argparse's own usage and error: a standalone script (the repo's benchmarks package
+    # is not on its path), checked by the package's rules
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", default="demo")
     ap.add_argument("--gpus", type=int, default=16)
     ap.add_argument("--throughputs", default=None)
@@ -38,7 +42,11 @@ def main() -> None:
         ap.error(f"--gpus: must be >= 1, not {args.gpus}")
     first: float | None = None
     failed = 0
-    for name in names(ap, "--policies", args.policies, POLICIES):
+    try:
+        wanted = name_list(args.policies, POLICIES, field="--policies")
+    except InputError as exc:
+        ap.error(str(exc))
+    for name in wanted:
         cmd = [sys.executable, "-m", "slurm_shockwave.cli", "simulate", args.trace,
                "--gpus", str(args.gpus), "--policy", name, "--json", "--no-progress"]
         if args.throughputs:

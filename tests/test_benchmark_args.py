@@ -47,8 +47,6 @@ ROOT = Path(__file__).resolve().parents[1]
     ("live_screen", ["--time-scale", "0"], "--time-scale: must be from 1"),
     ("live_screen", ["--cred-expire-s", "-10"], "--cred-expire-s: must be from 0"),
     ("live_screen", ["--seeds", "-1"], "--seeds: must be from 1"),
-    ("simulate", ["--policies", "nope"], "--policies: unknown 'nope'"),
-    ("simulate", ["--gpus", "0"], "--gpus: must be >= 1"),
     ("slurm_round", ["--start", "-1"], "--start: must be >= 0"),
     ("service_round", ["--policy", "nope"], "unknown policy 'nope'"),
     ("service_round", ["--rounds", "0"], "--rounds: must be >= 1"),
@@ -88,3 +86,17 @@ def test_a_failed_sbatch_cancels_the_jobs_made_and_says_why(
     assert stop.value.code == 2
     assert (tmp_path / "cancelled").read_text().split() == ["1001", "1002"]
     assert count.read_text().strip() == "3"  # stopped at the first refusal
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--policies", "nope"], "--policies: unknown 'nope'"),
+    (["--gpus", "0"], "--gpus: must be >= 1"),
+])
+def test_the_standalone_simulate_script_refuses_bad_arguments(args: list[str],
+                                                              expected: str) -> None:
+    """benchmarks/simulate.py runs as a script (argparse's usage, then the error); found
+    by a review: a bad policy ran every other and exited 0."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate.py"), *args],
+                          cwd="/", capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert expected in proc.stderr.strip().splitlines()[-1]
