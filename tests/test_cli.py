@@ -404,3 +404,14 @@ def test_generate_refuses_the_gavel_format_under_a_json_name(tmp_path: Path) -> 
     run("trace", "generate", "--jobs", "3", "--format", "gavel", "--out",
         str(tmp_path / "g.trace"))
     assert "3 jobs" in run("trace", "show", str(tmp_path / "g.trace")).stdout
+
+
+def test_compare_leaves_no_earlier_runs_csv_beside_its_results(tmp_path: Path) -> None:
+    """Found by a review: a second compare into the same folder left the first run's
+    jobs_fifo.csv beside a results.json that no longer listed fifo."""
+    out = str(tmp_path / "o")
+    run("compare", "--gpus", "16", "--policies", "fifo,srtf", "--out", out)
+    (tmp_path / "o" / "jobs_mine.csv").write_text("a user's file\n")
+    run("compare", "--gpus", "16", "--policies", "srtf", "--out", out)
+    assert sorted(p.name for p in (tmp_path / "o").glob("jobs_*.csv")) == [
+        "jobs_mine.csv", "jobs_srtf.csv"]

@@ -83,6 +83,9 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
                 write_per_job_csv(r, folder / f"jobs_{r.policy}.csv")
             paths = write_plots(results, folder,
                                 f"{Path(trace).name[:40]}, {inputs.gpus} GPUs")
+        for csv in folder.glob("jobs_*.csv"):  # an earlier run's, beside results.json's
+            if csv.stem.removeprefix("jobs_") in set(POLICIES) - set(wanted):
+                csv.unlink(missing_ok=True)
         if not as_json:
             click.echo(f"wrote {folder / 'results.json'}, per-job CSVs and "
                        f"{', '.join(p.name for p in paths)}")
