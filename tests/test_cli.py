@@ -415,3 +415,11 @@ def test_compare_leaves_no_earlier_runs_csv_beside_its_results(tmp_path: Path) -
     run("compare", "--gpus", "16", "--policies", "srtf", "--out", out)
     assert sorted(p.name for p in (tmp_path / "o").glob("jobs_*.csv")) == [
         "jobs_mine.csv", "jobs_srtf.csv"]
+
+
+def test_both_bundled_traces_simulate_on_their_16_gpus_by_default() -> None:
+    """Found by a review: `simulate demo-live` (16 jobs made for 16 GPUs) asked for --gpus
+    while `simulate demo` did not."""
+    for trace in ("demo", "demo-live"):
+        assert json.loads(run("simulate", trace, "--policy", "fifo", "--json").stdout
+                          )["gpus"] == 16

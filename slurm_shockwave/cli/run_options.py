@@ -24,6 +24,7 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.inputs import (
     DEMO_TRACE,
+    LIVE_DEMO_TRACE,
     Workload,
     build_workload,
     load_throughputs,
@@ -38,7 +39,8 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed((
         click.argument("trace", required=False, default=DEMO_TRACE, callback=note_bundled),
         click.option("--gpus", type=Bounded(1, MAX_CLUSTER_GPUS, integer=True), default=None,
-                     help=f"GPUs in the cluster (default {DEMO_GPUS} for the demo trace)."),
+                     help=f"GPUs in the cluster (default {DEMO_GPUS} for the bundled traces "
+                     f"{DEMO_TRACE} and {LIVE_DEMO_TRACE})."),
         click.option("--gpus-per-node", type=Bounded(1, MAX_JOB_GPUS, integer=True),
                      default=None,
                      help="Make placement real: nodes of K GPUs (default: one pool)."),
@@ -49,9 +51,11 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Seeds every random choice of the run, over a policy's own "
                           "seed in --config (default: that seed, else 0)."),
         click.option("--round-s", type=Bounded(1, MAX_ROUND_S), default=None,
-                     help="Round length (default 120)."),
+                     help="Round length (default: the config's simulator.round_s, 120 as "
+                     "shipped)."),
         click.option("--cutoff", type=Bounded(1, MAX_FACTOR, lo_open=True), default=None,
-                     help="Force-complete jobs past this x exclusive runtime (paper: 1.5)."),
+                     help="Force-complete jobs past this x exclusive runtime (paper: 1.5; "
+                     "default: the config's simulator.deadline_factor, off as shipped)."),
         click.option("--progress/--no-progress", default=None,
                      help="Progress bar (default: when stderr is a terminal)."),
     )):
@@ -77,7 +81,7 @@ def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
             config_path: str | None, round_s: float | None, cutoff: float | None,
             progress: bool | None, seed: int | None = None) -> RunInputs:
     if gpus is None:
-        if trace != DEMO_TRACE:
+        if trace not in (DEMO_TRACE, LIVE_DEMO_TRACE):  # both made for 16 GPUs
             raise click.UsageError("--gpus is required with a trace file")
         gpus = DEMO_GPUS
     if gpus_per_node is not None and gpus % gpus_per_node:
