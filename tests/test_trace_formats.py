@@ -73,8 +73,11 @@ def test_bad_lines_name_file_line_and_field(line: str, field: str) -> None:
 
 def test_duplicate_ids_and_empty_trace() -> None:
     line = json.dumps({"id": 1, "model": "LM", "batch_size": 10, "epochs": 3})
-    with pytest.raises(InputError, match="duplicate id"):
+    with pytest.raises(InputError, match=r"duplicate id 1 \(first on line 1\)$"):
         parse_trace([line, line], source="t")
+    unnamed = json.dumps({"model": "LM", "batch_size": 10, "epochs": 3})
+    with pytest.raises(InputError, match="a line naming no id takes its index"):
+        parse_trace([line, unnamed], source="t")  # line 2's index is 1 (review)
     with pytest.raises(InputError, match="no jobs"):
         parse_trace(["# nothing"], source="t")
 

@@ -188,7 +188,12 @@ def parse_trace(lines: Iterable[str] | Iterable[tuple[int, str]], *, source: str
         parse = parse_json_line if kind == "jsonl" else parse_gavel_line
         job = parse(text if kind == "gavel" else stripped, len(jobs), source=source, line=lineno)
         if job.spec.job_id in seen:
-            raise InputError(f"duplicate id (first on line {seen[job.spec.job_id]})",
+            # a line naming no id (every gavel line) takes its index: say so, or the
+            # message names a field the line does not have
+            own = kind == "jsonl" and '"id"' in stripped
+            raise InputError(f"duplicate id {job.spec.job_id} (first on line "
+                             f"{seen[job.spec.job_id]}"
+                             f"{'' if own else '; a line naming no id takes its index'})",
                              source=source, line=lineno, field="id")
         total_epochs += job.spec.num_epochs
         if total_epochs > MAX_TOTAL_EPOCHS:
