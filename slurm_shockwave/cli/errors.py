@@ -173,6 +173,14 @@ _HELD: list[int] = []
 """FIFOs ``writable_file`` found a reader on, kept open until the process ends."""
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Both exist and are one file (a name too long or missing is not)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def writable_file(path: str | None, option: str, *, inputs: Sequence[str | None] = ()
                   ) -> None:
     """Fail now, before the run, if ``path`` cannot be written (its results would be lost):
@@ -183,8 +191,7 @@ def writable_file(path: str | None, option: str, *, inputs: Sequence[str | None]
     _not_empty(path, option)
     p = Path(path)
     for given in inputs:
-        if given is not None and p.exists() and Path(given).exists() \
-                and os.path.samefile(p, given):
+        if given is not None and _same_file(path, given):
             raise InputError(f"is an input of this run ({given}); results would overwrite it",
                              source=path, field=option)
     try:
