@@ -76,3 +76,26 @@ def test_without_slurm_doctor_names_what_is_missing(tmp_path: Path) -> None:
     assert f"[FAIL] slurmctld: cannot read the running configuration: no Slurm " \
            f"configuration: {tmp_path}/none.conf does not exist" in out.stdout
     assert out.stdout.strip().splitlines()[-1].endswith("failed")
+
+
+def test_a_task_prolog_behind_a_folder_others_cannot_search_is_named() -> None:
+    """Left from a review: the TaskProlog runs as the job's user, so every folder above
+    it needs o+x; a hand-made 0750 folder (root's umask 027) kept it from every job."""
+    import os
+    import shutil
+    import tempfile
+
+    from slurm_shockwave.slurm.plugin_files import closed_folder
+
+    top = Path(tempfile.mkdtemp(prefix="sw-closed-", dir="/tmp"))
+    try:
+        os.chmod(top, 0o755)
+        (top / "open" / "deep").mkdir(parents=True)
+        os.chmod(top / "open", 0o755)
+        os.chmod(top / "open" / "deep", 0o755)
+        assert closed_folder(str(top / "open" / "deep" / "task_prolog.sh")) is None
+        os.chmod(top / "open", 0o750)
+        assert closed_folder(str(top / "open" / "deep" / "task_prolog.sh")) == \
+            f"{top / 'open'} is not searchable by other users (mode 750)"
+    finally:
+        shutil.rmtree(top)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -136,13 +138,18 @@ class OwnCluster:
 
 
 @pytest.fixture(scope="module")
-def own(backend: CliBackend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnCluster]:
-    cluster = OwnCluster(tmp_path_factory.mktemp("doctor-cluster"))
+def own(backend: CliBackend) -> Iterator[OwnCluster]:
+    # every folder above its TaskProlog open to other users, as on a real cluster (pytest's
+    # own tmp folders are 0700; doctor names that)
+    state = Path(tempfile.mkdtemp(prefix="sw-doctor-cluster-", dir="/tmp"))
+    os.chmod(state, 0o755)
+    cluster = OwnCluster(state)
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def _drop(key: str) -> Callable[[str], str]:
@@ -183,6 +190,13 @@ def test_doctor_names_each_setting_removed(own: OwnCluster, tmp_path: Path) -> N
         assert not others, (name, others)
         assert code == (1 if status == "fail" else 0), name
     own.restart_with(lambda t: t)
+    os.chmod(own.state / "etc", 0o750)  # a hand-made folder under root's umask 027
+    try:
+        checks = doctor(cfg, own.env)[1]
+        assert checks["TaskProlog"]["status"] == "warn", checks["TaskProlog"]
+        assert "not searchable by other users" in checks["TaskProlog"]["detail"]
+    finally:
+        os.chmod(own.state / "etc", 0o755)
     lua = own.state / "etc" / "job_submit.lua"
     lua.write_text(lua.read_text().replace(f'"{own.env["SHOCKWAVE_HEARTBEAT"]}"',
                                            '"/elsewhere/heartbeat"'))

@@ -17,6 +17,7 @@ from enum import Enum
 
 from slurm_shockwave.slurm.plugin_files import (
     ScriptSettings,
+    closed_folder,
     file_problem,
     is_glob,
     lua_path,
@@ -151,6 +152,12 @@ def script_checks(conf: SlurmSettings, want: Expected) -> list[Check]:
             continue
         check = _script(name, path, settings, required=False, executable=True,
                         label=setting)
+        if check.status == Status.OK and name == "task_prolog.sh":
+            closed = closed_folder(path)
+            if closed:  # runs as the job's user
+                check = Check(setting, Status.WARN, f"{path} is ours, but {closed}: jobs, "
+                              "which run it as their user, cannot", f"chmod o+x on each "
+                              f"folder above {path}")
         if check.status == Status.OK and name != "task_prolog.sh":
             events = path.rsplit("/", 1)[0] + "/events.sh"
             problem = file_problem(events, executable=False)

@@ -318,6 +318,20 @@ def _owned_as(path: Path, mode: int) -> bool:
     return st.st_uid == 0 and stat.S_IMODE(st.st_mode) == mode
 
 
+def closed_folder(path: str) -> str | None:
+    """The first folder above ``path`` that other users cannot search (no o+x), named with
+    its mode; None when every one is open. A TaskProlog runs as the job's user: behind a
+    0750 folder (a root umask of 027) it cannot run, and jobs get no SHOCKWAVE_URL."""
+    for folder in Path(path).absolute().parents:
+        try:
+            mode = stat.S_IMODE(os.stat(folder).st_mode)
+        except OSError:
+            continue  # file_problem names a path that cannot be read
+        if not mode & stat.S_IXOTH:
+            return f"{folder} is not searchable by other users (mode {oct(mode)[2:]})"
+    return None
+
+
 def file_problem(path: str, *, executable: bool) -> str | None:
     """What keeps Slurm from running the file safely: missing, not root's, writable by
     others, not executable; None when fine."""
