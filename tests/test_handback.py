@@ -58,3 +58,18 @@ def test_a_job_still_completing_its_requeue_is_waited_for(tmp_path: Path) -> Non
     late = hand_back(fake, "shockwave", str(tmp_path / "heartbeat"), wait_s=5,
                      sleep=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0])
     assert "still completing after 5 s" in late.errors[5]
+
+
+def test_a_running_job_s_pinned_priority_is_unpinned_too(tmp_path: Path) -> None:
+    """Left from the last review: only pending jobs were unpinned (by a hold and a
+    release); a running one kept the planner's priority, and ran before every other job
+    if Slurm requeued it later. Root's release unpins a job that is not held, running or
+    pending (measured on 22.05), so no hold is needed either."""
+    fake = cluster(
+        SlurmJob(6, "j6", "alice", "shockwave", "RUNNING", priority=TOP_PRIORITY - 7,
+                 gpus=1, nodes="n1", admin_comment=HINT, submit_time=900),
+        SlurmJob(7, "j7", "alice", "shockwave", "RUNNING", priority=1000, gpus=1,
+                 nodes="n1", admin_comment=HINT, submit_time=901))
+    done = hand_back(fake, "shockwave", str(tmp_path / "heartbeat"))
+    assert done.unpinned == (6,) and not done.errors
+    assert fake.jobs[6].priority < TOP_PRIORITY - 100_000 and fake.jobs[7].priority == 1000

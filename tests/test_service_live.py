@@ -28,9 +28,11 @@ from slurm_shockwave.emulate.submit import (
     job_script,
 )
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
+from slurm_shockwave.service.handback import PINNED_BAND
 from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.protocol import SlurmJob
+from slurm_shockwave.slurm.world import TOP_PRIORITY
 from tests.live_cluster import Submitter, heartbeat_path, job, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -347,9 +349,13 @@ def test_fail_open_and_hand_back(env: Env) -> None:
     env.backend.cancel(blocker)
     wait_for(lambda: env.job(free).state == "RUNNING", 30, "the unheld job runs")
     assert env.job(held).held
+    # a running job the planner had pinned: real Slurm unpins it on root's release
+    env.backend.scontrol("update", f"jobid={free}", f"priority={TOP_PRIORITY - 10}")
+    assert env.job(free).priority == TOP_PRIORITY - 10
     out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "handback",
                           "--config", str(env.config())], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+    assert env.job(free).priority < TOP_PRIORITY - PINNED_BAND, env.job(free)
     assert "released 1 held" in out.stdout or "released" in out.stdout
     assert f"left held by an admin: {kept}" in out.stdout
     wait_for(lambda: env.job(held).state == "RUNNING", 30, "the released job runs")

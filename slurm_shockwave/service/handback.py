@@ -2,8 +2,9 @@
 
 Removes the heartbeat (new jobs are no longer held at submit), releases every managed
 job the service holds (not those an admin holds: the service never holds a job that way),
-and unpins the priorities it set (a hold-release pair makes Slurm compute the job's
-priority afresh, under basic and multifactor alike).
+and unpins the priorities it set, running jobs' too: root's release of a job that is not
+held makes Slurm compute its priority afresh (job_mgr.c: a privileged release clears the
+admin-set priority; measured on 22.05 for a pending and a running job).
 """
 
 from __future__ import annotations
@@ -63,12 +64,10 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
     pending = [j for j in listed if j.state == "PENDING"]
     admins = [] if earlier_build else [j.job_id for j in pending if held_by_admin(j)]
     held = [j.job_id for j in pending if j.held and j.job_id not in admins]
-    pinned = [j.job_id for j in pending
-              if not j.held and TOP_PRIORITY - PINNED_BAND < j.priority <= TOP_PRIORITY]
-    errors = {jid: err for jid, err in each_job(pinned, backend.hold).items() if err}
-    errors.update({jid: err for jid, err in
-                   each_job(held + [j for j in pinned if j not in errors],
-                            backend.release).items() if err})
+    pinned = [j.job_id for j in listed if j.state in ("PENDING", "RUNNING")
+              and not j.held and TOP_PRIORITY - PINNED_BAND < j.priority <= TOP_PRIORITY]
+    errors = {jid: err for jid, err in each_job(held + pinned, backend.release).items()
+              if err}
     errors.update({jid: f"still completing after {wait_s:g} s: run handback again once "
                         "it is pending" for jid in completing})
     return HandBack(tuple(j for j in held if j not in errors),

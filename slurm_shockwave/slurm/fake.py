@@ -172,11 +172,16 @@ class FakeSlurm:
         _each(job_ids, one)
 
     def release(self, job_ids: Sequence[int]) -> None:
+        """As root's ``scontrol release``: a held job is released; any job's priority is
+        computed afresh, an admin-set one unpinned, running jobs' too (measured on 22.05;
+        job_mgr.c sets no priority directly for a privileged release)."""
         for jid in job_ids:
             j = self._get(jid)
             if j.held:
-                self.jobs[jid] = replace(j, held=False, priority=1_000_000 - jid,
+                self.jobs[jid] = replace(j, held=False, priority=100_000 - jid,
                                          reason="Priority")
+            else:
+                self.jobs[jid] = replace(j, priority=100_000 - jid)
 
     def signal(self, job_id: int, signal: str) -> None:
         j = self._get(job_id)
