@@ -9,12 +9,12 @@
 # It prints nothing it cannot vouch for and always exits 0 quickly.
 ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"
 # The service's URL for nodes that cannot read the endpoint file (the service on another
-# host and no shared file system): `shockwave install-scripts --url`. The file wins.
+# host and no shared file system): `shockwave install-scripts --service-url`. The file wins.
 SERVICE_URL=""
 url="$(head -c 256 "$ENDPOINT_FILE" 2>/dev/null | head -n 1)"
 [ -n "$url" ] || url="$SERVICE_URL"
 case "$url" in
-  http://[A-Za-z0-9.:\[\]-]*) printf 'export SHOCKWAVE_URL=%s\n' "$url" ;;
+  http://[A-Za-z0-9.:\[\]-]*|https://[A-Za-z0-9.:\[\]-]*) printf 'export SHOCKWAVE_URL=%s\n' "$url" ;;
 esac
 if [ -n "${SLURM_JOB_ID:-}" ]; then
   sig="$(timeout 5 scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | sed -n -E \

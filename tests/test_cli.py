@@ -112,9 +112,9 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
     (["serve", "--admin-uid", "1_0", "--dry-run"], "'--admin-uid': expected an integer"),
     # written into the prolog, epilog and TaskProlog as a quoted shell string (red-team)
     (["install-scripts", "--service-url", "http://127.0.0.1:99999", "--dry-run"],
-     "--service-url: must be http://HOST:PORT"),
+     "--service-url: must be http(s)://HOST:PORT"),
     (["install-scripts", "--service-url", 'http://a:80"; id', "--dry-run"],
-     "--service-url: must be http://HOST:PORT"),
+     "--service-url: must be http(s)://HOST:PORT"),
     # a leading "-" reached scontrol as an option (red-team)
     (["queue", "--partition=-x"], "'--partition': must be a partition name"),
     # an empty path was taken as the option left out (the default store, or stdout)

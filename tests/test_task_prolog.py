@@ -30,6 +30,12 @@ def test_the_task_prolog_falls_back_to_the_installed_url(tmp_path: Path) -> None
     assert "export SHOCKWAVE_URL=http://ctl.example:7817" in run()
     endpoint.write_text("http://127.0.0.1:7999\n")
     assert "export SHOCKWAVE_URL=http://127.0.0.1:7999" in run()
+    # found by a review: install-scripts and the client take https (behind a proxy), and
+    # the TaskProlog passed only http on
+    endpoint.write_text("https://ctl.example:443/sw\n")
+    assert "export SHOCKWAVE_URL=https://ctl.example:443/sw" in run()
+    endpoint.write_text("ftp://ctl.example:21\n")
+    assert "SHOCKWAVE_URL" not in run()
 
 
 def test_a_checkpoint_signal_as_the_job_exits_is_ignored(tmp_path: Path) -> None:

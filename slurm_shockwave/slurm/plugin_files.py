@@ -42,7 +42,7 @@ def check_service_url(url: str) -> None:
         return
     m = _URL.fullmatch(url)
     if m is None or not 1 <= int(m[2]) <= 65535:
-        raise InputError("must be http://HOST:PORT[/PATH] with a port of 1-65535 (letters, "
+        raise InputError("must be http(s)://HOST:PORT[/PATH] with a port of 1-65535 (letters, "
                          "digits, '.', '-' in the host, or [IPv6])", source=url,
                          field="--service-url")
 
