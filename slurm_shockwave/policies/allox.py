@@ -4,10 +4,10 @@ AlloX assigns waiting jobs to (worker, position) slots by a min-cost matching wi
 ``k * processing_time + waiting_time`` (minimum sum of completion times), starts the
 jobs matched to the first position, and never preempts. To bound starvation it only
 considers the oldest ``max(alpha * waiting, free GPUs)`` waiting jobs. With identical
-GPUs the matching's first positions are exactly the shortest jobs among the candidates
-(the waiting-time term is the same in every column of a row, and an exchange argument
-gives shortest-processing-time order), so we sort instead of running the Hungarian
-method; docs/policies.md shows the equivalence test.
+GPUs the shortest jobs among the candidates are the first positions of an optimal
+matching (the waiting-time term is the same in every column of a row, and an exchange
+argument gives shortest-processing-time order), so we sort instead of running the
+Hungarian method (checked against scipy's matching in tests/test_policies_unit.py).
 """
 
 from __future__ import annotations
