@@ -69,7 +69,7 @@ def test_min_max_ratio_is_tight(gpus: list[int], capacity: int, data: st.DataObj
     rhos = [(ti + ri / max(xi, 1e-12)) / di for ti, ri, di, xi in zip(t, r, d, x, strict=True)]
     assert max(rhos) == pytest.approx(best, rel=1e-6)
     # a slightly smaller target must not fit (otherwise bisection stopped early)
-    lower = best * (1 - 1e-4)
+    lower = best * (1 - 1e-10)
     need = [min(1.0, ri / (lower * di - ti)) if lower * di > ti else float("inf")
             for ti, ri, di in zip(t, r, d, strict=True)]
     floor = max((ti + ri) / di for ti, ri, di in zip(t, r, d, strict=True))
