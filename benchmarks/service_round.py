@@ -1,7 +1,9 @@
 """One full service round on the local cluster with many jobs in the queue.
 
 Submits ``--jobs`` hinted jobs of mixed 1/2/4/8 GPUs to the managed partition, runs the
-service (Shockwave by default; the real store in a temporary folder) for a first round
+service `shockwave serve` makes from the same settings (``--config``, default
+etc/shockwave.yaml; Shockwave by default; the real store in a temporary folder) for a
+first round
 (a full solve, starts, and the re-hold of every other job: ``first_round``), submits
 ``--arrivals`` more jobs so the plan must be solved again, and times the next round:
 observe, plan, apply and persist, as the service logs them. ``db_bytes_per_round`` is
@@ -19,26 +21,25 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.args import Parser
 from benchmarks.reference_runs import machine
 from benchmarks.slurm_jobs import cancel, submit_many
-from slurm_shockwave.clock import WallClock
+from slurm_shockwave.cli.live_options import Live
+from slurm_shockwave.cli.live_options import service as shipped_service
 from slurm_shockwave.config import live_policy, load_settings
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.heartbeat import write_heartbeat
-from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from slurm_shockwave.slurm.world import SlurmCluster
 
 GPUS = (1, 1, 2, 2, 4, 8)
 
 
-def mixed(n: int) -> list[str]:
-    """sbatch options of n hinted jobs of 1-8 GPUs."""
-    return [f"--gres=gpu:{GPUS[i % len(GPUS)]} "
+def mixed(n: int, partition: str) -> list[str]:
+    """sbatch options of n hinted jobs of 1-8 GPUs in ``partition``."""
+    return [f"-p {partition} --gres=gpu:{GPUS[i % len(GPUS)]} "
             f"--comment='model=resnet18 bs=32 epochs={10 + i % 50} mode=gns'"
             for i in range(n)]
 
@@ -60,14 +61,17 @@ def main() -> None:
     try:  # before any job is submitted
         settings = load_settings(args.config or Path(__file__).parents[1] / "etc" /
                                  "shockwave.yaml")
-        policy = live_policy(settings, args.policy)  # as the service makes it
+        live_policy(settings, args.policy)
     except InputError as exc:
         ap.error(str(exc))
     if not os.environ.get("SLURM_CONF"):
         ap.error("SLURM_CONF is not set: eval \"$(docker-slurm/start.sh)\" first")
     heartbeat = os.environ.get("SHOCKWAVE_HEARTBEAT")
-    backend = CliBackend()
     work = Path(tempfile.mkdtemp(prefix="shockwave-bench-"))
+    # the service `shockwave serve` makes from the same settings (its world's partition,
+    # restart cost and fill steps, its own heartbeat where the local cluster reads it)
+    svc = replace(settings.service, heartbeat=heartbeat or str(work / "heartbeat"))
+    env = Live(replace(settings, service=svc), CliBackend())
     script = work / "job.sh"
     script.write_text("#!/bin/sh\nsleep 3600\n")
     script.chmod(0o755)
@@ -76,15 +80,15 @@ def main() -> None:
     t0 = time.perf_counter()
     mine: list[int] = []
     try:
-        mine += submit_many(mixed(args.jobs), str(script))
+        mine += submit_many(mixed(args.jobs, env.partition), str(script))
         submit_s = time.perf_counter() - t0
         print(f"submitted {len(mine)} jobs in {submit_s:.1f}s", file=sys.stderr)
-        store = Store(work / "state.db")
-        world = SlurmCluster(backend, WallClock(), round_s=120.0, intents=store)
-        service = Service(world, policy, args.policy, store, round_s=120.0)
+        store = env.store(str(work / "state.db"))
+        service = shipped_service(env, store, args.policy)
         first = service.round_once()  # solves, starts a first share, re-holds the rest
         time.sleep(5)
-        mine += submit_many(mixed(args.arrivals), str(script))  # the plan is re-solved
+        # new jobs: the plan is solved again
+        mine += submit_many(mixed(args.arrivals, env.partition), str(script))
         timed = service.round_once()
         size0 = store.size_bytes()
         for _ in range(args.rounds):
