@@ -86,6 +86,40 @@ def test_a_job_on_a_node_slurm_gives_no_new_work_is_left_to_finish_there(flag: s
     assert fake.signals == [] and fake.jobs[1].restart_count == 0
 
 
+def test_a_job_on_a_node_taken_out_of_the_partition_is_left_to_finish_there() -> None:
+    """Found by a review: a node taken out of the partition (scontrol update partition
+    nodes=...) keeps running its jobs, but the view knew no such node, so even FIFO
+    preempted the job there, for nothing."""
+    plain = HINT.replace(" signal=USR1 grace=30", "")
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave",)) for i in (1, 2)])
+    fake.add(SlurmJob(1, "j1", "alice", "shockwave", "RUNNING", gpus=2, nodes="n2",
+                      admin_comment=plain, submit_time=900))
+    fake.add(held(2, gpus=4))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    fake.nodes[1] = replace(fake.nodes[1], partitions=("other",))
+    view = world.observe()
+    assert {j.job_id for j in view.jobs} == {2}
+    assert world.left_out.on_closed_node == {1: "n2 is no longer in partition shockwave"}
+    del fake.nodes[1]  # and out of slurm.conf
+    world.observe()
+    assert world.left_out.on_closed_node == {1: "n2 is no longer in partition shockwave"}
+
+
+@pytest.mark.parametrize(("flags", "usable"), [(("IDLE", "POWERED_DOWN"), True),
+                                               (("IDLE", "RESERVED"), False)])
+def test_power_saving_nodes_are_planned_and_reserved_ones_not(flags: tuple[str, ...],
+                                                             usable: bool) -> None:
+    """Found by a review: with power saving (SuspendTime) idle nodes are powered down,
+    and left out of the view the partition had no GPUs: every job stayed held. Slurm
+    powers a node up for a job it starts there. A node in a reservation runs only the
+    reservation's jobs."""
+    fake = FakeSlurm([SlurmNode("n1", flags, 4, 0, ("shockwave",))])
+    fake.add(held(2, gpus=4))
+    view = SlurmCluster(fake, Clock()).observe()
+    assert sum(n.gpus for n in view.nodes) == (4 if usable else 0)
+
+
 def test_a_requeued_job_keeps_its_first_arrival() -> None:
     """Slurm moves a requeued job's submit time to the requeue: the view keeps the first
     one, from job_submit.lua's stamp (which a restarted service reads too), else from

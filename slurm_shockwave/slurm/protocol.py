@@ -51,8 +51,12 @@ class SlurmNode:
 
     @property
     def usable(self) -> bool:
+        """Whether the planner may give out its GPUs. A node powered down by power saving
+        is (Slurm powers it up for a job it starts there: left out, the planner saw no
+        GPUs on a site with SuspendTime, and nothing ever started); one in a reservation
+        is not (only the reservation's jobs may run there)."""
         bad = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING",
-               "MAINTENANCE", "FUTURE", "REBOOT_REQUESTED", "POWERED_DOWN"}
+               "MAINTENANCE", "RESERVED", "FUTURE", "REBOOT_REQUESTED"}
         return not bad.intersection(self.state)
 
 

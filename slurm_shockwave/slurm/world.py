@@ -353,6 +353,12 @@ class SlurmCluster:
         listed_nodes = self.backend.list_nodes()
         closed = {n.name: "+".join(n.state) for n in listed_nodes
                   if not n.usable and self.partition in n.partitions}
+        # a node taken out of the partition (or out of slurm.conf) while a job of ours
+        # runs there: Slurm lets the job run on; unknown to the view, it was preempted
+        ours = {n.name for n in listed_nodes if self.partition in n.partitions}
+        closed.update({node: f"no longer in partition {self.partition}"
+                       for j in jobs if j.state == "RUNNING"
+                       for node in {slot_node(s) for s in job_slots(j)} - ours})
         self.on_closed_node = {}
         views: list[Job] = []
         for j in jobs:
