@@ -206,6 +206,26 @@ def test_an_admins_hold_stays_and_the_owner_cannot_release_the_planners(
         backend.cancel(jid)
 
 
+def test_an_admins_requeue_hold_is_kept_out_of_the_plan(
+        backend: CliBackend, jobs: Callable[..., int]) -> None:
+    """Found by a review: squeue's JSON says JobHeldUser for a job `scontrol requeuehold`
+    put back (only its state_description says "job requeued in held state", as scontrol
+    and pyslurm show it), so the CLI backend read an admin's requeue-hold as the
+    planner's own hold, and the planner released it when it planned the job."""
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    jid = jobs("--gres=gpu:1", f"--comment={HINT}")
+    backend.release([jid])  # the planner starts it
+    wait_for(lambda: job(backend, jid).state == "RUNNING", 30)
+    backend.scontrol("requeuehold", str(jid))  # the admin
+    wait_for(lambda: job(backend, jid).state == "PENDING" and job(backend, jid).held, 60)
+    assert job(backend, jid).reason == "job requeued in held state"
+    world = SlurmCluster(backend, WallClock())
+    assert jid not in {j.job_id for j in world.observe().jobs}
+    assert jid in world.left_out.admin_held
+
+
 def test_run_round_starts_the_planned_jobs_in_slurm(backend, jobs) -> None:
     from slurm_shockwave.clock import WallClock
     from slurm_shockwave.engine.round import run_round

@@ -278,4 +278,8 @@ def test_a_requeue_held_job_is_held() -> None:
     assert is_held("PENDING", 0, "job_requeued_in_held_state")
     assert is_held("PENDING", 0, "JobHeldAdmin")
     assert is_held("PENDING", 0, "launch failed requeued held")
+    # found by a review (job_mgr.c's other held requeues): read as not held, a start was
+    # planned without a release and its priority refused every round
+    assert is_held("PENDING", 0, "job requeued in special exit state")
+    assert is_held("PENDING", 0, "user env retrieval failed requeued held")
     assert not is_held("PENDING", 5, "Priority") and not is_held("RUNNING", 0, "JobHeldUser")

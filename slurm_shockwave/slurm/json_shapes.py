@@ -136,12 +136,18 @@ def _alloc_nodes(obj: Mapping[str, Any]) -> list[str]:
         return []
 
 
-REQUEUED_HELD = ("job requeued in held state", "job_requeued_in_held_state")
-"""``scontrol requeuehold`` (an admin's: the planner requeues, then holds as a user)."""
+REQUEUED_HELD = ("job requeued in held state", "job_requeued_in_held_state",
+                 "job requeued in special exit state", "job_requeued_in_special_exit_state")
+"""``scontrol requeuehold`` (an admin's, or its owner's: the planner requeues, then holds
+as a user) and a RequeueExitHold exit: holds someone chose, kept out of the plan until
+released (job_submit.lua lets the owner release them)."""
 _REQUEUE_HELD = (*REQUEUED_HELD,
-                 # a batch launch that failed (BatchStartTimeout under load, a prolog):
-                 # Slurm requeues the job held, and only a release lets it run again
-                 "launch failed requeued held", "launch_failed_requeued_held")
+                 # a batch launch that failed (BatchStartTimeout under load, a prolog, the
+                 # user's environment not read): Slurm requeues the job held, and only a
+                 # release lets it run again (job_mgr.c's descriptions)
+                 "launch failed requeued held", "launch_failed_requeued_held",
+                 "user env retrieval failed requeued held",
+                 "user_env_retrieval_failed_requeued_held")
 
 
 def is_held(state: str, priority: int, reason: str) -> bool:
@@ -164,6 +170,12 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
     node_count = number(obj.get("node_count"), 1)
     priority = number(obj.get("priority"))
     reason = str(obj.get("state_reason") or "")
+    desc = str(obj.get("state_description") or "")
+    if desc in _REQUEUE_HELD:
+        # a held requeue says what it is only here ("JobHeldUser" in state_reason, as for
+        # the planner's own hold), as scontrol and pyslurm show it: read as the planner's,
+        # an admin's `scontrol requeuehold` was released (measured on 22.05)
+        reason = desc
     held = bool(obj.get("hold")) or is_held(state[0] if state else "", priority, reason)
     gres_detail = tuple(str(g) for g in obj.get("gres_detail") or ())
     alloc = (alloc_from(_alloc_nodes(obj), gres_detail)
