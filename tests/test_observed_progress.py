@@ -272,3 +272,15 @@ def test_a_report_without_a_batch_size_is_at_the_last_one_reported() -> None:
     assert (got.bs, got.epoch_s, got.bs_history) == (want.bs, want.epoch_s, want.bs_history)
     assert got.bs == 64 and got.bs_history == ((32, 2), (64, 3))
     assert dict(got.epoch_s_by_bs) == {32: 100.0, 64: 60.0}
+
+
+def test_reports_a_hair_apart_give_no_infinite_epoch() -> None:
+    """Found by a review: a job's owner reported epochs 0, 5e-324 and 1e-323 (legal
+    values): seconds per epoch came out infinite, and so did the remaining time, which
+    no round could write to the store (every round failed, after a restart too)."""
+    import math
+
+    spec = JobSpec(1, "ResNet-18", 32, 1, AdaptationMode.STATIC, 0.0, 10)
+    seen = observed_progress(TABLE, [rep(0.0, 10), rep(5e-324, 20), rep(1e-323, 30)])
+    assert math.isfinite(seen.epoch_s)
+    assert math.isfinite(estimate(Job(spec, seen, Phase.RUNNING)).remaining_s)

@@ -27,6 +27,7 @@ import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
+from slurm_shockwave.model.bounds import MAX_EXCLUSIVE_S
 from slurm_shockwave.model.job import JobProgress
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.workloads.scaling import nearest_count
@@ -57,8 +58,12 @@ def _epoch_times(reports: Sequence[ProgressReport], default_bs: int
         if (prev is not None and not acked and prev.restart_count == r.restart_count
                 and epoch > float(prev.epoch or 0.0) and r.at_s > prev.at_s
                 and prev_bs == bs):
-            yield r, bs, (r.at_s - prev.at_s) / (epoch - float(prev.epoch or 0.0)), \
-                run_first is prev
+            per_epoch = (r.at_s - prev.at_s) / (epoch - float(prev.epoch or 0.0))
+            # no epoch lasts longer than a job may (found by a review: epochs 0, 5e-324,
+            # 1e-323 read as infinite seconds an epoch, and the infinite remaining time
+            # it gave failed every round's write to the store, restarts included)
+            if per_epoch <= MAX_EXCLUSIVE_S:
+                yield r, bs, per_epoch, run_first is prev
         if prev is None or prev.restart_count != r.restart_count:
             run_first = r
         prev, prev_bs, acked = r, bs, False
