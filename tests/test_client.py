@@ -411,6 +411,20 @@ def test_should_checkpoint_flips_on_the_real_signal() -> None:
     assert done.returncode == 0 and "own handler" in done.stdout, done.stderr
 
 
+def test_signal_int_asks_for_a_checkpoint_and_does_not_interrupt() -> None:
+    """Found by a review: with signal=INT the handler chained to Python's SIGINT default,
+    which raised KeyboardInterrupt in the training loop: the job died unsaved."""
+    code = ("import os, signal, time\n"
+            "from slurm_shockwave.client import reporter\n"
+            "assert reporter.install() is True\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "time.sleep(0.1)\n"
+            "assert reporter.should_checkpoint() is True\n"
+            "print('ok')\n")
+    done = run(["-c", code], job_env(SHOCKWAVE_SIGNAL="INT"))
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
 def test_a_checkpoint_the_signal_missed_comes_with_the_next_answer(store: Store) -> None:
     """The service signalled run 2 of job 7 before the job had its handler (the intent is
     in the store, the signal went nowhere): the job's next progress report turns

@@ -13,8 +13,9 @@ through.
         reporter.report(epoch=epoch + 1, batch_size=bs, samples_per_s=rate)
         if reporter.should_checkpoint():
             save_checkpoint()
-            reporter.checkpointed()
-            sys.exit(0)                       # the service requeues the job
+            reporter.checkpointed()           # then train on: do NOT exit (a job that
+                                              # ends is COMPLETED, its epochs lost); the
+                                              # service's requeue ends this process
 
 Environment (the TaskProlog exports the SHOCKWAVE_* ones):
 
@@ -122,7 +123,10 @@ def install() -> bool:
 
             def on_signal(num: int, frame: FrameType | None) -> None:
                 _checkpoint.set()
-                if callable(previous):
+                # a handler of the script's own goes on being called, but never Python's
+                # SIGINT default: with signal=INT it raised KeyboardInterrupt in the
+                # training loop, which died without its checkpoint
+                if callable(previous) and previous is not signal.default_int_handler:
                     previous(num, frame)
 
             signal.signal(signum, on_signal)
