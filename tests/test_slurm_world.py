@@ -10,7 +10,7 @@ from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Action, ActionKind, Outcome
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.hints import parse_hint
-from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
+from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode, SlurmUnanswered
 from slurm_shockwave.slurm.world import (
     CheckpointIntent,
     MemoryIntents,
@@ -468,3 +468,63 @@ def test_a_moved_job_keeps_its_place_through_the_requeue_delay_a_preempted_one_d
     assert {j.job_id for j in world.observe().jobs} == {1, 2}
     world.apply([Action(ActionKind.PREEMPT, 1)])  # now a plain preemption: no move left
     assert {j.job_id for j in world.observe().jobs} == {2}
+
+
+class _Silent(FakeSlurm):
+    """Applies what it is asked, then gives no answer (a controller gone mid-call)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.silent: set[str] = set()
+        self.calls: list[str] = []
+
+    def _maybe(self, what: str) -> None:
+        self.calls.append(what)
+        if what in self.silent:
+            raise SlurmUnanswered(f"{what}: no answer within 30 s")
+
+    def release(self, job_ids):  # type: ignore[no-untyped-def]
+        self._maybe("release")
+        super().release(job_ids)
+
+    def set_priority(self, job_id, priority):  # type: ignore[no-untyped-def]
+        self._maybe("priority")
+        super().set_priority(job_id, priority)
+
+    def signal(self, job_id, signal):  # type: ignore[no-untyped-def]
+        super().signal(job_id, signal)
+        self._maybe("signal")
+
+
+def test_a_slurm_that_stops_answering_is_asked_no_more_in_the_round() -> None:
+    """Found by a review: every failed batch fell back to one call per job, each
+    waiting its 30 s timeout: 308 calls, a round of hours, against a controller gone
+    mid-round."""
+    fake = _Silent([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    for jid in range(1, 7):
+        fake.add(held(jid))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    fake.silent = {"release", "priority"}
+    result = world.apply([Action(ActionKind.START, jid) for jid in range(1, 7)])
+    assert fake.calls.count("release") == 1 and fake.calls.count("priority") == 0
+    assert all(r.outcome == Outcome.REJECTED and "no answer" in r.message
+               for r in result.results if r.action.kind == ActionKind.START)
+
+
+def test_a_signal_slurm_did_not_answer_keeps_its_checkpoint_intent() -> None:
+    """Found by a review: the intent was dropped when `scancel --signal` timed out,
+    though the signal may have arrived: the job's acknowledgement then found no intent,
+    and the next round signalled it again (two checkpoints, a round lost)."""
+    fake = _Silent([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(running(1))
+    acks: set[int] = set()
+    world = SlurmCluster(fake, Clock(), acked=lambda jid, _since: jid in acks)
+    world.observe()
+    fake.silent = {"signal"}
+    first = world.apply([Action(ActionKind.PREEMPT, 1)])
+    assert first.results[0].outcome == Outcome.DEFERRED and 1 in world.intents
+    acks.add(1)  # the job got it, saved, and acknowledged
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1)])
+    assert fake.calls.count("signal") == 1 and fake.jobs[1].restart_count == 1

@@ -27,7 +27,13 @@ from slurm_shockwave.slurm.json_shapes import (
     jobs_from,
     nodes_from,
 )
-from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+from slurm_shockwave.slurm.protocol import (
+    SlurmError,
+    SlurmJob,
+    SlurmNode,
+    SlurmUnanswered,
+    slurm_failure,
+)
 from slurm_shockwave.slurm.slurm_conf import (
     SlurmSettings,
     parse_show_config,
@@ -182,14 +188,15 @@ class CliBackend:
         except FileNotFoundError:
             raise SlurmError(f"{args[0]}: not found (install slurm-client)") from None
         except subprocess.TimeoutExpired:
-            raise SlurmError(f"{args[0]}: no answer within {self.timeout_s:g} s") from None
+            raise SlurmUnanswered(f"{args[0]}: no answer within {self.timeout_s:g} s") \
+                from None
         except OSError as exc:  # not executable, and the like
             raise SlurmError(f"{args[0]}: {exc.strerror or exc}") from None
         if proc.returncode != 0:  # scontrol says some refusals on stdout ("not found")
             lines = [ln for ln in (proc.stderr.strip() or proc.stdout.strip()).splitlines()
                      if ln.strip()]
             message = lines[0] if lines else f"exit code {proc.returncode}"
-            raise SlurmError(f"{' '.join(args[:2])}: {message}")
+            raise slurm_failure(f"{' '.join(args[:2])}: {message}")
         return proc.stdout
 
     def _json(self, args: Sequence[str]) -> Any:

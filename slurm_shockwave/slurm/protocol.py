@@ -64,6 +64,22 @@ class SlurmError(RuntimeError):
     """Slurm refused or failed: carries Slurm's own message."""
 
 
+class SlurmUnanswered(SlurmError):
+    """Slurm did not answer (a timeout, no controller): whether the request took effect
+    is not known, and the next request would most likely wait as long."""
+
+
+UNANSWERED = ("Unable to contact slurm controller", "Socket timed out",
+              "Connection refused", "Zero Bytes were transmitted or received")
+"""Slurm's words for a request that got no answer from slurmctld."""
+
+
+def slurm_failure(message: str) -> SlurmError:
+    """The error for Slurm's ``message``: SlurmUnanswered when it says no answer came."""
+    unanswered = any(w.lower() in message.lower() for w in UNANSWERED)
+    return (SlurmUnanswered if unanswered else SlurmError)(message)
+
+
 class SlurmBackend(Protocol):
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
         """All jobs Slurm reports; with ``partition``, only that partition's pending and

@@ -25,7 +25,7 @@ from slurm_shockwave.slurm.backend_choice import (
 from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.hostlist import expand_indices
 from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held, job_state
-from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode, slurm_failure
 
 Alloc = tuple[tuple[str, tuple[int, ...]], ...]
 # the states a partition's listing holds, as the CLI backend's (squeue -t PD,R,CG,S)
@@ -108,7 +108,7 @@ class PyslurmBackend:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # pyslurm.RPCError carries Slurm's message
-            raise SlurmError(f"{what}: {exc}") from None
+            raise slurm_failure(f"{what}: {exc}") from None
 
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
         jobs = self._call("load jobs", self._ps.Jobs.load)

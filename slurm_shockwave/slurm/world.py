@@ -52,7 +52,13 @@ from slurm_shockwave.prediction.observed import acknowledged
 from slurm_shockwave.slurm.hints import PREFIX, Hint, parse_hint, split_admin_comment
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import REQUEUED_HELD
-from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob, SlurmNode
+from slurm_shockwave.slurm.protocol import (
+    SlurmBackend,
+    SlurmError,
+    SlurmJob,
+    SlurmNode,
+    SlurmUnanswered,
+)
 from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.catalog import MODELS
 from slurm_shockwave.workloads.profile import epoch_seconds
@@ -594,6 +600,7 @@ class SlurmCluster:
         ranks = {a.job_id: i for i, a in enumerate(ready)}
         ranks.update({a.job_id: WAITING_BAND + i for i, a in enumerate(starts)
                       if a.job_id not in ranks})
+        silent: str | None = None  # Slurm stopped answering: ask no more this round
         for a in starts:
             rank = ranks[a.job_id]
             released = release_results.get(a.job_id)
@@ -607,9 +614,15 @@ class SlurmCluster:
             if job.state == "RUNNING":
                 results.append(ActionResult(a, Outcome.APPLIED, "already running"))
                 continue
+            if silent is not None:
+                results.append(ActionResult(a, Outcome.REJECTED, silent))
+                continue
             try:
                 self.backend.set_priority(a.job_id, TOP_PRIORITY - rank)
                 results.append(ActionResult(a, Outcome.APPLIED))
+            except SlurmUnanswered as exc:
+                silent = str(exc)
+                results.append(ActionResult(a, Outcome.REJECTED, silent))
             except SlurmError as exc:
                 results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
         results += [ActionResult(a, Outcome.APPLIED) for a in actions
@@ -665,6 +678,12 @@ class SlurmCluster:
             self.intents[a.job_id] = ck
             try:
                 self.backend.signal(a.job_id, hint.signal)
+            except SlurmUnanswered as exc:
+                # it may have arrived: keep the intent, so the job's acknowledgement
+                # counts and no second signal asks for a second checkpoint (found by a
+                # review); the deadline requeues it if it never came
+                return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} perhaps not "
+                                    f"sent ({exc}); requeue after ack or at the deadline")
             except SlurmError as exc:
                 self._forget(a.job_id)
                 return ActionResult(a, Outcome.REJECTED, str(exc))
@@ -751,20 +770,27 @@ class SlurmCluster:
 
 
 def each_job(job_ids: list[int], call: Callable[[list[int]], None]) -> dict[int, str | None]:
-    """One Slurm call for all; if it fails, one call each, so one bad job can neither
-    block nor hide the others. Maps each job to Slurm's error, or None."""
+    """One Slurm call for all; if Slurm refuses it, one call each, so one bad job can
+    neither block nor hide the others. Maps each job to Slurm's error, or None. When
+    Slurm does not answer, no more calls: each would wait its timeout too (found by a
+    review: 308 calls of 30 s, a round of hours, against a controller gone mid-round)."""
     if not job_ids:
         return {}
     try:
         call(job_ids)
         return dict.fromkeys(job_ids)
+    except SlurmUnanswered as exc:
+        return dict.fromkeys(job_ids, str(exc))
     except SlurmError:
         pass
     out: dict[int, str | None] = {}
-    for jid in job_ids:
+    for i, jid in enumerate(job_ids):
         try:
             call([jid])
             out[jid] = None
+        except SlurmUnanswered as exc:
+            out.update(dict.fromkeys(job_ids[i:], str(exc)))
+            break
         except SlurmError as exc:
             out[jid] = str(exc)
     return out
