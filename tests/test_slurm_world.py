@@ -528,3 +528,22 @@ def test_a_signal_slurm_did_not_answer_keeps_its_checkpoint_intent() -> None:
     world.observe()
     world.apply([Action(ActionKind.PREEMPT, 1)])
     assert fake.calls.count("signal") == 1 and fake.jobs[1].restart_count == 1
+
+
+def test_every_row_of_a_job_left_out_names_its_owner() -> None:
+    """Found by a review: rows of jobs left out of the plan (on a drained node, a bad
+    hint, not eligible) named no owner, and none was written for a job COMPLETING: the
+    progress API, which accepts a report only for a job the store shows as the sender's,
+    refused the running job's reports (403) and the ending job's end report (404)."""
+    from slurm_shockwave.service.records import unplanned_rows
+
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",)),
+                      SlurmNode("n2", ("ALLOCATED", "DRAIN"), 4, 0, ("shockwave",))])
+    fake.add(replace(running(1), nodes="n2"))
+    fake.add(replace(running(2), state="COMPLETING"))
+    fake.add(replace(held(3), admin_comment="", comment="bs=x"))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    rows = {r.job_id: r for r in unplanned_rows(world.left_out)}
+    assert {j: (r.user, r.phase) for j, r in rows.items()} == {
+        1: ("alice", "running"), 2: ("alice", "ending"), 3: ("alice", "not planned")}

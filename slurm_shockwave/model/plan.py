@@ -23,6 +23,7 @@ class ReasonCode(str, Enum):
     NOT_ELIGIBLE = "not_eligible"
     HELD_BY_ADMIN = "held_by_admin"
     ON_CLOSED_NODE = "on_closed_node"
+    ENDING = "ending"
     SOLVER_TIMEOUT_FALLBACK = "solver_timeout_fallback"
 
 

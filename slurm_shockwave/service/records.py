@@ -40,16 +40,21 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
     (a requeued job's cred_expire + 1 s, a ``--begin``), out of the plan until then, and
     jobs an admin holds, and running jobs on a node Slurm gives no new work (drained, not
     responding), left to finish there."""
-    rows = [JobRow(job_id=jid, reason=f"{ReasonCode.BAD_HINT.value}({msg})",
-                   phase="not planned") for jid, msg in sorted(left.bad_hints.items())]
-    rows += [JobRow(job_id=jid, phase="pending",
+    user = left.users.get
+    rows = [JobRow(job_id=jid, user=user(jid, ""), phase="not planned",
+                   reason=f"{ReasonCode.BAD_HINT.value}({msg})")
+            for jid, msg in sorted(left.bad_hints.items())]
+    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="pending",
                     reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until "
                            f"{time.strftime('%H:%M:%S', time.localtime(at))})")
              for jid, at in sorted(left.not_eligible.items())]
-    rows += [JobRow(job_id=jid, phase="running",
+    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="running",
                     reason=f"{ReasonCode.ON_CLOSED_NODE.value}({why}: left to Slurm, not "
                            "moved or stopped)")
              for jid, why in sorted(left.on_closed_node.items())]
+    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="ending",
+                    reason=f"{ReasonCode.ENDING.value}(COMPLETING: its Epilog runs)")
+             for jid in sorted(left.ending)]
     return rows + [_admin_held_row(job) for _, job in sorted(left.admin_held.items())]
 
 
@@ -89,9 +94,11 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
     seen = {r.job_id for r in rows}
     # jobs admission turned away (say, larger than every usable node together) are not
     # in the view but must not vanish from queue and explain
-    rows += [JobRow(job_id=jid, phase="not planned", reason=str(reason))
+    left = left or LeftOut()
+    rows += [JobRow(job_id=jid, user=left.users.get(jid, ""), phase="not planned",
+                    reason=str(reason))
              for jid, reason in sorted(report.reasons.items()) if jid not in seen]
-    return rows + unplanned_rows(left or LeftOut())
+    return rows + unplanned_rows(left)
 
 
 def round_record(report: RoundReport, *, policy: str, dry_run: bool,

@@ -191,6 +191,12 @@ class LeftOut:
     admin_held: Mapping[int, SlurmJob] = field(default_factory=dict)
     on_closed_node: Mapping[int, str] = field(default_factory=dict)
     """Job -> its node and that node's state."""
+    ending: frozenset[int] = frozenset()
+    """Jobs Slurm lists COMPLETING (ended, or being requeued: their Epilog runs)."""
+    users: Mapping[int, str] = field(default_factory=dict)
+    """Job -> its owner, for every job listed: its rows name the owner, whose reports
+    the progress API accepts only for a job the store shows as theirs (found by a
+    review: a job on a drained node got 403, an ending one's end report 404)."""
 
 
 @dataclass
@@ -299,6 +305,8 @@ class SlurmCluster:
         self.rehold_failures: dict[int, str] = {}
         self.partition_state = "UP"
         """The managed partition's state at the last observation (CLOSED: apply waits)."""
+        self._ending: frozenset[int] = frozenset()
+        self._users: dict[int, str] = {}
         self.queued_ids: frozenset[int] = frozenset()
         """Every job of the partition the last observation listed, in any state: one
         being requeued (COMPLETING) is out of the view but not gone."""
@@ -313,7 +321,7 @@ class SlurmCluster:
     @property
     def left_out(self) -> LeftOut:
         return LeftOut(dict(self.bad_hints), dict(self.not_eligible), dict(self.admin_held),
-                       dict(self.on_closed_node))
+                       dict(self.on_closed_node), self._ending, dict(self._users))
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -348,6 +356,9 @@ class SlurmCluster:
         jobs: list[SlurmJob] = []
         self.not_eligible = {}
         self.admin_held = {j.job_id: j for j in listed if held_by_admin(j)}
+        self._users = {j.job_id: j.user for j in listed}
+        self._ending = frozenset(j.job_id for j in listed if j.state == "COMPLETING"
+                                 and not isinstance(read_hint(hint_text(j)), str))
         for j in listed:
             if self._plannable(j, now):
                 jobs.append(j)
