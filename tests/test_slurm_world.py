@@ -547,3 +547,25 @@ def test_every_row_of_a_job_left_out_names_its_owner() -> None:
     rows = {r.job_id: r for r in unplanned_rows(world.left_out)}
     assert {j: (r.user, r.phase) for j, r in rows.items()} == {
         1: ("alice", "running"), 2: ("alice", "ending"), 3: ("alice", "not planned")}
+
+
+def test_a_store_that_cannot_be_written_defers_the_preemption_not_the_round() -> None:
+    """Found by a review: an intent the store could not write (a full disk) raised out
+    of apply before any release: round after round nothing started, free GPUs idle."""
+    import sqlite3
+
+    from slurm_shockwave.slurm.world import MemoryIntents
+
+    class Full(MemoryIntents):
+        def record_intent(self, intent):  # type: ignore[no-untyped-def]
+            raise sqlite3.OperationalError("database or disk is full")
+
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(running(1))
+    fake.add(held(2))
+    world = SlurmCluster(fake, Clock(), intents=Full())
+    world.observe()
+    result = world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.START, 2)])
+    outcomes = {r.action.job_id: r.outcome for r in result.results}
+    assert outcomes == {1: Outcome.DEFERRED, 2: Outcome.APPLIED}
+    assert fake.signals == [] and not fake.jobs[2].held

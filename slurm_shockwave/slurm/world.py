@@ -506,7 +506,10 @@ class SlurmCluster:
         for jid, ck in list(self.intents.items()):
             job = elsewhere.get(jid) if self._foreign(jid) else self._jobs.get(jid)
             if job is None or job.state != "RUNNING" or job.restart_count > ck.restart_count:
-                self._forget(jid)
+                try:
+                    self._forget(jid)
+                except Exception as exc:  # the store's: kept in both, forgotten later
+                    log.error("job %d: checkpoint intent not forgotten (%s)", jid, exc)
 
     def _foreign(self, job_id: int) -> bool:
         """A job the managed partition's listing does not have (in any state): its
@@ -685,7 +688,15 @@ class SlurmCluster:
                 return None  # the job handles no signal: preempt as Slurm does
             ck = CheckpointIntent(a.job_id, hint.signal, now, now + hint.grace_s,
                                   job.restart_count)
-            self.intent_log.record_intent(ck)
+            try:
+                self.intent_log.record_intent(ck)
+            except Exception as exc:  # the store's (sqlite3, OSError): no signal without
+                # its intent written, but the rest of the round goes on (found by a
+                # review: a full disk stopped every release, round after round)
+                log.error("job %d: checkpoint intent not written (%s): not preempted",
+                          a.job_id, exc)
+                return ActionResult(a, Outcome.DEFERRED, f"not signalled: the store could "
+                                    f"not be written ({exc})")
             self.intents[a.job_id] = ck
             try:
                 self.backend.signal(a.job_id, hint.signal)
