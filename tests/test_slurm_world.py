@@ -495,6 +495,10 @@ class _Silent(FakeSlurm):
         super().signal(job_id, signal)
         self._maybe("signal")
 
+    def requeue(self, job_ids):  # type: ignore[no-untyped-def]
+        super().requeue(job_ids)
+        self._maybe("requeue")
+
 
 def test_a_slurm_that_stops_answering_is_asked_no_more_in_the_round() -> None:
     """Found by a review: every failed batch fell back to one call per job, each
@@ -569,3 +573,23 @@ def test_a_store_that_cannot_be_written_defers_the_preemption_not_the_round() ->
     outcomes = {r.action.job_id: r.outcome for r in result.results}
     assert outcomes == {1: Outcome.DEFERRED, 2: Outcome.APPLIED}
     assert fake.signals == [] and not fake.jobs[2].held
+
+
+def test_an_acknowledged_requeue_whose_reply_is_lost_is_still_held() -> None:
+    """Found by a review: between rounds, a requeue Slurm did but whose reply was lost
+    left the job requeued, unheld and at its pinned top priority: Slurm ran it again
+    before the job it was stopped for."""
+    from slurm_shockwave.model.report import ProgressReport, ReportKind
+
+    fake = _Silent([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(running(1))
+    clock = Clock()
+    world = SlurmCluster(fake, clock)
+    world.observe()
+    assert world.apply([Action(ActionKind.PREEMPT, 1)]).results[0].outcome == \
+        Outcome.DEFERRED  # signalled
+    fake.silent = {"requeue"}
+    clock.t += 5
+    ack = ProgressReport(1, ReportKind.CHECKPOINTED, clock.t, restart_count=0)
+    assert world.complete_checkpoint(ack)
+    assert fake.jobs[1].restart_count == 1 and fake.jobs[1].held

@@ -725,7 +725,15 @@ class SlurmCluster:
         ck = self.intents.get(ack.job_id)
         if ck is None or not acknowledged((ack,), ck.sent_s) or self.partition_state in CLOSED:
             return False
-        self.backend.requeue([ack.job_id])
+        try:
+            self.backend.requeue([ack.job_id])
+        except SlurmError:
+            # the reply lost, the requeue perhaps done: a job requeued and left unheld
+            # keeps its pinned priority and runs again before the plan's (found by a
+            # review); held if its restart count grew, else the error stands
+            again = {j.job_id: j for j in self._listed()}.get(ack.job_id)
+            if again is None or again.restart_count <= ck.restart_count:
+                raise
         self._hold_requeued([ack.job_id])
         self._forget(ack.job_id)
         return True
