@@ -14,13 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from slurm_shockwave.service.heartbeat import remove_heartbeat
-from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmJob
+from slurm_shockwave.slurm.protocol import SlurmBackend
 from slurm_shockwave.slurm.world import (
     TOP_PRIORITY,
     each_job,
     held_by_admin,
-    hint_text,
-    read_hint,
+    managed,
 )
 
 PINNED_BAND = 100_000
@@ -34,13 +33,6 @@ class HandBack:
     errors: dict[int, str] = field(default_factory=dict)
     admin_held: tuple[int, ...] = ()
     """Held by an admin: left held."""
-
-
-def managed(job: SlurmJob) -> bool:
-    """A job the service plans, by the world's own rule: its hint reads (the admin
-    comment job_submit.lua wrote, else the raw comment of a job submitted while the
-    plugin was not loaded)."""
-    return not isinstance(read_hint(hint_text(job)), str)
 
 
 def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,

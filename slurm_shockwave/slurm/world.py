@@ -225,6 +225,13 @@ def read_hint(text: str) -> Hint | str:
         return str(exc)
 
 
+def managed(job: SlurmJob) -> bool:
+    """A job the service plans, by the world's own rule: its hint reads (the admin
+    comment job_submit.lua wrote, else the raw comment of a job submitted while the
+    plugin was not loaded)."""
+    return not isinstance(read_hint(hint_text(job)), str)
+
+
 def held_by_admin(job: SlurmJob) -> bool:
     """A pending job an admin holds (``scontrol hold``, or ``scontrol requeuehold`` of a
     running job, which squeue's reason shows as its state description "job requeued in
@@ -357,8 +364,8 @@ class SlurmCluster:
         self.not_eligible = {}
         self.admin_held = {j.job_id: j for j in listed if held_by_admin(j)}
         self._users = {j.job_id: j.user for j in listed}
-        self._ending = frozenset(j.job_id for j in listed if j.state == "COMPLETING"
-                                 and not isinstance(read_hint(hint_text(j)), str))
+        self._ending = frozenset(j.job_id for j in listed
+                                 if j.state == "COMPLETING" and managed(j))
         for j in listed:
             if self._plannable(j, now):
                 jobs.append(j)
