@@ -43,7 +43,7 @@ log = logging.getLogger("shockwave.service")
               help="Plan and record every round; change nothing in Slurm, hold nothing "
                    "(its progress API on any free port, no endpoint file unless named).")
 @click.option("--rounds", type=click.IntRange(1), default=None,
-              help="Stop after this many rounds (default: until SIGTERM/SIGINT).")
+              help="Stop after this many rounds (default: until SIGTERM/SIGINT/SIGHUP).")
 @click.option("--listen", type=HOST_PORT, default=None,
               help="HOST:PORT of the progress API, port 0 for any free port "
                    "[config service.listen: 127.0.0.1:7817].")
@@ -58,7 +58,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
           slurm_conf: str | None, kind: str | None, store_path: str | None,
           round_s: float | None, dry_run: bool, rounds: int | None, listen: str | None,
           endpoint_file: str | None, admin_uids: tuple[int, ...]) -> None:
-    """Plan the managed partition every round, until SIGTERM or SIGINT (exit 0)."""
+    """Plan the managed partition every round, until SIGTERM, SIGINT or SIGHUP (exit 0)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
     env = live(config_path, partition, slurm_conf, kind)
@@ -77,8 +77,10 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
                      signal.Signals(signum).name)
             stop.set()
 
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        # SIGHUP too: `serve` run from a terminal that goes away (an SSH session) was
+        # killed mid-round by its default action (found by a review)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, on_signal)
         # a dry run beside the running service must not take its port or point the jobs'
         # endpoint file at itself: any free port, and no endpoint file unless one is named
         default_listen = f"{svc.listen.rsplit(':', 1)[0]}:0" if dry_run else svc.listen
