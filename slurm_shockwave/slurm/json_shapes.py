@@ -140,7 +140,8 @@ REQUEUED_HELD = ("job requeued in held state", "job_requeued_in_held_state",
                  "job requeued in special exit state", "job_requeued_in_special_exit_state")
 """``scontrol requeuehold`` (an admin's, or its owner's: the planner requeues, then holds
 as a user) and a RequeueExitHold exit: holds someone chose, kept out of the plan until
-released (job_submit.lua lets the owner release them)."""
+an admin releases them (job_submit.lua cannot tell them from the planner's hold, so it
+refuses the owner's release of these too)."""
 _REQUEUE_HELD = (*REQUEUED_HELD,
                  # a batch launch that failed (BatchStartTimeout under load, a prolog, the
                  # user's environment not read): Slurm requeues the job held, and only a

@@ -234,11 +234,11 @@ def managed(job: SlurmJob) -> bool:
 
 def held_by_admin(job: SlurmJob) -> bool:
     """A pending job an admin holds (``scontrol hold``, or ``scontrol requeuehold`` of a
-    running job, which squeue's reason shows as its state description "job requeued in
-    held state"): the planner's own holds are plain user holds, so this one is the admin's,
-    kept out of the plan (and out of a hand-back) until the admin gives it back
-    (GIVE_BACK). Slurm's own hold after a failed launch is not an admin's: the planner
-    releases it when it plans the job."""
+    running job, whose reason the backends read from its state description "job requeued
+    in held state"; a RequeueExitHold exit's likewise): the planner's own holds are plain
+    user holds, so this one is the admin's, kept out of the plan (and out of a hand-back)
+    until the admin gives it back (GIVE_BACK). Slurm's own hold after a failed launch is
+    not an admin's: the planner releases it when it plans the job."""
     return job.state == "PENDING" and job.held and (
         job.reason == ADMIN_HOLD or job.reason in REQUEUED_HELD)
 
