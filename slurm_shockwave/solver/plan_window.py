@@ -106,8 +106,6 @@ def solve_window(inp: WindowInputs, *, backend: str = "highs", time_limit_s: flo
         # "infeasible", on which the caller dropped every job's cap (a review found 534
         # of 3,044 feasible programs so labelled when a live round's time ran short)
         obj, _ = evaluate(inp, rounds)
-        return WindowSolution(rounds, "rounded_lp", obj, bound, backend_used,
-                              time.perf_counter() - started,
-                              f"rounding broke a fairness cap; {message}", build_s)
+        status, message = "rounded_lp", f"rounding broke a fairness cap; {message}"
     return WindowSolution(rounds, status, obj, bound, backend_used,
                           time.perf_counter() - started, message, build_s)
