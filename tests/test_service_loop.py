@@ -630,3 +630,32 @@ def test_a_job_an_admin_holds_is_shown_and_never_released_round_after_round(
         "held", "alice", 2, "ResNet-18", 9, 32)
     assert row.reason == ("held_by_admin(scontrol uhold 1 returns it to the plan "
                           "(scontrol release 1 for one requeued held))")
+
+
+def test_an_admin_hold_made_while_the_round_plans_is_not_released(tmp_path: Path) -> None:
+    """The observation is seconds old when the plan is applied: a job an admin holds in
+    between (``scontrol hold``) is left held by the admin, not released with the plan's
+    starts (a review found it released); the round's other starts go ahead."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 1))
+    fake.add(job(2, 1))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock)
+    plan = svc.policy.plan
+
+    def admin_holds_job_1_meanwhile(*args: object, **kw: object) -> object:
+        fake.jobs[1] = with_state(fake.jobs[1], held=True, priority=0, reason="JobHeldAdmin")
+        return plan(*args, **kw)
+
+    svc.policy.plan = admin_holds_job_1_meanwhile  # type: ignore[method-assign]
+    done = svc.round_once()
+    outcome = {r.action.job_id: (r.outcome, r.message) for r in done.report.result.results}
+    assert outcome[1][0] == Outcome.DEFERRED and "admin" in outcome[1][1]
+    fake.tick()
+    assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldAdmin"
+    assert fake.jobs[2].state == "RUNNING"
+    svc.policy.plan = plan  # type: ignore[method-assign]
+    clock.t += 60
+    svc.round_once()
+    fake.tick()
+    assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldAdmin"
