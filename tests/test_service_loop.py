@@ -659,3 +659,77 @@ def test_an_admin_hold_made_while_the_round_plans_is_not_released(tmp_path: Path
     svc.round_once()
     fake.tick()
     assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldAdmin"
+
+
+def _service_with_feed(fake: FakeSlurm, store: Store, clock: Clock) -> Service:
+    feed = ReportFeed(lambda since: store.reports(since_id=since),
+                      table_progress(bundled_table("tacc")))
+    world = SlurmCluster(fake, clock, round_s=60.0, intents=store)
+    world.progress, world.acked = feed.progress, feed.acked
+    return Service(world, make_policy("srtf", None), "srtf", store, round_s=60.0, feed=feed)
+
+
+def _epochs(store: Store, job_id: int, upto: int, at_s: float) -> None:
+    for e in range(1, upto + 1):
+        store.add_report(ProgressReport(job_id=job_id, kind=ReportKind.PROGRESS, at_s=at_s,
+                                        epoch=float(e), batch_size=32, samples_per_s=100.0,
+                                        restart_count=0, uid=0))
+
+
+@pytest.mark.parametrize("restart_between", [True, False])
+def test_a_job_id_slurm_gives_out_again_does_not_inherit_the_old_jobs_reports(
+        tmp_path: Path, restart_between: bool) -> None:
+    """Slurm gives a job id out again once its state is lost (or MaxJobId wraps): the new
+    job is not the old one 95 epochs in, whether the service restarts in between (it
+    reads the store's reports afresh) or not, nor after a later restart (the store
+    forgets the old job's reports when the id comes back). A review found the new job
+    starting at the old one's progress."""
+    fake = fake_cluster(1, 4)
+    fake.add(job(5, 1, epochs=100))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = _service_with_feed(fake, store, clock)
+    svc.round_once()
+    fake.tick()
+    clock.t += 60
+    _epochs(store, 5, 95, clock.t)
+    svc.round_once()
+    assert store.jobs_now()[5].epochs_done == 95.0
+    fake.finish(5)
+    clock.t += 60
+    svc.round_once()
+    assert 5 not in store.jobs_now()
+    fresh = fake_cluster(1, 4)  # slurmctld's state gone: ids from the start again
+    fresh.add(with_state(job(5, 1, epochs=100), user="bob", submit_time=int(clock.t)))
+    if restart_between:
+        svc = _service_with_feed(fresh, Store(tmp_path / "s.db"), clock)
+    else:
+        svc.world.backend = fresh
+    clock.t += 60
+    svc.round_once()
+    assert svc.store.jobs_now()[5].epochs_done == 0.0
+    assert svc.store.reports([5]) == {}
+    again = _service_with_feed(fresh, Store(tmp_path / "s.db"), clock)  # a later restart
+    clock.t += 60
+    again.round_once()
+    assert again.store.jobs_now()[5].epochs_done == 0.0
+
+
+def test_a_suspended_job_keeps_its_row_and_its_reports(tmp_path: Path) -> None:
+    """An admin's ``scontrol suspend``: the job is shown (left to Slurm) and, its id never
+    leaving the store's jobs, its reports stay its own when it is resumed."""
+    fake = fake_cluster(1, 4)
+    fake.add(job(5, 1, epochs=100))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = _service_with_feed(fake, store, clock)
+    svc.round_once()
+    fake.tick()
+    clock.t += 60
+    _epochs(store, 5, 40, clock.t)
+    fake.jobs[5] = with_state(fake.jobs[5], state="SUSPENDED")
+    svc.round_once()
+    row = store.jobs_now()[5]
+    assert (row.phase, row.user) == ("suspended", "alice") and "suspended" in row.reason
+    fake.jobs[5] = with_state(fake.jobs[5], state="RUNNING")
+    clock.t += 60
+    svc.round_once()
+    assert store.jobs_now()[5].epochs_done == 40.0

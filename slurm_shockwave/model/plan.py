@@ -24,6 +24,7 @@ class ReasonCode(str, Enum):
     HELD_BY_ADMIN = "held_by_admin"
     ON_CLOSED_NODE = "on_closed_node"
     ENDING = "ending"
+    SUSPENDED = "suspended"
     SOLVER_TIMEOUT_FALLBACK = "solver_timeout_fallback"
 
 

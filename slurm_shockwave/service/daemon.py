@@ -67,6 +67,12 @@ class Service:
         self.stale_after_s = stale_after_s or 3 * round_s
         self.timer = timer
         self.feed = feed
+        if feed is not None:
+            # the reports of jobs the last round did not list are an earlier job's whose
+            # id Slurm may give out again (Store.save_round forgets them when it does):
+            # read once here, never taken as the progress of a job listed now
+            feed.refresh()
+            feed.keep_only(store.jobs_now())
         self.fill_freed = fill_freed
         world.fill_freed = fill_freed  # the policy plans knowing whether fill steps follow
         self.fill_poll_s = fill_poll_s

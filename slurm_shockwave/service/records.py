@@ -55,6 +55,10 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
     rows += [JobRow(job_id=jid, user=user(jid, ""), phase="ending",
                     reason=f"{ReasonCode.ENDING.value}(COMPLETING: its Epilog runs)")
              for jid in sorted(left.ending)]
+    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="suspended",
+                    reason=f"{ReasonCode.SUSPENDED.value}(by an admin: left to Slurm "
+                           "until resumed)")
+             for jid in sorted(left.suspended)]
     return rows + [_admin_held_row(job) for _, job in sorted(left.admin_held.items())]
 
 

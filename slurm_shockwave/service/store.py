@@ -376,6 +376,12 @@ class Store:
                                 [(round_id, r.job_id, _row_json(r)) for r in changed])
             seen = {r.job_id for r in rows}
             gone = [(jid,) for jid in previous if jid not in seen]
+            # a job id new to job_now is a new job, whatever reports that id has: the
+            # progress API takes reports only for jobs in job_now, so those are an earlier
+            # job's that had the id (Slurm gives ids out again once its state is lost or
+            # MaxJobId wraps), and would read as this one's progress
+            self.db.executemany("DELETE FROM reports WHERE job_id = ?",
+                                [(jid,) for jid in seen if jid not in previous])
             self.db.executemany("DELETE FROM job_now WHERE job_id = ?", gone)
             self.db.executemany("INSERT OR REPLACE INTO job_now VALUES (?, ?, ?)",
                                 [(r.job_id, round_id, _row_json(r)) for r in rows

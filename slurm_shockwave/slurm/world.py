@@ -193,6 +193,10 @@ class LeftOut:
     """Job -> its node and that node's state."""
     ending: frozenset[int] = frozenset()
     """Jobs Slurm lists COMPLETING (ended, or being requeued: their Epilog runs)."""
+    suspended: frozenset[int] = frozenset()
+    """Jobs an admin suspended (``scontrol suspend``): left to Slurm until resumed. Their
+    rows keep them in the store's jobs, so their reports stay theirs (the store forgets
+    the reports of a job id that comes back after a round without a row: a reused id)."""
     users: Mapping[int, str] = field(default_factory=dict)
     """Job -> its owner, for every job listed: its rows name the owner, whose reports
     the progress API accepts only for a job the store shows as theirs (found by a
@@ -313,6 +317,7 @@ class SlurmCluster:
         self.partition_state = "UP"
         """The managed partition's state at the last observation (CLOSED: apply waits)."""
         self._ending: frozenset[int] = frozenset()
+        self._suspended: frozenset[int] = frozenset()
         self._users: dict[int, str] = {}
         self.queued_ids: frozenset[int] = frozenset()
         """Every job of the partition the last observation listed, in any state: one
@@ -328,7 +333,8 @@ class SlurmCluster:
     @property
     def left_out(self) -> LeftOut:
         return LeftOut(dict(self.bad_hints), dict(self.not_eligible), dict(self.admin_held),
-                       dict(self.on_closed_node), self._ending, dict(self._users))
+                       dict(self.on_closed_node), self._ending, self._suspended,
+                       dict(self._users))
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -366,6 +372,8 @@ class SlurmCluster:
         self._users = {j.job_id: j.user for j in listed}
         self._ending = frozenset(j.job_id for j in listed
                                  if j.state == "COMPLETING" and managed(j))
+        self._suspended = frozenset(j.job_id for j in listed
+                                    if j.state == "SUSPENDED" and managed(j))
         for j in listed:
             if self._plannable(j, now):
                 jobs.append(j)
