@@ -444,3 +444,28 @@ def test_an_endpoint_file_that_cannot_be_written_names_itself_and_leaves_nothing
         server.start()
     assert err.value.field == "service.endpoint_file"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_job_past_its_report_cap_gets_429_but_its_checkpoints_and_end_are_taken(
+        api: tuple[ProgressAPI, Store], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job's owner flooding reports: past MAX_REPORTS_PER_JOB stored, progress reports
+    are refused (429, nothing stored); acknowledgements and the end report still count,
+    other jobs are not affected, and reports the round's connection deletes (an id given
+    out again) free the cap at once."""
+    import slurm_shockwave.service.progress_api as progress_api
+    monkeypatch.setattr(progress_api, "MAX_REPORTS_PER_JOB", 3)
+    server, store = api
+
+    def send(job: int, **fields: Any) -> tuple[int, dict[str, Any]]:
+        body = body_of(job_id=job, **fields)
+        return post(server, body, munge.encode(body_digest(body).encode()))
+
+    assert [send(103, epoch=e)[0] for e in (1.0, 2.0, 3.0)] == [202, 202, 202]
+    status, answer = send(103, epoch=4.0)
+    assert status == 429 and answer["field"] == "job_id"
+    assert send(103, kind="checkpointed")[0] == 202
+    assert send(103, kind="end", epoch=None, exit_code=0)[0] == 202
+    assert send(102, epoch=1.0)[0] == 202
+    assert len(store.reports([103])[103]) == 5
+    store.db.execute("DELETE FROM reports WHERE job_id = 103")
+    assert send(103, epoch=1.0)[0] == 202

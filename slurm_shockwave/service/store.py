@@ -316,6 +316,12 @@ class Store:
                  r.restart_count, r.exit_code, r.uid))
             return int(cur.lastrowid or 0)
 
+    def report_count(self, job_id: int) -> int:
+        """How many reports the store keeps for ``job_id`` (an index range count)."""
+        row = self.db.execute("SELECT COUNT(*) FROM reports WHERE job_id = ?",
+                              (job_id,)).fetchone()
+        return int(row[0])
+
     def reports(self, job_ids: Iterable[int] | None = None,
                 since_id: int = 0) -> dict[int, list[ProgressReport]]:
         """Reports with id > ``since_id`` (of ``job_ids``, or all), per job, oldest first."""
