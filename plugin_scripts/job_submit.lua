@@ -192,8 +192,15 @@ end
 local MIXED = "shockwave: the " .. SHOCKWAVE_PARTITION .. " partition cannot be combined "
               .. "with other partitions; submit to it alone"
 
+local ARRAY = "shockwave: job arrays are not planned in the " .. SHOCKWAVE_PARTITION
+              .. " partition (one hold and one priority would act on every task at once);"
+              .. " submit each task as its own job, e.g. a loop of sbatch"
+
 -- Validate a managed job's hint into job_desc; returns slurm.SUCCESS or slurm.ERROR.
 local function admit(job_desc, comment, job_id)
+  if job_desc.array_inx ~= nil and job_desc.array_inx ~= "" then
+    return reject(job_id, "%s", ARRAY)
+  end
   local normalised, field, problem = shockwave_parse_hint(comment)
   if not normalised then
     return reject(job_id, "shockwave: bad hint in --comment: field '%s': %s", field, problem)
@@ -237,6 +244,9 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
     local kind = shockwave_partition_kind(job_desc.partition, part_list)
     if kind == "mixed" then return reject(job_rec.job_id, "%s", MIXED) end
     if kind == "managed" and was ~= "managed" then
+      if job_rec.array_job_id ~= nil and job_rec.array_job_id ~= 0 then
+        return reject(job_rec.job_id, "%s", ARRAY)
+      end
       -- moved into the managed partition: validated exactly as at submit
       local comment = job_desc.comment
       if comment == nil then comment = job_rec.comment end

@@ -324,3 +324,31 @@ modify({ priority = RELEASE }, { partition = "shockwave", comment = "c", priorit
     assert out[1:] == ["0\t"] * 5
     beat.write_text(f"{int(time.time()) - 600} 60\n")  # stale: fail-open
     assert _run(cases, beat) == ["0\t"] * 6
+
+
+def test_lua_refuses_job_arrays_in_the_managed_partition(tmp_path: Path) -> None:
+    """An array's hold and priority act on every pending task at once, so the planner
+    cannot give its tasks their own shares: an array (``sbatch --array``) is refused at
+    submit, and moved in by ``scontrol update``, with a message saying what to do; other
+    partitions' arrays are untouched."""
+    beat = tmp_path / "heartbeat"
+    out = _run("""
+local parts = { shockwave = part(1), other = part(0) }
+local d = { partition = "shockwave", comment = "model=lm bs=10 epochs=3", array_inx = "0-9" }
+show(slurm_job_submit(d, parts, 0), d)
+local e = { partition = "shockwave", comment = "model=lm bs=10 epochs=3", array_inx = "" }
+show(slurm_job_submit(e, parts, 0), e)
+local o = { partition = "other", comment = "", array_inx = "1-3" }
+show(slurm_job_submit(o, parts, 0), o)
+local m = { partition = "shockwave" }
+show(slurm_job_modify(m, { partition = "other", comment = "model=lm bs=10 epochs=3",
+                           array_job_id = 7, job_id = 8 }, parts, 0), m)
+local n = { partition = "shockwave" }
+show(slurm_job_modify(n, { partition = "other", comment = "model=lm bs=10 epochs=3",
+                           array_job_id = 0, job_id = 9 }, parts, 0), n)
+""", beat)
+    array = ("shockwave: job arrays are not planned in the shockwave partition (one hold "
+             "and one priority would act on every task at once); submit each task as its "
+             "own job, e.g. a loop of sbatch")
+    assert out == [f"-1\tnil\tnil\t{array}", f"0\t{GOOD}\tnil\t", "0\tnil\tnil\t",
+                   f"-1\tnil\tnil\t{array}", f"0\t{GOOD}\tnil\t"]

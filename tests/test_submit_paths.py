@@ -152,3 +152,17 @@ def test_with_a_fresh_heartbeat_jobs_are_held(backend, jobs, heartbeat) -> None:
     jid = jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}")
     j = job(backend, jid)
     assert j.state == "PENDING" and j.held and j.priority == 0
+
+
+def test_a_job_array_is_refused_in_the_managed_partition(backend, jobs, heartbeat) -> None:
+    """``sbatch --array`` reaches job_submit.lua as ``array_inx`` (checked here on the real
+    slurmctld): refused with what to do instead; moved in later, refused too; another
+    partition's arrays are untouched."""
+    heartbeat.fresh()
+    with pytest.raises(SlurmError, match="job arrays are not planned"):
+        jobs("-p", "shockwave", "--array=0-1", "--gres=gpu:1", f"--comment={GOOD}")
+    other = jobs("-p", "other", "--array=0-1", "--begin=now+3600", "--gres=gpu:1",
+                 f"--comment={GOOD}")
+    proc = scontrol_update(other, "partition=shockwave")
+    assert proc.returncode != 0, proc.stdout
+    assert job(backend, other).partition == "other"
