@@ -593,3 +593,42 @@ def test_an_acknowledged_requeue_whose_reply_is_lost_is_still_held() -> None:
     ack = ProgressReport(1, ReportKind.CHECKPOINTED, clock.t, restart_count=0)
     assert world.complete_checkpoint(ack)
     assert fake.jobs[1].restart_count == 1 and fake.jobs[1].held
+
+
+def test_a_requeue_whose_reply_and_relisting_are_lost_still_holds_the_job() -> None:
+    """Found by a review: the batch requeue was applied but its reply lost, and the queue
+    could not be read after it; the job's own requeue was then refused (it was no
+    longer running) and the job was left requeued, unheld, at its pinned priority. A
+    hold that takes shows it was requeued: it is held, and the preemption applied. A
+    controller that stops answering is asked no more."""
+
+    class Busy(FakeSlurm):
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+            self.busy = False
+            self.requeues = 0
+
+        def requeue(self, job_ids):  # type: ignore[no-untyped-def]
+            self.requeues += 1
+            super().requeue(job_ids)
+            if len(job_ids) > 1:
+                self.busy = True  # the reply is lost, and the next listing too
+                raise SlurmUnanswered("scontrol requeue: no answer within 30 s")
+
+        def list_jobs(self, partition=None):  # type: ignore[no-untyped-def]
+            if self.busy:
+                self.busy = False
+                raise SlurmUnanswered("squeue: no answer within 30 s")
+            return super().list_jobs(partition)
+
+    fake = Busy([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    plain = HINT.removesuffix(" signal=USR1 grace=30")  # requeued at once, no signal
+    fake.add(replace(running(1), admin_comment=plain))
+    fake.add(replace(running(2), admin_comment=plain))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    result = world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.PREEMPT, 2)])
+    assert {r.action.job_id: r.outcome for r in result.results} == {
+        1: Outcome.APPLIED, 2: Outcome.APPLIED}
+    assert all(fake.jobs[j].held and fake.jobs[j].restart_count == 1 for j in (1, 2))
+    assert fake.requeues == 3  # the batch, then each alone (refused: not running)

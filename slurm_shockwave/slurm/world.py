@@ -809,6 +809,7 @@ class SlurmCluster:
         except SlurmError:
             now = None  # each job alone, as a hold or a release
         results = []
+        silent: str | None = None  # Slurm stopped answering: ask no more this round
         for a in actions:
             before, job = self._jobs.get(a.job_id), (now or {}).get(a.job_id)
             if job is not None and before is not None \
@@ -819,12 +820,32 @@ class SlurmCluster:
                 results.append(ActionResult(a, Outcome.REJECTED, "no longer running ("
                                             f"{job.state if job else 'gone'})"))
                 continue
+            if silent is not None:
+                results.append(ActionResult(a, Outcome.REJECTED, silent))
+                continue
             try:
                 self.backend.requeue([a.job_id])
                 results.append(ActionResult(a, Outcome.APPLIED))
+            except SlurmUnanswered as exc:
+                silent = str(exc)
+                results.append(ActionResult(a, Outcome.REJECTED, silent))
             except SlurmError as exc:
-                results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
+                results.append(self._requeued_unseen(a, exc) if now is None
+                               else ActionResult(a, Outcome.REJECTED, str(exc)))
         return results
+
+    def _requeued_unseen(self, a: Action, refused: SlurmError) -> ActionResult:
+        """A job's own requeue refused after the batch's reply was lost and the queue
+        could not be read: the batch may have requeued it (then it is pending, no longer
+        running). Slurm holds only a job that is not running, so a hold that takes says
+        it was requeued, and holds it as ``_hold_requeued`` would; before, it was left
+        requeued and unheld at its pinned priority until the next round (found by a
+        review), free to start again on the GPUs it had just given up."""
+        try:
+            self.backend.hold([a.job_id])
+        except SlurmError:
+            return ActionResult(a, Outcome.REJECTED, str(refused))
+        return ActionResult(a, Outcome.APPLIED, "requeued (its reply was lost)")
 
     def _batch(self, actions: Sequence[Action],
                call: Callable[[list[int]], None]) -> list[ActionResult]:
