@@ -53,6 +53,20 @@ def test_highs_solves_to_the_gap_and_beats_greedy() -> None:
     assert inp.gpus @ sol.rounds <= inp.capacity * inp.rounds
 
 
+def test_each_solve_runs_with_its_own_thread_count() -> None:
+    """HiGHS keeps one pool of threads per process, started by the first solve: a later
+    solve asking for another count failed ("Not Set"), and the planner planned greedily
+    for the rest of the process (found testing docs/planner.md's thread claim)."""
+    model = build(window(20)).milp
+    results = [solve(model, SolveOptions(rel_gap=1e-6, threads=t), "highs")
+               for t in (2, 1, 0, 1)]
+    assert [r.status for r in results] == [Status.OPTIMAL] * 4, [r.message for r in results]
+    assert max(r.objective for r in results) == pytest.approx(min(r.objective
+                                                                  for r in results))
+    inp = window(30)
+    assert {solve_window(inp, threads=t).status for t in (2, 1)}.isdisjoint({"greedy"})
+
+
 def test_gurobi_on_a_model_within_the_bundled_licence() -> None:
     pytest.importorskip("gurobipy")
     model = build(window(40)).milp

@@ -12,6 +12,8 @@ import numpy as np
 from slurm_shockwave.solver.milp import Milp, SolveOptions, SolveResult, Status
 
 _constructed = False
+_pool_threads: int | None = None
+"""The ``threads`` the last solve ran with (None: no solve yet in this process)."""
 
 
 def _new_highs() -> Any:
@@ -36,6 +38,20 @@ def _new_highs() -> Any:
     return h
 
 
+def _pool_for(threads: int) -> None:
+    """HiGHS keeps one pool of threads per process, started by the first solve; a solve
+    asking for another count than the pool's fails (model status "Not Set"), and the
+    planner fell back to greedy plans for the rest of the process (after any solve with
+    another ``threads``, the default's 0 included). Restart the pool when the count
+    changes: solves are never concurrent here (one round loop)."""
+    global _pool_threads
+    import highspy
+
+    if _pool_threads is not None and _pool_threads != threads:
+        highspy.Highs.resetGlobalScheduler(True)
+    _pool_threads = threads
+
+
 class HighsBackend:
     name = "highs"
 
@@ -43,6 +59,7 @@ class HighsBackend:
         import highspy
 
         started = time.perf_counter()
+        _pool_for(int(options.threads))  # before any instance of this solve exists
         h = _new_highs()
         h.setOptionValue("output_flag", False)
         if options.time_limit_s is not None:
