@@ -3,28 +3,103 @@
 from __future__ import annotations
 
 import http.client
+import json
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from slurm_shockwave.service import progress_api
-from slurm_shockwave.service.progress_api import ProgressAPI
+from slurm_shockwave.service import munge, progress_server
+from slurm_shockwave.service.progress_api import CRED_HEADER, ProgressAPI
 
 
-def test_a_flood_of_connections_gets_503_not_threads(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(progress_api, "MAX_CONNECTIONS", 1)
-    with ProgressAPI(str(tmp_path / "s.db"), listen="127.0.0.1:0") as api:
+def request(url: str, method: str, path: str, body: bytes | None = None,
+            headers: dict[str, str] | None = None) -> int:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=5)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+def test_a_full_worker_pool_answers_503_and_a_request_being_sent_takes_no_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress_server, "MAX_WORKERS", 1)
+    entered, release = threading.Event(), threading.Event()
+
+    def decode(_credential: str) -> munge.Decoded:  # keeps its worker until released
+        entered.set()
+        release.wait(10)
+        raise munge.MungeError("refused")
+
+    with ProgressAPI(str(tmp_path / "s.db"), listen="127.0.0.1:0", decode=decode) as api:
         host, port = api.url.removeprefix("http://").rsplit(":", 1)
         stall = socket.create_connection((host, int(port)))
         stall.sendall(b"POST /v1/report HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")  # and waits
         try:
-            conn = http.client.HTTPConnection(host, int(port), timeout=5)
-            conn.request("GET", "/v1/health")
-            assert conn.getresponse().status == 503
+            assert request(api.url, "GET", "/v1/health") == 200  # the stalled one holds none
+            answers: list[int] = []
+            busy = threading.Thread(target=lambda: answers.append(request(
+                api.url, "POST", "/v1/report", b"{}", {CRED_HEADER: "MUNGE:x:"})))
+            busy.start()
+            assert entered.wait(5)
+            assert request(api.url, "GET", "/v1/health") == 503  # the one worker is taken
+            release.set()
+            busy.join()
+            assert answers == [401]
+            deadline = time.monotonic() + 5  # the worker is free once it closed the connection
+            while request(api.url, "GET", "/v1/health") != 200:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
         finally:
+            release.set()
             stall.close()
+
+
+def test_headers_over_the_limit_are_431(tmp_path: Path) -> None:
+    with ProgressAPI(str(tmp_path / "s.db"), listen="127.0.0.1:0") as api:
+        host, port = api.url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(b"GET /v1/health HTTP/1.1\r\nX-Big: " + b"a" * progress_server.MAX_HEAD)
+            answer = sock.makefile("rb").read()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 431 ") and json.loads(body)["field"] == "headers"
+
+
+def test_past_the_reading_bound_the_busiest_address_loses_its_oldest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One idle connection from 127.0.0.2, then more from 127.0.0.1 than the bound: the
+    oldest of 127.0.0.1's are closed, never the older one of the other address."""
+    monkeypatch.setattr(progress_server, "MAX_READING", 3)
+    with ProgressAPI(str(tmp_path / "s.db"), listen="127.0.0.1:0") as api:
+        port = int(api.url.rsplit(":", 1)[1])
+        other = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0))
+        time.sleep(0.2)  # accepted first: the oldest of all
+        flood = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        try:
+            for sock in flood[:2]:
+                sock.settimeout(5)
+                assert sock.recv(1) == b""  # closed for the newer ones
+            for sock in (other, *flood[2:]):
+                sock.settimeout(0.3)
+                with pytest.raises(TimeoutError):
+                    sock.recv(1)  # still open
+            assert request(api.url, "GET", "/v1/health") == 200
+        finally:
+            for sock in (other, *flood):
+                sock.close()
+
+
+def test_listens_on_ipv6(tmp_path: Path) -> None:
+    with ProgressAPI(str(tmp_path / "s.db"), listen="[::1]:0") as api:
+        assert api.url.startswith("http://[::1]:")
+        assert request(api.url, "GET", "/v1/health") == 200
 
 
 def test_listening_everywhere_advertises_the_host_name(tmp_path: Path) -> None:

@@ -26,7 +26,6 @@ passes in; this module does not know Prometheus.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -37,7 +36,6 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +43,11 @@ from slurm_shockwave.client import reporter
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.service import munge
+from slurm_shockwave.service.progress_server import (
+    RequestServer,
+    WholeRequestHandler,
+    body_length,
+)
 from slurm_shockwave.service.shared_file import write_shared
 from slurm_shockwave.service.store import Store
 
@@ -182,11 +185,6 @@ would otherwise grow the store, and the feed every round reads, without bound (a
 measured a round 0.48 s slower with 200,000). Checkpoint and end reports are always
 taken."""
 
-MAX_CONNECTIONS = 64
-READ_DEADLINE_S = 5.0
-"""From a connection's accept to the end of its request's body: past it, it is closed."""
-LISTEN_BACKLOG = 128
-
 
 class ProgressAPI:
     """The HTTP server and its threads. ``start()`` returns the URL (and writes it to the
@@ -223,7 +221,7 @@ class ProgressAPI:
         only): counted afresh when first needed and whenever it reaches the cap, since the
         round's connection deletes reports (retention, an id given out again)."""
         self._local = threading.local()
-        self._server: _Server | None = None
+        self._server: RequestServer | None = None
         self._thread: threading.Thread | None = None
         self._stopped = False
         self.url = ""
@@ -333,9 +331,7 @@ class ProgressAPI:
             pass
 
         Handler.api = api
-        server_class = _Server6 if ":" in self.host else _Server
-        self._server = server_class((self.host, self.port), Handler)
-        self._server.daemon_threads = True
+        self._server = RequestServer((self.host, self.port), Handler, max_body=MAX_BODY)
         host, port = str(self._server.server_address[0]), self._server.server_address[1]
         if host in ("0.0.0.0", "::", ""):  # listening everywhere: jobs on other nodes need a name
             host = socket.getfqdn()
@@ -380,165 +376,33 @@ class ProgressAPI:
         self.stop()
 
 
-class _Deadlines:
-    """One watchdog thread: a connection still reading its request (request line, headers,
-    body) READ_DEADLINE_S after it was accepted is shut down. The handler's socket timeout
-    is per read, so a client sending a byte every few seconds would never trip it and could
-    hold its slot for ever (slowloris); this bounds the whole read."""
+class _Handler(WholeRequestHandler):
+    """One request, read whole by the server's reader (progress_server): a request cut at
+    its deadline never gets here, so a report is never stored without the client hearing
+    it was."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._due: dict[socket.socket, float] = {}
-        self._cond = threading.Condition()
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="progress-deadlines",
-                                        daemon=True)
-        self._thread.start()
-
-    def arm(self, sock: socket.socket) -> None:
-        with self._cond:
-            self._due[sock] = time.monotonic() + self.seconds
-            self._cond.notify()
-
-    def armed(self, sock: socket.socket) -> bool:
-        with self._cond:
-            return sock in self._due
-
-    def disarm(self, sock: socket.socket) -> bool:
-        """Stop watching ``sock``; False if its deadline had passed (it is shut down)."""
-        with self._cond:
-            return self._due.pop(sock, None) is not None
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        with self._cond:
-            while not self._closed:
-                now = time.monotonic()
-                for sock, due in list(self._due.items()):
-                    if due <= now:
-                        # under the lock: the socket is disarmed before it is closed
-                        # (shutdown_request), so this never reaches a reused descriptor
-                        del self._due[sock]
-                        with contextlib.suppress(OSError):
-                            sock.shutdown(socket.SHUT_RDWR)
-                        log.debug("a connection took over %.0f s to send its request: "
-                                  "closed", self.seconds)
-                wait = min(self._due.values(), default=now + 1.0) - now
-                self._cond.wait(timeout=max(0.01, wait))
-
-
-class _Server(ThreadingHTTPServer):
-    """At most MAX_CONNECTIONS requests at once (a thread each); the next is answered 503
-    at once and closed, so a flood cannot take the memory the round loop needs. Each
-    connection has READ_DEADLINE_S from its accept to send its whole request, so slow
-    senders cannot keep the slots (slowloris); the listen backlog takes bursts of jobs
-    connecting at once."""
-
-    request_queue_size = LISTEN_BACKLOG
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self.deadlines = _Deadlines(READ_DEADLINE_S)
-        try:
-            super().__init__(address, handler)
-        except BaseException:
-            self.deadlines.close()
-            raise
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                                b"Connection: close\r\n\r\n")
-            self.shutdown_request(request)
-            return
-        self.deadlines.arm(request)
-        try:
-            super().process_request(request, client_address)
-        except BaseException:  # the caller shuts it down (shutdown_request: disarmed)
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def shutdown_request(self, request: Any) -> None:
-        self.deadlines.disarm(request)  # before the close: see _Deadlines._run
-        super().shutdown_request(request)
-
-    def server_close(self) -> None:
-        super().server_close()
-        self.deadlines.close()
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-class _Handler(BaseHTTPRequestHandler):
     api: ProgressAPI
-    server: _Server
-    # a client that stalls mid-request loses its connection, nobody else waits: 5 s per
-    # read, and READ_DEADLINE_S for the whole request (_Deadlines), however it trickles
-    timeout = 5
+    timeout = 5  # each write of the answer: a client that does not read it frees its worker
     server_version = "shockwave-progress/1"
 
-    def handle(self) -> None:
-        try:
-            super().handle()
-        except OSError:
-            if self.server.deadlines.disarm(self.connection):
-                raise  # not the deadline's doing
-            self._cut()  # mid-request (an error answer to a cut request line, say)
-
-    def _request_read(self) -> bool:
-        """The whole request is in: its deadline no longer applies. False if the deadline
-        came first (the connection is shut down): then it is dropped, not handled, so a
-        report is never stored without the client hearing it was."""
-        if self.server.deadlines.disarm(self.connection):
-            return True
-        self._cut()
-        return False
-
-    def _cut(self) -> None:
-        self.close_connection = True
-        log.debug("%s: request cut at its deadline", self.address_string())
-
     def do_POST(self) -> None:
-        if not self.server.deadlines.armed(self.connection):
-            self._cut()  # its headers were cut: they may be anything
-            return
         if self.path != REPORT_PATH:
             self._answer(404, {"error": "no such endpoint", "field": "path"})
             return
-        try:
-            length = int(self.headers.get("Content-Length", ""))
-        except ValueError:
+        length = body_length(self.headers)
+        if length is None:
             self.api.count_rejected()
             self._answer(411, {"error": "Content-Length required", "field": "body"})
             return
         if length < 0 or length > MAX_BODY:
             self.api.count_rejected()
-            self.close_connection = True
             self._answer(413, {"error": f"body over {MAX_BODY} bytes", "field": "body"})
             return
         body = self.rfile.read(length)
-        if not self._request_read():
-            return
         status, answer = self.api.handle_report(body, self.headers.get(CRED_HEADER))
         self._answer(status, answer)
 
     def do_GET(self) -> None:
-        if not self._request_read():
-            return
         if self.path == HEALTH_PATH:
             self._answer(200, self.api.health())
         elif self.path == METRICS_PATH and self.api.metrics is not None:
