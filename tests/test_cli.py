@@ -190,6 +190,41 @@ def test_a_full_stdout_is_one_line_not_a_bug() -> None:
     assert proc.stderr.strip() == "error: output: cannot write it (No space left on device)"
 
 
+def test_a_reader_that_closes_the_pipe_stops_the_command_quietly(tmp_path: Path) -> None:
+    """``shockwave ... | head -1``: a reader gone is exit 141 (a shell's status for a tool
+    killed by SIGPIPE) and not a word on stderr. Found by a review: click and rich each
+    exit 1 on it, a bug's code here, and Python's flush at exit printed "Exception
+    ignored ... BrokenPipeError"."""
+    cli = [sys.executable, "-m", "slurm_shockwave.cli"]
+    small = tmp_path / "small.jsonl"
+    small.write_text('{"model": "LM", "batch_size": 10, "epochs": 2}\n')
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # gone before the first write
+    try:
+        for args in (["policies"], ["--help"], ["trace", "generate", "--jobs", "3"],
+                     ["simulate", str(small), "--gpus", "2", "--no-progress"]):
+            proc = subprocess.run([*cli, *args], stdout=write_end, stderr=subprocess.PIPE,
+                                  text=True, timeout=120)
+            assert (proc.returncode, proc.stderr) == (141, ""), args
+        # stderr there too (``2>&1 | head``): the progress bar's writes fail as well
+        proc = subprocess.run([*cli, "simulate", str(small), "--gpus", "2", "--progress"],
+                              stdout=write_end, stderr=write_end, timeout=120)
+        assert proc.returncode == 141
+    finally:
+        os.close(write_end)
+    # the reader takes one line, then goes, while the table (over 100 KiB, more than the
+    # pipe holds) is being written
+    trace = tmp_path / "big.jsonl"
+    run("trace", "generate", "--jobs", "700", "--out", str(trace))
+    with subprocess.Popen([*cli, "trace", "show", str(trace)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as reading:
+        assert reading.stdout is not None and reading.stderr is not None
+        assert reading.stdout.readline()
+        reading.stdout.close()
+        assert reading.stderr.read() == b""
+        assert reading.wait(timeout=120) == 141
+
+
 def test_a_trace_whose_longest_job_needs_too_many_rounds_is_refused(tmp_path: Path) -> None:
     """The work over the GPUs fits (one job on 1,000 GPUs), the job alone does not: it
     would run for minutes and stop at the simulator's round limit."""

@@ -3,7 +3,9 @@
 Exit 2 is only for the user's input: an InputError (a file, a field, an option), a
 click usage error, or Slurm refusing what we asked (SlurmError) or the service lock
 being held; and for a machine that cannot take the output (stdout on a full disk).
-Anything else is a bug: one line saying where it happened and where its traceback was
+A reader that closes the pipe early (``shockwave queue | head -1``) stops the command
+quietly with 141, what a shell reports for a Unix tool killed by SIGPIPE. Anything
+else is a bug: one line saying where it happened and where its traceback was
 written, exit 1; with ``shockwave --debug`` (or SHOCKWAVE_DEBUG=1) the
 traceback goes to stderr instead.
 """
@@ -14,13 +16,14 @@ import contextlib
 import errno
 import functools
 import os
+import signal
 import stat
 import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -96,10 +99,45 @@ _MACHINE_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 A file named by an option says so itself (``output_errors``)."""
 
 
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null: what is left in its buffer goes there at exit."""
+def _quiet(stream: Any) -> None:
+    """Point ``stream`` (stdout) at /dev/null: what is left in its buffer goes there at exit."""
     with contextlib.suppress(OSError, ValueError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+PIPE_CLOSED_EXIT = 128 + signal.SIGPIPE
+"""141: the status a shell reports for a Unix tool killed by SIGPIPE (``seq 1e6 | head
+-1``), so ``set -o pipefail`` treats us alike. Not 0: the command stopped at the write,
+before the rest of its work. Not 1 (click's and rich's choice, as the Python docs'
+example): that is a bug here."""
+
+
+def _pipe_closed(exc: BaseException) -> bool:
+    """``exc`` is a write to a reader that went away, or click's or rich's exit 1 on one
+    (both call ``sys.exit(1)`` inside their ``except``, so it is the exit's context)."""
+    if isinstance(exc, SystemExit) and exc.code == 1:
+        exc = exc.__context__  # type: ignore[assignment]
+    return isinstance(exc, OSError) and exc.errno == errno.EPIPE
+
+
+def _flush_stdout() -> None:
+    """Flush stdout now, not at exit, where a reader gone (EPIPE) can still be seen; any
+    other error is left to the flush at exit."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise
+    except ValueError:  # closed
+        pass
+
+
+def _exit_pipe_closed() -> NoReturn:
+    """Exit 141 without a word: stdout and stderr to /dev/null first, else Python's flush
+    at exit prints "Exception ignored ... BrokenPipeError" (stderr too: ``2>&1 | head``)."""
+    for stream in (sys.stdout, sys.stderr):
+        _quiet(stream)
+    sys.exit(PIPE_CLOSED_EXIT)
 
 
 class OneLineGroup(click.Group):
@@ -111,6 +149,19 @@ class OneLineGroup(click.Group):
              **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            try:
+                self._standalone(args, prog_name, complete_var, **extra)
+            finally:
+                _flush_stdout()
+        except BaseException as exc:
+            if _pipe_closed(exc):
+                _exit_pipe_closed()
+            raise
+
+    def _standalone(self, args: Sequence[str] | None, prog_name: str | None,
+                    complete_var: str | None, **extra: Any) -> NoReturn:
+        """Run the command; exit with its code, or one line and 2 (input) or 1 (a bug)."""
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
         except click.ClickException as exc:
@@ -131,7 +182,7 @@ class OneLineGroup(click.Group):
         except OSError as exc:
             if exc.errno not in _MACHINE_FULL or debugging():
                 sys.exit(report_bug(exc))
-            _quiet_stdout()  # its unwritten buffer would fail again at exit
+            _quiet(sys.stdout)  # its unwritten buffer would fail again at exit
             click.echo(f"error: output: cannot write it ({exc.strerror or exc})", err=True)
             sys.exit(2)
         except Exception as exc:  # a bug: never exit 2, never a bare traceback
