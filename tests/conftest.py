@@ -65,3 +65,29 @@ def users() -> tuple[str, str]:
                 pytest.skip(f"user {user} missing and not root to add it")
             subprocess.run(["useradd", "-m", user], check=True, capture_output=True)
     return LOCAL_USERS
+
+
+@pytest.fixture
+def read_only_mount(tmp_path: Path) -> Iterator[Callable[[Path], Path]]:
+    """``read_only_mount(folder)``: the folder seen through a read-only bind mount (a
+    read-only disk, which even root cannot write); unmounted when the test ends. Skips
+    where this process cannot mount (not root)."""
+    mounted: list[Path] = []
+
+    def mount(folder: Path) -> Path:
+        view = tmp_path / f"ro{len(mounted)}"
+        view.mkdir()
+        for args in (["--bind", str(folder), str(view)],
+                     ["-o", "remount,ro,bind", str(view)]):
+            done = subprocess.run(["mount", *args], capture_output=True, text=True,
+                                  check=False)
+            if done.returncode:
+                if args[0] == "-o":  # bound, but not read-only
+                    subprocess.run(["umount", str(view)], capture_output=True, check=False)
+                pytest.skip(f"cannot make a read-only mount: {done.stderr.strip()}")
+        mounted.append(view)
+        return view
+
+    yield mount
+    for view in mounted:
+        subprocess.run(["umount", "-l", str(view)], capture_output=True, check=False)

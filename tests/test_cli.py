@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -369,6 +370,25 @@ def test_explain_shows_a_job_unchanged_for_longer_than_the_retention(tmp_path: P
     assert "no history kept" in shown.stdout
     story = json.loads(run("explain", "7", "--store", str(tmp_path / "s.db"), "--json").stdout)
     assert story["now"]["phase"] == "running" and story["history"] == []
+
+
+def test_explain_reads_a_store_on_a_read_only_disk(
+        tmp_path: Path, read_only_mount: Callable[[Path], Path]) -> None:
+    """Found by a review: with the service stopped and its store on a read-only disk,
+    ``shockwave explain`` said "unable to open database file"; it reads it read-only
+    (queue, a dry-run plan and handback open the store the same way)."""
+    from slurm_shockwave.service.store import JobRow, RoundRecord, Store
+
+    (tmp_path / "lib").mkdir()
+    store = Store(tmp_path / "lib" / "s.db")
+    store.save_round(RoundRecord(0, 1.7e9, "fifo", False, 1, {}, None, None, 0, 0, 0),
+                     [JobRow(job_id=7, user="alice", phase="running", gpus=1,
+                             reason="kept_running")], [], {}, read_round_id=0)
+    store.close()
+    view = read_only_mount(tmp_path / "lib")
+    shown = run("explain", "7", "--store", str(view / "s.db"), "--json", check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["now"]["reason"] == "kept_running"
 
 
 def test_trace_shows_a_lower_bound_an_elastic_run_cannot_beat(tmp_path: Path) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -263,3 +266,48 @@ def test_a_symlinked_store_is_not_taken_for_one_that_lost_its_log(tmp_path: Path
     store.check_file()
     assert (tmp_path / "disk" / "real.db-wal").exists()
     store.close()
+
+
+def test_a_reader_reads_a_store_on_a_read_only_disk(
+        tmp_path: Path, read_only_mount: Callable[[Path], Path]) -> None:
+    """queue, explain, a dry-run plan and handback only read the store, but opened it to
+    write: with the service stopped and the store on a read-only disk (or in a folder the
+    admin cannot write) they said "unable to open database file" (found by a review).
+    They open it read-only, also when its write-ahead log was left by a crash; the
+    service's own open still refuses it in one line naming service.store."""
+    (tmp_path / "stopped").mkdir()
+    store = Store(tmp_path / "stopped" / "state.db")
+    store.save_round(record(0), [row(1), row(2)], [], {"k": 1}, read_round_id=0)
+    store.record_intent(CheckpointIntent(1, "USR1", 1000.0, 1060.0, 0))
+    store.close()  # the service stopped: its log folded into the file
+    view = read_only_mount(tmp_path / "stopped")
+    reader = Store(view / "state.db", create=False)
+    assert sorted(reader.jobs_now()) == [1, 2] and list(reader.load_intents()) == [1]
+    assert reader.rounds()[0]["round_index"] == 0
+    reader.close()
+    assert sorted(p.name for p in view.iterdir()) == ["state.db"]
+    with pytest.raises(InputError, match=r"nope\.db: service\.store: cannot read it \(No such"):
+        Store(view / "nope.db", create=False)
+    with pytest.raises(InputError, match=r"service\.store"):
+        Store(view / "state.db")
+    # a crash leaves the last rounds in the -wal, and its -shm: read through them
+    crashed = tmp_path / "crashed"
+    code = ("import os, sys\nfrom slurm_shockwave.service.store import Store\n"
+            "from tests.test_service_store import record, row\n"
+            "store = Store(sys.argv[1])\n"
+            "store.save_round(record(0), [row(1), row(3)], [], {}, read_round_id=0)\n"
+            "os._exit(9)\n")
+    for folder in (crashed, tmp_path / "no-shm"):
+        folder.mkdir()
+        assert subprocess.run([sys.executable, "-c", code, str(folder / "state.db")],
+                              timeout=60, check=False).returncode == 9
+    (tmp_path / "no-shm" / "state.db-shm").unlink()
+    view = read_only_mount(crashed)
+    assert (view / "state.db-wal").stat().st_size > 0
+    reader = Store(view / "state.db", create=False)
+    assert sorted(reader.jobs_now()) == [1, 3] and reader.last_round_id() == 1
+    reader.close()
+    # without its -shm, which SQLite cannot make there, the log cannot be read: one line
+    view = read_only_mount(tmp_path / "no-shm")
+    with pytest.raises(InputError, match=r"service\.store: cannot read it: it has a write-"):
+        Store(view / "state.db", create=False)

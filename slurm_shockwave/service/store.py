@@ -16,6 +16,7 @@ their actions and history, are deleted as new ones come.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -139,8 +140,9 @@ class Store:
     def __init__(self, path: str | Path, *, retention_s: float = 14 * 86400.0,
                  create: bool = True) -> None:
         """``create=False``: a reader (queue, explain, a dry-run plan, hand-back) opens a
-        store the service made; any other file, an empty one included, is refused and
-        left as it was, never stamped with the schema."""
+        store the service made, read-only (``_open_reader``: also on a read-only mount);
+        any other file, an empty one included, is refused and left as it was, never
+        stamped with the schema."""
         self.path = str(path)
         self.retention_s = retention_s
         self._identity: tuple[int, int] | None = None
@@ -151,9 +153,11 @@ class Store:
                 raise InputError(f"cannot make its folder ({exc.strerror or exc})",
                                  source=self.path, field="service.store") from None
         try:
-            self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-            tables = {str(r[0]) for r in self.db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if create:
+                self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+                tables = _tables(self.db)
+            else:
+                self.db, tables = _open_reader(self.path)
             if tables and "meta" not in tables:  # never stamp another program's database
                 raise InputError(f"not a slurm-shockwave store (its tables: "
                                  f"{', '.join(sorted(tables)[:5])})", source=self.path,
@@ -161,15 +165,16 @@ class Store:
             if not tables and not create:
                 raise InputError("not a slurm-shockwave store (an empty database: has the "
                                  "service run?)", source=self.path, field="service.store")
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
+            if create:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise InputError(f"not a usable store ({exc})", source=self.path,
                              field="service.store") from None
         version = self._meta("schema_version")
-        if version is None:  # both or neither: a store with a version and no 'holds'
-            # reads as an earlier build's, whose admin holds the next start takes over
+        if version is None and create:  # both or neither: a store with a version and no
+            # 'holds' reads as an earlier build's, whose admin holds the next start takes over
             with self._transaction():
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
                                 (str(SCHEMA_VERSION),))
@@ -416,6 +421,57 @@ class Store:
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self.db)
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    """The database's tables: also the first read, where SQLite reports a file it cannot
+    open (connecting does not)."""
+    return {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _open_reader(path: str) -> tuple[sqlite3.Connection, set[str]]:
+    """A reader's connection, read-only (``mode=ro``), and its tables: it writes nothing,
+    and a store on a read-only mount or folder is read too. There SQLite cannot make the
+    ``-shm`` a WAL store is read through; with no ``-wal`` beside it either (the service
+    stopped: its last close folded the log into the file) the file is the whole store,
+    read as it is (``immutable=1``). A store with a ``-wal`` is never read that way: the
+    rounds in its log would be missed."""
+    uri = Path(path).absolute().as_uri()
+    try:
+        return _connected(f"{uri}?mode=ro")
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
+            raise
+        problem = _unreadable(path)
+        if problem is not None:
+            raise InputError(f"cannot read it ({problem})", source=path,
+                             field="service.store") from None
+        if Path(f"{os.path.realpath(path)}-wal").exists():
+            raise InputError("cannot read it: it has a write-ahead log (-wal), which SQLite "
+                             "reads through a -shm file it cannot make beside it (a "
+                             "read-only folder?)", source=path, field="service.store") from None
+    return _connected(f"{uri}?mode=ro&immutable=1")
+
+
+def _connected(uri: str) -> tuple[sqlite3.Connection, set[str]]:
+    """A connection to ``uri`` and its tables; closed again when they cannot be read."""
+    db = sqlite3.connect(uri, uri=True, timeout=10.0, isolation_level=None)
+    try:
+        return db, _tables(db)
+    except BaseException:
+        db.close()
+        raise
+
+
+def _unreadable(path: str) -> str | None:
+    """Why the file at ``path`` cannot be read (none there, no permission), or None. Asked
+    without opening it: closing a descriptor of the file would drop the POSIX locks any
+    SQLite connection of this process holds on it."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None if os.access(path, os.R_OK) else os.strerror(errno.EACCES)
 
 
 class _Transaction:
