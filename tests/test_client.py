@@ -389,6 +389,65 @@ def test_the_epilog_flushes_only_that_jobs_spool(store: Store, users: tuple[str,
     assert list(spool.iterdir()) == [forged]
 
 
+def test_flushing_a_spool_folder_that_is_not_there_is_bad_input(store: Store,
+                                                               tmp_path: Path) -> None:
+    """Found by a review: ``report --flush-spool DIR`` of a folder that does not exist
+    said "sent 0" and exit 0, as if there were nothing left to send. It is the hand-named
+    folder that is wrong: one line naming the option and the path, exit 2, and the
+    call's other reports are still sent."""
+    missing, a_file = tmp_path / "no-such-spool", tmp_path / "a-file"
+    a_file.write_text("")
+    with ProgressAPI(store.path, listen="127.0.0.1:0") as api:
+        env = job_env(SHOCKWAVE_URL=api.url)
+        for spool, problem in ((missing, "no such directory"), (a_file, "not a directory")):
+            out = run(["-m", "slurm_shockwave.cli", "report", "--flush-spool", str(spool),
+                       "--job-id", "8", "--end", "0"], env)
+            assert (out.returncode, out.stdout) == (2, ""), out.stderr
+            assert out.stderr == f"error: {spool}: --flush-spool: {problem}\n"
+    assert [r.exit_code for r in store.reports([8])[8]] == [0, 0]
+    assert not missing.exists()
+
+
+def test_the_epilog_is_quiet_and_exits_0_whatever_the_spool(tmp_path: Path) -> None:
+    """The epilog flushes /tmp/shockwave-spool-JOB only when the job made it: a job that
+    never spooled gets no --flush-spool call (now exit 2 for a folder not there), and a
+    spool gone between its check and the call is that exit 2 unseen; either way the
+    epilog says nothing, exits 0 and still reports the end, with the real command."""
+    job = 1999999  # a job id no real job on this host has (its spool is in /tmp)
+    spool = Path(f"/tmp/shockwave-spool-{job}")
+    assert not spool.exists()
+    store = Store(tmp_path / "s.db")
+    store.save_round(RoundRecord(0, 1000.0, "fifo", False, 1, {}, None, None, 0, 0, 0),
+                     [JobRow(job_id=job, user="root")], [], {}, read_round_id=0)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "shockwave"  # the real command; with GONE, the spool goes first
+    wrapper.write_text(f'#!/bin/sh\n[ -n "$GONE" ] && [ "$2" = --flush-spool ] && rmdir "$3"\n'
+                       f'exec {sys.executable} -m slurm_shockwave.cli "$@"\n')
+    wrapper.chmod(0o755)
+    script = tmp_path / "epilog.sh"
+    shutil.copy(ROOT / "plugin_scripts" / "epilog.sh", script)
+    try:
+        with ProgressAPI(store.path, listen="127.0.0.1:0") as api:
+            for made, gone in ((False, ""), (True, ""), (True, "1")):
+                if made:
+                    spool.mkdir(mode=0o700)
+                env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHONPATH": str(ROOT),
+                       "SHOCKWAVE_URL": api.url, "SLURM_JOB_ID": str(job),
+                       "SLURM_JOB_UID": str(os.geteuid()), "SLURM_JOB_EXIT_CODE2": "3:0",
+                       "GONE": gone}
+                done = subprocess.run(["sh", str(script)], env=env, capture_output=True,
+                                      text=True, timeout=60, check=False)
+                assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), (made, gone)
+                with contextlib.suppress(FileNotFoundError):
+                    spool.rmdir()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            spool.rmdir()
+    assert [r.exit_code for r in store.reports([job])[job]] == [3, 3, 3]
+    store.close()
+
+
 def test_should_checkpoint_flips_on_the_real_signal() -> None:
     code = ("import os, signal\n"
             "from slurm_shockwave.client import reporter\n"

@@ -3,7 +3,10 @@
 Always exits 0, even on a bad option value: a job must never fail because the scheduler
 could not be told. A bad value (not a plain ASCII number, or outside the bounds the service
 enforces, ``reporter.INT_LIMITS``/``FLOAT_LIMITS``) drops the report it belongs to, with
-one warning line on stderr naming the option; a bad ``--job-id`` drops everything.
+one warning line on stderr naming the option; a bad ``--job-id`` drops everything. One
+exception: ``--flush-spool DIR`` with no directory DIR is one line and exit 2 (after the
+call's other reports): the folder was named by hand, and "sent 0" read as nothing left to
+send. No job calls it; the epilog calls it only for a spool it found, and exits 0.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 
 import click
 
@@ -105,7 +109,8 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
     unreachable. Prints `checkpoint` when the service answers a progress report asking
     this run to checkpoint (its signal, $SHOCKWAVE_SIGNAL, may have come before the
     script's trap). A bad value drops its report, with a warning on stderr. Always
-    exits 0."""
+    exits 0, but 2 for a --flush-spool DIR that is no directory."""
+    bad_input = False
     try:
         if ignored:
             _warn(f"shockwave report: ignoring {' '.join(ignored)}")
@@ -115,8 +120,13 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
         if job is not None:
             os.environ["SLURM_JOB_ID"] = str(job)
         if spool_dir is not None:
-            sent = reporter.flush_spool(spool_dir, int(job) if job is not None else None)
-            _warn(f"shockwave report: sent {sent} spooled reports")
+            missing = _not_a_folder(spool_dir)
+            if missing is None:
+                sent = reporter.flush_spool(spool_dir, int(job) if job is not None else None)
+                _warn(f"shockwave report: sent {sent} spooled reports")
+            else:
+                _warn(f"error: {spool_dir}: --flush-spool: {missing}")
+                bad_input = True
         # in the order they happened: the progress, the checkpoint after it, the end last
         # (an end sent first made the service drop the job's last progress)
         dropped = "the progress report is not sent"
@@ -131,3 +141,16 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
             reporter.end(int(code))
     except Exception as exc:  # never fail the job
         _warn(f"shockwave report: {exc}")
+    if bad_input:
+        raise SystemExit(2)
+
+
+def _not_a_folder(path: str) -> str | None:
+    """Why ``path`` is no spool folder to flush (none there, a file), or None."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such directory"
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or exc})"
+    return None if stat.S_ISDIR(mode) else "not a directory"
