@@ -561,6 +561,45 @@ def test_a_name_lookup_that_hangs_does_not_hold_the_job(
     assert time.monotonic() - started < 3.0
 
 
+HUNG_MUNGED = """
+import os, socket, sys, threading, time
+sock = socket.socket(socket.AF_UNIX)
+sock.bind("/run/munge/munge.socket.2")  # on a tmpfs of this mount namespace only
+sock.listen(64)
+held = []
+threading.Thread(target=lambda: [held.append(sock.accept()) for _ in iter(int, 1)],
+                 daemon=True).start()  # accepts, never answers: a munged that is stuck
+from slurm_shockwave.client import reporter
+for name, call in (("report", lambda: reporter.report(epoch=1.0)),
+                   ("checkpointed", reporter.checkpointed), ("end", lambda: reporter.end(0))):
+    t = time.monotonic()
+    print(name, call(), round(time.monotonic() - t, 2), flush=True)
+"""
+
+
+def test_a_munged_that_never_answers_does_not_hold_the_job(tmp_path: Path) -> None:
+    """Found by a review: libmunge's encode has no deadline of ours, and a munged that
+    accepts and never answers held each call about 10 s in the training loop. In a private
+    mount namespace (the real munged untouched) /run/munge holds such a socket: each call
+    returns within its deadline, and the reports are spooled."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare for a private mount namespace")
+    spool = tmp_path / "spool"
+    script = ('mount -t tmpfs -o size=1m,mode=755 none /run/munge && '
+              f'exec {sys.executable} -c "$0"')
+    env = job_env(SHOCKWAVE_URL=f"http://127.0.0.1:{free_port()}", SLURM_JOB_ID="7",
+                  SHOCKWAVE_SPOOL=str(spool), PYTHONPATH=str(ROOT))
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                           HUNG_MUNGED], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    calls = [line.split() for line in done.stdout.splitlines()]
+    assert [(name, ok) for name, ok, _s in calls] == [
+        ("report", "False"), ("checkpointed", "False"), ("end", "False")]
+    assert all(float(seconds) < reporter.TIMEOUT_S + 1.0 for _n, _o, seconds in calls), calls
+    assert len(list(spool.iterdir())) == 3
+
+
 def test_a_jobs_proxy_settings_never_carry_its_reports(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Training jobs often run with $http_proxy set (pip, trackers); a proxy refusing an

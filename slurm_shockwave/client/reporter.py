@@ -378,8 +378,8 @@ class _Client:
 # A spooled file claimed for sending: <spooled name>.<claim time ns>.<pid>.<thread>.<host>
 # .claim. A claim is taken over (sent again) once its claimant is gone: a process of this
 # host that no longer runs (the epilog, after the job's processes are killed mid-send), or
-# any claim older than CLAIM_STALE_S (a sender needs TIMEOUT_S for its credential and as
-# much for its POST). A claimant that dies after the service took the report but before
+# any claim older than CLAIM_STALE_S (a sender has TIMEOUT_S for its credential and its
+# POST together). A claimant that dies after the service took the report but before
 # it deleted the file has it sent twice; nothing else does.
 CLAIM_STALE_S = 30.0
 _CLAIMED = re.compile(r"(?P<name>[^/]+\.json)\.(?P<ns>[0-9]{1,20})\.(?P<pid>[0-9]{1,10})"
@@ -526,21 +526,24 @@ def _read_endpoint(path: str) -> bytes | None:
 
 def _post(url: str, data: bytes, deadline: float) -> tuple[str, dict[str, Any]]:
     """``accepted``, ``refused`` (a 4xx: sending it again would not help) or
-    ``unreachable`` (no answer by ``deadline``, a 5xx, or no credential could be made);
-    with the service's JSON answer when it took the report (else empty).
+    ``unreachable`` (no answer by ``deadline``, a 5xx, or no credential could be made by
+    then); with the service's JSON answer when it took the report (else empty).
 
-    The exchange runs on a daemon thread, waited for until ``deadline``: a socket's
-    timeout bounds each read, not the name lookup nor a status line and headers sent a
-    byte at a time, and either held a training loop far past its 2 s. A 202 that came
-    before the deadline counts as taken, its answer cut short or not."""
-    cred = _credential(hashlib.sha256(data).hexdigest().encode(), deadline)
-    if cred is None:
-        return "unreachable", {}
+    The credential and the exchange run on a daemon thread, waited for until
+    ``deadline``: a socket's timeout bounds each read, not the name lookup nor a status
+    line and headers sent a byte at a time, and libmunge has no deadline of ours (a munged
+    that accepts and never answers held a call 10 s); each held a training loop far past
+    its 2 s. A credential made too late is not sent: the caller has spooled the report. A
+    202 that came before the deadline counts as taken, its answer cut short or not."""
     done: list[tuple[str, dict[str, Any]]] = []
     took = threading.Event()
 
     def exchange() -> None:
         try:
+            cred = _credential(hashlib.sha256(data).hexdigest().encode(), deadline)
+            if cred is None or time.monotonic() >= deadline:
+                done.append(("unreachable", {}))
+                return
             done.append(_exchange(url, data, cred, deadline, took))
         except Exception:  # refused connection, timeout, DNS, a reset
             done.append(("unreachable", {}))
@@ -627,9 +630,9 @@ def _munge_lib() -> Any:
 
 
 def _credential(payload: bytes, deadline: float) -> str | None:
-    """A fresh credential for ``payload`` as this process's uid, or None; the ``munge``
-    command (without libmunge) gets what is left until ``deadline``, not a time of its
-    own, so a call still returns in about TIMEOUT_S."""
+    """A fresh credential for ``payload`` as this process's uid, or None. Called on
+    ``_post``'s thread, which its caller waits for until ``deadline`` only (libmunge may
+    block for 10 s); the ``munge`` command (without libmunge) is killed at ``deadline``."""
     lib = _munge_lib()
     if lib is not None:
         munge, libc = lib
