@@ -3,6 +3,8 @@
 # task). Slurm turns the `export NAME=value` lines it prints into the job's environment,
 # so a job finds the service with no configuration of its own:
 #   SHOCKWAVE_URL     the service's progress endpoint (from the file the service writes)
+#   SHOCKWAVE_SERVICE_UID  that file's owner: the uid whose answers the job believes
+#                     (root's always; with the URL below, root's only)
 #   SHOCKWAVE_SIGNAL  the checkpoint signal named in the job's hint (absent: none)
 #   SHOCKWAVE_SPOOL   a directory only the job's owner (and root) can write, where the
 #                     client keeps reports while the service is away; the epilog forwards it
@@ -12,9 +14,13 @@ ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"
 # host and no shared file system): `shockwave install-scripts --service-url`. The file wins.
 SERVICE_URL=""
 url="$(head -c 256 "$ENDPOINT_FILE" 2>/dev/null | head -n 1)"
+owner=""
+[ -z "$url" ] || owner="$(stat -c %u "$ENDPOINT_FILE" 2>/dev/null)"
 [ -n "$url" ] || url="$SERVICE_URL"
 case "$url" in
-  http://[A-Za-z0-9.:\[\]-]*|https://[A-Za-z0-9.:\[\]-]*) printf 'export SHOCKWAVE_URL=%s\n' "$url" ;;
+  http://[A-Za-z0-9.:\[\]-]*|https://[A-Za-z0-9.:\[\]-]*)
+    printf 'export SHOCKWAVE_URL=%s\n' "$url"
+    case "$owner" in ''|*[!0-9]*) ;; *) printf 'export SHOCKWAVE_SERVICE_UID=%s\n' "$owner" ;; esac ;;
 esac
 if [ -n "${SLURM_JOB_ID:-}" ]; then
   sig="$(timeout 5 scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | sed -n -E \

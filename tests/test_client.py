@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import stat
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.client import reporter
+from slurm_shockwave.service import munge
 from slurm_shockwave.service.progress_api import ProgressAPI
 from slurm_shockwave.service.store import JobRow, RoundRecord, Store
 from slurm_shockwave.slurm.world import CheckpointIntent
@@ -448,6 +451,130 @@ def test_the_epilog_is_quiet_and_exits_0_whatever_the_spool(tmp_path: Path) -> N
     store.close()
 
 
+FAKE_SERVICE = """
+import http.server, json, subprocess, sys
+import reporter
+port, vouch = int(sys.argv[1]), sys.argv[2] == "own"
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps({"accepted": 1, "checkpoint": True}).encode()
+        self.send_response(202)
+        self.send_header("Content-Length", str(len(body)))
+        if vouch:  # a credential as good as the service's, but of this user's uid
+            payload = reporter.answer_payload(202, self.headers[reporter.CRED_HEADER], body)
+            cred = subprocess.run(["munge"], input=payload, capture_output=True, check=True)
+            self.send_header(reporter.ANSWER_HEADER, cred.stdout.decode().strip())
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Answer).serve_forever()
+"""
+
+TWO_REPORTS = """
+import reporter
+reporter.install()
+for epoch in (3.0, 4.0):
+    print(reporter.report(epoch=epoch), reporter.should_checkpoint())
+"""
+
+
+@pytest.mark.parametrize(("vouch", "service_uid", "believed"), [
+    ("none", None, False), ("own", None, False), ("own", "1002", True)],
+    ids=["no-credential", "another-uid", "the-named-uid"])
+def test_an_answer_not_from_the_service_is_no_answer(
+        users: tuple[str, str], request: pytest.FixtureRequest, vouch: str,
+        service_uid: str | None, believed: bool) -> None:
+    """Found by a review: while the service's port is free (stopped, restarting) any user
+    of its host may listen there; answering every report 202 {"checkpoint": true}, swtest2
+    had swtest1's reports dropped unspooled and its job checkpoint for nothing. An answer
+    is believed only with a credential over it and this request made by root or the
+    service's uid (``SHOCKWAVE_SERVICE_UID``): else the reports are spooled, with one
+    warning. The job's side is the vendored file as swtest1, the listener swtest2's."""
+    if os.geteuid() != 0:
+        pytest.skip("runs the job and the listener as two other users")
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    if system_python is None:
+        pytest.skip("no system python3 for the users")
+    base = Path(tempfile.mkdtemp(prefix="sw-fake-"))  # pytest's tmp is root's alone
+    base.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    shutil.copy(reporter.__file__, base / "reporter.py")
+    spool = base / "spool"
+    spool.mkdir(mode=0o700)
+    owner = pwd.getpwnam(users[0])
+    os.chown(spool, owner.pw_uid, owner.pw_gid)
+    port = free_port()
+    listener = subprocess.Popen([system_python, "-c", FAKE_SERVICE, str(port), vouch],
+                                user=users[1], group=users[1], extra_groups=[],
+                                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(base)},
+                                cwd=base)
+    request.addfinalizer(lambda: (listener.kill(), listener.wait()))
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(base), "SLURM_JOB_ID": "101",
+           "SHOCKWAVE_URL": f"http://127.0.0.1:{port}", "SHOCKWAVE_SIGNAL": "USR1",
+           "SHOCKWAVE_SPOOL": str(spool)}
+    if service_uid is not None:
+        env["SHOCKWAVE_SERVICE_UID"] = service_uid
+    job = subprocess.run(["runuser", "-u", users[0], "--", system_python, "-c", TWO_REPORTS],
+                         env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert job.returncode == 0, job.stderr
+    if believed:
+        assert job.stdout.split() == ["True", "True"] * 2 and job.stderr == ""
+        assert list(spool.iterdir()) == []
+    else:
+        assert job.stdout.split() == ["False", "False"] * 2
+        assert len(list(spool.iterdir())) == 2  # kept for the service
+        warned = job.stderr.splitlines()
+        assert len(warned) == 1 and "is not the service's" in warned[0], job.stderr
+
+
+def test_an_answers_credential_vouches_for_this_request_once() -> None:
+    """What the client checks in the answer's credential, with munged: made by a trusted
+    uid, for this status and this request's credential, decoded once (munged refuses it
+    again: an answer seen on the wire cannot be played to this request twice); the same
+    through the unmunge command when libmunge is absent."""
+    body = b'{"accepted": 1}'
+    digest = hashlib.sha256(body).hexdigest().encode()
+    end = time.monotonic() + 10
+    for lib in (reporter._munge_lib, lambda: None):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(reporter, "_munge_lib", lib)
+            ours, other = munge.encode(b"request"), munge.encode(b"another request")
+            vouch = munge.encode(reporter.answer_payload(202, ours, body))
+            assert reporter._vouched(vouch, 202, ours, frozenset({1002}), end) is None
+            vouch = munge.encode(reporter.answer_payload(202, ours, body))
+            assert reporter._vouched(vouch, 202, other, frozenset({0}), end) is None
+            vouch = munge.encode(reporter.answer_payload(202, ours, body))
+            assert reporter._vouched(vouch, 403, ours, frozenset({0}), end) is None
+            vouch = munge.encode(reporter.answer_payload(202, ours, body))
+            assert reporter._vouched(vouch, 202, ours, frozenset({0}), end) == digest
+            assert reporter._vouched(vouch, 202, ours, frozenset({0}), end) is None  # replayed
+            assert reporter._vouched("MUNGE:forged:", 202, ours, frozenset({0}), end) is None
+
+
+def test_the_endpoint_files_owner_is_trusted_where_the_url_comes_from_it(
+        tmp_path: Path) -> None:
+    """The epilog reads the URL from the endpoint file, which the service writes: its
+    owner is the service's uid. Root is always trusted; $SHOCKWAVE_SERVICE_UID names
+    another (the TaskProlog exports the file's owner)."""
+    endpoint = tmp_path / "endpoint"
+    endpoint.write_text("http://127.0.0.1:1\n")
+    os.chown(endpoint, 1002, 1002)
+    assert reporter._service_uids({}) == {0}
+    assert reporter._service_uids({"SHOCKWAVE_SERVICE_UID": "1001"}) == {0, 1001}
+    assert reporter._service_uids({"SHOCKWAVE_SERVICE_UID": "x"}) == {0}
+    assert reporter._service_uids({"SHOCKWAVE_ENDPOINT_FILE": str(endpoint)}) == {0, 1002}
+    assert reporter._service_uids({"SHOCKWAVE_ENDPOINT_FILE": str(endpoint),
+                                   "SHOCKWAVE_URL": "http://127.0.0.1:2"}) == {0}
+
+
 def test_should_checkpoint_flips_on_the_real_signal() -> None:
     code = ("import os, signal\n"
             "from slurm_shockwave.client import reporter\n"
@@ -512,14 +639,20 @@ def test_a_checkpoint_the_signal_missed_comes_with_the_next_answer(store: Store)
         assert acked.stdout.strip() == "False", acked.stderr
 
 
+TRICKLED = b"{" * 100000
+
+
 @pytest.mark.parametrize(("head", "drip", "outcome"), [
     # found by a red-team: the answer's body a byte every 0.25 s; cut at the deadline,
-    # the report still counts as taken (the 202 came)
-    (b"HTTP/1.1 202 Accepted\r\nContent-Length: 100000\r\n\r\n", b"{", "accepted"),
+    # the report still counts as taken (the 202 came, with the service's credential)
+    (b"HTTP/1.1 202 Accepted\r\nContent-Length: 100000\r\nX-Munge-Answer: {vouch}\r\n\r\n",
+     b"{", "accepted"),
+    # the same without the service's credential: anyone's answer, no answer
+    (b"HTTP/1.1 202 Accepted\r\nContent-Length: 100000\r\n\r\n", b"{", "unreachable"),
     # found by a review: http.client reads the status line and up to 100 headers with a
     # timeout per read, so headers a byte at a time held a report 30 s; nothing taken
     (b"HTTP/1.1 202 Accepted\r\n", b"X", "unreachable"),
-], ids=["answer", "headers"])
+], ids=["answer", "unvouched", "headers"])
 def test_a_service_trickling_its_answer_does_not_hold_the_job(head: bytes, drip: bytes,
                                                               outcome: str) -> None:
     srv = socket.socket()
@@ -529,8 +662,11 @@ def test_a_service_trickling_its_answer_does_not_hold_the_job(head: bytes, drip:
     def serve() -> None:
         conn, _ = srv.accept()
         with conn, contextlib.suppress(OSError):  # the client hangs up before the end
-            conn.recv(65536)
-            conn.sendall(head)
+            request = conn.recv(65536)
+            found = re.search(rb"(?i)x-munge-credential: *(\S+)", request)
+            cred = found.group(1).decode() if found else ""
+            vouch = munge.encode(reporter.answer_payload(202, cred, TRICKLED)).encode()
+            conn.sendall(head.replace(b"{vouch}", vouch))
             for _ in range(40):
                 conn.sendall(drip)
                 time.sleep(0.25)

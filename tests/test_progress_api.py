@@ -18,10 +18,12 @@ from typing import Any
 
 import pytest
 
+from slurm_shockwave.client import reporter
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.service import munge
 from slurm_shockwave.service.progress_api import (
+    ANSWER_HEADER,
     CRED_HEADER,
     ProgressAPI,
     body_digest,
@@ -180,6 +182,31 @@ def test_the_answer_asks_for_the_checkpoint_a_signal_may_have_missed(
     assert send(restart_count=1)["checkpoint"] is False
     store.forget_intent(103)
     assert send(restart_count=1)["checkpoint"] is False
+
+
+def test_every_answer_to_a_report_carries_the_services_credential_over_it(
+        api: tuple[ProgressAPI, Store], users: tuple[str, str]) -> None:
+    """Found by a review: a job believed any answer on the service's port, and whoever
+    listens there while the service is down swallowed its reports. Each answer to a
+    report (taken or refused) carries a credential of the service's uid over the status,
+    the request's credential and the answer's exact bytes (``reporter.answer_payload``),
+    which the job checks."""
+    server, _store = api
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    taken, other = body_of(), body_of(job_id=102)
+    for body, cred, status in [(taken, cred_as(users[0], body_digest(taken)), 202),
+                               (other, cred_as(users[0], body_digest(other)), 403),
+                               (taken, None, 401)]:
+        conn = http.client.HTTPConnection(host, int(port), timeout=5)
+        conn.request("POST", "/v1/report", body=body,
+                     headers={CRED_HEADER: cred} if cred is not None else {})
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        assert resp.status == status, data
+        uid, _gid, payload = munge.decode(resp.headers[ANSWER_HEADER])
+        assert uid == os.geteuid()
+        assert payload == reporter.answer_payload(status, cred or "", data)
 
 
 def test_root_may_report_for_any_job_and_end_reports_are_kept(

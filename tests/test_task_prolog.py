@@ -28,8 +28,14 @@ def test_the_task_prolog_falls_back_to_the_installed_url(tmp_path: Path) -> None
                               timeout=30, check=True).stdout
 
     assert "export SHOCKWAVE_URL=http://ctl.example:7817" in run()
+    assert "SHOCKWAVE_SERVICE_UID" not in run()  # root's answers only
     endpoint.write_text("http://127.0.0.1:7999\n")
     assert "export SHOCKWAVE_URL=http://127.0.0.1:7999" in run()
+    # the answers the job believes: the endpoint file's owner's, who wrote it
+    assert f"export SHOCKWAVE_SERVICE_UID={os.geteuid()}" in run()
+    if os.geteuid() == 0:
+        os.chown(endpoint, 1002, 1002)
+        assert "export SHOCKWAVE_SERVICE_UID=1002" in run()
     # found by a review: install-scripts and the client take https (behind a proxy), and
     # the TaskProlog passed only http on
     endpoint.write_text("https://ctl.example:443/sw\n")

@@ -22,10 +22,16 @@ Environment (the TaskProlog exports the SHOCKWAVE_* ones):
 - ``SHOCKWAVE_URL`` the service, else ``SHOCKWAVE_ENDPOINT_FILE`` a file holding it;
 - ``SLURM_JOB_ID``, ``SLURM_RESTART_COUNT`` (set by Slurm);
 - ``SHOCKWAVE_SIGNAL`` the checkpoint signal (``USR1``); unset: never asked to checkpoint;
-- ``SHOCKWAVE_SPOOL`` a directory owned by the job's user (not group/other writable).
+- ``SHOCKWAVE_SPOOL`` a directory owned by the job's user (not group/other writable);
+- ``SHOCKWAVE_SERVICE_UID`` the uid the service runs as (root is always trusted; the
+  owner of ``SHOCKWAVE_ENDPOINT_FILE`` too when the URL comes from it).
 
 Each request carries a fresh MUNGE credential whose payload is the hex SHA-256 of the
-body (libmunge through ctypes, else the ``munge`` command).
+body (libmunge through ctypes, else the ``munge`` command). The service answers with a
+credential of its own over the answer and this request's credential
+(``answer_payload``); an answer without one that decodes, made by root or the service's
+uid, is no answer: whoever holds the service's port while it is down cannot swallow
+reports nor ask for checkpoints.
 
 The service's answer to a progress report says whether it has asked this run of the job to
 checkpoint and waits for the acknowledgement; ``should_checkpoint()`` then turns true as if
@@ -54,7 +60,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,6 +72,7 @@ __all__ = ["check", "checkpointed", "end", "flush_spool", "install", "report",
 TIMEOUT_S = 2.0
 MIN_SEND_S = 0.5  # a spooled report is not sent with less time than this left for it
 CRED_HEADER = "X-Munge-Credential"
+ANSWER_HEADER = "X-Munge-Answer"  # the service's credential over its answer
 MAX_BODY = 4096
 MAX_SPOOLED = 10_000
 MAX_ENDPOINT = 4096  # an endpoint file holds one URL
@@ -225,6 +231,7 @@ class _Client:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
         self.url = _service_url(env)
+        self.trusted = _service_uids(env)
         self.job_id = _int_env(env, "SLURM_JOB_ID")
         self.spool = env.get("SHOCKWAVE_SPOOL") or None
 
@@ -244,7 +251,7 @@ class _Client:
         deadline = time.monotonic() + TIMEOUT_S
         _sent, reachable = self.flush(deadline)
         if reachable:
-            outcome, answer = _post(self.url, data, deadline)
+            outcome, answer = _post(self.url, data, deadline, self.trusted)
             if outcome != "unreachable":
                 if answer.get("checkpoint") is True and kind == "progress" and _installed:
                     _checkpoint.set()  # the signal this run may have missed
@@ -362,7 +369,8 @@ class _Client:
                 return sent, True  # another thread or process took it first: it goes on
             outcome = "unreachable"
             try:
-                outcome, _answer = _post(url, _with_age(data, name), deadline)
+                outcome, _answer = _post(url, _with_age(data, name), deadline,
+                                         self.trusted)
             finally:
                 with contextlib.suppress(OSError):
                     if outcome == "unreachable":  # it stays, as it was
@@ -498,6 +506,24 @@ def _service_url(env: Mapping[str, str]) -> str | None:
     return url.rstrip("/") if url.startswith(("http://", "https://")) else None
 
 
+def _service_uids(env: Mapping[str, str]) -> frozenset[int]:
+    """Whose credentials an answer may carry: root's, ``$SHOCKWAVE_SERVICE_UID`` (the
+    TaskProlog exports the endpoint file's owner) and, when the URL is read from
+    ``$SHOCKWAVE_ENDPOINT_FILE`` here (the epilog), that file's owner: the service
+    writes it."""
+    uids = {0}
+    named = _int_env(env, "SHOCKWAVE_SERVICE_UID")
+    if named is not None:
+        uids.add(named)
+    path = env.get("SHOCKWAVE_ENDPOINT_FILE")
+    if path and not env.get("SHOCKWAVE_URL", "").strip():
+        with contextlib.suppress(OSError, ValueError):
+            st = os.stat(path)
+            if stat.S_ISREG(st.st_mode):
+                uids.add(st.st_uid)
+    return frozenset(uids)
+
+
 def _read_endpoint(path: str) -> bytes | None:
     """The endpoint file's bytes, if it is a regular file of at most MAX_ENDPOINT bytes;
     else None (no service), as if it were missing. Never reads a device (``/dev/zero``
@@ -524,17 +550,20 @@ def _read_endpoint(path: str) -> bytes | None:
     return data if len(data) <= MAX_ENDPOINT else None
 
 
-def _post(url: str, data: bytes, deadline: float) -> tuple[str, dict[str, Any]]:
+def _post(url: str, data: bytes, deadline: float,
+          trusted: frozenset[int] = frozenset({0})) -> tuple[str, dict[str, Any]]:
     """``accepted``, ``refused`` (a 4xx: sending it again would not help) or
-    ``unreachable`` (no answer by ``deadline``, a 5xx, or no credential could be made by
-    then); with the service's JSON answer when it took the report (else empty).
+    ``unreachable`` (no answer by ``deadline``, a 5xx, no credential could be made by
+    then, or the answer is not the service's: see ``_vouched``, with ``trusted`` the uids
+    the service may run as); with the service's JSON answer when it took the report (else
+    empty).
 
     The credential and the exchange run on a daemon thread, waited for until
     ``deadline``: a socket's timeout bounds each read, not the name lookup nor a status
     line and headers sent a byte at a time, and libmunge has no deadline of ours (a munged
     that accepts and never answers held a call 10 s); each held a training loop far past
     its 2 s. A credential made too late is not sent: the caller has spooled the report. A
-    202 that came before the deadline counts as taken, its answer cut short or not."""
+    202 vouched for before the deadline counts as taken, its answer cut short or not."""
     done: list[tuple[str, dict[str, Any]]] = []
     took = threading.Event()
 
@@ -544,7 +573,7 @@ def _post(url: str, data: bytes, deadline: float) -> tuple[str, dict[str, Any]]:
             if cred is None or time.monotonic() >= deadline:
                 done.append(("unreachable", {}))
                 return
-            done.append(_exchange(url, data, cred, deadline, took))
+            done.append(_exchange(url, data, cred, deadline, took, trusted))
         except Exception:  # refused connection, timeout, DNS, a reset
             done.append(("unreachable", {}))
 
@@ -556,29 +585,73 @@ def _post(url: str, data: bytes, deadline: float) -> tuple[str, dict[str, Any]]:
     return ("accepted", {}) if took.is_set() else ("unreachable", {})
 
 
+class _EveryStatus(urllib.request.HTTPErrorProcessor):
+    """Every status is read as an answer (its credential says whose), never raised as an
+    error nor followed as a redirect."""
+
+    def http_response(self, request: urllib.request.Request, response: Any) -> Any:
+        return response
+
+    https_response = http_response
+
+
 # Never a proxy: a job's $http_proxy (set for pip or a tracker) would carry its reports
 # and credentials to the site's proxy, whose 403 for an inner address read as a refusal
 # and dropped them with the spool.
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}), _EveryStatus())
 
 
-def _exchange(url: str, data: bytes, cred: str, deadline: float,
-              took: threading.Event) -> tuple[str, dict[str, Any]]:
+def _exchange(url: str, data: bytes, cred: str, deadline: float, took: threading.Event,
+              trusted: frozenset[int]) -> tuple[str, dict[str, Any]]:
     timeout = max(0.1, min(TIMEOUT_S, deadline - time.monotonic()))  # what the credential left
     request = urllib.request.Request(
         f"{url}/v1/report", data=data, method="POST",
         headers={"Content-Type": "application/json", CRED_HEADER: cred})
-    try:
-        with _NO_PROXY.open(request, timeout=timeout) as resp:
-            if resp.status != 202:
-                return "refused", {}
-            took.set()
-            try:
-                return "accepted", _answer(_body(resp, deadline))
-            except Exception:  # taken: an unreadable answer must not send it twice
-                return "accepted", {}
-    except urllib.error.HTTPError as exc:
-        return ("refused" if 400 <= exc.code < 500 else "unreachable"), {}
+    with _NO_PROXY.open(request, timeout=timeout) as resp:
+        status = resp.status
+        if status != 202 and not 400 <= status < 500:
+            return "unreachable", {}  # a 5xx, or nothing the service answers
+        digest = _vouched(resp.headers.get(ANSWER_HEADER), status, cred, trusted, deadline)
+        if digest is None:
+            _warn_once("unverified", f"an answer from {url} is not the service's (no "
+                       "credential of root's or the service's uid over it): reports are "
+                       "spooled until the service answers")
+            return "unreachable", {}
+        if status != 202:
+            return "refused", {}
+        took.set()
+        try:
+            body = _body(resp, deadline)
+        except Exception:  # taken: an unreadable answer must not send it twice
+            return "accepted", {}
+        # taken either way; an answer cut short (or not the one vouched for) says nothing
+        vouched = hashlib.sha256(body).hexdigest().encode() == digest
+        return "accepted", _answer(body) if vouched else {}
+
+
+def answer_payload(status: int, credential: str, body: bytes) -> bytes:
+    """What the service's credential over an answer (``ANSWER_HEADER``) holds: the status,
+    the hex SHA-256 of the request's credential (this request's answer, no other's) and
+    of the answer's body, space-separated. The one definition: the service makes it with
+    this function."""
+    return b"%d %s %s" % (status, hashlib.sha256(credential.encode()).hexdigest().encode(),
+                          hashlib.sha256(body).hexdigest().encode())
+
+
+def _vouched(header: str | None, status: int, cred: str, trusted: frozenset[int],
+             deadline: float) -> bytes | None:
+    """The hex SHA-256 of the answer's body that the answer's credential ``header``
+    vouches for, if munged decodes it (not forged, not expired, not seen before), a uid
+    in ``trusted`` made it and it answers this request (``cred``) with this ``status``;
+    else None."""
+    if not header or len(header) > 8192:
+        return None
+    decoded = _decode(header.strip(), deadline)
+    if decoded is None or decoded[0] not in trusted:
+        return None
+    head, _, digest = decoded[1].rpartition(b" ")
+    expected, _, _ = answer_payload(status, cred, b"").rpartition(b" ")
+    return digest if head == expected and len(digest) == 64 else None
 
 
 def _body(resp: Any, deadline: float) -> bytes:
@@ -622,6 +695,12 @@ def _munge_lib() -> Any:
             lib.munge_encode.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p,
                                          ctypes.c_void_p, ctypes.c_int]
             lib.munge_encode.restype = ctypes.c_int
+            lib.munge_decode.argtypes = [ctypes.c_char_p, ctypes.c_void_p,
+                                         ctypes.POINTER(ctypes.c_void_p),
+                                         ctypes.POINTER(ctypes.c_int),
+                                         ctypes.POINTER(ctypes.c_uint),
+                                         ctypes.POINTER(ctypes.c_uint)]
+            lib.munge_decode.restype = ctypes.c_int
             libc.free.argtypes = [ctypes.c_void_p]
             _libmunge = (lib, libc)
         except (OSError, AttributeError):
@@ -651,3 +730,37 @@ def _credential(payload: bytes, deadline: float) -> str | None:
         return None
     text = out.stdout.decode(errors="replace").strip()
     return text if out.returncode == 0 and text.startswith("MUNGE:") else None
+
+
+def _decode(cred: str, deadline: float) -> tuple[int, bytes] | None:
+    """The uid and payload munged vouches for in ``cred`` (it refuses a forged, expired or
+    replayed one: None), through libmunge, else the ``unmunge`` command killed at
+    ``deadline``. Like ``_credential``, on ``_post``'s thread."""
+    if not cred.isascii() or "\n" in cred or "\0" in cred:
+        return None
+    lib = _munge_lib()
+    if lib is not None:
+        munge, libc = lib
+        buf = ctypes.c_void_p()
+        length = ctypes.c_int(0)
+        uid = ctypes.c_uint(0)
+        gid = ctypes.c_uint(0)
+        code = munge.munge_decode(cred.encode("ascii"), None, ctypes.byref(buf),
+                                  ctypes.byref(length), ctypes.byref(uid), ctypes.byref(gid))
+        try:
+            payload = ctypes.string_at(buf, length.value) if buf and length.value > 0 else b""
+        finally:
+            if buf:
+                libc.free(buf)
+        return (int(uid.value), payload) if code == 0 else None
+    try:
+        out = subprocess.run(["unmunge", "--numeric", "--keys=UID"], input=cred.encode(),
+                             capture_output=True, check=False,
+                             timeout=max(0.1, deadline - time.monotonic()))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    head, sep, payload = out.stdout.partition(b"\n\n")
+    name, _, value = head.decode(errors="replace").partition(":")
+    if out.returncode != 0 or not sep or name.strip() != "UID" or not value.strip().isdigit():
+        return None
+    return int(value.strip()), payload

@@ -13,6 +13,11 @@ expired, replayed - or for another body), JSON and its fields (400), the job is 
 (404), the sender owns it or is an admin uid (403), the job has room for another
 progress report (429, ``MAX_REPORTS_PER_JOB``).
 
+Every answer to a report carries ``X-Munge-Answer``, a credential of the service's uid
+over the status, the request's credential and the answer's bytes
+(``reporter.answer_payload``): the job believes no answer without it, so whoever takes the
+port while the service is down can neither swallow reports nor ask for checkpoints.
+
 An accepted progress report is answered ``{"accepted": id, "checkpoint": bool}``:
 ``checkpoint`` is true while a checkpoint signal sent to this run of the job waits for its
 acknowledgement. A signal Slurm sends before the job's program has its handler in place
@@ -55,6 +60,7 @@ log = logging.getLogger("shockwave.progress")
 
 MAX_BODY = 4096
 CRED_HEADER = "X-Munge-Credential"
+ANSWER_HEADER = reporter.ANSWER_HEADER
 REPORT_PATH = "/v1/report"
 HEALTH_PATH = "/v1/health"
 METRICS_PATH = "/metrics"
@@ -162,6 +168,11 @@ def body_digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
+def answer_body(answer: Mapping[str, Any]) -> bytes:
+    """An answer's bytes on the wire: what its credential (``ProgressAPI.vouch``) is over."""
+    return json.dumps(answer).encode()
+
+
 def uid_of(user: str) -> int | None:
     try:
         return pwd.getpwnam(user).pw_uid
@@ -196,6 +207,7 @@ class ProgressAPI:
                  admin_uids: Collection[int] = frozenset({0}),
                  clock: Callable[[], float] = time.time,
                  decode: Callable[[str], munge.Decoded] = munge.decode,
+                 encode: Callable[[bytes], str] = munge.encode,
                  uid_of: Callable[[str], int | None] = uid_of,
                  metrics: Callable[[], tuple[bytes, str]] | None = None,
                  on_checkpointed: Callable[[ProgressReport], None] | None = None,
@@ -212,6 +224,7 @@ class ProgressAPI:
         self.admin_uids = frozenset(admin_uids)
         self.clock = clock
         self.decode = decode
+        self.encode = encode
         self.uid_of = uid_of
         self.counts = Counts()
         self._counts_lock = threading.Lock()
@@ -237,8 +250,27 @@ class ProgressAPI:
         return self._db.submit(lambda: fn(self._store())).result(timeout=30)
 
     # -- one request ------------------------------------------------------------------------
-    def handle_report(self, body: bytes, credential: str | None) -> tuple[int, dict[str, Any]]:
-        """(status, JSON answer) for one POST; counts it."""
+    def handle_report(self, body: bytes, credential: str | None,
+                      ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """(status, JSON answer, headers to send with it) for one POST; counts it."""
+        status, answer = self._handle(body, credential)
+        return status, answer, self.vouch(status, credential, answer_body(answer))
+
+    def vouch(self, status: int, credential: str | None, data: bytes) -> dict[str, str]:
+        """The answer's header: a credential of this process's uid over
+        ``reporter.answer_payload`` (this status, this request's credential, these bytes),
+        which the job checks before it believes the answer. None could be made (munged
+        away): no header; the job takes that for no answer and sends the report again."""
+        try:
+            payload = reporter.answer_payload(status, (credential or "").strip(), data)
+            return {ANSWER_HEADER: self.encode(payload)}
+        except munge.MungeError as exc:
+            log.log(logging.WARNING if status == 202 else logging.DEBUG,
+                    "progress API: no credential for an answer (%s): its job will send "
+                    "the report again", exc)
+            return {}
+
+    def _handle(self, body: bytes, credential: str | None) -> tuple[int, dict[str, Any]]:
         try:
             report_id, checkpoint = self._accept(body, credential)
         except Refused as exc:
@@ -399,8 +431,8 @@ class _Handler(WholeRequestHandler):
             self._answer(413, {"error": f"body over {MAX_BODY} bytes", "field": "body"})
             return
         body = self.rfile.read(length)
-        status, answer = self.api.handle_report(body, self.headers.get(CRED_HEADER))
-        self._answer(status, answer)
+        status, answer, headers = self.api.handle_report(body, self.headers.get(CRED_HEADER))
+        self._answer(status, answer, headers)
 
     def do_GET(self) -> None:
         if self.path == HEALTH_PATH:
@@ -411,14 +443,18 @@ class _Handler(WholeRequestHandler):
         else:
             self._answer(404, {"error": "no such endpoint", "field": "path"})
 
-    def _answer(self, status: int, answer: Mapping[str, Any]) -> None:
-        self._send(status, json.dumps(answer).encode(), "application/json")
+    def _answer(self, status: int, answer: Mapping[str, Any],
+                headers: Mapping[str, str] | None = None) -> None:
+        self._send(status, answer_body(answer), "application/json", headers)
 
-    def _send(self, status: int, data: bytes, kind: str) -> None:
+    def _send(self, status: int, data: bytes, kind: str,
+              headers: Mapping[str, str] | None = None) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
