@@ -20,13 +20,19 @@ if [ -n "$BIN" ]; then
   if [ ! -r "$ENDPOINT_FILE" ] && [ -n "$SERVICE_URL" ]; then
     export SHOCKWAVE_URL="$SERVICE_URL"
   fi
-  # only a spool the job's own user made (another user may plant a directory of that
-  # name in /tmp to inject reports; root would forward them with its own credential)
-  spool="/tmp/shockwave-spool-$SLURM_JOB_ID"
-  if [ -d "$spool" ] && [ ! -L "$spool" ] && [ -n "${SLURM_JOB_UID:-}" ] \
-     && [ "$(stat -c %u "$spool" 2>/dev/null)" = "$SLURM_JOB_UID" ]; then
-    timeout 5 "$BIN" report --flush-spool "$spool" --job-id "$SLURM_JOB_ID" >/dev/null 2>&1
-  fi
+  # the job's spools (task_prolog.sh): only directories, not symlinks, of the job's own
+  # user that nobody else may write (another user may plant one in /tmp to inject
+  # reports, which root would forward with its own credential); the client checks the
+  # directory it opens again (its owner must be $SLURM_JOB_UID)
+  case "${SLURM_JOB_UID:-}" in
+    ''|*[!0-9]*) ;;
+    *) find /tmp -maxdepth 1 \( -name "shockwave-spool-$SLURM_JOB_ID" \
+         -o -name "shockwave-spool-$SLURM_JOB_ID.*" \) -type d -uid "$SLURM_JOB_UID" \
+         ! -perm /022 2>/dev/null | head -n 4 | while IFS= read -r spool; do
+         timeout 5 "$BIN" report --flush-spool "$spool" --job-id "$SLURM_JOB_ID" \
+           </dev/null >/dev/null 2>&1
+       done ;;
+  esac
   # SLURM_JOB_EXIT_CODE2 is EXIT:SIGNAL; SLURM_JOB_EXIT_CODE a wait(2) status (256 is
   # exit 1). A job killed by a signal ends 128 + the signal, as a shell reports it.
   code=-1 sig=0

@@ -7,7 +7,10 @@
 #                     (root's always; with the URL below, root's only)
 #   SHOCKWAVE_SIGNAL  the checkpoint signal named in the job's hint (absent: none)
 #   SHOCKWAVE_SPOOL   a directory only the job's owner (and root) can write, where the
-#                     client keeps reports while the service is away; the epilog forwards it
+#                     client keeps reports while the service is away; the epilog forwards it:
+#                     /tmp/shockwave-spool-<job>, or /tmp/shockwave-spool-<job>.XXXXXXXX
+#                     when that name is taken by something else (job ids are predictable:
+#                     another user may make it first, to read the reports or stop them)
 # It prints nothing it cannot vouch for and always exits 0 quickly.
 ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"
 # The service's URL for nodes that cannot read the endpoint file (the service on another
@@ -26,11 +29,17 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
   sig="$(timeout 5 scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | sed -n -E \
     's/.*AdminComment=shockwave:v1 (model=[^ ]+ )?bs=[0-9]+ epochs=[0-9]+ mode=[a-z]+ (gpus=[0-9]+-[0-9]+ )?signal=([A-Z0-9]+) .*/\3/p')"
   case "$sig" in USR1|USR2|TERM|INT|HUP) printf 'export SHOCKWAVE_SIGNAL=%s\n' "$sig" ;; esac
-  spool="/tmp/shockwave-spool-$SLURM_JOB_ID"  # the epilog looks here, as the job's user
-  if [ -d "$spool" ] && [ ! -L "$spool" ] && [ -O "$spool" ]; then
-    printf 'export SHOCKWAVE_SPOOL=%s\n' "$spool"
-  elif (umask 077 && mkdir "$spool") 2>/dev/null; then
-    printf 'export SHOCKWAVE_SPOOL=%s\n' "$spool"
+  # the epilog looks for these, as the job's user's: a directory (not a symlink) of ours
+  # that nobody else may write; the first of ours made when the name is taken, or a new one
+  me="$(id -u)" spool=""
+  case "$SLURM_JOB_ID" in *[!0-9]*) ;; *) spool="/tmp/shockwave-spool-$SLURM_JOB_ID" ;; esac
+  [ -z "$spool" ] || (umask 077 && mkdir "$spool") 2>/dev/null
+  if [ -n "$spool" ] \
+     && [ -z "$(find "$spool" -maxdepth 0 -type d -uid "$me" ! -perm /022 2>/dev/null)" ]; then
+    spool="$(find /tmp -maxdepth 1 -name "shockwave-spool-$SLURM_JOB_ID.*" -type d \
+      -uid "$me" ! -perm /022 2>/dev/null | head -n 1)"
+    [ -n "$spool" ] || spool="$(mktemp -d "/tmp/shockwave-spool-$SLURM_JOB_ID.XXXXXXXX" 2>/dev/null)"
   fi
+  [ -z "$spool" ] || printf 'export SHOCKWAVE_SPOOL=%s\n' "$spool"
 fi
 exit 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ENV_KEYS = ("SHOCKWAVE_URL", "SHOCKWAVE_ENDPOINT_FILE", "SHOCKWAVE_SPOOL", "SHOCKWAVE_SIGNAL",
-            "SLURM_JOB_ID", "SLURM_RESTART_COUNT")
+            "SHOCKWAVE_SERVICE_UID", "SLURM_JOB_ID", "SLURM_JOB_UID", "SLURM_RESTART_COUNT")
 
 
 def job_env(**extra: str) -> dict[str, str]:

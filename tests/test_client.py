@@ -451,6 +451,130 @@ def test_the_epilog_is_quiet_and_exits_0_whatever_the_spool(tmp_path: Path) -> N
     store.close()
 
 
+def as_user(user: str, *cmd: str, env: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"  # env's PATH may lack sbin
+    return subprocess.run([runuser, "-u", user, "--", *cmd], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("plant", ["open-dir", "dir", "symlink", "own-open-dir"])
+def test_a_spool_another_user_planted_is_never_used(
+        plant: str, users: tuple[str, str], tmp_path: Path,
+        request: pytest.FixtureRequest) -> None:
+    """Found by a review: job ids are predictable, and another user (swtest2) may make
+    /tmp/shockwave-spool-<job> before the job of swtest1 runs, to read its reports (a
+    directory of theirs, or a symlink to one) or to stop them (the TaskProlog refused it
+    and exported no spool at all: the job lost every report while the service was away);
+    a directory of the job's own user that others may write lets them add files. Such a
+    folder is never used: the TaskProlog makes the job a folder of its own beside it,
+    the client refuses to spool into it (one warning), the epilog never forwards it."""
+    if os.geteuid() != 0:
+        pytest.skip("the users and the epilog need root")
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    if system_python is None:
+        pytest.skip("no system python3 for the users")
+    victim, attacker = users
+    job = 3_900_000 + os.getpid() % 100_000
+    planted = Path(f"/tmp/shockwave-spool-{job}")
+
+    def clean() -> None:
+        for path in Path("/tmp").glob(f"shockwave-spool-{job}*"):
+            if path.is_symlink() or not path.is_dir():
+                path.unlink()
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+    clean()
+    request.addfinalizer(clean)
+    base = Path(tempfile.mkdtemp(prefix="sw-plant-"))  # pytest's tmp is root's alone
+    base.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    # the plant, before the job runs
+    theirs = base / "theirs"
+    if plant == "symlink":
+        theirs.mkdir(mode=0o755)
+        os.chown(theirs, pwd.getpwnam(attacker).pw_uid, pwd.getpwnam(attacker).pw_gid)
+        assert as_user(attacker, "ln", "-s", str(theirs), str(planted)).returncode == 0
+    else:
+        maker = victim if plant == "own-open-dir" else attacker
+        mode = "0755" if plant == "dir" else "0777"
+        assert as_user(maker, "mkdir", "-m", mode, str(planted)).returncode == 0
+        assert as_user(maker, "chmod", mode, str(planted)).returncode == 0  # past the umask
+        theirs = planted
+    forged = theirs / f"{'0' * 20}-1-000001-{job}.json"
+    body = json.dumps({"job_id": job, "kind": "progress", "epoch": 9.0})
+    write = f"open({str(forged)!r}, 'w').write({body!r})"
+    assert as_user(attacker, system_python, "-c", write).returncode == 0
+
+    # the job's TaskProlog, as swtest1 (no Slurm: an scontrol that knows nothing)
+    bin_dir = base / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    endpoint = base / "endpoint"
+    port = free_port()
+    endpoint.write_text(f"http://127.0.0.1:{port}\n")
+    endpoint.chmod(0o644)
+    for name in ("task_prolog.sh", "epilog.sh"):
+        text = (ROOT / "plugin_scripts" / name).read_text()
+        text = text.replace('ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"',
+                            f'ENDPOINT_FILE="{endpoint}"')
+        (base / name).write_text(text.replace(
+            'SHOCKWAVE_BIN=""', f'SHOCKWAVE_BIN="{bin_dir / "shockwave"}"'))
+    (bin_dir / "shockwave").write_text(
+        f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m slurm_shockwave.cli "$@"\n')
+    (bin_dir / "shockwave").chmod(0o755)
+    path = f"{bin_dir}:/usr/bin:/bin"
+    prolog = as_user(victim, "sh", str(base / "task_prolog.sh"),
+                     env={"PATH": path, "SLURM_JOB_ID": str(job)})
+    exports = dict(line.removeprefix("export ").split("=", 1)
+                   for line in prolog.stdout.splitlines())
+    spool = Path(exports["SHOCKWAVE_SPOOL"])
+    assert spool != planted and spool.name.startswith(f"{planted.name}.")
+    st = os.lstat(spool)
+    assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
+    assert st.st_uid == pwd.getpwnam(victim).pw_uid
+    again = as_user(victim, "sh", str(base / "task_prolog.sh"),  # the job's next task
+                    env={"PATH": path, "SLURM_JOB_ID": str(job)})
+    assert f"export SHOCKWAVE_SPOOL={spool}" in again.stdout.splitlines()
+
+    # the job, as swtest1, with the service away: its report goes to its own spool; told
+    # to use the planted one, it does not, and says so once
+    shutil.copy(reporter.__file__, base / "reporter.py")
+    code = ("import reporter\n"
+            "print(reporter.report(epoch=4.0), reporter.report(epoch=5.0))\n")
+    env = {**exports, "PATH": path, "PYTHONPATH": str(base), "SLURM_JOB_ID": str(job)}
+    assert as_user(victim, system_python, "-c", code, env=env).stdout.split() == \
+        ["False", "False"]
+    assert len(list(spool.iterdir())) == 2
+    told = as_user(victim, system_python, "-c", code,
+                   env={**env, "SHOCKWAVE_SPOOL": str(planted)})
+    assert told.stdout.split() == ["False", "False"]
+    warned = told.stderr.splitlines()
+    assert len(warned) == 1 and "no directory of this user's alone" in warned[0], told.stderr
+    assert [p.name for p in theirs.iterdir()] == [forged.name]  # nothing of the job's
+
+    # the epilog, as root, with the service back: the job's own spool only
+    store = Store(tmp_path / "state.db")
+    store.save_round(RoundRecord(round_index=0, at_s=1000.0, policy="fifo", dry_run=False,
+                                 jobs=1, phase_s={}, solver_status=None, solver_gap=None,
+                                 applied=0, rejected=0, deferred=0),
+                     [JobRow(job_id=job, user=victim)], [], {}, read_round_id=0)
+    owner = pwd.getpwnam(victim)
+    with ProgressAPI(store.path, listen=f"127.0.0.1:{port}"):
+        done = subprocess.run(["sh", str(base / "epilog.sh")], env={
+            "PATH": "/usr/bin:/bin", "SLURM_JOB_ID": str(job), "SLURM_JOB_UID": str(owner.pw_uid),
+            "SLURM_JOB_USER": victim, "SLURM_JOB_EXIT_CODE2": "0:0"},
+            capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    reports = store.reports([job]).get(job, [])
+    store.close()
+    assert [(r.kind.value, r.epoch) for r in reports] == [
+        ("progress", 4.0), ("progress", 5.0), ("end", None)]
+    assert list(spool.iterdir()) == [] and forged.exists()
+
+
 FAKE_SERVICE = """
 import http.server, json, subprocess, sys
 import reporter
@@ -573,6 +697,33 @@ def test_the_endpoint_files_owner_is_trusted_where_the_url_comes_from_it(
     assert reporter._service_uids({"SHOCKWAVE_ENDPOINT_FILE": str(endpoint)}) == {0, 1002}
     assert reporter._service_uids({"SHOCKWAVE_ENDPOINT_FILE": str(endpoint),
                                    "SHOCKWAVE_URL": "http://127.0.0.1:2"}) == {0}
+
+
+def test_root_flushes_a_spool_only_when_the_jobs_user_owns_it(
+        store: Store, users: tuple[str, str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The epilog checks the spool's owner before it runs the flush, by its path; the
+    client checks the directory it opened again: with $SLURM_JOB_UID given, root sends
+    nothing from a directory of anyone else's (another user's planted in its place after
+    the epilog's check)."""
+    if os.geteuid() != 0:
+        pytest.skip("the epilog's flush runs as root")
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o700)
+    planter = pwd.getpwnam(users[1])
+    os.chown(spool, planter.pw_uid, planter.pw_gid)
+    (spool / f"{time.time_ns():020d}-1-000001-101.json").write_text(
+        json.dumps({"job_id": 101, "kind": "progress", "epoch": 9.0}))
+    for key in ("SHOCKWAVE_SPOOL", "SHOCKWAVE_ENDPOINT_FILE", "SHOCKWAVE_SERVICE_UID"):
+        monkeypatch.delenv(key, raising=False)
+    with ProgressAPI(store.path, listen="127.0.0.1:0") as api:
+        monkeypatch.setenv("SHOCKWAVE_URL", api.url)
+        monkeypatch.setenv("SLURM_JOB_UID", str(pwd.getpwnam(users[0]).pw_uid))
+        assert reporter.flush_spool(str(spool), 101) == 0
+        assert len(list(spool.iterdir())) == 1 and epochs(store, 101) == []
+        monkeypatch.setenv("SLURM_JOB_UID", str(planter.pw_uid))  # were it that job's user's
+        assert reporter.flush_spool(str(spool), 101) == 1
+    assert epochs(store, 101) == [9.0]
 
 
 def test_should_checkpoint_flips_on_the_real_signal() -> None:

@@ -261,8 +261,7 @@ class _Client:
 
     # -- the spool ----------------------------------------------------------------------------
     def _spool_dir(self, *, create: bool = False) -> Path | None:
-        """The spool directory if it is safe: a real directory (not a symlink) owned by us
-        (or, for root, by anyone) and writable by nobody else."""
+        """The spool directory if it is safe (``_safe_dir``)."""
         if not self.spool:
             return None
         path = Path(self.spool)
@@ -278,7 +277,7 @@ class _Client:
                 return None
         except OSError:
             return None
-        return path if _safe_dir(st) else None
+        return path if _safe_dir(st, self.env) else None
 
     def _open_spool(self) -> int | None:
         """The spool directory opened (never through a symlink) and checked on what was
@@ -291,7 +290,7 @@ class _Client:
             fd = os.open(self.spool, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             return None
-        if not _safe_dir(os.fstat(fd)):
+        if not _safe_dir(os.fstat(fd), self.env):
             os.close(fd)
             return None
         return fd
@@ -398,10 +397,14 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:64]
 
 
-def _safe_dir(st: os.stat_result) -> bool:
-    """A real directory owned by us (or, for root, by anyone), writable by nobody else."""
+def _safe_dir(st: os.stat_result, env: Mapping[str, str]) -> bool:
+    """A real directory (not a symlink) writable by nobody else, owned by us; for root (the
+    epilog), by the job's user, ``$SLURM_JOB_UID``, when given (else by anyone). Another
+    user may make a job's spool first (job ids are predictable): to read its reports, or
+    to have root forward reports of its own."""
     uid = os.geteuid()
-    return (stat.S_ISDIR(st.st_mode) and (uid == 0 or st.st_uid == uid)
+    owner = _int_env(env, "SLURM_JOB_UID") if uid == 0 else uid
+    return (stat.S_ISDIR(st.st_mode) and (owner is None or st.st_uid == owner)
             and not st.st_mode & 0o022)
 
 
