@@ -311,3 +311,24 @@ def test_a_reader_reads_a_store_on_a_read_only_disk(
     view = read_only_mount(tmp_path / "no-shm")
     with pytest.raises(InputError, match=r"service\.store: cannot read it: it has a write-"):
         Store(view / "state.db", create=False)
+
+
+def test_the_services_store_on_a_read_only_disk_is_refused_at_once(
+        tmp_path: Path, read_only_mount: Callable[[Path], Path]) -> None:
+    """Found by a review: a store a crash left with its -wal and -shm, on a disk now
+    read-only, opened without a word (SQLite falls back to reading): the service started
+    and every round failed as "the store could not be written". The writer's open now
+    refuses it in one line naming service.store."""
+    code = ("import os, sys\nfrom slurm_shockwave.service.store import Store\n"
+            "from tests.test_service_store import record, row\n"
+            "store = Store(sys.argv[1])\n"
+            "store.save_round(record(0), [row(1)], [], {}, read_round_id=0)\n"
+            "os._exit(9)\n")
+    folder = tmp_path / "crashed"
+    folder.mkdir()
+    assert subprocess.run([sys.executable, "-c", code, str(folder / "state.db")],
+                          timeout=60, check=False).returncode == 9
+    view = read_only_mount(folder)
+    with pytest.raises(InputError, match=r"state\.db: service\.store: cannot be written"):
+        Store(view / "state.db")
+    Store(folder / "state.db").close()  # writable where it is: the check writes nothing

@@ -182,9 +182,30 @@ class Store:
         elif version != str(SCHEMA_VERSION):
             raise InputError(f"schema version {version}, this release reads "
                              f"{SCHEMA_VERSION}", source=self.path, field="service.store")
+        if create:
+            self._check_writable()
         self._now_rows: dict[int, JobRow] | None = None
         if self.path != ":memory:":
             self._identity = _identity(self.path)
+
+    def _check_writable(self) -> None:
+        """A writer's store must take writes now, not at its first round: SQLite opens a
+        file it cannot write read-only without a word (a read-only disk whose store a
+        crash left with its -wal and -shm), and the service then started and failed
+        every round as "the store could not be written" (found by a review). One write
+        of the store's own, rolled back."""
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('writable', '1')")
+            finally:
+                self.db.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            # closed at once: SQLite shares a file's shared memory among the process's
+            # connections, and this read-only one would make the next writable one fail
+            self.db.close()
+            raise InputError(f"cannot be written ({exc})", source=self.path,
+                             field="service.store") from None
 
     def check_file(self) -> None:
         """Raise StoreGone when the file at the store's path is no longer the one open
