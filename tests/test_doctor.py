@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from slurm_shockwave.service.doctor import Expected, Status, slurm_checks
 from slurm_shockwave.service.doctor_host import store_check
 from slurm_shockwave.slurm.protocol import SlurmNode
@@ -99,3 +101,15 @@ def test_a_task_prolog_behind_a_folder_others_cannot_search_is_named() -> None:
             f"{top / 'open'} is not searchable by other users (mode 750)"
     finally:
         shutil.rmtree(top)
+
+
+@pytest.mark.parametrize("name", ["a?b", "a#b", "a%20b"])
+def test_the_store_check_reads_a_path_with_uri_characters(tmp_path: Path, name: str) -> None:
+    """Found by a review: the read-only address was built from the raw path, so a
+    folder named with ``?``, ``#`` or ``%`` read another file (or none)."""
+    from slurm_shockwave.service.store import Store
+
+    path = tmp_path / name / "state.db"
+    Store(path).close()
+    check = store_check(str(path))
+    assert check.status == Status.OK and "schema" in check.detail, check.detail

@@ -32,7 +32,7 @@ from slurm_shockwave.sim.inputs import LIVE_DEMO_TRACE
 def _reasons(store: Path) -> dict[int, tuple[str, str]]:
     """job id -> (state, reason) from the service's last round, read-only."""
     try:
-        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=2)
+        db = sqlite3.connect(f"{store.absolute().as_uri()}?mode=ro", uri=True, timeout=2)
         try:
             return {int(jid): (row["phase"], row["reason"]) for jid, text in
                     db.execute("SELECT job_id, row FROM job_now") for row in [json.loads(text)]}

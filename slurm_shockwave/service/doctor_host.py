@@ -44,7 +44,7 @@ def store_check(path: str) -> Check:
         return Check("store", Status.FAIL, f"{path} or its directory is not writable",
                      "run the service as root (or chown the directory to its user)")
     try:
-        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
+        db = sqlite3.connect(f"{store.absolute().as_uri()}?mode=ro", uri=True, timeout=5)
         try:
             row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             rounds = db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0]
