@@ -188,15 +188,15 @@ def test_every_answer_to_a_report_carries_the_services_credential_over_it(
         api: tuple[ProgressAPI, Store], users: tuple[str, str]) -> None:
     """Found by a review: a job believed any answer on the service's port, and whoever
     listens there while the service is down swallowed its reports. Each answer to a
-    report (taken or refused) carries a credential of the service's uid over the status,
-    the request's credential and the answer's exact bytes (``reporter.answer_payload``),
-    which the job checks."""
+    report taken or refused past the credential's check carries a credential of the
+    service's uid over the status, the request's credential and the answer's exact bytes
+    (``reporter.answer_payload``), which the job checks (a request munged did not take
+    gets none: the test below)."""
     server, _store = api
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
     taken, other = body_of(), body_of(job_id=102)
     for body, cred, status in [(taken, cred_as(users[0], body_digest(taken)), 202),
-                               (other, cred_as(users[0], body_digest(other)), 403),
-                               (taken, None, 401)]:
+                               (other, cred_as(users[0], body_digest(other)), 403)]:
         conn = http.client.HTTPConnection(host, int(port), timeout=5)
         conn.request("POST", "/v1/report", body=body,
                      headers={CRED_HEADER: cred} if cred is not None else {})
@@ -524,12 +524,14 @@ def test_an_endpoint_file_that_cannot_be_written_names_itself_and_leaves_nothing
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
-def test_a_job_past_its_report_cap_gets_429_but_its_checkpoints_and_end_are_taken(
+def test_a_job_keeps_its_newest_reports_up_to_the_cap_whatever_their_kind(
         api: tuple[ProgressAPI, Store], monkeypatch: pytest.MonkeyPatch) -> None:
-    """A job's owner flooding reports: past MAX_REPORTS_PER_JOB stored, progress reports
-    are refused (429, nothing stored); acknowledgements and the end report still count,
-    other jobs are not affected, and reports the round's connection deletes (an id given
-    out again) free the cap at once."""
+    """A job's owner flooding reports, of any kind: past MAX_REPORTS_PER_JOB the job's
+    oldest go, so the store stays bounded; nothing is refused, so a job that reports
+    often for days keeps its latest progress and its checkpoint requests (a review found
+    a refusal at the cap freezing both, and end and checkpointed reports passing it).
+    Other jobs are not touched, and reports the round's connection deletes (an id given
+    out again) are counted afresh."""
     import slurm_shockwave.service.progress_api as progress_api
     monkeypatch.setattr(progress_api, "MAX_REPORTS_PER_JOB", 3)
     server, store = api
@@ -538,12 +540,44 @@ def test_a_job_past_its_report_cap_gets_429_but_its_checkpoints_and_end_are_take
         body = body_of(job_id=job, **fields)
         return post(server, body, munge.encode(body_digest(body).encode()))
 
-    assert [send(103, epoch=e)[0] for e in (1.0, 2.0, 3.0)] == [202, 202, 202]
-    status, answer = send(103, epoch=4.0)
-    assert status == 429 and answer["field"] == "job_id"
-    assert send(103, kind="checkpointed")[0] == 202
-    assert send(103, kind="end", epoch=None, exit_code=0)[0] == 202
     assert send(102, epoch=1.0)[0] == 202
-    assert len(store.reports([103])[103]) == 5
-    store.db.execute("DELETE FROM reports WHERE job_id = 103")
-    assert send(103, epoch=1.0)[0] == 202
+    assert [send(103, epoch=e)[0] for e in (1.0, 2.0, 3.0, 4.0, 5.0)] == [202] * 5
+    assert [r.epoch for r in store.reports([103])[103]] == [3.0, 4.0, 5.0]
+    for kind in ("end", "checkpointed", "end"):
+        assert send(103, kind=kind, epoch=None, exit_code=0)[0] == 202
+    assert [r.kind.value for r in store.reports([103])[103]] == ["end", "checkpointed", "end"]
+    signalled = time.time()
+    store.record_intent(CheckpointIntent(103, "USR1", signalled, signalled + 30.0, 1))
+    status, answer = send(103, epoch=1.0, restart_count=1)
+    assert (status, answer["checkpoint"]) == (202, True)
+    assert len(store.reports([102])[102]) == 1
+    store.db.execute("DELETE FROM reports WHERE job_id = 103")  # the id is a new job's
+    assert [send(103, epoch=e)[0] for e in (1.0, 2.0)] == [202, 202]
+    assert [r.epoch for r in store.reports([103])[103]] == [1.0, 2.0]
+
+
+def test_answers_to_unauthenticated_requests_are_not_vouched_and_munged_away_is_503(
+        api: tuple[ProgressAPI, Store], tmp_path: Path) -> None:
+    """Found by a review: every answer was vouched for with a munge_encode, so anyone
+    reaching the port made munged (slurmctld's) encode once per request without a
+    credential; and munged unreachable when decoding read as the job's bad credential
+    (401: the client dropped the report) where it is the service's trouble (503: the
+    client spools it and sends it again)."""
+    server, _store = api
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    for cred in (None, "MUNGE:not-a-credential:"):
+        conn = http.client.HTTPConnection(host, int(port), timeout=5)
+        headers = {} if cred is None else {CRED_HEADER: cred}
+        conn.request("POST", "/v1/report", body=body_of(), headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 401 and resp.getheader(ANSWER_HEADER) is None
+        conn.close()
+
+    def munged_away(_cred: str) -> munge.Decoded:
+        raise munge.MungeError("Failed to connect to munged", 6)
+
+    with ProgressAPI(server.store_path, listen="127.0.0.1:0", decode=munged_away) as away:
+        body = body_of()
+        status, answer = post(away, body, munge.encode(body_digest(body).encode()))
+    assert status == 503 and "munged" in answer["error"]

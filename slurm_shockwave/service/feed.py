@@ -13,6 +13,7 @@ from slurm_shockwave.prediction.observed import (
     observed_elastic,
     observed_progress,
 )
+from slurm_shockwave.service.store import MAX_REPORTS_PER_JOB
 from slurm_shockwave.slurm.hints import Hint
 from slurm_shockwave.slurm.protocol import SlurmJob
 from slurm_shockwave.slurm.world import ProgressFn
@@ -59,6 +60,7 @@ class ReportFeed:
                 self.last_id = max(self.last_id, r.report_id)
                 new += 1
             kept.sort(key=made)
+            del kept[:-MAX_REPORTS_PER_JOB]  # as the store keeps them: the oldest go
         return new
 
     def keep_only(self, job_ids: Iterable[int]) -> None:

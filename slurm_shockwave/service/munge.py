@@ -16,6 +16,7 @@ import subprocess
 import threading
 from typing import NamedTuple
 
+EMUNGE_SNAFU = 1
 EMUNGE_CRED_EXPIRED = 15
 EMUNGE_CRED_REWOUND = 16
 EMUNGE_CRED_REPLAYED = 17
@@ -29,6 +30,12 @@ class MungeError(RuntimeError):
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
+
+    @property
+    def unavailable(self) -> bool:
+        """munged (or its command) could not be asked: an internal error, no memory, its
+        socket, a timeout (munge.h's 1, 5, 6, 7). Not the credential's fault."""
+        return self.code in (EMUNGE_SNAFU, 5, 6, 7)
 
 
 class Decoded(NamedTuple):
@@ -141,7 +148,7 @@ def _decode_cmd(cred: str) -> Decoded:
                              input=cred.encode("ascii"), capture_output=True, timeout=5,
                              check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise MungeError(f"unmunge: {exc}") from None
+        raise MungeError(f"unmunge: {exc}", EMUNGE_SNAFU) from None
     head, _, payload = out.stdout.partition(b"\n\n")
     meta = dict(line.split(":", 1) for line in head.decode(errors="replace").splitlines()
                 if ":" in line)

@@ -10,8 +10,8 @@ SQLite connection (WAL), held by one database thread. Every refusal is a 4xx JSO
 
 Checks, in order: body size (413), credential (401: missing, refused by munged - bad,
 expired, replayed - or for another body), JSON and its fields (400), the job is managed
-(404), the sender owns it or is an admin uid (403), the job has room for another
-progress report (429, ``MAX_REPORTS_PER_JOB``).
+(404), the sender owns it or is an admin uid (403). munged unreachable is 503 (the job
+spools and sends again). A job keeps at most ``MAX_REPORTS_PER_JOB`` reports.
 
 Every answer to a report carries ``X-Munge-Answer``, a credential of the service's uid
 over the status, the request's credential and the answer's bytes
@@ -54,7 +54,7 @@ from slurm_shockwave.service.progress_server import (
     body_length,
 )
 from slurm_shockwave.service.shared_file import write_shared
-from slurm_shockwave.service.store import Store
+from slurm_shockwave.service.store import MAX_REPORTS_PER_JOB, Store
 
 log = logging.getLogger("shockwave.progress")
 
@@ -189,12 +189,9 @@ class Counts:
         return {"accepted": self.accepted, "rejected": self.rejected}
 
 
-MAX_REPORTS_PER_JOB = 50_000
-"""Progress reports the store keeps for one job: past it, 429. A job reporting every
-epoch, or every few seconds for days, stays far below; a job's owner flooding reports
-would otherwise grow the store, and the feed every round reads, without bound (a review
-measured a round 0.48 s slower with 200,000). Checkpoint and end reports are always
-taken."""
+UNVOUCHED = frozenset({401, 413})
+"""Answers sent without the service's credential: to no credential, one munged refused
+or one for another body, and to a body over the limit (not read)."""
 
 
 class ProgressAPI:
@@ -254,6 +251,8 @@ class ProgressAPI:
                       ) -> tuple[int, dict[str, Any], dict[str, str]]:
         """(status, JSON answer, headers to send with it) for one POST; counts it."""
         status, answer = self._handle(body, credential)
+        if status in UNVOUCHED:  # no credential munged took: nobody to vouch to, and
+            return status, answer, {}  # an encode each would let anyone load munged
         return status, answer, self.vouch(status, credential, answer_body(answer))
 
     def vouch(self, status: int, credential: str | None, data: bytes) -> dict[str, str]:
@@ -294,6 +293,9 @@ class ProgressAPI:
         try:
             uid, _gid, payload = self.decode(credential.strip())
         except munge.MungeError as exc:
+            if exc.unavailable:  # not the job's fault: it spools and sends it again
+                log.error("progress API: munged could not be asked: %s", exc)
+                raise Refused(503, f"munged unavailable: {exc}", None) from None
             raise Refused(401, f"credential refused: {exc}", CRED_HEADER) from None
         if payload.strip() != body_digest(body).encode():
             raise Refused(401, "credential is for another body (payload must be the hex "
@@ -310,14 +312,10 @@ class ProgressAPI:
             raise Refused(403, f"uid {uid} is not the owner of job {report.job_id}",
                           "job_id")
         try:
-            added = self._on_db(lambda s: self._add_within_cap(s, report))
+            report_id = int(self._on_db(lambda s: self._add_within_cap(s, report)))
         except Exception as exc:
             log.error("progress API: could not write a report: %s", exc)
             raise Refused(503, "store unavailable", None) from None
-        if added is None:
-            raise Refused(429, f"job {report.job_id} has {MAX_REPORTS_PER_JOB} progress "
-                          "reports stored: no more are taken", "job_id")
-        report_id = int(added)
         checkpoint: bool | None = None
         if report.kind == ReportKind.PROGRESS:
             try:  # the report is kept: a failure here must not make the job send it again
@@ -331,20 +329,17 @@ class ProgressAPI:
             self.on_ended(report)
         return report_id, checkpoint
 
-    def _add_within_cap(self, store: Store, report: ProgressReport) -> int | None:
-        """Store ``report`` (its id), or None for a progress report past the job's cap.
-        On the database thread."""
+    def _add_within_cap(self, store: Store, report: ProgressReport) -> int:
+        """Store ``report``, the job's oldest going first at the cap; its id. On the
+        database thread."""
         job = report.job_id
         stored = self._stored.get(job)
         if stored is None or stored >= MAX_REPORTS_PER_JOB:
             stored = store.report_count(job)
-        if stored >= MAX_REPORTS_PER_JOB and report.kind == ReportKind.PROGRESS:
-            self._stored[job] = stored
-            return None
         if len(self._stored) >= 100_000:  # ids of jobs long gone: counted afresh if back
             self._stored.clear()
-        report_id = store.add_report(report)
-        self._stored[job] = stored + 1
+        report_id = store.add_report(report, keep=MAX_REPORTS_PER_JOB, stored=stored)
+        self._stored[job] = min(stored + 1, MAX_REPORTS_PER_JOB)
         return report_id
 
     def count_rejected(self) -> None:
