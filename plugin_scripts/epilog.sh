@@ -24,11 +24,15 @@ if [ -n "$BIN" ]; then
   # user that nobody else may write (another user may plant one in /tmp to inject
   # reports, which root would forward with its own credential); the client checks the
   # directory it opens again (its owner must be $SLURM_JOB_UID)
+  began="$(date +%s)"
   case "${SLURM_JOB_UID:-}" in
     ''|*[!0-9]*) ;;
     *) find /tmp -maxdepth 1 \( -name "shockwave-spool-$SLURM_JOB_ID" \
          -o -name "shockwave-spool-$SLURM_JOB_ID.*" \) -type d -uid "$SLURM_JOB_UID" \
-         ! -perm /022 2>/dev/null | head -n 4 | while IFS= read -r spool; do
+         ! -perm /022 2>/dev/null | head -n 16 | while IFS= read -r spool; do
+         # tasks that started together may have made several: all of them, within
+         # 10 s in all (the epilog ends in seconds, whatever the service does)
+         [ "$(( $(date +%s) - began ))" -lt 10 ] || break
          timeout 5 "$BIN" report --flush-spool "$spool" --job-id "$SLURM_JOB_ID" \
            </dev/null >/dev/null 2>&1
        done ;;

@@ -36,9 +36,17 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
   [ -z "$spool" ] || (umask 077 && mkdir "$spool") 2>/dev/null
   if [ -n "$spool" ] \
      && [ -z "$(find "$spool" -maxdepth 0 -type d -uid "$me" ! -perm /022 2>/dev/null)" ]; then
-    spool="$(find /tmp -maxdepth 1 -name "shockwave-spool-$SLURM_JOB_ID.*" -type d \
-      -uid "$me" ! -perm /022 2>/dev/null | head -n 1)"
-    [ -n "$spool" ] || spool="$(mktemp -d "/tmp/shockwave-spool-$SLURM_JOB_ID.XXXXXXXX" 2>/dev/null)"
+    ours() { find /tmp -maxdepth 1 -name "shockwave-spool-$SLURM_JOB_ID.*" -type d \
+      -uid "$me" ! -perm /022 2>/dev/null | sort | head -n 1; }
+    spool="$(ours)"
+    if [ -z "$spool" ]; then
+      # the job's tasks start together and may each make one: a moment later all take
+      # the first by name (most then share one; none is removed, as a task may have
+      # taken it already: the epilog forwards every one)
+      mktemp -d "/tmp/shockwave-spool-$SLURM_JOB_ID.XXXXXXXX" >/dev/null 2>&1
+      sleep 0.2
+      spool="$(ours)"
+    fi
   fi
   [ -z "$spool" ] || printf 'export SHOCKWAVE_SPOOL=%s\n' "$spool"
 fi

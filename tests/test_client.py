@@ -575,6 +575,95 @@ def test_a_spool_another_user_planted_is_never_used(
     assert list(spool.iterdir()) == [] and forged.exists()
 
 
+
+def test_tasks_starting_together_beside_a_planted_spool_all_get_one_that_lasts(
+        users: tuple[str, str], request: pytest.FixtureRequest) -> None:
+    """Found by a review: with the spool's name planted, the job's tasks (a TaskProlog
+    each, at once) each made a folder of their own, and a task whose own was not the
+    first removed it though another task had taken it already: that task had no spool.
+    Every spool a task is given now lasts, is the job user's alone, and most tasks share
+    one (the epilog forwards every one: tests above)."""
+    if os.geteuid() != 0:
+        pytest.skip("the users need root")
+    victim, attacker = users
+    job = 3_800_000 + os.getpid() % 100_000
+
+    def clean() -> None:
+        for path in Path("/tmp").glob(f"shockwave-spool-{job}*"):
+            shutil.rmtree(path, ignore_errors=True)
+
+    clean()
+    request.addfinalizer(clean)
+    base = Path(tempfile.mkdtemp(prefix="sw-tasks-"))
+    base.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    (base / "scontrol").write_text("#!/bin/sh\nexit 0\n")
+    (base / "scontrol").chmod(0o755)
+    (base / "task_prolog.sh").write_text(
+        (ROOT / "plugin_scripts" / "task_prolog.sh").read_text().replace(
+            'ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"',
+            f'ENDPOINT_FILE="{base / "none"}"'))
+    assert as_user(attacker, "mkdir", "-m", "755", f"/tmp/shockwave-spool-{job}").returncode == 0
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+    tasks = [subprocess.Popen([runuser, "-u", victim, "--", "sh", str(base / "task_prolog.sh")],
+                              env={"PATH": f"{base}:/usr/bin:/bin", "SLURM_JOB_ID": str(job)},
+                              stdout=subprocess.PIPE, text=True) for _ in range(8)]
+    spools = {line.split("=", 1)[1] for t in tasks
+              for line in t.communicate(timeout=60)[0].splitlines()
+              if line.startswith("export SHOCKWAVE_SPOOL=")}
+    assert spools and len(spools) <= 4, spools
+    for spool in map(Path, spools):
+        st = os.lstat(spool)
+        assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
+        assert st.st_uid == pwd.getpwnam(victim).pw_uid and spool.name != f"shockwave-spool-{job}"
+
+
+
+def test_the_epilog_forwards_every_spool_the_jobs_tasks_made(
+        users: tuple[str, str], tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Found by a review: tasks beside a planted spool name may make several folders,
+    and the epilog forwarded four at most: the reports in the others were lost. It
+    forwards up to 16, within 10 s in all."""
+    if os.geteuid() != 0:
+        pytest.skip("the users and the epilog need root")
+    victim = users[0]
+    owner = pwd.getpwnam(victim)
+    job = 3_700_000 + os.getpid() % 100_000
+
+    def clean() -> None:
+        for path in Path("/tmp").glob(f"shockwave-spool-{job}*"):
+            shutil.rmtree(path, ignore_errors=True)
+
+    clean()
+    request.addfinalizer(clean)
+    for i in range(6):
+        spool = Path(f"/tmp/shockwave-spool-{job}.task{i:04d}")
+        spool.mkdir(mode=0o700)
+        body = json.dumps({"job_id": job, "kind": "progress", "epoch": float(i + 1)})
+        report = spool / f"{'0' * 20}-1-{i:06d}-{job}.json"
+        report.write_text(body)
+        for path in (spool, report):
+            os.chown(path, owner.pw_uid, owner.pw_gid)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "shockwave").write_text(
+        f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m slurm_shockwave.cli "$@"\n')
+    (bin_dir / "shockwave").chmod(0o755)
+    store = Store(tmp_path / "state.db")
+    store.save_round(RoundRecord(0, 1000.0, "fifo", False, 1, {}, None, None, 0, 0, 0),
+                     [JobRow(job_id=job, user=victim)], [], {}, read_round_id=0)
+    with ProgressAPI(store.path, listen="127.0.0.1:0") as api:
+        done = subprocess.run(["sh", str(ROOT / "plugin_scripts" / "epilog.sh")], env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin", "SHOCKWAVE_URL": api.url,
+            "SLURM_JOB_ID": str(job), "SLURM_JOB_UID": str(owner.pw_uid),
+            "SLURM_JOB_EXIT_CODE2": "0:0"}, capture_output=True, text=True, timeout=60,
+            check=False)
+    assert done.returncode == 0, done.stderr
+    epochs = sorted(r.epoch for r in store.reports([job]).get(job, []) if r.epoch)
+    store.close()
+    assert epochs == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
 FAKE_SERVICE = """
 import http.server, json, subprocess, sys
 import reporter
