@@ -632,3 +632,26 @@ def test_a_requeue_whose_reply_and_relisting_are_lost_still_holds_the_job() -> N
         1: Outcome.APPLIED, 2: Outcome.APPLIED}
     assert all(fake.jobs[j].held and fake.jobs[j].restart_count == 1 for j in (1, 2))
     assert fake.requeues == 3  # the batch, then each alone (refused: not running)
+
+
+def test_a_gpu_count_the_table_lacks_is_planned_from_its_nearest_measured_count() -> None:
+    """Found by a review: a job on a count the table lacks (16, an elastic job's grown
+    count; 3) was planned from the 600 s prior, so a job grown from 8 to 16 GPUs read 71
+    times longer. It takes the nearest measured count's throughput scaled by the prior
+    (``fill_rates``, as the simulator's elastic jobs); measured counts are unchanged."""
+    from slurm_shockwave.workloads.profile import epoch_seconds
+    from slurm_shockwave.workloads.scaling import SCALING_EXPONENT
+
+    table = bundled_table("tacc")
+    progress = table_progress(table)
+    hint = parse_hint(HINT)
+
+    def epoch_s(gpus: int) -> float:
+        return progress(replace(running(1), gpus=gpus), hint).epoch_s
+
+    eight = epoch_seconds(hint.model, hint.bs, 8, table)
+    assert epoch_s(8) == eight
+    assert epoch_s(16) == pytest.approx(eight / 2 ** SCALING_EXPONENT)
+    two = epoch_seconds(hint.model, hint.bs, 2, table)
+    four = epoch_seconds(hint.model, hint.bs, 4, table)
+    assert four < epoch_s(3) < two
