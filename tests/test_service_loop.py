@@ -733,3 +733,32 @@ def test_a_suspended_job_keeps_its_row_and_its_reports(tmp_path: Path) -> None:
     clock.t += 60
     svc.round_once()
     assert store.jobs_now()[5].epochs_done == 40.0
+
+
+def test_a_gpu_count_slurm_refuses_an_elastic_job_is_not_asked_for_again(
+        tmp_path: Path) -> None:
+    """Found by a review: a GRES update Slurm refuses (a QOS's MaxTRESPerJob, say) left
+    the job held beside idle GPUs, the plan asking for the same count every round. The
+    range is cut at the count Slurm holds on that side, and the job runs there the next
+    round."""
+
+    class Limited(FakeSlurm):
+        def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
+            if gpus * (nodes or 1) > 4:
+                raise SlurmError("Job violates accounting/QOS policy")
+            super().update_gpus(job_id, gpus, nodes=nodes)
+
+    fake = Limited([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake.add(job(1, 2, epochs=50, hint=PLAIN + " gpus=1-8"))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy="stretch_edf")
+    outcomes = []
+    for _ in range(3):
+        done = svc.round_once()
+        outcomes += [(r.action.kind, len(r.action.gpu_slots), r.outcome)
+                     for r in done.report.result.results]
+        fake.tick()
+        clock.t += 60
+    assert outcomes[0] == (ActionKind.START, 8, Outcome.REJECTED)
+    assert outcomes[1] == (ActionKind.START, 2, Outcome.APPLIED)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].gpus == 2

@@ -342,6 +342,11 @@ class SlurmCluster:
         self._started_in: dict[int, int] = {}
         """Job -> the round index whose start released or ranked it: a fill step of that
         round (same index) must not hold it again while it waits for GPUs to free."""
+        self._refused_gpus: dict[int, set[int]] = {}
+        """Elastic job -> GPU counts Slurm refused it (a QOS's MaxTRESPerJob, say): its
+        range is narrowed past them while it is queued, or the plan would ask for the
+        same count every round and the job stay held beside idle GPUs (found by a
+        review)."""
         self._moving: dict[int, int] = {}
         """Job -> its restart count when a plan moved or resized it (preempt + start in one
         round), until it runs again: its requeue is the plan's, so it stays in the view
@@ -426,12 +431,14 @@ class SlurmCluster:
                      else Phase.HELD if j.held else Phase.PENDING)
             spec = JobSpec(j.job_id, hint.model, hint.bs, max(j.gpus, 1), hint.mode,
                            self._arrival(j), hint.epochs, user=j.user,
-                           gpus_range=hint.gpus_range)
+                           gpus_range=self._allowed_range(j, hint))
             slots = job_slots(j) if j.state == "RUNNING" else ()
             run_s, gpu_s = self._attained(j, now)
             views.append(Job(spec, replace(self.progress(j, hint), run_s=run_s,
                                            attained_gpu_s=gpu_s), phase, slots))
         self._parsed = {jid: v for jid, v in self._parsed.items() if jid in self._jobs}
+        self._refused_gpus = {jid: v for jid, v in self._refused_gpus.items()
+                              if jid in self.queued_ids}
         # kept while the job is queued: in its requeue delay it is out of the plan, and
         # its earlier runs must not be forgotten
         self._served = {jid: v for jid, v in self._served.items() if jid in self.queued_ids}
@@ -709,6 +716,23 @@ class SlurmCluster:
         return {a.job_id for a in releases
                 if (j := now.get(a.job_id)) is not None and held_by_admin(j)}
 
+    def _allowed_range(self, job: SlurmJob, hint: Hint) -> tuple[int, int] | None:
+        """The job's range, cut at the count Slurm holds for it on the side of a count
+        Slurm refused: a limit (a QOS's MaxTRESPerJob) says no once, not once a count
+        (stepping down one count a round, a range of 1-64 under a limit of 4 waited 60
+        rounds); the count it holds, Slurm's own, stays."""
+        rng = hint.gpus_range
+        refused = self._refused_gpus.get(job.job_id)
+        if rng is None or not refused:
+            return rng
+        lo, hi = rng
+        held = max(job.gpus, 1)
+        if any(count > held for count in refused):
+            hi = held
+        if any(count < held for count in refused):
+            lo = held
+        return min(lo, held), max(hi, held)
+
     def _update_gpus(self, starts: Sequence[Action]) -> dict[int, ActionResult]:
         """Set each pending job's GRES to the count its start places it on: GPUs per node
         and, when the node count changes, the node count. Returns the refusals."""
@@ -723,7 +747,13 @@ class SlurmCluster:
                 self.backend.update_gpus(a.job_id, len(a.gpu_slots) // nodes,
                                          nodes=None if nodes == max(job.node_count, 1)
                                          else nodes)
+            except SlurmUnanswered as exc:
+                failed[a.job_id] = ActionResult(a, Outcome.REJECTED, str(exc))
             except SlurmError as exc:
+                count = len(a.gpu_slots)
+                self._refused_gpus.setdefault(a.job_id, set()).add(count)
+                log.warning("job %d: Slurm refused it %d GPUs (%s): planned within the "
+                            "counts it accepts from now on", a.job_id, count, exc)
                 failed[a.job_id] = ActionResult(a, Outcome.REJECTED, str(exc))
         return failed
 
