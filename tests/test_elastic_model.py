@@ -129,3 +129,27 @@ def test_a_resize_waits_out_the_requeue_delay_on_its_new_gpus() -> None:
     instant = simulate(a_workload(spec), _Resizer(at=1, count=2), gpus=2)
     delayed = simulate(a_workload(spec), _Resizer(at=1, count=2), gpus=2, requeue_delay_s=180)
     assert delayed.summary.makespan_s == pytest.approx(instant.summary.makespan_s + 180)
+
+
+def test_a_request_outside_1_2_4_8_reads_its_other_counts_from_the_table() -> None:
+    """Found by a review: for a request the table has but outside 1/2/4/8 (a site's own
+    table with 3- and 6-GPU entries), the request's epoch time went in as epochs a
+    second beside the table's steps a second: 2 GPUs read 0.015 s an epoch, not 23 s."""
+    from slurm_shockwave.model.throughputs import from_compact
+    from slurm_shockwave.workloads.profile import epoch_seconds
+
+    base = bundled_table("tacc")
+    rows = {}
+    for bs in (16, 32, 64, 128, 256):
+        row = {str(g): base.steps_per_s("ResNet-18", bs, g) for g in (1, 2, 4, 8)
+               if base.has("ResNet-18", bs, g)}
+        if "2" in row and "4" in row:
+            row["3"] = (row["2"] + row["4"]) / 2
+            row["6"] = row["4"] * 1.4
+        rows[str(bs)] = row
+    table = from_compact({"ResNet-18": rows}, source="custom")
+    spec = JobSpec(0, "ResNet-18", 32, 3, AdaptationMode.STATIC, 0.0, 4, gpus_range=(2, 6))
+    profile = build_profile(spec, table)
+    for gpus in (2, 6):
+        assert profile.epoch_s_at(32, gpus) == pytest.approx(
+            epoch_seconds("ResNet-18", 32, gpus, table))

@@ -104,9 +104,11 @@ def elastic_epoch_s(spec: JobSpec, durations: dict[int, float],
     others = [c for c in spec.gpu_counts() if c != spec.gpus]
     out: dict[int, dict[int, float]] = {c: {} for c in others}
     for b, at_request in durations.items():
-        known = {c: table.steps_per_s(spec.model, b, c) for c in (1, 2, 4, 8, *others)
-                 if table.has(spec.model, b, c)}
-        known.setdefault(spec.gpus, 1.0 / at_request)  # durations come from the table
+        known = {c: table.steps_per_s(spec.model, b, c)
+                 for c in (1, 2, 4, 8, spec.gpus, *others) if table.has(spec.model, b, c)}
+        # the request's duration is the table's (steps a second, not epochs: a review
+        # found the two mixed for a request outside 1/2/4/8, 2 GPUs at 0.015 s an epoch)
+        known.setdefault(spec.gpus, model_info(spec.model).samples_per_epoch / b / at_request)
         rel = relative_rates(known, others, spec.gpus)
         for c in others:
             out[c][b] = at_request / rel[c]
