@@ -762,3 +762,25 @@ def test_a_gpu_count_slurm_refuses_an_elastic_job_is_not_asked_for_again(
     assert outcomes[0] == (ActionKind.START, 8, Outcome.REJECTED)
     assert outcomes[1] == (ActionKind.START, 2, Outcome.APPLIED)
     assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].gpus == 2
+
+
+def test_an_elastic_count_placed_unevenly_over_nodes_is_not_asked_of_slurm(
+        tmp_path: Path) -> None:
+    """Found by a review: 8 GPUs placed 3+4+1 over nodes of 3, 4 and 4 usable GPUs (one
+    held by another partition's job) were asked of Slurm as 2 a node (6): the next round
+    saw 6, planned 8 again and resized it, round after round. Slurm gives every node of
+    a job the same count: such a placement is refused as Slurm would, and the job runs
+    at its count."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave", "other"))
+                      for i in (1, 2, 3)])
+    fake.add(SlurmJob(99, "other", "bob", "other", "RUNNING", gpus=1, nodes="n1"))
+    fake.add(job(1, 4, epochs=50, hint=PLAIN + " gpus=4-8"))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy="elastic_greedy")
+    counts = []
+    for _ in range(6):
+        svc.round_once()
+        fake.tick()
+        clock.t += 60
+        counts.append((fake.jobs[1].state, fake.jobs[1].gpus, fake.jobs[1].restart_count))
+    assert counts[-1] == ("RUNNING", 4, 0) and len(set(counts[2:])) == 1, counts

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -342,6 +343,8 @@ class SlurmCluster:
         self._started_in: dict[int, int] = {}
         """Job -> the round index whose start released or ranked it: a fill step of that
         round (same index) must not hold it again while it waits for GPUs to free."""
+        self._node_gpus: dict[str, int] = {}
+        """Node -> the GPUs the plan may use there, at the last observation."""
         self._refused_gpus: dict[int, set[int]] = {}
         """Elastic job -> GPU counts Slurm refused it (a QOS's MaxTRESPerJob, say): its
         range is narrowed past them while it is queued, or the plan would ask for the
@@ -463,6 +466,7 @@ class SlurmCluster:
                 idx = usable_gpus(n, planned.get(n.name, set()))
                 if idx:
                     nodes.append(GpuNode(n.name, len(idx), idx))
+        self._node_gpus = {n.name: n.gpus for n in nodes}
         # this round's starts still waiting for GPUs, and moves in their requeue delay:
         # a fill step of the round places them first (engine.fill)
         reserved = frozenset(v.job_id for v in views if not v.is_running and (
@@ -742,18 +746,27 @@ class SlurmCluster:
             if job is None or job.state != "PENDING" or not a.gpu_slots \
                     or len(a.gpu_slots) == job.gpus:
                 continue
-            nodes = len({slot_node(s) for s in a.gpu_slots})
+            count = len(a.gpu_slots)
+            shares = Counter(slot_node(s) for s in a.gpu_slots)
+            nodes = len(shares)
             try:
-                self.backend.update_gpus(a.job_id, len(a.gpu_slots) // nodes,
+                if count % nodes or any(self._node_gpus.get(n, 0) < count // nodes
+                                        for n in shares):
+                    # Slurm gives each node of a job the same count: 3+4+1 on nodes of 3,
+                    # 4 and 4 ran on 2+2+2, and the next round resized it again, round
+                    # after round (a review); 8+4 on two whole nodes of 8 is 6+6, fine
+                    raise SlurmError(f"{count} GPUs cannot be split evenly over the {nodes} "
+                                     f"nodes placed ({'+'.join(map(str, shares.values()))}):"
+                                     " Slurm gives every node of a job the same count")
+                self.backend.update_gpus(a.job_id, count // nodes,
                                          nodes=None if nodes == max(job.node_count, 1)
                                          else nodes)
             except SlurmUnanswered as exc:
                 failed[a.job_id] = ActionResult(a, Outcome.REJECTED, str(exc))
             except SlurmError as exc:
-                count = len(a.gpu_slots)
                 self._refused_gpus.setdefault(a.job_id, set()).add(count)
-                log.warning("job %d: Slurm refused it %d GPUs (%s): planned within the "
-                            "counts it accepts from now on", a.job_id, count, exc)
+                log.warning("job %d: %d GPUs refused (%s): planned within the counts Slurm "
+                            "accepts from now on", a.job_id, count, exc)
                 failed[a.job_id] = ActionResult(a, Outcome.REJECTED, str(exc))
         return failed
 
