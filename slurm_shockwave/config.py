@@ -168,6 +168,13 @@ class ServiceConfig:
             return "heartbeat", "must be a file path"
         if not (math.isfinite(self.fill_poll_s) and 0.1 <= self.fill_poll_s <= 3600):
             return "fill_poll_s", "must be from 0.1 to 3600 seconds"
+        files = {"store": self.store, "heartbeat": self.heartbeat,
+                 "endpoint_file": self.endpoint_file}
+        seen: dict[str, str] = {}
+        for name, path in files.items():  # one typo wrote the URL over the store
+            other = seen.setdefault(os.path.realpath(os.path.expanduser(path)), name)
+            if other != name:
+                return name, f"is the file service.{other} names: each needs its own"
         return None
 
 
@@ -192,6 +199,7 @@ def parse_settings(data: Any, *, source: str) -> Settings:
     sim = build_config(SimulatorConfig, data.get("simulator"), path="simulator", source=source)
     slurm = build_config(SlurmConfig, data.get("slurm"), path="slurm", source=source)
     service = build_config(ServiceConfig, data.get("service"), path="service", source=source)
+    stale_problem(service.stale_after_s, slurm.round_s, source=source)
     policies = data.get("policies") or {}
     if not isinstance(policies, Mapping):
         raise InputError("expected a mapping of policy name to settings", source=source,
@@ -203,6 +211,16 @@ def parse_settings(data: Any, *, source: str) -> Settings:
         POLICIES[name].from_mapping(section, source=source,  # validate now, fail early
                                     path=f"policies.{name}")
     return Settings(sim, dict(policies), source, slurm, service)
+
+
+def stale_problem(stale_after_s: float, round_s: float, *, source: str,
+                  field: str = "service.stale_after_s") -> None:
+    """A heartbeat goes stale between two rounds if ``stale_after_s`` is not longer than
+    a round: job_submit.lua then runs new jobs unheld for most of every round (and
+    doctor fails a healthy service). 0 means three rounds."""
+    if 0 < stale_after_s <= round_s:
+        raise InputError(f"must be 0 (three rounds) or longer than a round ({round_s:g} s): "
+                         "the heartbeat is written once a round", source=source, field=field)
 
 
 def live_policy(settings: Settings, name: str) -> Policy[Any]:

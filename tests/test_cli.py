@@ -478,3 +478,37 @@ def test_both_bundled_traces_simulate_on_their_16_gpus_by_default() -> None:
     for trace in ("demo", "demo-live"):
         assert json.loads(run("simulate", trace, "--policy", "fifo", "--json").stdout
                           )["gpus"] == 16
+
+
+@pytest.mark.parametrize("where", ["a folder", "no folder", "--round-s"])
+def test_serve_refuses_a_heartbeat_it_could_not_keep(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """Found by a review: a heartbeat path naming a folder (or in one that is not there)
+    failed every round after its plan was applied, with a traceback, the partition
+    failing open; a --round-s longer than the configured stale_after_s left it stale
+    between rounds. One line naming service.heartbeat / service.stale_after_s, exit 2,
+    before anything is planned."""
+    from dataclasses import replace
+
+    from click.testing import CliRunner
+
+    from slurm_shockwave.cli import serve as serve_cli
+    from slurm_shockwave.cli.live_options import Live
+    from slurm_shockwave.config import ServiceConfig, Settings
+    from slurm_shockwave.slurm.fake import FakeSlurm
+    from slurm_shockwave.slurm.protocol import SlurmNode
+
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    beat = {"a folder": tmp_path, "no folder": tmp_path / "gone" / "heartbeat",
+            "--round-s": tmp_path / "heartbeat"}[where]
+    service = replace(ServiceConfig(), heartbeat=str(beat), stale_after_s=200.0,
+                      endpoint_file=str(tmp_path / "endpoint"))
+    monkeypatch.setattr(serve_cli, "live", lambda *_a: Live(Settings(service=service), fake))
+    args = ["--policy", "fifo", "--store", str(tmp_path / "s.db"), "--rounds", "1",
+            "--listen", "127.0.0.1:0"]
+    if where == "--round-s":
+        args += ["--round-s", "300"]
+    result = CliRunner().invoke(serve_cli.serve, args)
+    field = "service.stale_after_s" if where == "--round-s" else "service.heartbeat"
+    assert result.exit_code == 2 and f"{field}: " in result.output, result.output
+    assert not (tmp_path / "s.db").exists() and fake.jobs == {}

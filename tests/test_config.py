@@ -25,6 +25,13 @@ def test_shipped_example_config_is_valid() -> None:
     ({"policies": {"las": {"queue_thresholds_gpu_s": [10, 5]}}},
      "policies.las.queue_thresholds_gpu_s"),
     ({"policies": {"gavel": {"anything": 1}}}, "policies.gavel.anything"),
+    # found by a review: one typo wrote the progress API's URL over the store, and a
+    # heartbeat shorter than a round ran new jobs unheld for most of every round
+    ({"service": {"store": "/v/s.db", "endpoint_file": "/v/s.db"}}, "service.endpoint_file"),
+    ({"service": {"heartbeat": "/v/h", "endpoint_file": "/v/./h"}}, "service.endpoint_file"),
+    ({"service": {"store": "/v/h", "heartbeat": "/v/h"}}, "service.heartbeat"),
+    ({"service": {"stale_after_s": 30}}, "service.stale_after_s"),
+    ({"slurm": {"round_s": 60}, "service": {"stale_after_s": 60}}, "service.stale_after_s"),
 ])
 def test_bad_settings_name_the_field(data: dict, field: str) -> None:
     with pytest.raises(InputError) as err:
@@ -89,3 +96,15 @@ def test_live_rounds_get_a_wall_clock_limit_simulation_none() -> None:
     assert live_policy(settings, "shockwave").config.time_limit_s == 1.5
     own = parse_settings({"policies": {"shockwave": {"time_limit_s": 0.5}}}, source="x")
     assert live_policy(own, "shockwave").config.time_limit_s == 0.5
+
+
+def test_a_heartbeat_longer_than_a_round_is_taken_and_written_rounded_up(
+        tmp_path: Path) -> None:
+    from slurm_shockwave.service.heartbeat import read_heartbeat, write_heartbeat
+
+    settings = parse_settings({"slurm": {"round_s": 60}, "service": {"stale_after_s": 60.5}},
+                              source="c.yaml")
+    assert settings.service.stale_after_s == 60.5
+    write_heartbeat(tmp_path / "h", 1000.0, 0.5)  # was written 0: stale at once
+    beat = read_heartbeat(tmp_path / "h")
+    assert beat is not None and beat[1] >= 0.5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -21,6 +22,7 @@ from slurm_shockwave.cli.live_options import (
     live_options,
     service,
 )
+from slurm_shockwave.config import stale_problem
 from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
@@ -66,8 +68,12 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     name = policy or svc.policy
     path = store_path or svc.store
     period = round_s or env.settings.slurm.round_s
+    if round_s is not None:  # the configured stale_after_s was checked against slurm.round_s
+        stale_problem(svc.stale_after_s, period, source="--round-s",
+                      field="service.stale_after_s")
     if not dry_run:
         check_heartbeat(env)
+        heartbeat_writable(svc.heartbeat, source=env.settings.source)
     with ServiceLock(path, None if dry_run else svc.heartbeat):
         loop = service(env, env.store(path), name, round_s=period, dry_run=dry_run)
         stop = threading.Event()
@@ -154,3 +160,19 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
         click.echo(f"job {jid}: {err}", err=True)
     if result.errors:
         raise SystemExit(1)
+
+
+def heartbeat_writable(path: str, *, source: str) -> None:
+    """The heartbeat is written after the first round, into a temporary file beside it:
+    a path naming a folder, or a folder that is not there or not writable, failed every
+    round after its plan was applied, with a traceback, the partition failing open
+    (found by a review)."""
+    beat = Path(path)
+    folder = beat.parent
+    why = ("is a directory" if beat.is_dir()
+           else f"its folder {folder} is not there" if not folder.is_dir()
+           else f"its folder {folder} is not writable" if not os.access(folder, os.W_OK)
+           else None)
+    if why is not None:
+        raise InputError(f"cannot be written there: {why}", source=source,
+                         field="service.heartbeat")

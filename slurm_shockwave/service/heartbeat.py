@@ -8,13 +8,14 @@ run under Slurm alone; ``shockwave handback`` removes it at once.
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
 
 from slurm_shockwave.service.shared_file import write_shared
 
 
 def write_heartbeat(path: str | Path, now_s: float, stale_after_s: float) -> None:
-    write_shared(path, f"{int(now_s)} {int(stale_after_s)}\n")
+    write_shared(path, f"{int(now_s)} {math.ceil(stale_after_s)}\n")  # never shorter
 
 
 def read_heartbeat(path: str | Path) -> tuple[int, int] | None:
