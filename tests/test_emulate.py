@@ -253,7 +253,9 @@ def test_main_reads_the_gpus_and_finishes(tmp_path: Path, capsys: pytest.Capture
         totals[devices] = lines[0]
     assert "gpus=2 (asked 2)" in totals["0,1"] and "gpus=4 (asked 2)" in totals["0,1,2,3"]
     assert totals["0,1"] != totals["0,1,2,3"]
-    assert read_checkpoint(tmp_path / "4242.json") == Checkpoint(3, 32)
+    saved = read_checkpoint(tmp_path / "4242.json")
+    assert saved is not None and (saved.epochs_done, saved.batch_size) == (3, 32)
+    assert saved.run == "job 4242: ResNet-18 bs=32 epochs=3 mode=static gpus=2"
 
 
 def test_unknown_model_needs_epoch_s(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -267,7 +269,88 @@ def test_unknown_model_needs_epoch_s(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(base) == 2
     assert "give --epoch-s" in capsys.readouterr().err
     assert main([*base, "--epoch-s", "60"]) == 0
-    assert read_checkpoint(tmp_path / "local.json") == Checkpoint(2, 8)
+    saved = read_checkpoint(tmp_path / "local.json")
+    assert saved is not None and (saved.epochs_done, saved.batch_size) == (2, 8)
+
+
+def an_emulated_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                    capsys: pytest.CaptureFixture[str], model: str, epochs: int,
+                    restarts: int, *extra: str) -> tuple[list[str], list[str]]:
+    """Slurm job 1 run by main() to its end: its output lines and its stderr lines."""
+    monkeypatch.setattr(train, "load_reporter", lambda: FakeReporter())
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", str(restarts))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("SLURM_JOB_GPUS", raising=False)
+    assert main(["--model", model, "--bs", "32", "--epochs", str(epochs), "--gpus", "1",
+                 "--time-scale", "1e5", "--restore-s", "0", "--checkpoint", str(tmp_path),
+                 *extra]) == 0
+    got = capsys.readouterr()
+    return got.out.splitlines(), got.err.splitlines()
+
+
+def test_a_new_job_never_takes_up_an_earlier_jobs_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a review: Slurm's job ids start again after its state is purged, and
+    trace submit's checkpoint folder stays: a new job 1 took up the finished checkpoint
+    of an earlier job 1 and exited 0 without training."""
+    out, err = an_emulated_job(tmp_path, monkeypatch, capsys, "ResNet-18", 12, 0)
+    assert out[-1] == "done 12/12 epochs" and err == []
+    # another trace's job 1, and the same trace's job 1 again: both train every epoch
+    for model, epochs in (("ResNet-50", 6), ("ResNet-50", 6)):
+        out, err = an_emulated_job(tmp_path, monkeypatch, capsys, model, epochs, 0)
+        assert not any(line.startswith("resumed") for line in out)
+        assert sum(line.startswith("epoch ") for line in out) == epochs
+        assert len(err) == 1 and err[0].startswith(
+            f"ignoring checkpoint {tmp_path / '1.json'}: the job is new to Slurm")
+    saved = read_checkpoint(tmp_path / "1.json")
+    assert saved is not None and saved.epochs_done == 6 and "ResNet-50" in saved.run
+
+
+def test_a_requeued_job_takes_up_only_its_own_runs_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """After a requeue (restart count 1) the checkpoint at the job's path is taken up only
+    if it names this run: the same job id, trace job, submission time and job."""
+    run = "--trace-job-id", "3", "--submitted-at", "1800000000.5"
+    mine = train.run_label({"SLURM_JOB_ID": "1"}, "ResNet-18", 32, 8, "static", 1, 3,
+                           1800000000.5)
+    path = tmp_path / "1.json"
+    for other in ("", mine.replace("1800000000.5", "1700000000.25"),
+                  mine.replace("epochs=8", "epochs=9")):
+        write_checkpoint(path, Checkpoint(5, 32, other))
+        out, err = an_emulated_job(tmp_path, monkeypatch, capsys, "ResNet-18", 8, 1, *run)
+        assert sum(line.startswith("epoch ") for line in out) == 8, other
+        assert len(err) == 1 and "another run's" in err[0] and err[0].endswith("replacing it")
+    write_checkpoint(path, Checkpoint(5, 32, mine))
+    out, err = an_emulated_job(tmp_path, monkeypatch, capsys, "ResNet-18", 8, 1, *run)
+    assert out[1] == f"resumed from {path}: 5/8 epochs done, batch size 32 (restart 1)"
+    assert sum(line.startswith("epoch ") for line in out) == 3 and err == []
+
+
+def test_resumed_is_said_only_on_a_resume(tmp_path: Path) -> None:
+    """Found by a review: after each checkpoint signal the job, training on in the same
+    process, printed 'resumed from ... (restart 0)' again."""
+    plan = tuple(train.Epoch(32, 10.0) for _ in range(3))
+
+    def twice_signalled() -> tuple[Trainer, io.StringIO]:
+        clock = FakeClock()
+
+        class Twice(FakeReporter):
+            def should_checkpoint(self) -> bool:
+                return self.acks < 2 and clock.now >= 5.0 * (self.acks + 1)
+
+        return a_trainer(tmp_path, plan, Twice(), clock=clock)
+
+    trainer, out = twice_signalled()
+    assert trainer.run() is False and trainer.run() is False and trainer.run()
+    assert [ln for ln in out.getvalue().splitlines() if ln.startswith("resumed")] == []
+    write_checkpoint(trainer.checkpoint, Checkpoint(1, 32))
+    again, out = twice_signalled()
+    assert again.run() is False and again.run() is False and again.run()
+    assert [ln.split(":")[0] for ln in out.getvalue().splitlines()
+            if ln.startswith("resumed")] == ["resumed from " + str(again.checkpoint)]
 
 
 def test_a_signal_during_restore_keeps_the_checkpoint(tmp_path: Path) -> None:

@@ -69,6 +69,10 @@ def test_sbatch_options_and_script(tmp_path: Path) -> None:
     assert script.splitlines()[-1] == (
         f"exec /py -m slurm_shockwave.emulate --model LM --bs 10 --epochs 12 --mode accordion "
         f"--gpus 2 --time-scale 100.0 --checkpoint {tmp_path / 'ck'} --trace-job-id 7")
+    # trace submit names each job's run by when it submitted it: a checkpoint left under
+    # the same Slurm job id by an earlier submission (ids restart) is not this run's
+    timed = job_script(spec, s, 1800000000.125).splitlines()[-1]
+    assert timed.endswith("--trace-job-id 7 --submitted-at 1800000000.125")
 
 
 @pytest.mark.parametrize(("line", "field"), [

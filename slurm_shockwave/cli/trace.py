@@ -276,11 +276,13 @@ def _submit_all(backend: CliBackend, jobs: list[TraceJob], settings: EmulatorSet
             while (left := due - time.monotonic()) > 0:
                 time.sleep(min(left, 0.5))
             script = Path(scripts) / f"trace-{spec.job_id}.sh"
-            script.write_text(job_script(spec, settings), encoding="utf-8")
+            # the job's checkpoints name it, so none from before a reuse of its Slurm id
+            submitted_at = round(time.time(), 3)
+            script.write_text(job_script(spec, settings, submitted_at), encoding="utf-8")
             offset = time.monotonic() - start
             record: dict[str, object] = {"trace_job_id": spec.job_id,
                                          "arrival_s": spec.arrival_s,
-                                         "submitted_at": round(time.time(), 3),
+                                         "submitted_at": submitted_at,
                                          "offset_s": round(offset, 3)}
             try:
                 record["slurm_job_id"] = backend.submit(str(script),

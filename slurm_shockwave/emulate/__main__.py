@@ -20,6 +20,7 @@ from slurm_shockwave.emulate.train import (
     full_scale_s,
     job_label,
     restart_count,
+    run_label,
     visible_gpus,
 )
 from slurm_shockwave.model.errors import InputError
@@ -70,6 +71,9 @@ def parser() -> argparse.ArgumentParser:
                    help="wall seconds between progress reports at least (0: every epoch; "
                         "batch-size changes and the last epoch are sent at once)")
     p.add_argument("--trace-job-id", type=int, default=None)
+    p.add_argument("--submitted-at", type=_finite, default=None, metavar="UNIX_S",
+                   help="when trace submit submitted it: with the Slurm job id and the "
+                        "trace job id, names the run its checkpoints belong to")
     return p
 
 
@@ -88,13 +92,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         job = job_label(env)
         label = "" if args.trace_job_id is None else f" (trace job {args.trace_job_id})"
         info = MODELS.get(args.model)
+        restarts = restart_count(env)
         trainer = Trainer(plan=plan, time_scale=args.time_scale,
                           checkpoint=Path(args.checkpoint) / f"{job}.json",
                           reporter=train.load_reporter(), out=sys.stdout,
                           samples_per_epoch=info.samples_per_epoch if info else None,
                           restore_s=max(0.0, args.restore_s),
                           report_every_s=max(0.0, args.report_every_s),
-                          restart_count=restart_count(env))
+                          restart_count=restarts,
+                          run_id=run_label(env, args.model, args.bs, args.epochs, args.mode,
+                                           args.gpus, args.trace_job_id, args.submitted_at),
+                          # under Slurm, a job at restart 0 never resumes (an earlier
+                          # job's file is at its path once Slurm's ids start again)
+                          new_job=bool(env.get("SLURM_JOB_ID")) and restarts == 0)
         print(f"start job {job}{label}: {args.model} bs={args.bs} mode={args.mode} "
               f"epochs={len(plan)} gpus={got} (asked {args.gpus}) full-scale "
               f"{full_scale_s(plan):.0f}s / {args.time_scale:g}", flush=True)

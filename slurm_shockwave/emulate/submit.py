@@ -51,23 +51,29 @@ def sbatch_args(spec: JobSpec, settings: EmulatorSettings) -> list[str]:
             "-J", f"trace-{spec.job_id}"]
 
 
-def emulate_argv(spec: JobSpec, settings: EmulatorSettings) -> list[str]:
+def emulate_argv(spec: JobSpec, settings: EmulatorSettings,
+                 submitted_at: float | None = None) -> list[str]:
+    """The emulated job's command; ``submitted_at`` (Unix seconds) names its run, so that
+    no checkpoint of another run under the same Slurm job id is resumed."""
     argv = [settings.python, "-m", "slurm_shockwave.emulate", "--model", spec.model,
             "--bs", str(spec.init_bs), "--epochs", str(spec.num_epochs),
             "--mode", spec.mode.value, "--gpus", str(spec.gpus),
             "--time-scale", repr(settings.time_scale),
             "--checkpoint", str(settings.checkpoint_dir), "--trace-job-id", str(spec.job_id)]
+    if submitted_at is not None:
+        argv += ["--submitted-at", repr(submitted_at)]
     if settings.throughputs:
         argv += ["--throughputs", settings.throughputs]
     return argv
 
 
-def job_script(spec: JobSpec, settings: EmulatorSettings) -> str:
+def job_script(spec: JobSpec, settings: EmulatorSettings,
+               submitted_at: float | None = None) -> str:
     """The batch script: ignore the signal until Python handles it, then exec the job."""
     lines = ["#!/bin/bash", f"# trace job {spec.job_id}, from shockwave trace submit",
              f"trap '' {SIGNAL}", f"export SHOCKWAVE_SIGNAL={SIGNAL}"]
     if settings.pythonpath:
         lines.append(f"export PYTHONPATH={shlex.quote(settings.pythonpath)}"
                      "${PYTHONPATH:+:$PYTHONPATH}")
-    lines.append("exec " + shlex.join(emulate_argv(spec, settings)))
+    lines.append("exec " + shlex.join(emulate_argv(spec, settings, submitted_at)))
     return "\n".join(lines) + "\n"

@@ -14,9 +14,10 @@ import json
 import math
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol, TextIO
@@ -96,6 +97,8 @@ class Checkpoint:
     came, as a training loop checkpointing its step counter does; Gavel's and
     Shockwave's simulators assume no partial epoch is lost either)."""
     batch_size: int
+    run: str = ""
+    """The run it belongs to (``run_label``): another run's is never resumed."""
 
 
 def read_checkpoint(path: Path) -> Checkpoint | None:
@@ -104,7 +107,10 @@ def read_checkpoint(path: Path) -> Checkpoint | None:
         done = float(data["epochs_done"])
         if not math.isfinite(done):
             raise ValueError(f"epochs_done {done}")
-        return Checkpoint(done, int(data["batch_size"]))
+        run = data.get("run", "")
+        if not isinstance(run, str):
+            raise ValueError(f"run {run!r}")
+        return Checkpoint(done, int(data["batch_size"]), run)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -116,8 +122,8 @@ def write_checkpoint(path: Path, ckpt: Checkpoint) -> None:
     """Atomically: a temporary file in the same directory, then rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"epochs_done": ckpt.epochs_done,
-                               "batch_size": ckpt.batch_size}) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps({"epochs_done": ckpt.epochs_done, "batch_size": ckpt.batch_size,
+                               "run": ckpt.run}) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -193,6 +199,12 @@ class Trainer:
     samples_per_epoch: int | None = None
     restore_s: float = 0.0
     restart_count: int = 0
+    run_id: str = ""
+    """The run this is (``run_label``), written into its checkpoints."""
+    new_job: bool = False
+    """Slurm started the job for the first time (restart count 0): any checkpoint at its
+    path is an earlier job's under the same id (Slurm's ids start again after its state
+    is purged), never resumed."""
     report_every_s: float = 0.0
     """Wall seconds between progress reports at least (0: every epoch). A batch-size
     change, the last epoch and the checkpoint acknowledgement are always sent at once."""
@@ -204,6 +216,10 @@ class Trainer:
     process, a signal during it included, so a job that trains on after its checkpoint
     (until the requeue kills it) sleeps only the rest of it, its state in memory as a
     real job's is."""
+    started: bool = False
+    """The checkpoint was looked for: once a process (after a checkpoint signal the job
+    trains on from its state in memory)."""
+    err: TextIO = field(default_factory=lambda: sys.stderr)
 
     def bs_now(self) -> int:
         """The batch size the job trains at next: that of the epoch it has reached."""
@@ -221,17 +237,39 @@ class Trainer:
             self.sleep(min(SLICE_S, left))
 
     def _save(self) -> None:
-        write_checkpoint(self.checkpoint, Checkpoint(self.epochs_done, self.bs_now()))
+        write_checkpoint(self.checkpoint,
+                         Checkpoint(self.epochs_done, self.bs_now(), self.run_id))
 
-    def run(self) -> bool:
-        """Train to the end (True) or until the checkpoint signal (False, checkpointed)."""
-        total = len(self.plan)
-        ckpt = read_checkpoint(self.checkpoint)
+    def _resume(self) -> None:
+        """Take up this run's checkpoint if there is one. Any other is replaced at once,
+        so that no later restart of this job takes it up either."""
+        ckpt = None
+        if self.new_job:
+            if os.path.lexists(self.checkpoint):
+                _say(self.err, f"ignoring checkpoint {self.checkpoint}: the job is new to "
+                               "Slurm (restart count 0), so it is an earlier job's under "
+                               "the same id; replacing it")
+        else:
+            ckpt = read_checkpoint(self.checkpoint)
+            if ckpt is not None and ckpt.run != self.run_id:
+                _say(self.err, f"ignoring checkpoint {self.checkpoint}: another run's "
+                               f"({ckpt.run or 'unnamed'}), not this one's ({self.run_id}); "
+                               "replacing it")
+                ckpt = None
         if ckpt is not None:
+            total = len(self.plan)
             self.epochs_done = max(0.0, min(float(total), ckpt.epochs_done))
             _say(self.out, f"resumed from {self.checkpoint}: "
                            f"{self.epochs_done:g}/{total} epochs done, batch size "
                            f"{self.bs_now()} (restart {self.restart_count})")
+        self._save()
+
+    def run(self) -> bool:
+        """Train to the end (True) or until the checkpoint signal (False, checkpointed)."""
+        total = len(self.plan)
+        if not self.started:
+            self.started = True
+            self._resume()
         self.reporter.install()
         self.reporter.report(epoch=self.epochs_done, batch_size=self.bs_now())
         if self.restore_until is None:
@@ -285,6 +323,19 @@ class Trainer:
 
 def job_label(env: Mapping[str, str]) -> str:
     return env.get("SLURM_JOB_ID", "") or "local"
+
+
+def run_label(env: Mapping[str, str], model: str, bs: int, epochs: int, mode: str,
+              gpus: int, trace_job_id: int | None = None,
+              submitted_at: float | None = None) -> str:
+    """Which run a checkpoint belongs to: the Slurm job id (reused once Slurm's state is
+    purged), the trace job and the time ``trace submit`` submitted it, and the job."""
+    parts = [f"job {job_label(env)}"]
+    if trace_job_id is not None:
+        parts.append(f"trace job {trace_job_id}")
+    if submitted_at is not None:
+        parts.append(f"submitted at {submitted_at!r}")
+    return ", ".join(parts) + f": {model} bs={bs} epochs={epochs} mode={mode} gpus={gpus}"
 
 
 def restart_count(env: Mapping[str, str]) -> int:
