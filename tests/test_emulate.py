@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.emulate import train
-from slurm_shockwave.emulate.__main__ import main
+from slurm_shockwave.emulate.__main__ import main, parser
 from slurm_shockwave.emulate.train import (
     Checkpoint,
     LocalReporter,
@@ -420,7 +420,9 @@ def test_training_on_after_a_checkpoint_does_not_restore_again(
 
 @pytest.mark.parametrize(("option", "value"), [("--epoch-s", "inf"), ("--time-scale", "inf"),
                                                ("--restore-s", "inf"),
-                                               ("--time-scale", "1e-320")])
+                                               ("--time-scale", "1e-320"),
+                                               # an overflow midway through fsum (review)
+                                               ("--epoch-s", "1e308")])
 def test_a_duration_past_any_number_is_refused_with_exit_2(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str) -> None:
     """Found by a review: inf passed '> 0', and a denormal time scale made every epoch
@@ -450,3 +452,35 @@ def test_the_local_reporter_asks_again_only_at_the_next_signal(
     rep._caught(signal.SIGUSR1, None)
     assert trainer.run() is False and not rep.should_checkpoint()
     assert trainer.run() and trainer.epochs_done == 3
+
+
+def test_epochs_past_a_traces_limit_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a review: --epochs 1000000000 filled the memory (MemoryError); the bound
+    is a trace's (model/bounds.py MAX_EPOCHS)."""
+    base = ["--model", "my-bert", "--bs", "8", "--checkpoint", "/nonexistent"]
+    assert parser().parse_args([*base, "--epochs", "100000"]).epochs == 100_000
+    with pytest.raises(SystemExit) as exited:
+        parser().parse_args([*base, "--epochs", "1000000000"])
+    assert exited.value.code == 2
+    assert "--epochs: must be from 1 to 100000" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_a_checkpoint_folder_it_cannot_write_is_one_line_before_any_epoch(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review: a PermissionError traceback after the first epoch, that epoch
+    lost; now checked at the start."""
+    monkeypatch.setattr(train, "load_reporter", lambda: FakeReporter())
+    for name in ("SLURM_JOB_ID", "SLURM_RESTART_COUNT", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    folder = tmp_path / "ro"
+    folder.mkdir(mode=0o500)
+    if os.access(folder, os.W_OK):  # root: permissions do not stop it
+        folder = Path("/proc/self/nope")
+    assert main(["--model", "my-bert", "--bs", "8", "--epochs", "2", "--epoch-s", "60",
+                 "--time-scale", "1e5", "--restore-s", "0", "--checkpoint", str(folder)]) == 2
+    got = capsys.readouterr()
+    assert not any(line.startswith("epoch ") for line in got.out.splitlines())
+    err = got.err.splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"error: {folder / 'local.json'}: --checkpoint: cannot write the checkpoint ("), err

@@ -23,6 +23,7 @@ from slurm_shockwave.emulate.train import (
     run_label,
     visible_gpus,
 )
+from slurm_shockwave.model.bounds import MAX_EPOCHS
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import AdaptationMode
 from slurm_shockwave.workloads.bundled import load_table
@@ -39,6 +40,14 @@ def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
     return parse
 
 
+def _epochs(text: str) -> int:
+    """1 to MAX_EPOCHS, as a trace's epochs are (a billion filled the memory)."""
+    value = int(text)
+    if not 1 <= value <= MAX_EPOCHS:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_EPOCHS}, got {text!r}")
+    return value
+
+
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -52,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help=f"one of {', '.join(MODELS)} or any label "
                                                   "(then --epoch-s)")
     p.add_argument("--bs", type=_positive(int), required=True, help="initial batch size")
-    p.add_argument("--epochs", type=_positive(int), required=True)
+    p.add_argument("--epochs", type=_epochs, required=True)
     p.add_argument("--mode", choices=[m.value for m in AdaptationMode], default="static")
     p.add_argument("--gpus", type=_positive(int), default=1,
                    help="GPUs requested (used when CUDA_VISIBLE_DEVICES/SLURM_JOB_GPUS "
@@ -85,7 +94,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         got = visible_gpus(env, args.gpus)
         plan = epoch_plan(args.model, args.bs, args.epochs, AdaptationMode(args.mode),
                           args.gpus, table, actual_gpus=got, epoch_s=args.epoch_s)
-        if not math.isfinite((full_scale_s(plan) + args.restore_s) / args.time_scale):
+        full_s = full_scale_s(plan) + args.restore_s
+        if not math.isfinite(full_s):
+            raise InputError("the job's seconds at full scale (its epochs and --restore-s) "
+                             "pass any number", source="emulate",
+                             field="--restore-s" if args.epoch_s is None else "--epoch-s")
+        if not math.isfinite(full_s / args.time_scale):
             raise InputError(f"{args.time_scale!r} scales the job's seconds past any "
                              "number: a time scale so small is no time scale",
                              source="emulate", field="--time-scale")

@@ -262,7 +262,11 @@ class Trainer:
             _say(self.out, f"resumed from {self.checkpoint}: "
                            f"{self.epochs_done:g}/{total} epochs done, batch size "
                            f"{self.bs_now()} (restart {self.restart_count})")
-        self._save()
+        try:  # a folder it cannot write: now, not after its first epoch, which was lost
+            self._save()
+        except OSError as exc:
+            raise InputError(f"cannot write the checkpoint ({exc.strerror or exc})",
+                             source=str(self.checkpoint), field="--checkpoint") from None
 
     def run(self) -> bool:
         """Train to the end (True) or until the checkpoint signal (False, checkpointed)."""
@@ -345,4 +349,8 @@ def restart_count(env: Mapping[str, str]) -> int:
 
 
 def full_scale_s(plan: tuple[Epoch, ...]) -> float:
-    return math.fsum(e.seconds for e in plan)
+    """The plan's seconds; inf past any float (fsum raises on an overflow midway)."""
+    try:
+        return math.fsum(e.seconds for e in plan)
+    except OverflowError:
+        return math.inf
