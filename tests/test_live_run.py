@@ -1,27 +1,77 @@
 """The whole system on a local cluster of its own (marker slurm): 16 emulated jobs of mixed
 GPU counts and adaptation modes under Shockwave, the service killed with SIGKILL and
 restarted every 40 s; every job completes, reports reach the planner, and acknowledged
-checkpoints requeue jobs before their grace ends."""
+checkpoints requeue jobs before their grace ends. Without Slurm: what a run started is
+stopped however it ends."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import signal
 import sqlite3
+import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from slurm_shockwave.live import run as live
 from slurm_shockwave.live.cluster import missing_for_cluster
 from slurm_shockwave.live.run import LiveSettings, run_live
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.sim.inputs import LIVE_DEMO_TRACE, load_trace
-
-pytestmark = pytest.mark.slurm
-
 
 # SHOCKWAVE_TEST_PORT_OFFSET lets two checkouts run this beside each other (tests/run.sh)
 PORT_OFFSET = int(os.environ.get("SHOCKWAVE_TEST_PORT_OFFSET", "0"))
 
 
+@pytest.mark.parametrize("ending", ["SIGTERM", "heartbeat timeout"])
+def test_a_run_ended_before_the_first_heartbeat_stops_the_service(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str) -> None:
+    """Found by a review: the service was started, and its first heartbeat awaited,
+    before the try whose finally stops it; a SIGTERM, ^C or the heartbeat's timeout then
+    left it running. The cluster is a stand-in (no Slurm); the service a real process that
+    writes no heartbeat (a slow start on a busy machine)."""
+    cluster_stopped = []
+
+    @contextlib.contextmanager
+    def cluster(*_args: Any, **_kwargs: Any) -> Iterator[dict[str, str]]:
+        try:
+            yield {**os.environ, "SHOCKWAVE_HEARTBEAT": str(tmp_path / "heartbeat")}
+        finally:
+            cluster_stopped.append(True)
+
+    services: list[subprocess.Popen[bytes]] = []
+
+    def start(self: live._Service) -> None:
+        self.proc = subprocess.Popen(["sleep", "300"])
+        services.append(self.proc)
+        if ending == "SIGTERM":  # sent once run_live turns it into an interrupt
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+
+    monkeypatch.setattr(live, "LocalCluster", cluster)
+    monkeypatch.setattr(live._Service, "start", start)
+    if ending != "SIGTERM":  # (with SIGTERM the wait is its 120 s: the signal comes first)
+        monkeypatch.setattr(live, "_await_heartbeat",
+                            functools.partial(live._await_heartbeat, timeout_s=0.5))
+    settings = LiveSettings(trace=LIVE_DEMO_TRACE, gpus=16, time_scale=60.0,
+                            policy="shockwave", work_dir=tmp_path)
+    try:
+        with pytest.raises(KeyboardInterrupt if ending == "SIGTERM" else InputError):
+            run_live(settings)
+        assert len(services) == 1 and cluster_stopped == [True]
+        assert services[0].poll() is not None, "the service was left running"
+    finally:
+        for proc in services:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slurm
 def test_sixteen_emulated_jobs_complete_through_service_kills(tmp_path: Path) -> None:
     problem = missing_for_cluster()
     if problem:

@@ -11,7 +11,9 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,6 +148,41 @@ def test_a_partition_slurm_would_read_as_two_is_refused(tmp_path: Path) -> None:
         lines = result.output.strip().splitlines()
         assert result.exit_code == 2 and len(lines) == 1, result.output
         assert "'--partition': must be a partition name" in lines[0], lines
+
+
+def test_sigterm_removes_the_scripts_folder(tmp_path: Path) -> None:
+    """Found by a review: a live run stops trace submit with SIGTERM, which killed it
+    before it removed its scripts' folder (/tmp/shockwave-submit-*, one per run). Here
+    sbatch and scontrol are stand-ins on PATH; the second job arrives much later."""
+    bin_dir, tmp = tmp_path / "bin", tmp_path / "tmp"
+    bin_dir.mkdir()
+    tmp.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'PartitionName=shockwave State=UP'\n")
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 101\n")
+    for tool in ("scontrol", "sbatch"):
+        (bin_dir / tool).chmod(0o755)
+    (tmp_path / "slurm.conf").write_text("ClusterName=nowhere\nSlurmctldHost=localhost\n")
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(TRACE.splitlines()[0] + "\n" + TRACE.splitlines()[1] + "\n")
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp),
+           "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slurm_shockwave.cli", "trace", "submit", str(trace),
+         "--time-scale", "1", "--json", "--output-dir", str(tmp_path / "out"),
+         "--slurm-conf", str(tmp_path / "slurm.conf")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())  # job 10 submitted; job 11 in 60 s
+        assert first["slurm_job_id"] == 101
+        assert [p.name[:17] for p in tmp.iterdir()] == ["shockwave-submit-"]
+        proc.terminate()
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    assert list(tmp.iterdir()) == []
 
 
 # --- on the real cluster -------------------------------------------------------------

@@ -121,8 +121,10 @@ class _Service:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
+            except BaseException as exc:  # its timeout, or a second ^C: not left running
                 self.proc.kill()
+                if not isinstance(exc, subprocess.TimeoutExpired):
+                    raise
 
 
 def _await_heartbeat(path: Path, since: float, service: _Service,
@@ -246,67 +248,107 @@ def _run_live(settings: LiveSettings,
                       node_port_base=settings.ports[1],
                       cred_expire_s=settings.cred_expire_s) as env:
         service = None
-        if settings.policy != SLURM_ALONE:
-            service = _Service(settings, env, _service_config(settings, env))
-            service.start()
-            # the first jobs are submitted once job_submit.lua holds them: before the
-            # service's first heartbeat, they were Slurm's to start (fail-open)
-            _await_heartbeat(Path(env.get("SHOCKWAVE_HEARTBEAT", "")), started, service)
-        else:  # Slurm alone: no heartbeat, so job_submit.lua holds nothing
-            Path(env.get("SHOCKWAVE_HEARTBEAT", "/nonexistent")).unlink(missing_ok=True)
-        with (settings.work_dir / "submit.log").open("ab") as submit_log:
-            submit = subprocess.Popen(
-                [sys.executable, "-m", "slurm_shockwave.cli", "trace", "submit",
-                 settings.trace or "demo", "--time-scale", str(settings.time_scale),
-                 "--partition", "shockwave", "--json",
-                 "--checkpoint-dir", str(settings.work_dir / "checkpoints"),
-                 "--output-dir", str(settings.work_dir / "out"),
-                 *(["--throughputs", settings.throughputs] if settings.throughputs else [])],
-                env=env, stdout=subprocess.PIPE, stderr=submit_log, text=True)
-
-        def read_mapping() -> None:
-            assert submit.stdout is not None
-            for line in submit.stdout:
-                try:
-                    row = json.loads(line)
-                    jobs[int(row["trace_job_id"])] = JobState(
-                        int(row["trace_job_id"]), int(row["slurm_job_id"]),
-                        float(row["submitted_at"]))
-                except (ValueError, KeyError, TypeError):
-                    continue
-
-        reader = threading.Thread(target=read_mapping, daemon=True)
-        reader.start()
-        last_kill = time.monotonic()
+        submit: subprocess.Popen[str] | None = None
+        reader: threading.Thread | None = None
+        # everything started below is stopped on every way out: a SIGTERM, ^C or the
+        # heartbeat's timeout before the first heartbeat left the service running
         try:
-            while time.monotonic() - started < settings.timeout_s:
-                time.sleep(1.0)
-                _poll(env, jobs)
-                finished = [j for j in jobs.values() if j.state not in ACTIVE]
-                if on_tick is not None:
-                    on_tick(LiveStatus(len(jobs), len(trace),
-                                       sum(j.state == "RUNNING" for j in jobs.values()),
-                                       len(finished), time.monotonic() - started, jobs))
-                code = submit.poll()
-                if code is not None and len(jobs) == len(trace) == len(finished):
-                    break
-                if code is not None and (code != 0 or (not reader.is_alive()
-                                         and len(jobs) < len(trace))):
-                    raise RuntimeError(
-                        f"trace submit exited with {code} after {len(jobs)} of "
-                        f"{len(trace)} jobs (see {settings.work_dir / 'submit.log'})")
-                every = settings.kill_service_every_s
-                if service and every and time.monotonic() - last_kill >= every:
-                    service.kill_and_restart()
-                    last_kill = time.monotonic()
+            if settings.policy != SLURM_ALONE:
+                service = _Service(settings, env, _service_config(settings, env))
+                service.start()
+                # the first jobs are submitted once job_submit.lua holds them: before the
+                # service's first heartbeat, they were Slurm's to start (fail-open)
+                _await_heartbeat(Path(env.get("SHOCKWAVE_HEARTBEAT", "")), started, service)
+            else:  # Slurm alone: no heartbeat, so job_submit.lua holds nothing
+                Path(env.get("SHOCKWAVE_HEARTBEAT", "/nonexistent")).unlink(missing_ok=True)
+            submit = _start_submit(settings, env)
+            reader = _read_mapping(submit, jobs)
+            _watch(settings, env, jobs, len(trace), started, submit, reader, service,
+                   on_tick)
         finally:
-            if service is not None:
-                service.stop()
-            if submit.poll() is None:
-                submit.terminate()
-            reader.join(timeout=5)
+            try:
+                if service is not None:
+                    service.stop()
+            finally:  # a second ^C while the service stops: trace submit still is
+                if submit is not None:
+                    _stop_submit(submit)
+                if reader is not None:
+                    reader.join(timeout=5)
     return _results(settings, workload, jobs, time.monotonic() - started,
                     service.kills if service else 0)
+
+
+def _start_submit(settings: LiveSettings, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``trace submit`` in the background, its JSON lines on a pipe."""
+    with (settings.work_dir / "submit.log").open("ab") as submit_log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "slurm_shockwave.cli", "trace", "submit",
+             settings.trace or "demo", "--time-scale", str(settings.time_scale),
+             "--partition", "shockwave", "--json",
+             "--checkpoint-dir", str(settings.work_dir / "checkpoints"),
+             "--output-dir", str(settings.work_dir / "out"),
+             *(["--throughputs", settings.throughputs] if settings.throughputs else [])],
+            env=env, stdout=subprocess.PIPE, stderr=submit_log, text=True)
+
+
+def _read_mapping(submit: subprocess.Popen[str], jobs: dict[int, JobState]
+                  ) -> threading.Thread:
+    """A thread reading which Slurm job each trace job became into ``jobs``."""
+    def read_mapping() -> None:
+        assert submit.stdout is not None
+        for line in submit.stdout:
+            try:
+                row = json.loads(line)
+                jobs[int(row["trace_job_id"])] = JobState(
+                    int(row["trace_job_id"]), int(row["slurm_job_id"]),
+                    float(row["submitted_at"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+
+    reader = threading.Thread(target=read_mapping, daemon=True)
+    reader.start()
+    return reader
+
+
+def _watch(settings: LiveSettings, env: dict[str, str], jobs: dict[int, JobState],
+           total: int, started: float, submit: subprocess.Popen[str],
+           reader: threading.Thread, service: _Service | None,
+           on_tick: Callable[[LiveStatus], None] | None) -> None:
+    """Poll the jobs until all of them finished (or the run's timeout), killing the
+    service every ``kill_service_every_s`` if asked."""
+    last_kill = time.monotonic()
+    while time.monotonic() - started < settings.timeout_s:
+        time.sleep(1.0)
+        _poll(env, jobs)
+        finished = [j for j in jobs.values() if j.state not in ACTIVE]
+        if on_tick is not None:
+            on_tick(LiveStatus(len(jobs), total,
+                               sum(j.state == "RUNNING" for j in jobs.values()),
+                               len(finished), time.monotonic() - started, jobs))
+        code = submit.poll()
+        if code is not None and len(jobs) == total == len(finished):
+            return
+        if code is not None and (code != 0 or (not reader.is_alive() and len(jobs) < total)):
+            raise RuntimeError(
+                f"trace submit exited with {code} after {len(jobs)} of "
+                f"{total} jobs (see {settings.work_dir / 'submit.log'})")
+        every = settings.kill_service_every_s
+        if service and every and time.monotonic() - last_kill >= every:
+            service.kill_and_restart()
+            last_kill = time.monotonic()
+
+
+def _stop_submit(submit: subprocess.Popen[str], timeout_s: float = 10.0) -> None:
+    """SIGTERM, and wait: on it ``trace submit`` removes its scripts' folder
+    (/tmp/shockwave-submit-*) on its way out; SIGKILL if it does not end."""
+    if submit.poll() is None:
+        submit.terminate()
+    try:
+        submit.wait(timeout=timeout_s)
+    except BaseException as exc:  # its timeout, or a second ^C: not left running
+        submit.kill()
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            raise
 
 
 def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
