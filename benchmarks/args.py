@@ -58,10 +58,15 @@ def policy_config(ap: argparse.ArgumentParser, option: str, text: str, policy: s
     return value
 
 
+def time_scale_arg(ap: argparse.ArgumentParser, time_scale: str) -> float:
+    """``--time-scale`` of a live run, or of a model of one: 1 to 1000."""
+    return floats(ap, "--time-scale", time_scale, count=1, lo=1, hi=1000)[0]
+
+
 def live_costs_args(ap: argparse.ArgumentParser, time_scale: str, cred_expire_s: int
                     ) -> float:
     """``--time-scale`` (1 to 1000) read, and ``--cred-expire-s`` (0 to 3600) checked: the
     settings the benchmarks that model live runs' costs share (jitter, live_screen)."""
     if not 0 <= cred_expire_s <= 3600:
         ap.error("--cred-expire-s: must be from 0 to 3600")
-    return floats(ap, "--time-scale", time_scale, count=1, lo=1, hi=1000)[0]
+    return time_scale_arg(ap, time_scale)

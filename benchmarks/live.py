@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.args import Parser, policy_config
+from benchmarks.args import Parser, policy_config, time_scale_arg
 from benchmarks.reference_runs import machine
 from slurm_shockwave.live.run import SLURM_ALONE, LiveSettings, LiveStatus, run_live
 from slurm_shockwave.model.errors import InputError
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--trace", default="demo-live",
                     help="trace file (default: the 16-job live demo)")
     ap.add_argument("--gpus", type=int, default=16)
-    ap.add_argument("--time-scale", type=float, default=60.0)
+    ap.add_argument("--time-scale", default="60", help="1 to 1000 (default 60)")
     ap.add_argument("--policy", default="shockwave")
     ap.add_argument("--throughputs", default=None)
     ap.add_argument("--kill-service-every", type=float, default=None, metavar="S")
@@ -46,6 +46,9 @@ def main() -> None:
     # a bad setting is named now, not after a ten-minute run
     config = policy_config(ap, "--config", args.config,
                            None if args.policy == SLURM_ALONE else args.policy)
+    # before the cluster starts: 0 divided by zero after it had, nan and -60 went into the
+    # service's settings
+    time_scale = time_scale_arg(ap, args.time_scale)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="shockwave-live-"))
 
     def tick(s: LiveStatus) -> None:
@@ -54,7 +57,7 @@ def main() -> None:
 
     try:
         result = run_live(LiveSettings(
-            trace=args.trace, gpus=args.gpus, time_scale=args.time_scale, policy=args.policy,
+            trace=args.trace, gpus=args.gpus, time_scale=time_scale, policy=args.policy,
             work_dir=work, throughputs=args.throughputs,
             kill_service_every_s=args.kill_service_every, timeout_s=args.timeout_s,
             fill_freed=not args.no_fill, policy_config=config), tick)

@@ -66,6 +66,31 @@ def test_a_bad_argument_is_one_line_and_exit_2(module: str, args: list[str],
     assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
 
 
+@pytest.mark.parametrize(("value", "expected"), [
+    ("0", "must be from 1 to 1000"), ("-60", "must be from 1 to 1000"),
+    ("nan", "must be a finite number"), ("1e6", "must be from 1 to 1000")])
+def test_the_live_benchmarks_time_scale_is_checked_before_the_cluster_starts(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str,
+        expected: str, tmp_path: Path) -> None:
+    """Found by a review: --time-scale was read unchecked; 0 divided by zero after the
+    cluster had started, nan and -60 went into the service's settings. In process, the
+    cluster a stand-in that fails the test if started (no Slurm is started here)."""
+    from benchmarks import live as bench
+    from slurm_shockwave.live import run as live
+
+    def no_cluster(*_args: object, **_kwargs: object) -> None:
+        pytest.fail(f"a cluster was started with --time-scale {value}")
+
+    monkeypatch.setattr(live, "LocalCluster", no_cluster)
+    monkeypatch.setattr(sys, "argv", ["benchmarks.live", "--time-scale", value,
+                                      "--work-dir", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(lines) == 1, lines
+    assert lines[0] == f"error: --time-scale: {expected}, got {value!r}"
+
+
 def test_a_failed_sbatch_cancels_the_jobs_made_and_says_why(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by a review: service_round's submissions raised a traceback on the first
