@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import signal
 import sqlite3
@@ -15,6 +16,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 import pytest
@@ -23,7 +25,12 @@ from slurm_shockwave.live import run as live
 from slurm_shockwave.live.cluster import missing_for_cluster
 from slurm_shockwave.live.run import LiveSettings, run_live
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.sim.inputs import LIVE_DEMO_TRACE, load_trace
+from slurm_shockwave.sim.inputs import (
+    LIVE_DEMO_TRACE,
+    build_workload,
+    load_throughputs,
+    load_trace,
+)
 
 # SHOCKWAVE_TEST_PORT_OFFSET lets two checkouts run this beside each other (tests/run.sh)
 PORT_OFFSET = int(os.environ.get("SHOCKWAVE_TEST_PORT_OFFSET", "0"))
@@ -69,6 +76,29 @@ def test_a_run_ended_before_the_first_heartbeat_stops_the_service(
         for proc in services:
             proc.kill()
             proc.wait()
+
+
+def test_a_jobs_finish_is_read_at_the_middle_of_slurms_whole_second(tmp_path: Path) -> None:
+    """Found by a review: the finish was Slurm's end_time (whole seconds, truncated) minus
+    a start from time.time(): every JCT read 0.5 x time scale trace seconds short on
+    average (30 s at time scale 60). Here each job ends at a known wall time, its end_time
+    that time truncated, the fractions spread evenly over the second."""
+    trace = load_trace(LIVE_DEMO_TRACE)
+    workload = build_workload(trace, load_throughputs(None), source="demo-live")
+    scale, t0 = 60.0, 1_800_000_000.123
+    jobs, true_jct = {}, []
+    for i, j in enumerate(trace):
+        submit = t0 + j.spec.arrival_s / scale
+        run_s = workload.profiles[j.spec.job_id].exclusive_s / scale
+        end = math.floor(submit + run_s) + (i + 0.5) / len(trace)  # fraction i/16 + 1/32
+        true_jct.append((end - submit) * scale)
+        jobs[j.spec.job_id] = live.JobState(j.spec.job_id, 100 + i, round(submit, 3),
+                                            "COMPLETED", submit, float(math.floor(end)))
+    settings = LiveSettings(trace=LIVE_DEMO_TRACE, gpus=16, time_scale=scale,
+                            policy="shockwave", work_dir=tmp_path)
+    result = live._results(settings, workload, jobs, 0.0, 0)
+    assert result["completed"] == len(trace)
+    assert result["avg_jct_s"] == pytest.approx(fmean(true_jct), abs=0.1)
 
 
 @pytest.mark.slurm

@@ -49,6 +49,13 @@ on average half of its interval (in ``live_restore_s``; checked against slurmctl
 by ``_actuation``)."""
 
 
+SLURM_END_MID_S = 0.5
+"""Slurm's end_time is a whole second, truncated (``time(NULL)``): the job ended within
+the second after it, on average half-way through it. Against submission times from
+``time.time()`` the finish is read at that middle, not at the second's start (which read
+every JCT, and the makespan, 0.5 x time scale trace seconds short)."""
+
+
 SLURM_ALONE = "slurm"
 """The policy name that runs no service: the same jobs under Slurm's own priority and
 backfill, no hold (what every live comparison is against)."""
@@ -359,8 +366,9 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
     t0 = min((j.submit_wall - arrivals[j.trace_id] / scale for j in jobs.values()),
              default=0.0)
     done = [j for j in jobs.values() if j.state == "COMPLETED" and j.end_wall > 0]
-    finished = [Finished(j.trace_id, arrivals[j.trace_id], (j.end_wall - t0) * scale,
-                         exclusive[j.trace_id]) for j in done]
+    finished = [Finished(j.trace_id, arrivals[j.trace_id],
+                         (j.end_wall + SLURM_END_MID_S - t0) * scale, exclusive[j.trace_id])
+                for j in done]
     live = summarize(finished, num_gpus=settings.gpus, busy_gpu_s=0.0,
                      num_jobs=len(workload.jobs))
     sim_policy = "fifo" if settings.policy == SLURM_ALONE else settings.policy
