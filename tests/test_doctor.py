@@ -113,3 +113,24 @@ def test_the_store_check_reads_a_path_with_uri_characters(tmp_path: Path, name: 
     Store(path).close()
     check = store_check(str(path))
     assert check.status == Status.OK and "schema" in check.detail, check.detail
+
+
+def test_a_job_submit_lua_of_another_partition_fails(tmp_path: Path) -> None:
+    """The plugin manages one partition per cluster: a job_submit.lua installed for
+    another partition (or heartbeat) holds none of this service's jobs."""
+    from slurm_shockwave.service.doctor import script_checks
+    from slurm_shockwave.slurm.plugin_files import ScriptSettings, render
+
+    conf = parse_show_config(f"SLURM_CONF = {tmp_path}/slurm.conf\nJobSubmitPlugins = lua\n")
+    lua = tmp_path / "job_submit.lua"
+    for settings, status, detail in (
+            (ScriptSettings(partition="shockwave", heartbeat="/h"), Status.OK, "ours, current"),
+            (ScriptSettings(partition="gpu2", heartbeat="/h"), Status.FAIL,
+             "partition 'gpu2', the service's is 'shockwave'"),
+            (ScriptSettings(partition="shockwave", heartbeat="/x"), Status.FAIL,
+             "heartbeat '/x', the service's is '/h'")):
+        lua.write_text(render("job_submit.lua", settings))
+        os.chmod(lua, 0o644)
+        check = script_checks(conf, WANT)[0]
+        assert (check.name, check.status) == ("job_submit.lua", status), check
+        assert detail in check.detail, check

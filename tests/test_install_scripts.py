@@ -169,10 +169,49 @@ def test_install_scripts_says_what_slurm_conf_lacks(tmp_path: Path) -> None:
     assert (tmp_path / "etc" / "job_submit.lua").exists()
     assert "warning" not in bare.stderr
     # a partition slurm.conf does not define: installed all the same (the partition may
-    # come later), with one line saying so
+    # come later), with one line saying so (no job_submit.lua of the other one there)
+    (tmp_path / "etc" / "job_submit.lua").unlink()
     other = _install("--slurm-conf", str(conf), "--partition", "gpu", "--dry-run")
     assert other.returncode == 0, other.stderr
     assert f"warning: {conf} defines no partition 'gpu'" in other.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
+def test_a_second_partition_does_not_take_the_installed_job_submit_lua(tmp_path: Path) -> None:
+    """Found by a review: a copy of the config for a second partition rewrote the one
+    job_submit.lua silently (exit 0): the first partition's jobs were no longer checked
+    or held, and the second's were held on the first service's heartbeat with nobody to
+    plan them. Slurm loads one job_submit.lua, for one partition: refused unless
+    --force."""
+    conf = _conf(tmp_path, "JobSubmitPlugins=lua\nPartitionName=gpu2 Nodes=n1\n")
+    lua = tmp_path / "etc" / "job_submit.lua"
+    first, second, moved = tmp_path / "a.yaml", tmp_path / "b.yaml", tmp_path / "c.yaml"
+    first.write_text(f"service: {{heartbeat: {tmp_path}/beat}}\n")
+    second.write_text(f"slurm: {{partition: gpu2}}\nservice: {{heartbeat: {tmp_path}/beat}}\n")
+    moved.write_text(f"service: {{heartbeat: {tmp_path}/beat2}}\n")
+    assert _install("--slurm-conf", str(conf), "--config", str(first)).returncode == 0
+    installed = lua.read_text()
+    for args, field, why in (
+            (["--config", str(second)], "slurm.partition",
+             f"manages partition shockwave (heartbeat {tmp_path}/beat), not gpu2: the plugin "
+             "manages one partition per cluster"),
+            (["--config", str(first), "--partition", "gpu2"], "--partition",
+             "manages partition shockwave"),
+            (["--config", str(second), "--dry-run"], "slurm.partition",
+             "manages partition shockwave"),
+            (["--config", str(moved)], "service.heartbeat",
+             f"holds shockwave's new jobs on heartbeat {tmp_path}/beat, not {tmp_path}/beat2")):
+        refused = _install("--slurm-conf", str(conf), *args)
+        assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused
+        assert f"error: {lua}: {field}: {why}" in refused.stderr, refused.stderr
+        assert lua.read_text() == installed
+    # the same config again is no retarget; --force moves it, and says so
+    assert _install("--slurm-conf", str(conf), "--config", str(first)).returncode == 0
+    forced = _install("--slurm-conf", str(conf), "--config", str(second), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert f"warning: --force: {lua} managed partition shockwave on heartbeat " \
+           f"{tmp_path}/beat; it now manages gpu2 on {tmp_path}/beat" in forced.stderr
+    assert settings_in(lua.read_text())["partition"] == "gpu2"
 
 
 def test_bad_input_is_one_line(tmp_path: Path) -> None:

@@ -10,14 +10,18 @@ from slurm_shockwave.cli.checks import PARTITION, PATH_TEXT
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.config import load_settings
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.service.lock import heartbeat_identity
 from slurm_shockwave.slurm.plugin_files import (
     ScriptSettings,
+    Target,
     check,
     check_service_url,
     install,
     render,
+    settings_in,
     shockwave_bin,
     targets,
+    version_of,
 )
 from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, read_slurm_conf
 
@@ -36,7 +40,9 @@ from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, read_slurm_conf
               help="The service's URL (http://HOST:PORT) for nodes that cannot read its "
                    "endpoint file: the service on another host, no shared file system.")
 @click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
-@click.option("--force", is_flag=True, help="Replace files there that are not ours.")
+@click.option("--force", is_flag=True,
+              help="Replace files there that are not ours, and a job_submit.lua of ours "
+                   "that manages another partition or reads another heartbeat.")
 @one_line_errors
 def install_scripts(config_path: str | None, partition: str | None, slurm_conf: str | None,
                     dest: str | None, service_url: str, dry_run: bool, force: bool) -> None:
@@ -62,6 +68,16 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
     places, missing = targets(conf, dest)
     # every script can be written, or none is; what is there now is read here, once
     olds = [check(target, force=force, writing=not dry_run) for target in places]
+    for target, old in zip(places, olds, strict=True):
+        retarget = _retarget(target, old, values, "--partition" if partition else
+                             "slurm.partition")
+        if retarget and not force:
+            raise retarget
+        if retarget:
+            was = settings_in(old or "")
+            click.echo(f"warning: --force: {target.path} managed partition "
+                       f"{was.get('partition')} on heartbeat {was.get('heartbeat')}; it "
+                       f"now manages {values.partition} on {values.heartbeat}", err=True)
     if part not in conf.partitions:  # scripts may go in before the partition: a warning
         click.echo(f"warning: {conf_path} defines no partition {part!r} (PartitionName=); "
                    "the scripts act on that partition's jobs only, so add it, or pass "
@@ -87,3 +103,28 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
                    "(plugin changes need a restart)")
     elif not dry_run:
         click.echo("then: scontrol reconfigure (slurmctld rereads job_submit.lua)")
+
+
+def _retarget(target: Target, old: str | None, values: ScriptSettings,
+              partition_field: str) -> InputError | None:
+    """Why writing ``values`` into an installed job_submit.lua of ours would take it from
+    another service, or None. Slurm loads one job_submit.lua, and it manages one
+    partition on one heartbeat: rewriting it for a second partition (a copy of the
+    config) silently stopped validating and holding the first one's jobs, and held the
+    new partition's on the first service's fresh heartbeat with nobody to plan them."""
+    if target.name != "job_submit.lua" or old is None or version_of(target.name, old) \
+            == "not ours":
+        return None
+    found = settings_in(old)
+    owner, beat = found.get("partition"), found.get("heartbeat")
+    if owner is not None and owner != values.partition:
+        return InputError(f"manages partition {owner} (heartbeat {beat}), not "
+                          f"{values.partition}: the plugin manages one partition per "
+                          f"cluster; stop {owner}'s service and hand it back, then --force "
+                          f"to move it", source=target.path, field=partition_field)
+    if beat is not None and heartbeat_identity(beat) != heartbeat_identity(values.heartbeat):
+        return InputError(f"holds {owner}'s new jobs on heartbeat {beat}, not "
+                          f"{values.heartbeat}: the service writing {beat} would plan jobs "
+                          f"no longer held for it; stop it, then --force to change the "
+                          f"heartbeat", source=target.path, field="service.heartbeat")
+    return None
