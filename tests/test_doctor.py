@@ -134,3 +134,51 @@ def test_a_job_submit_lua_of_another_partition_fails(tmp_path: Path) -> None:
         check = script_checks(conf, WANT)[0]
         assert (check.name, check.status) == ("job_submit.lua", status), check
         assert detail in check.detail, check
+
+
+def test_a_heartbeat_slurmctld_cannot_read_fails() -> None:
+    """Found by a review: job_submit.lua reads the heartbeat inside slurmctld, as
+    SlurmUser; behind a 0700 folder every new job failed open while doctor, reading as
+    root, said the heartbeat was fresh. Doctor's verdict is what the user (swtest1
+    stands in for SlurmUser) can really read."""
+    import shutil
+    import tempfile
+    import time
+
+    from slurm_shockwave.service.doctor_host import service_checks
+    from slurm_shockwave.service.heartbeat import write_heartbeat
+    from slurm_shockwave.service.lock import ServiceLock
+
+    top = Path(tempfile.mkdtemp(prefix="sw-beat-", dir="/tmp"))
+    folder, beat = top / "state", top / "state" / "heartbeat"
+    want = Expected("shockwave", 120, str(beat), str(top / "endpoint"), str(top / "s.db"))
+    try:
+        os.chmod(top, 0o755)
+        folder.mkdir()
+        write_heartbeat(beat, time.time(), 360)
+        with ServiceLock(want.store, want.heartbeat):
+            for folder_mode, file_mode, owner, user in (
+                    (0o755, 0o644, 0, None), (0o700, 0o644, 0, None),
+                    (0o700, 0o644, 0, "swtest1(1001)"), (0o700, 0o644, 0, "root(0)"),
+                    (0o700, 0o644, 1001, "swtest1(1001)"), (0o711, 0o600, 0, "swtest1"),
+                    (0o750, 0o644, 0, "swtest1(1001)")):
+                os.chmod(folder, folder_mode)
+                os.chmod(beat, file_mode)
+                os.chown(folder, owner, 0)
+                check = service_checks(want, slurm_user=user)[-1]
+                who = "swtest1" if user and user.startswith("swtest1") else None
+                can = subprocess.run(["su", who or "swtest2", "-s", "/bin/sh", "-c",
+                                      f"cat {beat}"], capture_output=True).returncode == 0
+                if user and user.startswith("root"):
+                    can = True
+                assert check.name == "heartbeat", check
+                assert check.status == (Status.OK if can else Status.FAIL), (
+                    oct(folder_mode), oct(file_mode), owner, user, check)
+            os.chmod(folder, 0o700)
+            check = service_checks(want)[-1]
+            assert check.detail == (
+                f"{beat}: {folder} is not searchable by other users (SlurmUser unknown) "
+                "(mode 700): job_submit.lua reads it inside slurmctld, so every new job "
+                "runs under Slurm alone (fail-open)") and check.fix == f"chmod o+x {folder}"
+    finally:
+        shutil.rmtree(top)

@@ -20,7 +20,8 @@ from slurm_shockwave.slurm.slurm_conf import parse_show_partitions
 _MARK = {Status.OK: " ok ", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip"}
 
 
-def _slurm(env_conf: str | None, want: Expected) -> list[Check]:
+def _slurm(env_conf: str | None, want: Expected) -> tuple[list[Check], str | None]:
+    """The Slurm checks, and SlurmUser (who reads the heartbeat; None: unknown)."""
     try:
         cli = CliBackend(slurm_conf=env_conf)
         conf = cli.running_config()
@@ -28,10 +29,11 @@ def _slurm(env_conf: str | None, want: Expected) -> list[Check]:
         nodes = cli.list_nodes()
     except SlurmError as exc:
         return [Check("slurmctld", Status.FAIL, f"cannot read the running configuration: "
-                      f"{exc}", "start slurmctld; set SLURM_CONF or --slurm-conf")]
+                      f"{exc}", "start slurmctld; set SLURM_CONF or --slurm-conf")], None
     head = ok("slurmctld", f"Slurm {conf.get('SLURM_VERSION', '?')} answers; configuration "
               f"{conf.conf_path}")
-    return [head, *slurm_checks(conf, partitions, nodes, want), *script_checks(conf, want)]
+    return ([head, *slurm_checks(conf, partitions, nodes, want), *script_checks(conf, want)],
+            conf.get("SlurmUser") or None)
 
 
 @click.command()
@@ -60,8 +62,10 @@ def doctor(config_path: str | None, partition: str | None, slurm_conf: str | Non
                   if slurm_conf_problem(s.slurm_conf) else
                   Check("backend", Status.FAIL, str(exc),
                         "slurm.backend: cli, or make the one named usable")]
-    checks += _slurm(s.slurm_conf, want)
-    checks += [munge_check(), store_check(want.store), *service_checks(want)]
+    found, slurm_user = _slurm(s.slurm_conf, want)
+    checks += found
+    checks += [munge_check(), store_check(want.store),
+               *service_checks(want, slurm_user=slurm_user)]
     failed = [c for c in checks if c.status == Status.FAIL]
     if as_json:
         click.echo(json_text({"ok": not failed, "checks": [c.as_dict() for c in checks]},

@@ -4,7 +4,10 @@ progress API, metrics and heartbeat). Nothing here takes the service's lock or w
 from __future__ import annotations
 
 import os
+import pwd
+import re
 import sqlite3
+import stat
 import time
 import urllib.request
 from pathlib import Path
@@ -60,10 +63,23 @@ def store_check(path: str) -> Check:
     return ok("store", f"{path}: schema {SCHEMA_VERSION}, {rounds} rounds kept")
 
 
-def service_checks(want: Expected, *, now_s: float | None = None) -> list[Check]:
+def service_checks(want: Expected, *, now_s: float | None = None,
+                   slurm_user: str | None = None) -> list[Check]:
     """Is the service running (its lock), does its progress API answer, is the fail-open
-    heartbeat fresh."""
-    now = time.time() if now_s is None else now_s
+    heartbeat fresh, and can slurmctld read it. ``slurm_user``: SlurmUser as
+    ``scontrol show config`` prints it (``slurm(64030)``); None: unknown, so the
+    heartbeat must be readable by every user."""
+    out = _running_checks(want, time.time() if now_s is None else now_s)
+    closed = heartbeat_closed(want.heartbeat, slurm_user)
+    if closed is None:
+        return out
+    return [*out[:-1], Check("heartbeat", Status.FAIL, f"{want.heartbeat}: {closed[0]}: "
+                             "job_submit.lua reads it inside slurmctld, so every new job "
+                             "runs under Slurm alone (fail-open)", closed[1])]
+
+
+def _running_checks(want: Expected, now: float) -> list[Check]:
+    """The service's lock, progress API and heartbeat (the last check), read as root."""
     pid = lock_holder(want.store)
     beat = read_heartbeat(want.heartbeat)
     age = None if beat is None else now - beat[0]
@@ -90,6 +106,62 @@ def service_checks(want: Expected, *, now_s: float | None = None) -> list[Check]
         out.append(ok("heartbeat", f"{want.heartbeat}: {age:.0f} s old (stale after "
                       f"{beat[1] if beat else 0} s)"))
     return out
+
+
+_SLURM_USER = re.compile(r"^(\S+?)(?:\((\d+)\))?$")
+
+
+def _reader(slurm_user: str | None) -> tuple[str, int, set[int]] | None:
+    """(name, uid, groups) of SlurmUser (``slurm(64030)``), None when unknown."""
+    found = _SLURM_USER.match(slurm_user or "")
+    if found is None:
+        return None
+    name, uid = found[1], found[2]
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return (name, int(uid), set()) if uid else None
+    return name, int(uid) if uid else entry.pw_uid, set(os.getgrouplist(name, entry.pw_gid))
+
+
+def _allowed(st: os.stat_result, reader: tuple[str, int, set[int]] | None,
+             bits: tuple[int, int, int]) -> bool:
+    """Whether ``reader`` (None: any other user) has the permission ``bits`` (for the
+    owner, the group, others) gives, as the kernel decides it (ACLs aside)."""
+    if reader is None:
+        return bool(st.st_mode & bits[2])
+    if reader[1] == 0:
+        return True
+    if st.st_uid == reader[1]:
+        return bool(st.st_mode & bits[0])
+    return bool(st.st_mode & (bits[1] if st.st_gid in reader[2] else bits[2]))
+
+
+def heartbeat_closed(heartbeat: str, slurm_user: str | None) -> tuple[str, str] | None:
+    """(what, fix) when slurmctld's SlurmUser (None: unknown, so any user) cannot read
+    the heartbeat: a folder above it that it cannot search (a 0700 one made by hand, or under
+    root's umask 077) or the file itself; None when it can, or nothing is there yet.
+    Doctor reads it as root, so a fresh heartbeat said ok while every new job failed
+    open."""
+    reader = _reader(slurm_user)
+    who = f"SlurmUser {reader[0]}" if reader else "other users (SlurmUser unknown)"
+    path = Path(heartbeat).absolute()
+    for folder in reversed(path.parents):
+        try:
+            st = os.stat(folder)
+        except OSError:
+            break  # not made yet: the service makes it 0755
+        if not _allowed(st, reader, (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)):
+            return (f"{folder} is not searchable by {who} (mode "
+                    f"{oct(stat.S_IMODE(st.st_mode))[2:]})", f"chmod o+x {folder}")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not _allowed(st, reader, (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)):
+        return (f"not readable by {who} (mode {oct(stat.S_IMODE(st.st_mode))[2:]})",
+                f"chmod o+r {path}")
+    return None
 
 
 def _api_check(endpoint_file: str) -> Check:
