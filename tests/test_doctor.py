@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -182,3 +183,49 @@ def test_a_heartbeat_slurmctld_cannot_read_fails() -> None:
                 "runs under Slurm alone (fail-open)") and check.fix == f"chmod o+x {folder}"
     finally:
         shutil.rmtree(top)
+
+
+def test_the_progress_api_check_goes_through_no_proxy(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review: doctor asked the progress API through $http_proxy, which the
+    jobs' client never uses, so with a site proxy in the admin's environment it failed a
+    service that answers."""
+    import http.server
+    import socket
+    import threading
+    import time
+
+    from slurm_shockwave.service.doctor_host import service_checks
+    from slurm_shockwave.service.heartbeat import write_heartbeat
+    from slurm_shockwave.service.lock import ServiceLock
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    proxy = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", proxy)
+    want = Expected("shockwave", 120, str(tmp_path / "beat"), str(tmp_path / "endpoint"),
+                    str(tmp_path / "s.db"))
+    Path(want.endpoint_file).write_text(f"http://127.0.0.1:{server.server_address[1]}\n")
+    write_heartbeat(want.heartbeat, time.time(), 360)
+    try:
+        with ServiceLock(want.store, want.heartbeat):
+            api = next(c for c in service_checks(want, slurm_user="root(0)")
+                       if c.name == "progress API")
+    finally:
+        server.shutdown()
+    assert api.status == Status.OK, api

@@ -164,6 +164,11 @@ def heartbeat_closed(heartbeat: str, slurm_user: str | None) -> tuple[str, str] 
     return None
 
 
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""Never $http_proxy, as the jobs' client (client/reporter.py): through an admin's
+site proxy the check failed for a service that answers the nodes."""
+
+
 def _api_check(endpoint_file: str) -> Check:
     try:
         url = Path(endpoint_file).read_text(encoding="ascii").split("\n", 1)[0].strip()
@@ -172,7 +177,7 @@ def _api_check(endpoint_file: str) -> Check:
                      "service.endpoint_file must be where the service writes its URL")
     for path in (HEALTH_PATH, METRICS_PATH):
         try:
-            with urllib.request.urlopen(url + path, timeout=5) as answer:
+            with _NO_PROXY.open(url + path, timeout=5) as answer:
                 answer.read()
         except OSError as exc:
             return Check("progress API", Status.FAIL, f"{url}{path}: {exc}",
