@@ -67,6 +67,10 @@ def test_a_store_of_another_schema_fails(tmp_path: Path) -> None:
     db.close()
     check = store_check(str(path))
     assert check.status == Status.FAIL and "schema version 99" in check.detail
+    # found by a review: a store under a file read "not created yet", which serve refuses
+    under_file = store_check(str(path / "deeper" / "state.db"))
+    assert under_file.status == Status.FAIL, under_file
+    assert under_file.detail == f"{path}/deeper/state.db: {path} is not a directory"
 
 
 def test_without_slurm_doctor_names_what_is_missing(tmp_path: Path) -> None:

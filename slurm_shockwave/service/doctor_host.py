@@ -39,6 +39,9 @@ def store_check(path: str) -> Check:
     store = Path(path)
     if not store.exists():
         parent = next((p for p in store.parents if p.exists()), Path("/"))
+        if not parent.is_dir():  # serve refuses it: its lock cannot be made there
+            return Check("store", Status.FAIL, f"{path}: {parent} is not a directory",
+                         "service.store must be a path whose folders are folders")
         if not os.access(parent, os.W_OK):
             return Check("store", Status.FAIL, f"{path} does not exist and {parent} is not "
                          "writable", f"install -d -m 0755 {store.parent}")
