@@ -233,3 +233,23 @@ def test_the_progress_api_check_goes_through_no_proxy(tmp_path: Path,
     finally:
         server.shutdown()
     assert api.status == Status.OK, api
+
+
+def test_the_lock_holder_is_found_by_device_and_inode(tmp_path: Path) -> None:
+    """Found by a review: /proc/locks was matched by inode alone, so a flock on a file
+    of another file system with the same inode number read as the running service."""
+    from slurm_shockwave.service.lock import ServiceLock, holder_in, lock_holder, lock_path
+
+    store = str(tmp_path / "s.db")
+    assert lock_holder(store) is None
+    with ServiceLock(store):
+        assert lock_holder(store) == os.getpid()
+        st = os.stat(lock_path(store))
+        lines = Path("/proc/locks").read_text().splitlines()
+        assert holder_in(lines, st.st_dev, st.st_ino) == os.getpid()
+        elsewhere = os.makedev(os.major(st.st_dev) + 1, os.minor(st.st_dev))
+        assert holder_in(lines, elsewhere, st.st_ino) is None  # same inode, another disk
+        assert holder_in([f"1: FLOCK  ADVISORY  WRITE 77 {os.major(elsewhere):02x}:"
+                          f"{os.minor(elsewhere):02x}:{st.st_ino} 0 EOF"],
+                         elsewhere, st.st_ino) == 77
+    assert lock_holder(store) is None

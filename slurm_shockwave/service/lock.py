@@ -102,12 +102,27 @@ def lock_holder(store_path: str) -> int | None:
     """The pid holding the service's lock, read from /proc/locks without taking the lock
     (so asking never makes a starting service fail); None when nobody holds it."""
     try:
-        inode = os.stat(lock_path(store_path)).st_ino
+        st = os.stat(lock_path(store_path))
         lines = Path("/proc/locks").read_text().splitlines()
     except OSError:
         return None
+    return holder_in(lines, st.st_dev, st.st_ino)
+
+
+def holder_in(lines: list[str], dev: int, inode: int) -> int | None:
+    """The pid of the flock on file ``dev``/``inode`` among /proc/locks' ``lines``
+    (``1: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> 0 EOF``, the numbers of
+    the device in hex): the device too, since a file of another file system (a tmpfs,
+    another disk) may have the same inode number; -1 when the pid is not shown."""
     for line in lines:
         fields = line.split()
-        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+        if len(fields) < 6 or fields[1] != "FLOCK":
+            continue
+        where = fields[5].split(":")
+        try:
+            found = (int(where[0], 16), int(where[1], 16), int(where[2]))
+        except (ValueError, IndexError):
+            continue
+        if found == (os.major(dev), os.minor(dev), inode):
             return int(fields[4]) if fields[4].isdigit() else -1
     return None
