@@ -756,9 +756,9 @@ def test_an_answers_credential_vouches_for_this_request_once() -> None:
     body = b'{"accepted": 1}'
     digest = hashlib.sha256(body).hexdigest().encode()
     end = time.monotonic() + 10
-    for lib in (reporter._munge_lib, lambda: None):
+    for lib in (reporter.munge_library, lambda: None):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(reporter, "_munge_lib", lib)
+            patch.setattr(reporter, "munge_library", lib)
             ours, other = munge.encode(b"request"), munge.encode(b"another request")
             vouch = munge.encode(reporter.answer_payload(202, ours, body))
             assert reporter._vouched(vouch, 202, ours, frozenset({1002}), end) is None

@@ -686,46 +686,76 @@ def _answer(data: bytes) -> dict[str, Any]:
 
 _libmunge: Any = None
 _libmunge_tried = False
+_libmunge_lock = threading.Lock()
 
 
-def _munge_lib() -> Any:
+def munge_library() -> Any:
+    """``(libmunge, libc)`` through ctypes, their prototypes set, or None without
+    libmunge. The one loader: the service's ``service/munge.py`` uses it too."""
     global _libmunge, _libmunge_tried
-    if not _libmunge_tried:
-        _libmunge_tried = True
-        try:
-            lib = ctypes.CDLL(ctypes.util.find_library("munge") or "libmunge.so.2")
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            lib.munge_encode.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p,
-                                         ctypes.c_void_p, ctypes.c_int]
-            lib.munge_encode.restype = ctypes.c_int
-            lib.munge_decode.argtypes = [ctypes.c_char_p, ctypes.c_void_p,
-                                         ctypes.POINTER(ctypes.c_void_p),
-                                         ctypes.POINTER(ctypes.c_int),
-                                         ctypes.POINTER(ctypes.c_uint),
-                                         ctypes.POINTER(ctypes.c_uint)]
-            lib.munge_decode.restype = ctypes.c_int
-            libc.free.argtypes = [ctypes.c_void_p]
-            _libmunge = (lib, libc)
-        except (OSError, AttributeError):
-            _libmunge = None
-    return _libmunge
+    with _libmunge_lock:
+        if not _libmunge_tried:
+            _libmunge_tried = True
+            try:
+                lib = ctypes.CDLL(ctypes.util.find_library("munge") or "libmunge.so.2")
+                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+                lib.munge_encode.argtypes = [ctypes.POINTER(ctypes.c_char_p),
+                                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+                lib.munge_encode.restype = ctypes.c_int
+                lib.munge_decode.argtypes = [ctypes.c_char_p, ctypes.c_void_p,
+                                             ctypes.POINTER(ctypes.c_void_p),
+                                             ctypes.POINTER(ctypes.c_int),
+                                             ctypes.POINTER(ctypes.c_uint),
+                                             ctypes.POINTER(ctypes.c_uint)]
+                lib.munge_decode.restype = ctypes.c_int
+                lib.munge_strerror.argtypes = [ctypes.c_int]
+                lib.munge_strerror.restype = ctypes.c_char_p
+                libc.free.argtypes = [ctypes.c_void_p]
+                libc.free.restype = None
+                _libmunge = (lib, libc)
+            except (OSError, AttributeError):
+                _libmunge = None
+        return _libmunge
+
+
+def lib_encode(lib: Any, payload: bytes) -> tuple[int, str | None]:
+    """libmunge's ``munge_encode`` of ``payload``: its code, and the credential when 0."""
+    munge, libc = lib
+    cred = ctypes.c_char_p()
+    code = munge.munge_encode(ctypes.byref(cred), None, payload or None, len(payload))
+    try:
+        return code, (cred.value.decode("ascii") if code == 0 and cred.value else None)
+    finally:
+        if cred:
+            libc.free(ctypes.cast(cred, ctypes.c_void_p))
+
+
+def lib_decode(lib: Any, cred: str) -> tuple[int, int, int, bytes]:
+    """libmunge's ``munge_decode`` of ``cred`` (ASCII): its code, uid, gid and payload."""
+    munge, libc = lib
+    buf = ctypes.c_void_p()
+    length = ctypes.c_int(0)
+    uid = ctypes.c_uint(0)
+    gid = ctypes.c_uint(0)
+    code = munge.munge_decode(cred.encode("ascii"), None, ctypes.byref(buf),
+                              ctypes.byref(length), ctypes.byref(uid), ctypes.byref(gid))
+    try:
+        payload = ctypes.string_at(buf, length.value) if buf and length.value > 0 else b""
+    finally:
+        if buf:
+            libc.free(buf)
+    return code, int(uid.value), int(gid.value), payload
 
 
 def _credential(payload: bytes, deadline: float) -> str | None:
     """A fresh credential for ``payload`` as this process's uid, or None. Called on
     ``_post``'s thread, which its caller waits for until ``deadline`` only (libmunge may
     block for 10 s); the ``munge`` command (without libmunge) is killed at ``deadline``."""
-    lib = _munge_lib()
+    lib = munge_library()
     if lib is not None:
-        munge, libc = lib
-        cred = ctypes.c_char_p()
-        code = munge.munge_encode(ctypes.byref(cred), None, payload, len(payload))
-        try:
-            if code == 0 and cred.value:
-                return cred.value.decode("ascii")
-        finally:
-            if cred:
-                libc.free(ctypes.cast(cred, ctypes.c_void_p))
+        _code, cred = lib_encode(lib, payload)
+        if cred is not None:
+            return cred
     try:
         out = subprocess.run(["munge", "-s", payload.decode()], capture_output=True,
                              timeout=max(0.1, deadline - time.monotonic()), check=False)
@@ -741,21 +771,10 @@ def _decode(cred: str, deadline: float) -> tuple[int, bytes] | None:
     ``deadline``. Like ``_credential``, on ``_post``'s thread."""
     if not cred.isascii() or "\n" in cred or "\0" in cred:
         return None
-    lib = _munge_lib()
+    lib = munge_library()
     if lib is not None:
-        munge, libc = lib
-        buf = ctypes.c_void_p()
-        length = ctypes.c_int(0)
-        uid = ctypes.c_uint(0)
-        gid = ctypes.c_uint(0)
-        code = munge.munge_decode(cred.encode("ascii"), None, ctypes.byref(buf),
-                                  ctypes.byref(length), ctypes.byref(uid), ctypes.byref(gid))
-        try:
-            payload = ctypes.string_at(buf, length.value) if buf and length.value > 0 else b""
-        finally:
-            if buf:
-                libc.free(buf)
-        return (int(uid.value), payload) if code == 0 else None
+        code, uid, _gid, payload = lib_decode(lib, cred)
+        return (uid, payload) if code == 0 else None
     try:
         out = subprocess.run(["unmunge", "--numeric", "--keys=UID"], input=cred.encode(),
                              capture_output=True, check=False,

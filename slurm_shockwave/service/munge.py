@@ -4,17 +4,17 @@
 ``unmunge`` command) for the uid, gid and payload of a credential. munged itself refuses a
 credential decoded before (``EMUNGE_CRED_REPLAYED``), an expired one, one from another key
 or a forged one: each raises :class:`MungeError` with munged's own words. ``encode`` makes
-a credential as the calling process's uid (tests, benchmarks; the job-side client has its
-own stdlib copy).
-"""
+a credential as the calling process's uid (the answers' credential, tests, benchmarks).
+libmunge is loaded and called through the job-side client's stdlib functions
+(``reporter.munge_library``, ``lib_encode``, ``lib_decode``): one copy of the ctypes
+prototypes and of the memory each call hands back."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import subprocess
-import threading
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from slurm_shockwave.client import reporter
 
 EMUNGE_SNAFU = 1
 EMUNGE_CRED_EXPIRED = 15
@@ -44,37 +44,9 @@ class Decoded(NamedTuple):
     payload: bytes
 
 
-_lib: ctypes.CDLL | None = None
-_libc: ctypes.CDLL | None = None
-_lib_tried = False
-_lib_lock = threading.Lock()
-
-
-def _libmunge() -> ctypes.CDLL | None:
-    global _lib, _libc, _lib_tried
-    with _lib_lock:
-        if not _lib_tried:
-            _lib_tried = True
-            try:
-                lib = ctypes.CDLL(ctypes.util.find_library("munge") or "libmunge.so.2")
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            except OSError:
-                return None
-            lib.munge_encode.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p,
-                                         ctypes.c_void_p, ctypes.c_int]
-            lib.munge_encode.restype = ctypes.c_int
-            lib.munge_decode.argtypes = [ctypes.c_char_p, ctypes.c_void_p,
-                                         ctypes.POINTER(ctypes.c_void_p),
-                                         ctypes.POINTER(ctypes.c_int),
-                                         ctypes.POINTER(ctypes.c_uint),
-                                         ctypes.POINTER(ctypes.c_uint)]
-            lib.munge_decode.restype = ctypes.c_int
-            lib.munge_strerror.argtypes = [ctypes.c_int]
-            lib.munge_strerror.restype = ctypes.c_char_p
-            libc.free.argtypes = [ctypes.c_void_p]
-            libc.free.restype = None
-            _lib, _libc = lib, libc
-        return _lib
+def _libmunge() -> Any:
+    """``(libmunge, libc)``, or None: the client's loader (``reporter.munge_library``)."""
+    return reporter.munge_library()
 
 
 def backend() -> str:
@@ -82,8 +54,8 @@ def backend() -> str:
     return "libmunge" if _libmunge() is not None else "unmunge"
 
 
-def _strerror(lib: ctypes.CDLL, code: int) -> str:
-    text = lib.munge_strerror(code)
+def _strerror(lib: Any, code: int) -> str:
+    text = lib[0].munge_strerror(code)
     return text.decode(errors="replace") if text else f"munge error {code}"
 
 
@@ -92,16 +64,10 @@ def encode(payload: bytes = b"") -> str:
     lib = _libmunge()
     if lib is None:
         return _encode_cmd(payload)
-    assert _libc is not None
-    cred = ctypes.c_char_p()
-    code = lib.munge_encode(ctypes.byref(cred), None, payload or None, len(payload))
-    try:
-        if code != 0:
-            raise MungeError(f"munge_encode: {_strerror(lib, code)}", code)
-        return (cred.value or b"").decode("ascii")
-    finally:
-        if cred:
-            _libc.free(ctypes.cast(cred, ctypes.c_void_p))
+    code, cred = reporter.lib_encode(lib, payload)
+    if code != 0 or cred is None:
+        raise MungeError(f"munge_encode: {_strerror(lib, code)}", code)
+    return cred
 
 
 def decode(cred: str) -> Decoded:
@@ -112,21 +78,10 @@ def decode(cred: str) -> Decoded:
     lib = _libmunge()
     if lib is None:
         return _decode_cmd(cred)
-    assert _libc is not None
-    buf = ctypes.c_void_p()
-    length = ctypes.c_int(0)
-    uid = ctypes.c_uint(0)
-    gid = ctypes.c_uint(0)
-    code = lib.munge_decode(cred.encode("ascii"), None, ctypes.byref(buf),
-                            ctypes.byref(length), ctypes.byref(uid), ctypes.byref(gid))
-    try:
-        payload = ctypes.string_at(buf, length.value) if buf and length.value > 0 else b""
-    finally:
-        if buf:
-            _libc.free(buf)
+    code, uid, gid, payload = reporter.lib_decode(lib, cred)
     if code != 0:
         raise MungeError(_strerror(lib, code), code)
-    return Decoded(uid.value, gid.value, payload)
+    return Decoded(uid, gid, payload)
 
 
 def _encode_cmd(payload: bytes) -> str:
