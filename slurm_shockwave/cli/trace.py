@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -24,6 +19,7 @@ from slurm_shockwave.cli.errors import (
     writable_file,
 )
 from slurm_shockwave.emulate.submit import EmulatorSettings, hint_comment, job_script, sbatch_args
+from slurm_shockwave.live.sigterm import sigterm_raises
 from slurm_shockwave.model.bounds import (
     MAX_ARRIVAL_S,
     MAX_EPOCHS,
@@ -264,30 +260,15 @@ def submit(trace_file: str, time_scale: float, partition: str, throughputs: str 
         raise SystemExit(1)
 
 
-@contextlib.contextmanager
-def _sigterm_exits() -> Iterator[None]:
-    """SIGTERM (a live run stopping, ``kill``) exits 143 through the ``with`` blocks, so the
-    scripts' folder is removed: killed by it, the command left /tmp/shockwave-submit-*."""
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _submit_all(backend: CliBackend, jobs: list[TraceJob], settings: EmulatorSettings,
                 as_json: bool) -> int:
     out = console()
     failed = 0
     start = time.monotonic()
     last_s = jobs[-1].spec.arrival_s / settings.time_scale
-    with _sigterm_exits(), tempfile.TemporaryDirectory(
+    # SIGTERM (a live run stopping, ``kill``) exits 143 through the ``with`` blocks, so the
+    # scripts' folder is removed: killed by it, the command left /tmp/shockwave-submit-*
+    with sigterm_raises(lambda signum: SystemExit(128 + signum)), tempfile.TemporaryDirectory(
             prefix="shockwave-submit-") as scripts, Progress(
             TextColumn("[progress.description]{task.description}"), BarColumn(),
             TextColumn("{task.completed}/{task.total} jobs"), TimeElapsedColumn(),

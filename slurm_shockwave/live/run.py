@@ -23,13 +23,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from slurm_shockwave.live.cluster import LocalCluster
 from slurm_shockwave.live.ctld_log import log_summaries
+from slurm_shockwave.live.sigterm import sigterm_raises
 from slurm_shockwave.metrics.summary import Finished, summarize
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import make_policy
@@ -211,27 +212,12 @@ def _poll(env: dict[str, str], jobs: dict[int, JobState]) -> None:
         job.restarts = number(obj.get("restart_cnt"))
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends a run like Ctrl-C: the cluster, the service and the jobs it started are
-    stopped on the way out (a process started in the background ignores SIGINT)."""
-    def handler(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_live(settings: LiveSettings,
              on_tick: Callable[[LiveStatus], None] | None = None) -> dict[str, Any]:
     """Run the trace on a cluster of our own; one JSON-able dict of results."""
-    with _sigterm_as_interrupt():
+    # SIGTERM ends a run like Ctrl-C: the cluster, the service and the jobs it started are
+    # stopped on the way out (a process started in the background ignores SIGINT)
+    with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")):
         return _run_live(settings, on_tick)
 
 
