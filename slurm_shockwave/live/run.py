@@ -125,14 +125,8 @@ class _Service:
         self.start()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except BaseException as exc:  # its timeout, or a second ^C: not left running
-                self.proc.kill()
-                if not isinstance(exc, subprocess.TimeoutExpired):
-                    raise
+        if self.proc is not None:
+            _stop_process(self.proc, 60.0)
 
 
 def _await_heartbeat(path: Path, since: float, service: _Service,
@@ -264,7 +258,7 @@ def _run_live(settings: LiveSettings,
                     service.stop()
             finally:  # a second ^C while the service stops: trace submit still is
                 if submit is not None:
-                    _stop_submit(submit)
+                    _stop_process(submit, 10.0)
                 if reader is not None:
                     reader.join(timeout=5)
     return _results(settings, workload, jobs, time.monotonic() - started,
@@ -331,15 +325,16 @@ def _watch(settings: LiveSettings, env: dict[str, str], jobs: dict[int, JobState
             last_kill = time.monotonic()
 
 
-def _stop_submit(submit: subprocess.Popen[str], timeout_s: float = 10.0) -> None:
-    """SIGTERM, and wait: on it ``trace submit`` removes its scripts' folder
-    (/tmp/shockwave-submit-*) on its way out; SIGKILL if it does not end."""
-    if submit.poll() is None:
-        submit.terminate()
+def _stop_process(proc: subprocess.Popen[Any], timeout_s: float) -> None:
+    """SIGTERM, and wait ``timeout_s`` for it to end (the service finishes its round;
+    ``trace submit`` removes its scripts' folder, /tmp/shockwave-submit-*); SIGKILL if it
+    does not, or if a second ^C cuts the wait short: never left running."""
+    if proc.poll() is None:
+        proc.terminate()
     try:
-        submit.wait(timeout=timeout_s)
-    except BaseException as exc:  # its timeout, or a second ^C: not left running
-        submit.kill()
+        proc.wait(timeout=timeout_s)
+    except BaseException as exc:
+        proc.kill()
         if not isinstance(exc, subprocess.TimeoutExpired):
             raise
 
