@@ -655,24 +655,3 @@ def test_a_gpu_count_the_table_lacks_is_planned_from_its_nearest_measured_count(
     two = epoch_seconds(hint.model, hint.bs, 2, table)
     four = epoch_seconds(hint.model, hint.bs, 4, table)
     assert four < epoch_s(3) < two
-
-
-@pytest.mark.parametrize(("age_s", "signalled"), [(1.0, False), (10.0, True)])
-def test_a_job_started_a_moment_ago_is_requeued_without_its_signal(
-        age_s: float, signalled: bool) -> None:
-    """Seen in the container demo: a fill step's start preempted by the next round 60 ms
-    after Slurm allocated it got SIGUSR1 before its batch script's ``trap`` line and died
-    (WTERMSIG 10): ended, not requeued, lost. A job that started less than JUST_STARTED_S
-    ago has nothing to save: it is requeued (and held) at once, with no signal."""
-    clock = Clock()
-    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
-    fake.add(replace(running(1), start_time=int(clock.t - age_s)))
-    world = SlurmCluster(fake, clock)
-    world.observe()
-    result = world.apply([Action(ActionKind.PREEMPT, 1)])
-    assert (fake.signals != []) == signalled
-    if signalled:
-        assert result.results[0].outcome == Outcome.DEFERRED
-    else:
-        assert result.results[0].outcome == Outcome.APPLIED
-        assert fake.jobs[1].restart_count == 1 and fake.jobs[1].held

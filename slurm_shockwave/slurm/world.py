@@ -89,13 +89,6 @@ partition that cannot start and leaves the rest to the backfill pass (``bf_inter
 
 PRIOR_EPOCH_S = 600.0
 
-JUST_STARTED_S = 3.0
-"""A job whose run started less than this ago is preempted by a requeue alone, without its
-checkpoint signal: it has done next to nothing since its restore, and its program may not
-have its handler in place yet. A signal before the batch script's own ``trap`` line kills
-the job, which then ends instead of being requeued: lost (seen in the container demo, a
-fill step's start preempted by the next round 60 ms after Slurm allocated it)."""
-
 
 def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S,
                    time_scale: float = 1.0) -> ProgressFn:
@@ -788,8 +781,6 @@ class SlurmCluster:
             hint = self._planned_hint(a.job_id)
             if hint is None or hint.signal is None:
                 return None  # the job handles no signal: preempt as Slurm does
-            if job.start_time > 0 and now - job.start_time < JUST_STARTED_S:
-                return None  # nothing to save yet, and no handler in place: requeued
             ck = CheckpointIntent(a.job_id, hint.signal, now, now + hint.grace_s,
                                   job.restart_count)
             try:
