@@ -65,7 +65,7 @@ def test_sbatch_options_and_script(tmp_path: Path) -> None:
     assert gpu_args(12) == ["-N", "2", "--gres=gpu:8"]
     assert gpu_args(32) == ["-N", "4", "--gres=gpu:8"]
     script = job_script(spec, s)
-    assert script.startswith("#!/bin/bash\n")
+    assert script.startswith("#!/usr/bin/env -S --ignore-signal=USR1 /bin/bash\n")
     assert "trap '' USR1\n" in script and "export SHOCKWAVE_SIGNAL=USR1\n" in script
     assert "export PYTHONPATH='/src dir'${PYTHONPATH:+:$PYTHONPATH}\n" in script
     assert script.splitlines()[-1] == (

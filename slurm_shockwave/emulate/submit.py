@@ -70,7 +70,11 @@ def emulate_argv(spec: JobSpec, settings: EmulatorSettings,
 def job_script(spec: JobSpec, settings: EmulatorSettings,
                submitted_at: float | None = None) -> str:
     """The batch script: ignore the signal until Python handles it, then exec the job."""
-    lines = ["#!/bin/bash", f"# trace job {spec.job_id}, from shockwave trace submit",
+    # env ignores the signal before bash starts: a signal in bash's own start-up, before
+    # its trap line, killed the job (WTERMSIG 10), which ended and was lost (seen in the
+    # container demo, a job preempted 60 ms after Slurm allocated it)
+    lines = [f"#!/usr/bin/env -S --ignore-signal={SIGNAL} /bin/bash",
+             f"# trace job {spec.job_id}, from shockwave trace submit",
              f"trap '' {SIGNAL}", f"export SHOCKWAVE_SIGNAL={SIGNAL}"]
     if settings.pythonpath:
         lines.append(f"export PYTHONPATH={shlex.quote(settings.pythonpath)}"
