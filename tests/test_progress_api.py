@@ -37,6 +37,7 @@ from slurm_shockwave.service.progress_server import (
 )
 from slurm_shockwave.service.store import JobRow, RoundRecord, Store
 from slurm_shockwave.slurm.world import CheckpointIntent
+from tests.test_progress_limits import request
 
 
 def munged_running() -> bool:
@@ -318,15 +319,7 @@ def test_health(api: tuple[ProgressAPI, Store]) -> None:
 
 
 def health_status(server: ProgressAPI) -> int:
-    host, port = server.url.removeprefix("http://").rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=5)
-    try:
-        conn.request("GET", "/v1/health")
-        resp = conn.getresponse()
-        resp.read()
-        return resp.status
-    finally:
-        conn.close()
+    return request(server.url, "GET", "/v1/health")
 
 
 def test_slow_senders_hold_no_worker_and_are_cut_at_their_deadline(
