@@ -458,6 +458,24 @@ def as_user(user: str, *cmd: str, env: dict[str, str] | None = None,
                           text=True, timeout=60, check=False)
 
 
+def spool_job_id(base: int, request: pytest.FixtureRequest) -> int:
+    """A job id of this test process's with no spool in /tmp (its real spools live there):
+    whatever is at its spool names (folders, symlinks, files) goes now and when the test
+    ends."""
+    job = base + os.getpid() % 100_000
+
+    def clean() -> None:
+        for path in Path("/tmp").glob(f"shockwave-spool-{job}*"):
+            if path.is_symlink() or not path.is_dir():
+                path.unlink()
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+    clean()
+    request.addfinalizer(clean)
+    return job
+
+
 @pytest.mark.parametrize("plant", ["open-dir", "dir", "symlink", "own-open-dir"])
 def test_a_spool_another_user_planted_is_never_used(
         plant: str, users: tuple[str, str], tmp_path: Path,
@@ -475,18 +493,8 @@ def test_a_spool_another_user_planted_is_never_used(
     if system_python is None:
         pytest.skip("no system python3 for the users")
     victim, attacker = users
-    job = 3_900_000 + os.getpid() % 100_000
+    job = spool_job_id(3_900_000, request)
     planted = Path(f"/tmp/shockwave-spool-{job}")
-
-    def clean() -> None:
-        for path in Path("/tmp").glob(f"shockwave-spool-{job}*"):
-            if path.is_symlink() or not path.is_dir():
-                path.unlink()
-            else:
-                shutil.rmtree(path, ignore_errors=True)
-
-    clean()
-    request.addfinalizer(clean)
     base = Path(tempfile.mkdtemp(prefix="sw-plant-"))  # pytest's tmp is root's alone
     base.chmod(0o755)
     request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
@@ -586,14 +594,7 @@ def test_tasks_starting_together_beside_a_planted_spool_all_get_one_that_lasts(
     if os.geteuid() != 0:
         pytest.skip("the users need root")
     victim, attacker = users
-    job = 3_800_000 + os.getpid() % 100_000
-
-    def clean() -> None:
-        for path in Path("/tmp").glob(f"shockwave-spool-{job}*"):
-            shutil.rmtree(path, ignore_errors=True)
-
-    clean()
-    request.addfinalizer(clean)
+    job = spool_job_id(3_800_000, request)
     base = Path(tempfile.mkdtemp(prefix="sw-tasks-"))
     base.chmod(0o755)
     request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
@@ -628,14 +629,7 @@ def test_the_epilog_forwards_every_spool_the_jobs_tasks_made(
         pytest.skip("the users and the epilog need root")
     victim = users[0]
     owner = pwd.getpwnam(victim)
-    job = 3_700_000 + os.getpid() % 100_000
-
-    def clean() -> None:
-        for path in Path("/tmp").glob(f"shockwave-spool-{job}*"):
-            shutil.rmtree(path, ignore_errors=True)
-
-    clean()
-    request.addfinalizer(clean)
+    job = spool_job_id(3_700_000, request)
     for i in range(6):
         spool = Path(f"/tmp/shockwave-spool-{job}.task{i:04d}")
         spool.mkdir(mode=0o700)
