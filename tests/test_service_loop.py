@@ -676,6 +676,21 @@ def _epochs(store: Store, job_id: int, upto: int, at_s: float) -> None:
                                         restart_count=0, uid=0))
 
 
+def _job_5_running(tmp_path: Path, reported: int
+                   ) -> tuple[FakeSlurm, Store, Clock, Service]:
+    """Job 5 (100 epochs) started by a round a minute ago, its first ``reported`` epochs
+    reported since."""
+    fake = fake_cluster(1, 4)
+    fake.add(job(5, 1, epochs=100))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = _service_with_feed(fake, store, clock)
+    svc.round_once()
+    fake.tick()
+    clock.t += 60
+    _epochs(store, 5, reported, clock.t)
+    return fake, store, clock, svc
+
+
 @pytest.mark.parametrize("restart_between", [True, False])
 def test_a_job_id_slurm_gives_out_again_does_not_inherit_the_old_jobs_reports(
         tmp_path: Path, restart_between: bool) -> None:
@@ -684,14 +699,7 @@ def test_a_job_id_slurm_gives_out_again_does_not_inherit_the_old_jobs_reports(
     reads the store's reports afresh) or not, nor after a later restart (the store
     forgets the old job's reports when the id comes back). A review found the new job
     starting at the old one's progress."""
-    fake = fake_cluster(1, 4)
-    fake.add(job(5, 1, epochs=100))
-    store, clock = Store(tmp_path / "s.db"), Clock()
-    svc = _service_with_feed(fake, store, clock)
-    svc.round_once()
-    fake.tick()
-    clock.t += 60
-    _epochs(store, 5, 95, clock.t)
+    fake, store, clock, svc = _job_5_running(tmp_path, reported=95)
     svc.round_once()
     assert store.jobs_now()[5].epochs_done == 95.0
     fake.finish(5)
@@ -717,14 +725,7 @@ def test_a_job_id_slurm_gives_out_again_does_not_inherit_the_old_jobs_reports(
 def test_a_suspended_job_keeps_its_row_and_its_reports(tmp_path: Path) -> None:
     """An admin's ``scontrol suspend``: the job is shown (left to Slurm) and, its id never
     leaving the store's jobs, its reports stay its own when it is resumed."""
-    fake = fake_cluster(1, 4)
-    fake.add(job(5, 1, epochs=100))
-    store, clock = Store(tmp_path / "s.db"), Clock()
-    svc = _service_with_feed(fake, store, clock)
-    svc.round_once()
-    fake.tick()
-    clock.t += 60
-    _epochs(store, 5, 40, clock.t)
+    fake, store, clock, svc = _job_5_running(tmp_path, reported=40)
     fake.jobs[5] = with_state(fake.jobs[5], state="SUSPENDED")
     svc.round_once()
     row = store.jobs_now()[5]
