@@ -28,7 +28,7 @@ from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.workloads.adaptation import bs_schedule
 from slurm_shockwave.workloads.catalog import MODELS
 from slurm_shockwave.workloads.profile import build_profile
-from slurm_shockwave.workloads.scaling import relative_rates
+from slurm_shockwave.workloads.scaling import relative_rates, table_rates
 
 SLICE_S = 0.1
 """Longest single sleep: the job notices its checkpoint signal within this."""
@@ -69,8 +69,7 @@ def epoch_plan(model: str, init_bs: int, epochs: int, mode: AdaptationMode, gpus
     for e, b in enumerate(profile.bs_by_epoch):
         seconds = profile.epoch_s(e)
         if got != gpus:
-            known = {c: table.steps_per_s(model, b, c) for c in {1, 2, 4, 8, gpus, got}
-                     if table.has(model, b, c)}
+            known = table_rates(table, model, b, [gpus, got])
             seconds /= relative_rates(known or {gpus: 1.0}, [got], gpus)[got]
         plan.append(Epoch(b, seconds))
     return tuple(plan)

@@ -62,7 +62,7 @@ from slurm_shockwave.slurm.protocol import (
 )
 from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.catalog import MODELS
-from slurm_shockwave.workloads.scaling import fill_rates, relative_rates
+from slurm_shockwave.workloads.scaling import fill_rates, relative_rates, table_rates
 
 log = logging.getLogger(__name__)
 
@@ -137,15 +137,8 @@ def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S,
 def _steps_per_s(table: ThroughputTable, model: str, bs: int, gpus: int) -> float | None:
     """The table's throughput at ``gpus``, or the prior's from its nearest measured count;
     None when the table has none at ``bs``."""
-    if table.has(model, bs, gpus):
-        return table.steps_per_s(model, bs, gpus)
-    measured = {c: table.steps_per_s(model, bs, c) for c in _TABLE_COUNTS
-                if table.has(model, bs, c)}
+    measured = table_rates(table, model, bs, [gpus])
     return fill_rates(measured, [gpus])[gpus] if measured else None
-
-
-_TABLE_COUNTS = (1, 2, 4, 8)
-"""The GPU counts throughput tables measure (the paper's)."""
 
 
 def elastic_rates(table: ThroughputTable, hint: Hint, gpus: int,
@@ -153,8 +146,7 @@ def elastic_rates(table: ThroughputTable, hint: Hint, gpus: int,
     """An elastic job's throughput at each of its counts relative to the count Slurm
     holds for it now: the table's entries at batch size ``bs``, else the prior."""
     counts = gpu_counts(gpus, hint.gpus_range)
-    known = {c: table.steps_per_s(hint.model, bs, c) for c in {*_TABLE_COUNTS, gpus, *counts}
-             if table.has(hint.model, bs, c)}
+    known = table_rates(table, hint.model, bs, [gpus, *counts])
     return tuple(sorted(relative_rates(known or {gpus: 1.0}, counts, gpus).items()))
 
 

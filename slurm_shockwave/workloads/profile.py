@@ -15,7 +15,7 @@ from slurm_shockwave.model.job import AdaptationMode, JobSpec
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.workloads.adaptation import bs_schedule
 from slurm_shockwave.workloads.catalog import model_info
-from slurm_shockwave.workloads.scaling import relative_rates
+from slurm_shockwave.workloads.scaling import relative_rates, table_rates
 
 
 def epochs_from_steps(total_steps: int, samples_per_epoch: int, init_bs: int) -> int:
@@ -104,8 +104,7 @@ def elastic_epoch_s(spec: JobSpec, durations: dict[int, float],
     others = [c for c in spec.gpu_counts() if c != spec.gpus]
     out: dict[int, dict[int, float]] = {c: {} for c in others}
     for b, at_request in durations.items():
-        known = {c: table.steps_per_s(spec.model, b, c)
-                 for c in (1, 2, 4, 8, spec.gpus, *others) if table.has(spec.model, b, c)}
+        known = table_rates(table, spec.model, b, [spec.gpus, *others])
         # the request's duration is the table's (steps a second, not epochs: a review
         # found the two mixed for a request outside 1/2/4/8, 2 GPUs at 0.015 s an epoch)
         known.setdefault(spec.gpus, model_info(spec.model).samples_per_epoch / b / at_request)

@@ -13,12 +13,26 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from slurm_shockwave.model.throughputs import ThroughputTable
+
 SCALING_EFFICIENCY = 0.8
 """Prior: a doubling of GPUs gives 2 x 0.8 = 1.6 x the throughput. The bundled tables'
 median doubling gains are 1.63 / 1.92 / 1.76 (tacc, 1->2 / 2->4 / 4->8 GPUs) and
 1.77 / 1.87 / 1.90 (wisr): the prior takes the low end, so an untried count is not
 over-promised."""
 SCALING_EXPONENT = math.log2(2 * SCALING_EFFICIENCY)
+
+
+TABLE_COUNTS = (1, 2, 4, 8)
+"""The GPU counts throughput tables measure (the paper's)."""
+
+
+def table_rates(table: ThroughputTable, model: str, bs: int,
+                counts: Iterable[int] = ()) -> dict[int, float]:
+    """What the table measured of ``model`` at ``bs``: steps a second at its own counts
+    and at ``counts``, where it has them (what ``fill_rates`` scales from)."""
+    return {c: table.steps_per_s(model, bs, c) for c in {*TABLE_COUNTS, *counts}
+            if table.has(model, bs, c)}
 
 
 def nearest_count(count: int, measured: Iterable[int]) -> int:
