@@ -329,6 +329,50 @@ def test_a_requeued_job_takes_up_only_its_own_runs_checkpoint(
     assert sum(line.startswith("epoch ") for line in out) == 3 and err == []
 
 
+@pytest.mark.parametrize(("restarts", "extra", "resumed"), [
+    (1, (), True),  # requeued, submitted before checkpoints named their run: its own
+    # submitted since (--submitted-at): its first start wrote a named one, so not its own
+    (1, ("--submitted-at", "1800000000.5"), False),
+    (0, (), False),  # new to Slurm: an earlier job's under the same id
+], ids=["requeued", "submitted-since", "new-job"])
+def test_an_unnamed_checkpoint_is_taken_up_only_by_a_requeued_job_of_its_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        restarts: int, extra: tuple[str, ...], resumed: bool) -> None:
+    """Found by a review: a checkpoint from before checkpoints named their run (no "run")
+    was another run's to every job, so a job started before an upgrade and requeued after
+    it lost all the progress it had acknowledged."""
+    path = tmp_path / "1.json"
+    path.write_text(json.dumps({"epochs_done": 5, "batch_size": 32}) + "\n")  # the old format
+    out, err = an_emulated_job(tmp_path, monkeypatch, capsys, "ResNet-18", 8, restarts,
+                               "--trace-job-id", "3", *extra)
+    trained = sum(line.startswith("epoch ") for line in out)
+    assert len(err) == 1, err
+    if resumed:
+        assert out[1] == f"resumed from {path}: 5/8 epochs done, batch size 32 (restart 1)"
+        assert trained == 3 and err[0].startswith(f"taking up checkpoint {path}, which "
+                                                  "names no run")
+    else:
+        assert trained == 8 and err[0].startswith(f"ignoring checkpoint {path}: ")
+    saved = read_checkpoint(path)  # named from now on
+    assert saved is not None and saved.run.startswith("job 1, trace job 3")
+
+
+def test_an_unnamed_checkpoint_is_not_taken_up_without_slurm(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Without Slurm no restart count says the job ran before: every start is a new one."""
+    monkeypatch.setattr(train, "load_reporter", lambda: FakeReporter())
+    for name in ("SLURM_JOB_ID", "SLURM_RESTART_COUNT", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "local.json"
+    path.write_text(json.dumps({"epochs_done": 1, "batch_size": 8}) + "\n")
+    assert main(["--model", "my-bert", "--bs", "8", "--epochs", "2", "--epoch-s", "60",
+                 "--time-scale", "1e5", "--restore-s", "0", "--checkpoint", str(tmp_path)]) == 0
+    got = capsys.readouterr()
+    assert sum(line.startswith("epoch ") for line in got.out.splitlines()) == 2
+    assert got.err.startswith(f"ignoring checkpoint {path}: another run's (unnamed: ")
+
+
 def test_resumed_is_said_only_on_a_resume(tmp_path: Path) -> None:
     """Found by a review: after each checkpoint signal the job, training on in the same
     process, printed 'resumed from ... (restart 0)' again."""

@@ -107,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         label = "" if args.trace_job_id is None else f" (trace job {args.trace_job_id})"
         info = MODELS.get(args.model)
         restarts = restart_count(env)
+        slurm = bool(env.get("SLURM_JOB_ID"))
         trainer = Trainer(plan=plan, time_scale=args.time_scale,
                           checkpoint=Path(args.checkpoint) / f"{job}.json",
                           reporter=train.load_reporter(), out=sys.stdout,
@@ -118,7 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            args.gpus, args.trace_job_id, args.submitted_at),
                           # under Slurm, a job at restart 0 never resumes (an earlier
                           # job's file is at its path once Slurm's ids start again)
-                          new_job=bool(env.get("SLURM_JOB_ID")) and restarts == 0)
+                          new_job=slurm and restarts == 0,
+                          # a requeued job submitted before checkpoints named their run
+                          # wrote an unnamed one: its own
+                          unnamed_is_own=slurm and restarts > 0
+                          and args.submitted_at is None)
         print(f"start job {job}{label}: {args.model} bs={args.bs} mode={args.mode} "
               f"epochs={len(plan)} gpus={got} (asked {args.gpus}) full-scale "
               f"{full_scale_s(plan):.0f}s / {args.time_scale:g}", flush=True)

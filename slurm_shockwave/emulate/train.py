@@ -89,6 +89,10 @@ def visible_gpus(env: Mapping[str, str], requested: int) -> int:
     return requested
 
 
+UNNAMED_RUN = ("unnamed: written before checkpoints named their run, taken up only by a "
+               "job Slurm restarted that names no --submitted-at")
+
+
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     epochs_done: float
@@ -97,7 +101,8 @@ class Checkpoint:
     Shockwave's simulators assume no partial epoch is lost either)."""
     batch_size: int
     run: str = ""
-    """The run it belongs to (``run_label``): another run's is never resumed."""
+    """The run it belongs to (``run_label``): another run's is never resumed. Empty in a
+    checkpoint from before checkpoints named their run (``Trainer.unnamed_is_own``)."""
 
 
 def read_checkpoint(path: Path) -> Checkpoint | None:
@@ -204,6 +209,11 @@ class Trainer:
     """Slurm started the job for the first time (restart count 0): any checkpoint at its
     path is an earlier job's under the same id (Slurm's ids start again after its state
     is purged), never resumed."""
+    unnamed_is_own: bool = False
+    """A checkpoint naming no run (written before checkpoints named theirs) is this job's:
+    Slurm restarted it, and no ``--submitted-at`` says it was submitted since then (such
+    a job wrote a named checkpoint at its first start). Taken up, so that a job upgraded
+    between its start and its requeue keeps the progress it acknowledged."""
     report_every_s: float = 0.0
     """Wall seconds between progress reports at least (0: every epoch). A batch-size
     change, the last epoch and the checkpoint acknowledgement are always sent at once."""
@@ -250,10 +260,15 @@ class Trainer:
                                "the same id; replacing it")
         else:
             ckpt = read_checkpoint(self.checkpoint)
-            if ckpt is not None and ckpt.run != self.run_id:
+            if ckpt is not None and not ckpt.run and self.unnamed_is_own:
+                _say(self.err, f"taking up checkpoint {self.checkpoint}, which names no run "
+                               "(written before checkpoints named theirs), as this job's: "
+                               f"Slurm restarted it (restart {self.restart_count}) and no "
+                               "--submitted-at says it was submitted since")
+            elif ckpt is not None and ckpt.run != self.run_id:
+                whose = ckpt.run or UNNAMED_RUN
                 _say(self.err, f"ignoring checkpoint {self.checkpoint}: another run's "
-                               f"({ckpt.run or 'unnamed'}), not this one's ({self.run_id}); "
-                               "replacing it")
+                               f"({whose}), not this one's ({self.run_id}); replacing it")
                 ckpt = None
         if ckpt is not None:
             total = len(self.plan)
