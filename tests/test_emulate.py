@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -528,3 +529,75 @@ def test_a_checkpoint_folder_it_cannot_write_is_one_line_before_any_epoch(
     err = got.err.splitlines()
     assert len(err) == 1 and err[0].startswith(
         f"error: {folder / 'local.json'}: --checkpoint: cannot write the checkpoint ("), err
+
+
+def break_the_checkpoint(path: Path, how: str) -> None:
+    """Make ``path`` unwritable for real, as root too (file modes do not stop root): a
+    directory where the file goes, or a file where its folder is."""
+    if how == "directory-at-its-path":
+        path.unlink()
+        path.mkdir()
+    else:
+        shutil.rmtree(path.parent)
+        path.parent.write_text("a file, not a folder\n")
+
+
+@pytest.mark.parametrize(("how", "cause"), [("directory-at-its-path", "Is a directory"),
+                                            ("folder-is-a-file", "Not a directory")])
+def test_a_checkpoint_it_cannot_write_mid_run_is_one_line_and_it_trains_on(
+        tmp_path: Path, how: str, cause: str) -> None:
+    """Found by a review: a checkpoint write failing mid-run (a full disk, a read-only
+    folder) was a traceback, and the job died with its progress in memory."""
+    class Breaking(FakeReporter):
+        def report(self, epoch: float | None = None, batch_size: int | None = None,
+                   samples_per_s: float | None = None) -> None:
+            super().report(epoch, batch_size, samples_per_s)
+            if epoch == 2:  # after its 2nd epoch's checkpoint
+                break_the_checkpoint(trainer.checkpoint, how)
+
+    plan = tuple(train.Epoch(32, 10.0) for _ in range(5))
+    trainer, out = a_trainer(tmp_path, plan, Breaking(), clock=FakeClock())
+    trainer.err = io.StringIO()
+    assert trainer.run()
+    assert out.getvalue().splitlines()[-1] == "done 5/5 epochs"
+    assert trainer.err.getvalue().splitlines() == [  # once, not at each of 3 epochs
+        f"cannot write checkpoint {trainer.checkpoint} ({cause}): training on; a restart "
+        "resumes from the last one written (2.00/5 epochs)"]
+    if how == "directory-at-its-path":  # no temporary file left behind
+        assert sorted(p.name for p in trainer.checkpoint.parent.iterdir()) == ["7.json"]
+
+
+def test_a_signal_whose_checkpoint_cannot_be_written_is_not_acknowledged(
+        tmp_path: Path) -> None:
+    """The service requeues a job at once on its acknowledgement: never given for a
+    checkpoint not written (the restart would resume from an older one). The job trains
+    on and acknowledges at the first epoch whose checkpoint is written."""
+    clock = FakeClock()
+
+    class Signalled(FakeReporter):
+        def should_checkpoint(self) -> bool:
+            return clock.now >= 15.0 and self.acks == 0  # half-way through epoch 2
+
+        def report(self, epoch: float | None = None, batch_size: int | None = None,
+                   samples_per_s: float | None = None) -> None:
+            super().report(epoch, batch_size, samples_per_s)
+            if epoch == 1:
+                break_the_checkpoint(trainer.checkpoint, "directory-at-its-path")
+            if epoch == 2:  # the disk has room again
+                trainer.checkpoint.rmdir()
+
+    plan = tuple(train.Epoch(32, 10.0) for _ in range(5))
+    rep = Signalled()
+    trainer, out = a_trainer(tmp_path, plan, rep, clock=clock)
+    trainer.err = io.StringIO()
+    assert trainer.run() is False and rep.acks == 0  # the signal: not written, not acked
+    assert trainer.err.getvalue().splitlines() == [
+        f"checkpoint signal: cannot write checkpoint {trainer.checkpoint} (Is a directory): "
+        "not acknowledged; training on, to acknowledge at the first epoch whose checkpoint "
+        "is written (a restart before it resumes from the last one written: 1.00/5 epochs)"]
+    assert trainer.run() is False and rep.acks == 1  # epoch 3's checkpoint is written
+    assert clock.now == pytest.approx(30.0)
+    assert read_checkpoint(trainer.checkpoint) == Checkpoint(3, 32)
+    assert out.getvalue().splitlines()[-1] == ("checkpoint signal: saved 3.00/5 epochs, "
+                                               "batch size 32; training on from it")
+    assert trainer.run() and rep.acks == 1 and len(trainer.err.getvalue().splitlines()) == 1

@@ -123,12 +123,20 @@ def read_checkpoint(path: Path) -> Checkpoint | None:
 
 
 def write_checkpoint(path: Path, ckpt: Checkpoint) -> None:
-    """Atomically: a temporary file in the same directory, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Atomically: a temporary file in the same directory, then rename. A failed write
+    leaves the previous checkpoint, and no temporary file."""
+    if not os.path.lexists(path.parent):  # a file there: "Not a directory", said below
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"epochs_done": ckpt.epochs_done, "batch_size": ckpt.batch_size,
-                               "run": ckpt.run}) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps({"epochs_done": ckpt.epochs_done,
+                                   "batch_size": ckpt.batch_size, "run": ckpt.run}) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 class Reporter(Protocol):
@@ -229,6 +237,15 @@ class Trainer:
     """The checkpoint was looked for: once a process (after a checkpoint signal the job
     trains on from its state in memory)."""
     err: TextIO = field(default_factory=lambda: sys.stderr)
+    saved_epochs: float = 0.0
+    """What the last checkpoint written holds: where a restart would resume."""
+    write_failing: bool = False
+    """The last checkpoint write failed: said once, until a write succeeds again."""
+    unacknowledged: bool = False
+    """The checkpoint signal came but its checkpoint could not be written, so it was not
+    acknowledged (the service requeues the job after its grace, and it resumes from the
+    last checkpoint written): acknowledged at the first epoch end whose checkpoint is
+    written. Meanwhile the pending signal does not stop the epochs again."""
 
     def bs_now(self) -> int:
         """The batch size the job trains at next: that of the epoch it has reached."""
@@ -238,16 +255,27 @@ class Trainer:
         """Sleep to the ``deadline`` (the clock's time) in slices; False as soon as the
         checkpoint signal arrived."""
         while True:
-            if self.reporter.should_checkpoint():
+            if not self.unacknowledged and self.reporter.should_checkpoint():
                 return False
             left = deadline - self.clock()
             if left <= 0:
                 return True
             self.sleep(min(SLICE_S, left))
 
-    def _save(self) -> None:
-        write_checkpoint(self.checkpoint,
-                         Checkpoint(self.epochs_done, self.bs_now(), self.run_id))
+    def _save(self) -> str | None:
+        """Write the checkpoint: None, or why it could not be (a full disk, a read-only
+        folder, a directory at its path), for the caller to say."""
+        try:
+            write_checkpoint(self.checkpoint,
+                             Checkpoint(self.epochs_done, self.bs_now(), self.run_id))
+        except OSError as exc:
+            return str(exc.strerror or exc)
+        self.saved_epochs = self.epochs_done
+        return None
+
+    def _saved_text(self) -> str:
+        # rounded down: the log never shows more progress than the checkpoint holds
+        return f"{math.floor(self.saved_epochs * 100) / 100:.2f}/{len(self.plan)} epochs"
 
     def _resume(self) -> None:
         """Take up this run's checkpoint if there is one. Any other is replaced at once,
@@ -276,14 +304,14 @@ class Trainer:
             _say(self.out, f"resumed from {self.checkpoint}: "
                            f"{self.epochs_done:g}/{total} epochs done, batch size "
                            f"{self.bs_now()} (restart {self.restart_count})")
-        try:  # a folder it cannot write: now, not after its first epoch, which was lost
-            self._save()
-        except OSError as exc:
-            raise InputError(f"cannot write the checkpoint ({exc.strerror or exc})",
-                             source=str(self.checkpoint), field="--checkpoint") from None
+        problem = self._save()  # a folder it cannot write: now, not after an epoch
+        if problem is not None:
+            raise InputError(f"cannot write the checkpoint ({problem})",
+                             source=str(self.checkpoint), field="--checkpoint")
 
     def run(self) -> bool:
-        """Train to the end (True) or until the checkpoint signal (False, checkpointed)."""
+        """Train to the end (True) or until the checkpoint signal (False: checkpointed and
+        acknowledged, or its checkpoint could not be written: ``unacknowledged``)."""
         total = len(self.plan)
         if not self.started:
             self.started = True
@@ -312,7 +340,12 @@ class Trainer:
                 self.epochs_done = min(self.epochs_done + trained, index + 1 - 1e-9)
                 return self._on_signal()
             self.epochs_done = float(index + 1)
-            self._save()
+            problem = self._save()
+            if problem is not None and not self.write_failing:
+                _say(self.err, f"cannot write checkpoint {self.checkpoint} ({problem}): "
+                               "training on; a restart resumes from the last one written "
+                               f"({self._saved_text()})")
+            self.write_failing = problem is not None
             now = self.clock()
             changed = self.bs_now() != reported_bs
             if now - reported_at >= self.report_every_s or changed or self.epochs_done >= total:
@@ -326,16 +359,30 @@ class Trainer:
                 reported_at, reported_bs = now, self.bs_now()
             _say(self.out, f"epoch {index + 1}/{total} bs={epoch.bs} "
                            f"{epoch.seconds:.1f}s (slept {wall:.3f}s) next_bs={self.bs_now()}")
+            if self.unacknowledged and problem is None and self.epochs_done < total:
+                return self._acknowledge()  # the signal's checkpoint, written at last
         _say(self.out, f"done {total}/{total} epochs")
         return True
 
     def _on_signal(self) -> bool:
-        self._save()
+        problem = self._save()
+        if problem is None:
+            return self._acknowledge()
+        # never acknowledged unwritten: the service would requeue the job at once, and
+        # its restart resume from an older checkpoint than the one it was told of
+        self.unacknowledged = self.write_failing = True
+        _say(self.err, f"checkpoint signal: cannot write checkpoint {self.checkpoint} "
+                       f"({problem}): not acknowledged; training on, to acknowledge at the "
+                       "first epoch whose checkpoint is written (a restart before it "
+                       f"resumes from the last one written: {self._saved_text()})")
+        return False
+
+    def _acknowledge(self) -> bool:
+        """The signal's checkpoint is written: tell the service, and train on."""
+        self.unacknowledged = False
         self.reporter.checkpointed()
-        # rounded down: the log never shows more progress than the checkpoint holds
-        saved = math.floor(self.epochs_done * 100) / 100
-        _say(self.out, f"checkpoint signal: saved {saved:.2f}/{len(self.plan)} "
-                       f"epochs, batch size {self.bs_now()}; training on from it")
+        _say(self.out, f"checkpoint signal: saved {self._saved_text()}, batch size "
+                       f"{self.bs_now()}; training on from it")
         return False
 
 
