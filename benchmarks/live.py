@@ -14,32 +14,48 @@ wall_s, and start_wait and requeue_wait: the actuation waits measured in slurmct
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.args import Parser, policy_config, time_scale_arg
+from benchmarks.args import Parser, floats, policy_config, time_scale_arg
 from benchmarks.reference_runs import machine
-from slurm_shockwave.live.run import SLURM_ALONE, LiveSettings, LiveStatus, run_live
+from slurm_shockwave.live.run import (
+    MAX_LIVE_GPUS,
+    SLURM_ALONE,
+    LiveSettings,
+    LiveStatus,
+    run_live,
+)
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.policies.registry import POLICIES
+
+MAX_RUN_S = 7 * 86400.0
+"""The longest --timeout-s (and --kill-service-every): a week of wall time."""
+OPTION_FIELDS = ("gpus", "work-dir")
+"""run_live's refusals that name one of this command's options."""
 
 
 def main() -> None:
     ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", default="demo-live",
                     help="trace file (default: the 16-job live demo)")
-    ap.add_argument("--gpus", type=int, default=16)
+    ap.add_argument("--gpus", type=int, default=16,
+                    help=f"whole nodes of 8, 8 to {MAX_LIVE_GPUS} (default 16)")
     ap.add_argument("--time-scale", default="60", help="1 to 1000 (default 60)")
-    ap.add_argument("--policy", default="shockwave")
+    ap.add_argument("--policy", default="shockwave", choices=(*POLICIES, SLURM_ALONE))
     ap.add_argument("--throughputs", default=None)
-    ap.add_argument("--kill-service-every", type=float, default=None, metavar="S")
+    ap.add_argument("--kill-service-every", default=None, metavar="S",
+                    help=f"wall seconds, 1 to {MAX_RUN_S:.0f}")
     ap.add_argument("--no-fill", action="store_true",
                     help="the service takes no fill steps between rounds (the simulator "
                          "then neither), to measure what they do")
     ap.add_argument("--config", default="{}", help="JSON settings of --policy for the "
                     "service and the simulation, e.g. '{\"lease_overhead\": 0.05}'")
-    ap.add_argument("--timeout-s", type=float, default=1800.0)
+    ap.add_argument("--timeout-s", default="1800",
+                    help=f"wall seconds, 1 to {MAX_RUN_S:.0f} (default 1800)")
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
@@ -49,6 +65,12 @@ def main() -> None:
     # before the cluster starts: 0 divided by zero after it had, nan and -60 went into the
     # service's settings
     time_scale = time_scale_arg(ap, args.time_scale)
+    # unchecked, 0 and nan timed the run out at once and a negative kill interval killed
+    # the service every second, each after the cluster had started
+    timeout_s = floats(ap, "--timeout-s", args.timeout_s, count=1, lo=1, hi=MAX_RUN_S)[0]
+    kill_every = (None if args.kill_service_every is None else
+                  floats(ap, "--kill-service-every", args.kill_service_every, count=1,
+                         lo=1, hi=MAX_RUN_S)[0])
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="shockwave-live-"))
 
     def tick(s: LiveStatus) -> None:
@@ -59,13 +81,16 @@ def main() -> None:
         result = run_live(LiveSettings(
             trace=args.trace, gpus=args.gpus, time_scale=time_scale, policy=args.policy,
             work_dir=work, throughputs=args.throughputs,
-            kill_service_every_s=args.kill_service_every, timeout_s=args.timeout_s,
+            kill_service_every_s=kill_every, timeout_s=timeout_s,
             fill_freed=not args.no_fill, policy_config=config), tick)
     except KeyboardInterrupt:
         print(f"\ninterrupted: stopped everything it started (logs in {work})", file=sys.stderr)
         raise SystemExit(130) from None
-    except InputError as exc:  # a bad trace or --gpus: before the cluster starts
-        ap.error(f"--{exc.field}: {exc.problem}" if exc.field == "gpus" else str(exc))
+    except InputError as exc:  # a bad trace, --gpus or --work-dir: before the cluster starts
+        if not args.work_dir:  # the empty folder made for it
+            with contextlib.suppress(OSError):
+                work.rmdir()
+        ap.error(f"--{exc.field}: {exc.problem}" if exc.field in OPTION_FIELDS else str(exc))
     print(file=sys.stderr)
     print(json.dumps({**result, "machine": machine(), "work_dir": str(work)}))
 

@@ -4,6 +4,7 @@
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,47 @@ def test_the_live_benchmarks_time_scale_is_checked_before_the_cluster_starts(
     lines = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2 and len(lines) == 1, lines
     assert lines[0] == f"error: --time-scale: {expected}, got {value!r}"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--kill-service-every", "0"], "--kill-service-every: must be from 1 to 604800, got '0'"),
+    (["--kill-service-every", "-5"], "--kill-service-every: must be from 1 to 604800"),
+    (["--kill-service-every", "nan"], "--kill-service-every: must be a finite number"),
+    (["--timeout-s", "0"], "--timeout-s: must be from 1 to 604800, got '0'"),
+    (["--timeout-s", "inf"], "--timeout-s: must be a finite number"),
+    (["--timeout-s", "-1"], "--timeout-s: must be from 1 to 604800"),
+    (["--gpus", "0"], "--gpus: must be from 8 (a node) to 64, got 0"),
+    (["--gpus", "-8"], "--gpus: must be from 8 (a node) to 64, got -8"),
+    (["--gpus", "80"], "--gpus: must be from 8 (a node) to 64, got 80"),
+    (["--policy", "nope"], "argument --policy: invalid choice: 'nope'"),
+    (["--work-dir", "FILE"], "--work-dir: cannot make the folder FILE (File exists)"),
+    (["--work-dir", "FILE/run"], "--work-dir: cannot make the folder FILE/run (Not a direct"),
+])
+def test_the_live_benchmarks_options_are_checked_before_anything_starts(
+        tmp_path: Path, args: list[str], expected: str) -> None:
+    """Found by a review: --kill-service-every, --timeout-s and --gpus were read unchecked
+    (0 and nan timed the run out at once, a negative interval killed the service every
+    second, --gpus 80 started 10 nodes, --gpus 0 was refused as a job the cluster cannot
+    place), a file as --work-dir was a traceback, and --policy nope was blamed on
+    --config. Run as a command, with no Slurm on its PATH: a check missing reaches the
+    cluster, which then refuses to start, never starts."""
+    fence = tmp_path / "no-slurm-here"
+    fence.mkdir()
+    (tmp_path / "FILE").write_text("not a folder\n")
+    args = [a.replace("FILE", str(tmp_path / "FILE")) for a in args]
+    work = tmp_path / "work"
+    if "--work-dir" not in args:
+        args += ["--work-dir", str(work)]
+    began = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.live", *args], cwd=ROOT,
+                          env={**os.environ, "PATH": str(fence)}, capture_output=True,
+                          text=True, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and proc.stdout == "", proc.stderr
+    assert lines[0].startswith("error: ") and expected.replace(
+        "FILE", str(tmp_path / "FILE")) in lines[0], lines[0]
+    assert not work.exists() and time.monotonic() - began < 30
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE", "no-slurm-here"]
 
 
 def test_a_failed_sbatch_cancels_the_jobs_made_and_says_why(

@@ -22,7 +22,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from slurm_shockwave.cli.checks import json_text, note_bundled
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.live.cluster import install_slurm_packages, missing_for_cluster
-from slurm_shockwave.live.run import SLURM_ALONE, LiveSettings, LiveStatus, run_live
+from slurm_shockwave.live.run import (
+    MAX_LIVE_GPUS,
+    SLURM_ALONE,
+    LiveSettings,
+    LiveStatus,
+    run_live,
+)
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.tables import console, rows_table
@@ -67,7 +73,7 @@ def _run(settings: LiveSettings, title: str, *, to_stderr: bool = False) -> dict
 @click.command()
 @click.option("--trace", default=LIVE_DEMO_TRACE, show_default=True,
               help="Trace file, or the bundled live demo (16 jobs).", callback=note_bundled)
-@click.option("--gpus", type=click.IntRange(8, 64), default=16, show_default=True)
+@click.option("--gpus", type=click.IntRange(8, MAX_LIVE_GPUS), default=16, show_default=True)
 @click.option("--time-scale", type=click.FloatRange(1, 1000), default=60.0,
               show_default=True, help="Trace seconds per wall second.")
 @click.option("--policy", type=click.Choice((*POLICIES, SLURM_ALONE)), default="shockwave",

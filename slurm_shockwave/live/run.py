@@ -57,6 +57,10 @@ the second after it, on average half-way through it. Against submission times fr
 every JCT, and the makespan, 0.5 x time scale trace seconds short)."""
 
 
+MAX_LIVE_GPUS = 64
+"""The most GPUs of a local cluster: one slurmd a node of 8 on this machine (8 of them)."""
+
+
 SLURM_ALONE = "slurm"
 """The policy name that runs no service: the same jobs under Slurm's own priority and
 backfill, no hold (what every live comparison is against)."""
@@ -222,11 +226,18 @@ def _run_live(settings: LiveSettings,
                               source=settings.trace or "demo")
     # the simulation of the results refuses these after the run: say so before it (12
     # GPUs ran on two whole nodes of 8 and then ended in that error, with no results)
+    if not settings.gpus_per_node <= settings.gpus <= MAX_LIVE_GPUS:
+        raise InputError(f"must be from {settings.gpus_per_node} (a node) to "
+                         f"{MAX_LIVE_GPUS}, got {settings.gpus}", field="gpus")
     if settings.gpus % settings.gpus_per_node:
         raise InputError(f"{settings.gpus} GPUs are no whole number of nodes of "
                          f"{settings.gpus_per_node}", field="gpus")
     check_placeable(workload, settings.gpus, settings.gpus_per_node)
-    settings.work_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        settings.work_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file there, or above it: before the cluster starts
+        raise InputError(f"cannot make the folder {settings.work_dir} "
+                         f"({exc.strerror or exc})", field="work-dir") from None
     started = time.monotonic()
     jobs: dict[int, JobState] = {}
     with LocalCluster(settings.work_dir / "cluster",
