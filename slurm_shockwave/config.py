@@ -92,6 +92,10 @@ class SlurmConfig:
     """Seconds a job loses at each (re)start: its checkpoint restore plus Slurm's start
     latency (prolog, the next scheduling pass). Shockwave leases a started job enough
     rounds to pay for it (docs/planner.md)."""
+    throughputs: str = "builtin:tacc"
+    """The throughput table the planner's estimates start from before a job reports
+    (a Gavel-format JSON file, or builtin:tacc / builtin:wisr, the bundled V100 tables):
+    a site of other GPUs measures its own, and the jobs' reports correct it either way."""
     time_scale: float = 1.0
     """The jobs train this many times faster than the throughput table says (emulated
     jobs at ``--time-scale X``); the table's epoch times are divided by it, so they are
@@ -110,6 +114,8 @@ class SlurmConfig:
             return "restart_cost_s", "must be from 0 to 86400 seconds"
         if not 1e-6 <= self.time_scale <= 1e6:
             return "time_scale", "must be from 0.000001 to 1000000"
+        if not self.throughputs.strip():
+            return "throughputs", "must name a Gavel-format JSON file or builtin:tacc|wisr"
         return None
 
 

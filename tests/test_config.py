@@ -108,3 +108,42 @@ def test_a_heartbeat_longer_than_a_round_is_taken_and_written_rounded_up(
     write_heartbeat(tmp_path / "h", 1000.0, 0.5)  # was written 0: stale at once
     beat = read_heartbeat(tmp_path / "h")
     assert beat is not None and beat[1] >= 0.5
+
+
+def test_the_live_table_is_the_configs_and_a_bad_one_is_one_line_before_slurm(
+        tmp_path: Path) -> None:
+    """The live service started every job's estimate from the bundled V100 table with no
+    way to give another (docs review): ``slurm.throughputs`` names it, read before Slurm
+    is reached, and a bad one is one line naming the key, exit 2."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from slurm_shockwave.cli.live_options import Live
+    from slurm_shockwave.config import Settings
+    from slurm_shockwave.slurm.fake import FakeSlurm
+    from slurm_shockwave.slurm.hints import parse_hint
+    from slurm_shockwave.slurm.protocol import SlurmJob
+    from slurm_shockwave.workloads.bundled import load_table
+
+    table = tmp_path / "a100.json"  # ResNet-18 at batch 64 on 1 GPU, twice the V100's
+    tacc = load_table(None)
+    fast = 2 * tacc.steps_per_s("ResNet-18", 64, 1)
+    table.write_text(json.dumps({"v100": {"('ResNet-18 (batch size 64)', 1)": {"null": fast}}}))
+    job = SlurmJob(7, "r18", "alice", "shockwave", "PENDING", gpus=1)
+    hint = parse_hint("shockwave: model=resnet18 bs=64 epochs=10")
+    settings = parse_settings({"slurm": {"throughputs": str(table)}}, source="t.yaml")
+    ours = Live(settings, FakeSlurm([]), throughputs=load_table(str(table))).table()
+    bundled = Live(Settings(), FakeSlurm([])).table()
+    assert ours(job, hint).epoch_s == pytest.approx(bundled(job, hint).epoch_s / 2)
+
+    config = tmp_path / "bad.yaml"
+    for spec in (str(tmp_path / "missing.json"), "builtin:a100", str(config)):
+        config.write_text(f"slurm:\n  throughputs: {spec}\n")
+        env = {**os.environ, "SLURM_CONF": str(tmp_path / "no-slurm.conf"), "PATH": "/usr/bin:/bin"}
+        done = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "queue",
+                               "--config", str(config)], capture_output=True, text=True,
+                              env=env, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "slurm.throughputs" in done.stderr, done.stderr

@@ -17,6 +17,7 @@ from slurm_shockwave.cli.checks import PARTITION, PATH_TEXT
 from slurm_shockwave.clock import WallClock
 from slurm_shockwave.config import Settings, live_policy, load_settings
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.feed import ReportFeed
@@ -35,7 +36,7 @@ from slurm_shockwave.slurm.world import (
     SlurmCluster,
     table_progress,
 )
-from slurm_shockwave.workloads.bundled import bundled_table
+from slurm_shockwave.workloads.bundled import bundled_table, load_table
 
 
 def live_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -60,6 +61,9 @@ class Live:
     backend: SlurmBackend
     choice: BackendChoice | None = None
     """Which backend the config's slurm.backend resolved to, and why."""
+    throughputs: ThroughputTable | None = None
+    """The config's ``slurm.throughputs``, read before Slurm is reached (None: the
+    bundled tacc table)."""
 
     @property
     def partition(self) -> str:
@@ -92,7 +96,8 @@ class Live:
     def table(self) -> ProgressFn:
         """Progress before a job reports: the bundled table, scaled, or the prior."""
         s = self.settings.slurm
-        return table_progress(bundled_table("tacc"), s.prior_epoch_s, s.time_scale)
+        return table_progress(self.throughputs or bundled_table("tacc"), s.prior_epoch_s,
+                              s.time_scale)
 
     def feed(self, store: Store) -> ReportFeed:
         """What the jobs reported, read from ``store`` once per round (refresh)."""
@@ -136,7 +141,9 @@ def live(config_path: str | None, partition: str | None, slurm_conf: str | None,
     s = replace(s, partition=partition or s.partition, slurm_conf=slurm_conf or s.slurm_conf,
                 backend=kind or s.backend)
     settings = replace(settings, slurm=s)
-    env = Live(settings, *open_backend(s.backend, slurm_conf=s.slurm_conf))
+    table = load_table(s.throughputs, field="slurm.throughputs")  # bad input before Slurm
+    env = Live(settings, *open_backend(s.backend, slurm_conf=s.slurm_conf),
+               throughputs=table)
     _check_partition(env.backend, s.partition, "--partition" if partition else
                      "slurm.partition", settings.source)
     return env
