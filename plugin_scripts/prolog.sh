@@ -1,6 +1,6 @@
 #!/bin/sh
 # slurm-shockwave Prolog (runs as root on the node before a job starts).
-# Records the start for the planner's progress view: one line appended to
+# Records the start in an audit trail for admins (nothing of the service reads it): one line appended to
 # /var/lib/slurm-shockwave/events/<jobid>.log by event() from events.sh, which must sit
 # next to this script (Slurm runs it by its absolute path). It must never fail: a failing
 # prolog drains the node, so every error is swallowed (`command .` keeps a missing or
