@@ -141,6 +141,56 @@ def test_a_job_submit_lua_of_another_partition_fails(tmp_path: Path) -> None:
         assert detail in check.detail, check
 
 
+def test_serve_refuses_a_job_submit_lua_doctor_fails(tmp_path: Path) -> None:
+    """Found by a review: doctor failed a job_submit.lua set for another partition, but
+    serve started, planning a partition whose new jobs nobody validated or held (and,
+    on a shared heartbeat, keeping the other partition's held with nobody to plan them).
+    Serve and plan --apply now refuse it with doctor's own comparison, before anything
+    is written. Slurm here is a stand-in scontrol that prints its configuration."""
+    from slurm_shockwave.slurm.plugin_files import ScriptSettings, render
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "slurm.conf").write_text("ClusterName=t\n")
+    (bin_dir / "scontrol").write_text(
+        '#!/bin/sh\n[ "$1 $2" = "show config" ] || exit 1\n'
+        f'printf "SLURM_CONF = {tmp_path}/slurm.conf\\nJobSubmitPlugins = lua\\n"\n')
+    (bin_dir / "sinfo").write_text("#!/bin/sh\necho 'no controller' >&2\nexit 1\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    state = tmp_path / "state"
+    state.mkdir()
+    config = tmp_path / "shockwave.yaml"
+    config.write_text(f"slurm: {{partition: gpu-a, slurm_conf: {tmp_path}/slurm.conf, "
+                      f"backend: cli}}\nservice: {{store: {state}/s.db, heartbeat: "
+                      f"{state}/beat, endpoint_file: {state}/endpoint, "
+                      "listen: '127.0.0.1:0'}\n")
+    lua = tmp_path / "job_submit.lua"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    for settings, field in ((ScriptSettings(partition="gpu-b", heartbeat=f"{state}/beat"),
+                             "slurm.partition"),
+                            (ScriptSettings(partition="gpu-a", heartbeat="/elsewhere/beat"),
+                             "service.heartbeat")):
+        lua.write_text(render("job_submit.lua", settings))
+        lua.chmod(0o644)
+        for cmd in (["serve", "--rounds", "1"], ["plan", "--apply"]):
+            out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", *cmd,
+                                  "--config", str(config)], capture_output=True, text=True,
+                                 timeout=60, env=env)
+            lines = out.stderr.strip().splitlines()
+            assert out.returncode == 2 and len(lines) == 1, out.stderr
+            assert f"{field}: " in lines[0] and str(lua) in lines[0], lines
+            assert not any(state.iterdir())  # no store, lock or heartbeat
+        if field == "slurm.partition":
+            assert "manages partition gpu-b" in lines[0], lines
+        out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "serve",
+                              "--rounds", "1", "--partition", "gpu-a", "--config",
+                              str(config)], capture_output=True, text=True, timeout=60,
+                             env=env)
+        assert out.returncode == 2 and ("--partition: " in out.stderr) == \
+            (field == "slurm.partition"), out.stderr
+
+
 def test_a_heartbeat_slurmctld_cannot_read_fails() -> None:
     """Found by a review: job_submit.lua reads the heartbeat inside slurmctld, as
     SlurmUser; behind a 0700 folder every new job failed open while doctor, reading as

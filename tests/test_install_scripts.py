@@ -15,7 +15,6 @@ from slurm_shockwave.cli.live_options import handback_problem
 from slurm_shockwave.slurm.plugin_files import (
     SCRIPT_NAMES,
     ScriptSettings,
-    lua_heartbeat,
     packaged,
     render,
     settings_in,
@@ -45,22 +44,27 @@ def test_settings_lines_are_written_and_read_back() -> None:
     assert version_of("prolog.sh", "#!/bin/sh\nexit 0\n") == "not ours"
 
 
-def test_the_heartbeat_an_installed_lua_reads_for_a_partition(tmp_path: Path) -> None:
-    """What `serve` compares its heartbeat with: only our script, for its partition."""
+def test_serve_compares_only_our_loaded_job_submit_lua(tmp_path: Path) -> None:
+    """What `serve` compares its settings with: our script, when Slurm loads it."""
+    from slurm_shockwave.service.doctor import lua_mismatch
+
     conf = parse_show_config(f"SLURM_CONF = {tmp_path}/slurm.conf\n"
                              "JobSubmitPlugins = lua\n")
     lua = tmp_path / "job_submit.lua"
-    assert lua_heartbeat(conf, "gpu-a") is None  # no script
-    lua.write_text(render("job_submit.lua", ScriptSettings(partition="gpu-a",
-                                                           heartbeat="/srv/sw/beat")))
-    assert lua_heartbeat(conf, "gpu-a") == (str(lua), "/srv/sw/beat")
+    want = ScriptSettings(partition="gpu-a", heartbeat="/srv/sw/beat")
+    assert lua_mismatch(conf, want) is None  # no script
+    lua.write_text(render("job_submit.lua", want))
+    assert lua_mismatch(conf, want) is None  # the service's own settings
+    other = lua_mismatch(conf, ScriptSettings(partition="gpu-b", heartbeat="/srv/sw/beat"))
+    assert other is not None and other[0] == "slurm.partition", other
+    beat = lua_mismatch(conf, ScriptSettings(partition="gpu-a", heartbeat="/srv/sw/other"))
+    assert beat is not None and beat[0] == "service.heartbeat", beat
     # a script Slurm does not load holds nothing
     unloaded = parse_show_config(f"SLURM_CONF = {tmp_path}/slurm.conf\n"
                                  "JobSubmitPlugins = (null)\n")
-    assert lua_heartbeat(unloaded, "gpu-a") is None
-    assert lua_heartbeat(conf, "gpu-b") is None  # another partition's
+    assert lua_mismatch(unloaded, ScriptSettings(partition="gpu-b")) is None
     lua.write_text("-- a site's own job_submit.lua\nreturn slurm.SUCCESS\n")
-    assert lua_heartbeat(conf, "gpu-a") is None  # not ours: doctor says so
+    assert lua_mismatch(conf, ScriptSettings(partition="gpu-b")) is None  # doctor says so
 
 
 def test_a_hand_back_of_another_partition_may_not_take_the_managed_ones_heartbeat(

@@ -20,12 +20,13 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.service.daemon import Service
+from slurm_shockwave.service.doctor import lua_mismatch
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.lock import heartbeat_identity
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.backend_choice import BACKENDS, BackendChoice
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from slurm_shockwave.slurm.plugin_files import installed_lua, lua_heartbeat
+from slurm_shockwave.slurm.plugin_files import ScriptSettings, installed_lua
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import open_backend
 from slurm_shockwave.slurm.slurm_conf import SlurmSettings
@@ -158,26 +159,24 @@ def _running_config(env: Live) -> SlurmSettings | None:
         return None
 
 
-def check_heartbeat(env: Live) -> None:
-    """Refuse to write a heartbeat that the installed job_submit.lua, managing this
-    partition, does not read: that script holds new jobs on another service's heartbeat
-    (a second service of the partition, with its own store and heartbeat) or its settings
-    are out of date; either way the jobs would be held or run by something else than
-    this service. Nothing to compare (no lua beside slurm.conf, one Slurm does not load,
-    not ours, another partition's, Slurm not answering) is doctor's to report, not a
-    reason to stop."""
+def check_job_submit_lua(env: Live, partition_field: str = "slurm.partition") -> None:
+    """Refuse to serve (or ``plan --apply``) where the installed job_submit.lua, ours,
+    is set for another partition or heartbeat than this service (doctor's FAIL of it,
+    ``service/doctor.py::lua_mismatch``): another partition's script neither validates
+    nor holds this partition's new jobs, and one on another heartbeat holds them on
+    another service's (a second service of the partition) or its settings are out of
+    date. Nothing to compare (no lua beside slurm.conf, one Slurm does not load, a
+    site's own, Slurm not answering) is doctor's to report, not a reason to stop."""
     s, svc = env.settings.slurm, env.settings.service
     conf = _running_config(env)
     if conf is None:
         return
-    found = lua_heartbeat(conf, s.partition)
-    if found is None or heartbeat_identity(found[1]) == heartbeat_identity(svc.heartbeat):
-        return
-    raise InputError(f"this service would write {svc.heartbeat}, but {found[0]} holds "
-                     f"partition {s.partition}'s new jobs on heartbeat {found[1]}: another "
-                     f"service writes that one, or the script's settings are out of date "
-                     f"(shockwave install-scripts)",
-                     source=env.settings.source, field="service.heartbeat")
+    found = lua_mismatch(conf, ScriptSettings(partition=s.partition, heartbeat=svc.heartbeat,
+                                              endpoint_file=svc.endpoint_file))
+    if found is not None:
+        field, problem = found
+        raise InputError(problem, source=env.settings.source,
+                         field=partition_field if field == "slurm.partition" else field)
 
 
 def handback_problem(conf: SlurmSettings, partition: str, heartbeat: str) -> str | None:

@@ -17,7 +17,7 @@ from slurm_shockwave.cli.checks import HOST_PORT, Bounded, store_option
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import (
     check_handback,
-    check_heartbeat,
+    check_job_submit_lua,
     live,
     live_options,
     service,
@@ -72,7 +72,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
         stale_problem(svc.stale_after_s, period, source="--round-s",
                       field="service.stale_after_s")
     if not dry_run:
-        check_heartbeat(env)
+        check_job_submit_lua(env, "--partition" if partition else "slurm.partition")
         heartbeat_writable(svc.heartbeat, source=env.settings.source)
     with ServiceLock(path, None if dry_run else svc.heartbeat):
         loop = service(env, env.store(path), name, round_s=period, dry_run=dry_run)

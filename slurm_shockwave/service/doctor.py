@@ -15,10 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from slurm_shockwave.service.lock import heartbeat_identity
 from slurm_shockwave.slurm.plugin_files import (
     ScriptSettings,
     closed_folder,
     file_problem,
+    installed_lua,
     is_glob,
     lua_path,
     settings_in,
@@ -128,6 +130,46 @@ def partition_check(part: Mapping[str, str] | None, nodes: Sequence[SlurmNode],
     return ok(label, text)
 
 
+def wrong_settings(found: Mapping[str, str], want: ScriptSettings) -> dict[str, str]:
+    """The settings lines of an installed script (``settings_in``) that are not the
+    service's: key -> the service's value. One comparison for doctor and for ``serve``
+    (``lua_mismatch``), so the two never disagree; a heartbeat is compared as the file
+    it writes (``heartbeat_identity``: through a symlinked folder it is the same)."""
+    expect = {"partition": want.partition, "heartbeat": want.heartbeat,
+              "endpoint_file": want.endpoint_file}
+    same = {key: (heartbeat_identity(value) == heartbeat_identity(expect[key])
+                  if key == "heartbeat" else value == expect[key])
+            for key, value in found.items() if key in expect}
+    return {key: expect[key] for key, equal in same.items() if not equal}
+
+
+def lua_mismatch(conf: SlurmSettings, want: ScriptSettings) -> tuple[str, str] | None:
+    """(config field, one line) when the job_submit.lua Slurm loads is ours but set for
+    another partition or heartbeat than the service (doctor's FAIL of it); None when it
+    matches, or there is none to compare (not loaded, missing, unreadable, a site's
+    own: doctor reports those). Slurm loads one job_submit.lua: on another partition
+    the service's jobs are neither validated nor held, and on another heartbeat they
+    are held on a heartbeat nobody here writes (or never)."""
+    found = installed_lua(conf)
+    if found is None:
+        return None
+    path, lua = found
+    wrong = wrong_settings(lua, want)
+    owner, beat = lua.get("partition"), lua.get("heartbeat")
+    if "partition" in wrong:
+        return "slurm.partition", (
+            f"{path} manages partition {owner} (heartbeat {beat}), not {want.partition}: "
+            f"Slurm loads one job_submit.lua, so {want.partition}'s new jobs would be "
+            f"neither validated nor held for this service; serve {owner}, or hand it back "
+            f"and move the plugin (shockwave install-scripts --force)")
+    if "heartbeat" in wrong:
+        return "service.heartbeat", (
+            f"this service would write {want.heartbeat}, but {path} holds partition "
+            f"{owner}'s new jobs on heartbeat {beat}: another service writes that one, or "
+            f"the script's settings are out of date (shockwave install-scripts)")
+    return None
+
+
 def script_checks(conf: SlurmSettings, want: Expected) -> list[Check]:
     """The plugin scripts the running configuration names: ours, current, settings as
     the service's config, and safe for Slurm to run (root's, writable by root only)."""
@@ -190,10 +232,8 @@ def _script(name: str, path: str, want: ScriptSettings, *, required: bool,
         return Check(label, bad, f"{path} is not slurm-shockwave's {name}",
                      f"{INSTALL} (or chain ours from yours)")
     found = settings_in(text)
-    expect = {"partition": want.partition, "heartbeat": want.heartbeat,
-              "endpoint_file": want.endpoint_file}
-    wrong = [f"{key} {found[key]!r}, the service's is {expect[key]!r}"
-             for key in found if found[key] != expect[key]]
+    wrong = [f"{key} {found[key]!r}, the service's is {expect!r}"
+             for key, expect in wrong_settings(found, want).items()]
     if wrong:
         return Check(label, bad, f"{path}: {'; '.join(wrong)}", INSTALL)
     if version != "current":

@@ -194,18 +194,6 @@ def installed_lua(conf: SlurmSettings) -> tuple[str, dict[str, str]] | None:
     return path, settings_in(text)
 
 
-def lua_heartbeat(conf: SlurmSettings, partition: str) -> tuple[str, str] | None:
-    """(path, heartbeat) of the installed job_submit.lua (``installed_lua``) when it
-    manages ``partition``; None otherwise."""
-    found = installed_lua(conf)
-    if found is None:
-        return None
-    path, settings = found
-    if settings.get("partition") != partition or "heartbeat" not in settings:
-        return None
-    return path, settings["heartbeat"]
-
-
 def targets(conf: SlurmSettings, dest: str | None = None) -> tuple[list[Target], list[str]]:
     """Where each script goes, and a line for each program slurm.conf does not place.
 
