@@ -43,8 +43,10 @@ def test_rounds_failures_actions_and_jobs_are_counted(tmp_path: Path) -> None:
     svc.round_s = 0.01
     counts = Counts(accepted=5, rejected=1)
     beat = tmp_path / "beat"
+    # SlurmUser root: the heartbeat under pytest's 0700 folder is readable (below: not)
     metrics = ServiceMetrics(policy="fifo", partition="shockwave", backend="cli",
-                             heartbeat=str(beat), counts=lambda: counts, clock=clock.now)
+                             heartbeat=str(beat), counts=lambda: counts, clock=clock.now,
+                             slurm_user="root(0)")
     seen_down: list[float] = []
     stop = threading.Event()
     stop.wait = lambda t=None: False  # type: ignore[method-assign]
@@ -69,6 +71,40 @@ def test_rounds_failures_actions_and_jobs_are_counted(tmp_path: Path) -> None:
     write_heartbeat(beat, clock.now() - 5, 30)
     m = scraped(metrics)
     assert m["shockwave_fail_open"] == 0 and m["shockwave_heartbeat_age_seconds"] >= 5
+
+
+def test_fail_open_is_1_when_slurmctld_cannot_read_a_fresh_heartbeat() -> None:
+    """Found by a review: the metric read the heartbeat as the service (root) and said 0
+    while job_submit.lua, reading it inside slurmctld as SlurmUser, found none and let
+    every new job in unheld. It now asks doctor's question (swtest1 stands in for
+    SlurmUser; ``su`` confirms what that user can really read)."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+    import time
+
+    top = Path(tempfile.mkdtemp(prefix="sw-metric-", dir="/tmp"))
+    folder, beat = top / "state", top / "state" / "heartbeat"
+    try:
+        os.chmod(top, 0o755)
+        folder.mkdir()
+        write_heartbeat(beat, time.time(), 360)
+        for slurm_user in ("swtest1(1001)", None):
+            metrics = ServiceMetrics(policy="fifo", partition="p", backend="cli",
+                                     heartbeat=str(beat), slurm_user=slurm_user)
+            for folder_mode, file_mode in ((0o755, 0o644), (0o700, 0o644), (0o755, 0o600),
+                                           (0o711, 0o644)):
+                os.chmod(folder, folder_mode)
+                os.chmod(beat, file_mode)
+                can = subprocess.run(["su", "swtest1", "-s", "/bin/sh", "-c", f"cat {beat}"],
+                                     capture_output=True, timeout=30).returncode == 0
+                m = scraped(metrics)
+                assert m["shockwave_fail_open"] == (0 if can else 1), (
+                    slurm_user, oct(folder_mode), oct(file_mode), m)
+                assert m["shockwave_heartbeat_age_seconds"] < 60  # fresh, read as root
+    finally:
+        shutil.rmtree(top)
 
 
 def test_the_grafana_dashboard_queries_only_metrics_the_service_serves() -> None:

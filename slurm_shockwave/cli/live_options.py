@@ -150,7 +150,7 @@ def live(config_path: str | None, partition: str | None, slurm_conf: str | None,
     return env
 
 
-def _running_config(env: Live) -> SlurmSettings | None:
+def running_config(env: Live) -> SlurmSettings | None:
     """The running Slurm's settings (``scontrol show config``); None when Slurm does not
     answer: the checks that read job_submit.lua then have nothing to compare."""
     try:
@@ -159,16 +159,17 @@ def _running_config(env: Live) -> SlurmSettings | None:
         return None
 
 
-def check_job_submit_lua(env: Live, partition_field: str = "slurm.partition") -> None:
+def check_job_submit_lua(env: Live, conf: SlurmSettings | None,
+                         partition_field: str = "slurm.partition") -> None:
     """Refuse to serve (or ``plan --apply``) where the installed job_submit.lua, ours,
     is set for another partition or heartbeat than this service (doctor's FAIL of it,
     ``service/doctor.py::lua_mismatch``): another partition's script neither validates
     nor holds this partition's new jobs, and one on another heartbeat holds them on
     another service's (a second service of the partition) or its settings are out of
     date. Nothing to compare (no lua beside slurm.conf, one Slurm does not load, a
-    site's own, Slurm not answering) is doctor's to report, not a reason to stop."""
+    site's own, Slurm not answering: ``conf`` None) is doctor's to report, not a reason
+    to stop."""
     s, svc = env.settings.slurm, env.settings.service
-    conf = _running_config(env)
     if conf is None:
         return
     found = lua_mismatch(conf, ScriptSettings(partition=s.partition, heartbeat=svc.heartbeat,
@@ -200,7 +201,7 @@ def check_handback(env: Live) -> None:
     """Refuse a hand-back that would take another partition's heartbeat away
     (``handback_problem``); nothing to compare (Slurm not answering, no lua of ours) is
     no reason to refuse."""
-    conf = _running_config(env)
+    conf = running_config(env)
     if conf is None:
         return
     problem = handback_problem(conf, env.settings.slurm.partition,

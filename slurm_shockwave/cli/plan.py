@@ -14,7 +14,13 @@ import click
 
 from slurm_shockwave.cli.checks import json_text, store_option
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.cli.live_options import check_job_submit_lua, live, live_options, service
+from slurm_shockwave.cli.live_options import (
+    check_job_submit_lua,
+    live,
+    live_options,
+    running_config,
+    service,
+)
 from slurm_shockwave.engine.dry_run import DryRunActuator
 from slurm_shockwave.engine.round import run_round
 from slurm_shockwave.policies.registry import POLICIES
@@ -41,7 +47,8 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
     name = policy or env.settings.service.policy
     path = store_path or env.settings.service.store
     if do_apply:
-        check_job_submit_lua(env, "--partition" if partition else "slurm.partition")
+        check_job_submit_lua(env, running_config(env),
+                             "--partition" if partition else "slurm.partition")
         with ServiceLock(path, env.settings.service.heartbeat):
             one = service(env, env.store(path), name)
             report = one.round_once().report

@@ -20,6 +20,7 @@ from slurm_shockwave.cli.live_options import (
     check_job_submit_lua,
     live,
     live_options,
+    running_config,
     service,
 )
 from slurm_shockwave.config import stale_problem
@@ -71,8 +72,9 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     if round_s is not None:  # the configured stale_after_s was checked against slurm.round_s
         stale_problem(svc.stale_after_s, period, source="--round-s",
                       field="service.stale_after_s")
+    conf = None if dry_run else running_config(env)  # None: Slurm does not answer
     if not dry_run:
-        check_job_submit_lua(env, "--partition" if partition else "slurm.partition")
+        check_job_submit_lua(env, conf, "--partition" if partition else "slurm.partition")
         heartbeat_writable(svc.heartbeat, source=env.settings.source)
     with ServiceLock(path, None if dry_run else svc.heartbeat):
         loop = service(env, env.store(path), name, round_s=period, dry_run=dry_run)
@@ -98,7 +100,8 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
         metrics = ServiceMetrics(policy=name, partition=env.partition,
                                  backend=env.backend_in_use,
                                  heartbeat=None if dry_run else svc.heartbeat,
-                                 counts=lambda: api.counts)
+                                 counts=lambda: api.counts,
+                                 slurm_user=None if conf is None else conf.get("SlurmUser") or None)
         api.metrics = metrics.exposition
         try:
             url = api.start()

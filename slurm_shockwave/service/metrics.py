@@ -1,9 +1,10 @@
 """The service's Prometheus metrics, served on the progress API's ``GET /metrics``.
 
 Updated by the round loop's hooks (a round done, a round failed) and, for what can be
-read at any moment (the fail-open heartbeat, the progress API's counts), computed at
-scrape time. A registry of its own, not the process-global one, so two services in one
-process (tests) never share series. Names are listed in docs/admin.md.
+read at any moment (the fail-open heartbeat, whether slurmctld's SlurmUser can read it,
+the progress API's counts), computed at scrape time. A registry of its own, not the
+process-global one, so two services in one process (tests) never share series. Names
+are listed in docs/admin.md.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.service.daemon import RoundDone
+from slurm_shockwave.service.doctor_host import heartbeat_closed
 from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.progress_api import Counts
 from slurm_shockwave.service.records import action_rows
@@ -34,21 +36,26 @@ class _LiveState(Collector):
     """What is read when scraped: the heartbeat file and the progress API's counts."""
 
     def __init__(self, heartbeat: str | None, counts: Callable[[], Counts] | None,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], slurm_user: str | None) -> None:
         self.heartbeat = heartbeat
         self.counts = counts
         self.clock = clock
+        self.slurm_user = slurm_user
 
     def collect(self) -> Iterator[Metric]:
         beat = read_heartbeat(self.heartbeat) if self.heartbeat else None
         age = math.nan if beat is None else self.clock() - beat[0]
-        stale = beat is None or age > beat[1]
+        # read by the service (root) the heartbeat is fresh, but job_submit.lua reads it
+        # inside slurmctld as SlurmUser: doctor's check of that, or 0 here was a lie
+        closed = self.heartbeat is not None and \
+            heartbeat_closed(self.heartbeat, self.slurm_user) is not None
+        stale = beat is None or age > beat[1] or closed
         yield GaugeMetricFamily("shockwave_heartbeat_age_seconds",
                                 "Age of the fail-open heartbeat file (NaN: missing)", value=age)
         yield GaugeMetricFamily("shockwave_fail_open",
-                                "1 when the heartbeat is missing or stale: new jobs of the "
-                                "partition are not held and run under Slurm alone",
-                                value=1.0 if stale else 0.0)
+                                "1 when the heartbeat is missing, stale or not readable by "
+                                "slurmctld's SlurmUser: new jobs of the partition are not "
+                                "held and run under Slurm alone", value=1.0 if stale else 0.0)
         if self.counts is not None:
             counts = self.counts()
             family = CounterMetricFamily("shockwave_progress_reports",
@@ -62,7 +69,10 @@ class _LiveState(Collector):
 class ServiceMetrics:
     def __init__(self, *, policy: str, partition: str, backend: str,
                  heartbeat: str | None = None, counts: Callable[[], Counts] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 slurm_user: str | None = None) -> None:
+        """``slurm_user``: SlurmUser as ``scontrol show config`` prints it (None:
+        unknown, so the heartbeat must be readable by every user, as doctor asks)."""
         self.registry = r = CollectorRegistry()
         info = Gauge("shockwave_info", "The service's policy, partition and Slurm backend",
                      ["policy", "partition", "backend"], registry=r)
@@ -93,7 +103,7 @@ class ServiceMetrics:
                                registry=r)
         self.solver_gap.set(math.nan)
         self.slurm_up.set(1)
-        r.register(_LiveState(heartbeat, counts, clock))
+        r.register(_LiveState(heartbeat, counts, clock, slurm_user))
         self.clock = clock
 
     def round_done(self, done: RoundDone) -> None:
