@@ -332,3 +332,46 @@ def test_the_services_store_on_a_read_only_disk_is_refused_at_once(
     with pytest.raises(InputError, match=r"state\.db: service\.store: cannot be written"):
         Store(view / "state.db")
     Store(folder / "state.db").close()  # writable where it is: the check writes nothing
+
+
+def _open_fds(path: Path) -> list[str]:
+    """This process's file descriptors open on ``path`` (its -wal and -shm too)."""
+    out = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = fd.readlink()
+        except OSError:
+            continue
+        if str(target).startswith(str(path)):
+            out.append(str(target))
+    return out
+
+
+@pytest.mark.parametrize(("kind", "create"), [
+    (kind, create) for kind in ("another schema", "another program's", "garbage",
+                                "meta without values") for create in (True, False)
+] + [("empty", False)])  # an empty file is a new store to the service (create)
+def test_every_refusal_closes_the_stores_connection(tmp_path: Path, kind: str,
+                                                    create: bool) -> None:
+    """Found by a review: only a store that could not be written was closed; the other
+    refusals (another schema version, not a store, not a database) left the connection
+    open while their traceback lived, the file and its -wal held open by a process that
+    goes on (a test, a command reporting the one line). A meta table of another shape
+    was a traceback, not the one line."""
+    path = tmp_path / "s.db"
+    if kind == "garbage":
+        path.write_bytes(b"not sqlite at all, " * 64)
+    elif kind != "empty":
+        db = sqlite3.connect(path)
+        db.executescript({
+            "another schema": "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+                              "INSERT INTO meta VALUES ('schema_version', '99');",
+            "another program's": "CREATE TABLE users (id INTEGER);",
+            "meta without values": "CREATE TABLE meta (key TEXT);"}[kind])
+        db.close()
+    else:
+        path.touch()
+    with pytest.raises(InputError) as refused:
+        Store(path, create=create)
+    assert _open_fds(path) == [], (kind, create)  # while the traceback lives
+    assert refused.value.field == "service.store"

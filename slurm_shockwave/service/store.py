@@ -164,9 +164,29 @@ class Store:
         try:
             if create:
                 self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-                tables = _tables(self.db)
             else:
                 self.db, tables = _open_reader(self.path)
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"not a usable store ({exc})", source=self.path,
+                             field="service.store") from None
+        try:
+            self._check(create, None if create else tables)
+        except BaseException:
+            # every refusal closes the connection: SQLite shares a file's shared memory
+            # among a process's connections, and one left open (held by the traceback)
+            # kept the file open after the one-line refusal (found by a review)
+            self.db.close()
+            raise
+        self._now_rows: dict[int, JobRow] | None = None
+        if self.path != ":memory:":
+            self._identity = _identity(self.path)
+
+    def _check(self, create: bool, tables: set[str] | None) -> None:
+        """Refuse (InputError naming service.store) what is not this release's store;
+        make a new one (``create``). ``tables``: a reader's, already read."""
+        try:
+            if tables is None:
+                tables = _tables(self.db)
             if tables and "meta" not in tables:  # never stamp another program's database
                 raise InputError(f"not a slurm-shockwave store (its tables: "
                                  f"{', '.join(sorted(tables)[:5])})", source=self.path,
@@ -178,10 +198,10 @@ class Store:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(_SCHEMA)
+            version = self._meta("schema_version")
         except sqlite3.DatabaseError as exc:
             raise InputError(f"not a usable store ({exc})", source=self.path,
                              field="service.store") from None
-        version = self._meta("schema_version")
         if version is None and create:  # both or neither: a store with a version and no
             # 'holds' reads as an earlier build's, whose admin holds the next start takes over
             with self._transaction():
@@ -193,9 +213,6 @@ class Store:
                              f"{SCHEMA_VERSION}", source=self.path, field="service.store")
         if create:
             self._check_writable()
-        self._now_rows: dict[int, JobRow] | None = None
-        if self.path != ":memory:":
-            self._identity = _identity(self.path)
 
     def _check_writable(self) -> None:
         """A writer's store must take writes now, not at its first round: SQLite opens a
@@ -209,10 +226,7 @@ class Store:
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('writable', '1')")
             finally:
                 self.db.execute("ROLLBACK")
-        except sqlite3.Error as exc:
-            # closed at once: SQLite shares a file's shared memory among the process's
-            # connections, and this read-only one would make the next writable one fail
-            self.db.close()
+        except sqlite3.Error as exc:  # closed by __init__, as every refusal
             raise InputError(f"cannot be written ({exc})", source=self.path,
                              field="service.store") from None
 
