@@ -444,6 +444,47 @@ def test_a_new_job_that_must_start_now_calls_the_next_round_at_once(tmp_path: Pa
     assert not svc._wait(stop, boundary=svc.timer() + 20)
 
 
+def test_a_job_a_fill_step_started_keeps_its_lease_in_the_round_it_calls(
+        tmp_path: Path) -> None:
+    """Found by a review: a fill step started job 4 on the GPU job 1's end freed; job 3,
+    on the critical path, arrived, and the round its fill step called at once (60 ms
+    later live) saw 4 still pending, not started: planned as merely waiting, it was held
+    again (or, once Slurm had started it, stopped) while job 2, past its lease, ran on.
+    Job 4 now counts as started by the last round, leased as a running job seen for the
+    first time, and job 2 is the one stopped for job 3."""
+    fake = fake_cluster(nodes=1, gpus=2)
+    for j in (job(1, 1, epochs=500), job(2, 1, epochs=500)):
+        fake.add(j)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy="shockwave", fill_freed=True, fill_poll_s=2.0)
+    for _ in range(11):  # 1 and 2 run past their lease (10 rounds of 60 s)
+        svc.round_once()
+        fake.tick()
+        clock.t += 60
+    fake.add(job(4, 1, epochs=300))
+    svc.round_once()  # 4 waits for a GPU
+    fake.tick()
+    clock.t += 60
+    assert fake.jobs[4].held and {fake.jobs[1].state, fake.jobs[2].state} == {"RUNNING"}
+    ticks = iter(float(t) for t in range(1000))
+    svc.timer = lambda: next(ticks)
+    stop = threading.Event()
+    fake.finish(1)
+    svc.ended(ProgressReport(1, ReportKind.END, clock.t, exit_code=0))
+    assert not svc._wait(stop, boundary=4.0)  # the end's fill step starts 4
+    assert fake.jobs[4].state == "PENDING" and not fake.jobs[4].held  # Slurm: not yet
+    fake.add(job(3, 1, epochs=5000))
+    assert svc._wait(stop, boundary=200.0)  # 3 must start now: the round runs at once
+    done = svc.round_once()
+    assert done.report.view is not None and done.report.view.starting == {4}
+    assert not fake.jobs[4].held, store.jobs_now()[4]
+    assert "lease" in store.jobs_now()[4].reason
+    kinds = {jid: [a["kind"] for a in store.actions(jid)] for jid in (2, 4)}
+    assert "preempt" in kinds[2] and "preempt" not in kinds[4]
+    fake.tick()  # 3, ranked first, takes the free GPU; 4 starts on 2's once it is requeued
+    assert fake.jobs[3].state == "RUNNING" and not fake.jobs[4].held
+
+
 def test_without_fill_freed_an_end_report_waits_for_the_round(tmp_path: Path) -> None:
     fake = fake_cluster(nodes=1, gpus=4)
     fake.add(job(1, 4))

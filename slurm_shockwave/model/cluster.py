@@ -45,7 +45,15 @@ class ClusterView:
     reserved: frozenset[JobId] = frozenset()
     """Waiting jobs this round's plan already started (live: released and not yet given
     GPUs, most often a preempted job's while it checkpoints, or moved and waiting out
-    the requeue delay): a fill step places them first (engine.fill). Empty in the
+    the requeue delay), and the last round's fill-step starts still ``starting``: a fill
+    step places them first (engine.fill). Empty in the simulator, which starts a job at
+    once."""
+    starting: frozenset[JobId] = frozenset()
+    """Waiting jobs a fill step of the last round started (live: released, Slurm not yet
+    done starting them when this round observed them): a round a fill step calls at once
+    comes milliseconds later, and planned as merely waiting such a job was held again or
+    stopped (seen live 60 ms apart). Policies count them as started in the last round,
+    as a running job seen for the first time (Shockwave's lease). Empty in the
     simulator, which starts a job at once."""
     fills: bool = False
     """GPUs freed between rounds go to waiting jobs at once (fill steps: the simulator's

@@ -102,6 +102,7 @@ class Service:
         read_id = self.store.last_round_id()
         start = self.timer()
         self.world.round_index = self.store.next_round_index() - (1 if fill else 0)
+        self.world.filling = fill  # its starts count as started in the round after
         if self.feed is not None:
             self.feed.refresh()
         report = run_round(self.world, self.policy, self.memory, self.actuator,

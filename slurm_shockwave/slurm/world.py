@@ -335,6 +335,11 @@ class SlurmCluster:
         self._started_in: dict[int, int] = {}
         """Job -> the round index whose start released or ranked it: a fill step of that
         round (same index) must not hold it again while it waits for GPUs to free."""
+        self.filling = False
+        """The next apply is a fill step's (the service sets it): its starts are still
+        starting (``ClusterView.starting``) when the round it calls observes them."""
+        self._fill_started: dict[int, int] = {}
+        """Job -> the round index of the fill step that released it."""
         self._node_gpus: dict[str, int] = {}
         """Node -> the GPUs the plan may use there, at the last observation."""
         self._refused_gpus: dict[int, set[int]] = {}
@@ -463,10 +468,14 @@ class SlurmCluster:
         # a fill step of the round places them first (engine.fill)
         reserved = frozenset(v.job_id for v in views if not v.is_running and (
             self._started_in.get(v.job_id) == self.round_index or v.job_id in self._moving))
+        # released by the last round's fill step, and Slurm has not started them yet
+        starting = frozenset(v.job_id for v in views if v.phase == Phase.PENDING
+                             and self._fill_started.get(v.job_id) == self.round_index - 1)
         view = ClusterView(now_s=now - self.origin_s,
                            round_index=self.round_index,
                            round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
-                           restart_cost_s=self.restart_cost_s, reserved=reserved,
+                           restart_cost_s=self.restart_cost_s,
+                           reserved=reserved | starting, starting=starting,
                            fills=self.fill_freed)
         return view
 
@@ -689,6 +698,12 @@ class SlurmCluster:
         for a in starts:
             self._started_in[a.job_id] = self.round_index
         self._started_in = {jid: r for jid, r in self._started_in.items() if jid in self._jobs}
+        self._fill_started = {jid: r for jid, r in self._fill_started.items()
+                              if jid in self._jobs}
+        if self.filling:
+            self._fill_started.update((r.action.job_id, self.round_index) for r in results
+                                      if r.action.kind == ActionKind.START
+                                      and r.outcome == Outcome.APPLIED)
         rehold = [j.job_id for j in self._jobs.values()
                   if j.state == "PENDING" and j.job_id not in approved
                   and self._started_in.get(j.job_id) != self.round_index

@@ -47,12 +47,15 @@ def lease_rounds(restart_cost_s: float, overhead: float, round_s: float) -> int:
     return max(1, math.ceil(restart_cost_s / (overhead * round_s) - 1e-9))
 
 
-def run_starts(jobs: Sequence[Job], previous: Mapping[str, int],
-               round_index: int) -> dict[str, int]:
+def run_starts(jobs: Sequence[Job], previous: Mapping[str, int], round_index: int,
+               starting: frozenset[JobId] = frozenset()) -> dict[str, int]:
     """The round each running job's current run began. A job first seen running was
-    started by the previous round's plan, so its run began one round ago."""
+    started by the previous round's plan, so its run began one round ago; so did a
+    ``starting`` one (``ClusterView.starting``: a fill step of the previous round
+    released it and Slurm is starting it), which a round called at once by that fill
+    step otherwise stopped before it ran."""
     return {str(j.job_id): int(previous.get(str(j.job_id), round_index - 1))
-            for j in jobs if j.phase == Phase.RUNNING}
+            for j in jobs if j.phase == Phase.RUNNING or j.job_id in starting}
 
 
 def finishing(jobs: Sequence[Job], most_remaining_s: Mapping[JobId, float], lease: int,
@@ -70,8 +73,8 @@ def finishing(jobs: Sequence[Job], most_remaining_s: Mapping[JobId, float], leas
 
 def leased(jobs: Sequence[Job], starts: Mapping[str, int], round_index: int,
            lease: int) -> list[JobId]:
-    """Running jobs still inside their lease, in id order."""
-    return [j.job_id for j in jobs if j.phase == Phase.RUNNING
+    """Started jobs (``run_starts``) still inside their lease, in id order."""
+    return [j.job_id for j in jobs if str(j.job_id) in starts
             and round_index - starts[str(j.job_id)] < lease]
 
 

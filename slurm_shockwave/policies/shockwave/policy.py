@@ -123,7 +123,8 @@ class Shockwave(Policy[ShockwaveConfig]):
             cached = self._solve(view, jobs, est, fair, share, crit)
             age = 0
         scheduled = [jid for jid in cached["rounds"][age] if jid in est]
-        starts = run_starts(jobs, memory.get("run_start", {}), view.round_index)
+        starts = run_starts(jobs, memory.get("run_start", {}), view.round_index,
+                            view.starting)
         lease = lease_rounds(view.restart_cost_s, cfg.lease_overhead, view.round_s)
         ending = finishing(jobs, most, lease, view.round_s, view.fills)
         keep = list(dict.fromkeys([*ending, *crit,
