@@ -375,3 +375,31 @@ def test_every_refusal_closes_the_stores_connection(tmp_path: Path, kind: str,
         Store(path, create=create)
     assert _open_fds(path) == [], (kind, create)  # while the traceback lives
     assert refused.value.field == "service.store"
+
+
+@pytest.mark.parametrize("damage", ["a later build's row", "text for a number", "job_now garbage",
+                                    "tables missing"])
+def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path,
+                                                                   damage: str) -> None:
+    """Red-team finding: a damaged store, or one a later build wrote under the same schema
+    version, made explain exit 1 as a bug. A row with a field this build does not know is
+    read without it; any other unreadable row, or a store missing tables, is one line
+    naming the store, exit 2."""
+    path = tmp_path / "s.db"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    sql = {"a later build's row":
+           "INSERT INTO job_now VALUES (5, 1, '{\"job_id\": 5, \"gpus_range\": \"1-4\"}')",
+           "text for a number": "INSERT INTO intents VALUES (5, 'USR1', 'x', 1.0, 0)",
+           "job_now garbage": "INSERT INTO job_now VALUES (5, 1, '[1, 2')",
+           "tables missing": "DROP TABLE job_history"}[damage]
+    db.execute(sql)
+    db.commit()
+    db.close()
+    done = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "explain", "5",
+                           "--store", str(path)], capture_output=True, text=True, timeout=60)
+    if damage == "a later build's row":
+        assert done.returncode == 0, done.stderr
+        return
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "service.store" in done.stderr, done.stderr

@@ -19,9 +19,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import sqlite3
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +196,9 @@ class Store:
             if not tables and not create:
                 raise InputError("not a slurm-shockwave store (an empty database: has the "
                                  "service run?)", source=self.path, field="service.store")
+            if not create and (missing := sorted(set(_TABLES) - tables)):
+                raise InputError(f"not a whole store (no table {', '.join(missing)})",
+                                 source=self.path, field="service.store")
             if create:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
@@ -248,6 +253,16 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
+    @contextmanager
+    def _decoding(self, table: str) -> Iterator[None]:
+        """A row this build cannot read (a damaged store, or one a later build wrote under
+        the same schema version) is the one line naming the store, not a traceback."""
+        try:
+            yield
+        except (TypeError, ValueError, KeyError) as exc:
+            raise InputError(f"a row of its {table} table cannot be read ({exc})",
+                             source=self.path, field="service.store") from None
+
     def _meta(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
@@ -285,7 +300,8 @@ class Store:
 
     def memory(self, policy: str) -> dict[str, Any]:
         row = self.db.execute("SELECT value FROM memory WHERE policy = ?", (policy,)).fetchone()
-        return {} if row is None else dict(json.loads(row[0]))
+        with self._decoding("memory"):
+            return {} if row is None else dict(json.loads(row[0]))
 
     def rounds(self, limit: int = 20) -> list[dict[str, Any]]:
         cur = self.db.execute("SELECT * FROM rounds ORDER BY id DESC LIMIT ?", (limit,))
@@ -295,19 +311,21 @@ class Store:
     def jobs_now(self) -> dict[int, JobRow]:
         """Each job as the last round that saw it planned it."""
         if self._now_rows is None:
-            self._now_rows = {int(jid): JobRow(**json.loads(row)) for jid, row in
-                              self.db.execute("SELECT job_id, row FROM job_now")}
+            with self._decoding("job_now"):
+                self._now_rows = {int(jid): _job_row(row) for jid, row in
+                                  self.db.execute("SELECT job_id, row FROM job_now")}
         return dict(self._now_rows)
 
     def history(self, job_id: int) -> list[dict[str, Any]]:
         """The job's rows whenever something changed, with each round's actions."""
         out: list[dict[str, Any]] = []
-        for round_id, at_s, round_index, row in self.db.execute(
-                "SELECT h.round_id, r.at_s, r.round_index, h.row FROM job_history h "
-                "JOIN rounds r ON r.id = h.round_id WHERE h.job_id = ? ORDER BY h.round_id",
-                (job_id,)):
-            out.append({"round": round_index, "at_s": at_s, "round_id": round_id,
-                        **json.loads(row)})
+        with self._decoding("job_history"):
+            for round_id, at_s, round_index, row in self.db.execute(
+                    "SELECT h.round_id, r.at_s, r.round_index, h.row FROM job_history h "
+                    "JOIN rounds r ON r.id = h.round_id WHERE h.job_id = ? ORDER BY h.round_id",
+                    (job_id,)):
+                out.append({"round": round_index, "at_s": at_s, "round_id": round_id,
+                            **dict(json.loads(row))})
         return out
 
     def actions(self, job_id: int) -> list[dict[str, Any]]:
@@ -324,9 +342,10 @@ class Store:
 
     # -- intents (IntentLog): each durable on its own, before the signal goes out ------------
     def load_intents(self) -> dict[int, CheckpointIntent]:
-        return {int(r[0]): CheckpointIntent(int(r[0]), str(r[1]), float(r[2]), float(r[3]),
-                                            int(r[4]))
-                for r in self.db.execute("SELECT * FROM intents")}
+        with self._decoding("intents"):
+            return {int(r[0]): CheckpointIntent(int(r[0]), str(r[1]), float(r[2]),
+                                                float(r[3]), int(r[4]))
+                    for r in self.db.execute("SELECT * FROM intents")}
 
     def record_intent(self, intent: CheckpointIntent) -> None:
         with self._transaction():
@@ -391,12 +410,13 @@ class Store:
             sql += f" AND job_id IN ({','.join('?' * len(ids))})"
             args += ids
         out: dict[int, list[ProgressReport]] = {}
-        for jid, kind, at_s, epoch, bs, sps, restarts, exit_code, uid, rid in self.db.execute(
-                sql + " ORDER BY id", args):
-            out.setdefault(int(jid), []).append(ProgressReport(
-                job_id=int(jid), kind=ReportKind(kind), at_s=float(at_s), epoch=epoch,
-                batch_size=bs, samples_per_s=sps, restart_count=int(restarts),
-                exit_code=exit_code, uid=int(uid), report_id=int(rid)))
+        with self._decoding("reports"):
+            for jid, kind, at_s, epoch, bs, sps, restarts, exit_code, uid, rid in (
+                    self.db.execute(sql + " ORDER BY id", args)):
+                out.setdefault(int(jid), []).append(ProgressReport(
+                    job_id=int(jid), kind=ReportKind(kind), at_s=float(at_s), epoch=epoch,
+                    batch_size=bs, samples_per_s=sps, restart_count=int(restarts),
+                    exit_code=exit_code, uid=int(uid), report_id=int(rid)))
         return out
 
     def last_report_id(self) -> int:
@@ -407,7 +427,8 @@ class Store:
         """The owner of a job in job_now, read afresh (not the cached rows: another
         connection, the round loop's, writes them); None when the job is not there."""
         row = self.db.execute("SELECT row FROM job_now WHERE job_id = ?", (job_id,)).fetchone()
-        return None if row is None else str(json.loads(row[0]).get("user", ""))
+        with self._decoding("job_now"):
+            return None if row is None else str(dict(json.loads(row[0])).get("user", ""))
 
     # -- the round: one versioned transaction -------------------------------------------------
     def save_round(self, record: RoundRecord, rows: Iterable[JobRow],
@@ -472,6 +493,15 @@ class Store:
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self.db)
+
+
+_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+_ROW_FIELDS = frozenset(f.name for f in fields(JobRow))
+
+
+def _job_row(text: str) -> JobRow:
+    """A job_now row; keys this build does not know (a later build's) are left out."""
+    return JobRow(**{k: v for k, v in dict(json.loads(text)).items() if k in _ROW_FIELDS})
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:
