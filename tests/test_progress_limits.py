@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import selectors
 import socket
 import threading
 import time
@@ -107,3 +108,35 @@ def test_listening_everywhere_advertises_the_host_name(tmp_path: Path) -> None:
                      endpoint_file=str(tmp_path / "endpoint")) as api:
         assert "0.0.0.0" not in api.url
         assert (tmp_path / "endpoint").read_text().strip() == api.url
+
+
+def test_a_burst_of_connections_waits_in_the_kernels_queue_until_accepted(
+        tmp_path: Path) -> None:
+    """600 connections at once while the reader accepts none (a server not yet serving):
+    all complete their handshake and wait in the listen backlog. With a backlog of 128
+    the kernel completed 129 and dropped the others' SYNs: each waits a 1 s retransmission
+    (then 3 s, past the client's 2 s timeout) and the job spools its report."""
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    if somaxconn < 600:
+        pytest.skip(f"net.core.somaxconn is {somaxconn}: the kernel caps the backlog")
+    server = progress_server.RequestServer(("127.0.0.1", 0), progress_server.WholeRequestHandler,
+                                           max_body=4096)
+    port = server.server_address[1]
+    clients = [socket.socket() for _ in range(600)]
+    selector = selectors.DefaultSelector()
+    try:
+        for sock in clients:
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", port))
+            selector.register(sock, selectors.EVENT_WRITE)
+        connected, end = 0, time.monotonic() + 0.5  # well before a SYN's retransmission
+        while time.monotonic() < end and connected < len(clients):
+            for key, _ in selector.select(0.1):
+                selector.unregister(key.fileobj)
+                connected += key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+        assert connected == len(clients)
+    finally:
+        selector.close()
+        for sock in clients:
+            sock.close()
+        server.server_close()

@@ -43,7 +43,13 @@ READ_DEADLINE_S = 5.0
 """From a connection's accept to the end of its request's body: past it, it is closed."""
 MAX_HEAD = 8192
 """Request line and headers (a report's are under 500 bytes): past it, 431."""
-LISTEN_BACKLOG = 128
+LISTEN_BACKLOG = 1024
+"""Connections the kernel completes and holds until the reader accepts them (capped by
+net.core.somaxconn, 4096 since Linux 5.4): a burst of nodes reporting together waits in
+it; past it the kernel drops their SYNs and each waits a 1 s retransmission, then 3 s,
+past the client's 2 s timeout."""
+ACCEPT_BATCH = 128
+"""Connections accepted at most before the reader reads again."""
 
 _HEAD_END = re.compile(rb"\n\r?\n")  # a blank line, as http.client reads headers
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
@@ -140,7 +146,7 @@ class RequestServer(socketserver.TCPServer):
             self._stopped.set()
 
     def _accept(self) -> None:
-        for _ in range(LISTEN_BACKLOG):  # what is queued now: the reads wait no longer
+        for _ in range(ACCEPT_BATCH):  # the reads wait no longer
             try:
                 sock, address = self.socket.accept()
             except BlockingIOError:
