@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,9 +18,12 @@ from slurm_shockwave.service.progress_api import CRED_HEADER, ProgressAPI
 
 
 def request(url: str, method: str, path: str, body: bytes | None = None,
-            headers: dict[str, str] | None = None) -> int:
+            headers: dict[str, str] | None = None, source: str | None = None) -> int:
+    """The status of one request; ``source``: the local address to send it from (all of
+    127/8 is this host's, so each is another client address to the server)."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
-    conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=5)
+    conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=5,
+                                      source_address=(source, 0) if source else None)
     try:
         conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()
@@ -29,9 +33,14 @@ def request(url: str, method: str, path: str, body: bytes | None = None,
         conn.close()
 
 
-def test_a_full_worker_pool_answers_503_and_a_request_being_sent_takes_no_worker(
+def test_a_full_worker_pool_queues_and_past_the_queue_the_busiest_address_loses(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every worker busy a whole request waits for one (it was answered 503 at once);
+    past MAX_QUEUED the oldest request of the address with the most waiting is answered
+    503, never another address's, and the rest are served once a worker is free. A
+    request still being sent takes no worker."""
     monkeypatch.setattr(progress_server, "MAX_WORKERS", 1)
+    monkeypatch.setattr(progress_server, "MAX_QUEUED", 3)
     entered, release = threading.Event(), threading.Event()
 
     def decode(_credential: str) -> munge.Decoded:  # keeps its worker until released
@@ -43,21 +52,29 @@ def test_a_full_worker_pool_answers_503_and_a_request_being_sent_takes_no_worker
         host, port = api.url.removeprefix("http://").rsplit(":", 1)
         stall = socket.create_connection((host, int(port)))
         stall.sendall(b"POST /v1/report HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")  # and waits
+        answers: dict[str, int] = {}
+
+        def send(name: str, *args: Any, source: str = "127.0.0.1") -> threading.Thread:
+            thread = threading.Thread(target=lambda: answers.__setitem__(
+                name, request(api.url, *args, source=source)))
+            thread.start()
+            time.sleep(0.3)  # in the queue before the next
+            return thread
+
         try:
             assert request(api.url, "GET", "/v1/health") == 200  # the stalled one holds none
-            answers: list[int] = []
-            busy = threading.Thread(target=lambda: answers.append(request(
-                api.url, "POST", "/v1/report", b"{}", {CRED_HEADER: "MUNGE:x:"})))
-            busy.start()
+            sent = [send("busy", "POST", "/v1/report", b"{}", {CRED_HEADER: "MUNGE:x:"})]
             assert entered.wait(5)
-            assert request(api.url, "GET", "/v1/health") == 503  # the one worker is taken
+            sent += [send("other", "GET", "/v1/health", source="127.0.0.2"),
+                     send("first", "GET", "/v1/health"), send("second", "GET", "/v1/health")]
+            assert answers == {}  # all waiting: the queue is full
+            sent.append(send("third", "GET", "/v1/health"))
+            assert answers == {"first": 503}  # 127.0.0.1's oldest, not 127.0.0.2's older one
             release.set()
-            busy.join()
-            assert answers == [401]
-            deadline = time.monotonic() + 5  # the worker is free once it closed the connection
-            while request(api.url, "GET", "/v1/health") != 200:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            for thread in sent:
+                thread.join()
+            assert answers == {"busy": 401, "other": 200, "first": 503, "second": 200,
+                               "third": 200}
         finally:
             release.set()
             stall.close()

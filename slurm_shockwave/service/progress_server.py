@@ -3,13 +3,16 @@
 One reader thread accepts every connection and reads its request (request line, headers,
 body up to the API's body limit) without blocking, under one deadline per connection:
 READ_DEADLINE_S from its accept, however it trickles; past it the connection is closed
-and what it sent is dropped, neither handled nor answered. Only a whole request takes
-one of MAX_WORKERS worker threads; when all are busy it is answered 503. A connection
-still sending its request holds a file descriptor and its bytes so far, no thread: at
-most MAX_READING of them, and the next one closes the oldest of the address holding the
-most (a flooder's own), so idle or trickling connections, however many and however often
-reopened, cannot keep a client that sends its request promptly from a worker. With a
-thread per connection from its accept, 13 idle connections a second held all 64 slots.
+and what it sent is dropped, neither handled nor answered. Only a whole request goes to
+the MAX_WORKERS worker threads, through a queue per client address served round-robin
+(``progress_fairness``): a flood of whole requests from one address delays another's by
+one of its requests, where first come first served let it hold every worker and have the
+other nodes answered 503. A connection still sending its request holds a file descriptor
+and its bytes so far, no thread: at most MAX_READING of them, and the next one closes the
+oldest of the address holding the most (a flooder's own), so idle or trickling
+connections, however many and however often reopened, cannot keep a client that sends
+its request promptly from a worker. With a thread per connection from its accept, 13
+idle connections a second held all 64 slots.
 """
 
 from __future__ import annotations
@@ -30,11 +33,17 @@ from http.client import HTTPException, parse_headers
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from slurm_shockwave.service.progress_fairness import FairQueue
+
 log = logging.getLogger("shockwave.progress")
 
 MAX_WORKERS = 64
 """Whole requests answered at once, a thread each: a flood cannot take the memory the
 round loop needs."""
+MAX_QUEUED = 256
+"""Whole requests waiting for a worker (a descriptor and at most 12 KiB each): with
+MAX_READING and the workers, well under the usual soft limit of 1024 descriptors. Past
+it, the address with the most queued loses its oldest (503)."""
 MAX_READING = 512
 """Connections still sending their request, each at most MAX_HEAD and a body: well under
 the usual soft limit of 1024 descriptors, beside the workers, the store and the round
@@ -69,6 +78,18 @@ def _refusal(status: str, error: str, field_name: str) -> bytes:
     body = json.dumps({"error": error, "field": field_name}).encode()
     return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+
+@dataclass(eq=False)
+class _Whole:
+    """A whole request waiting for a worker."""
+
+    sock: socket.socket
+    address: Any
+    request: bytes
+    due: float
+    """Its connection's deadline: a request still queued then is answered 503 (its
+    client, with a 2 s timeout, has gone)."""
 
 
 @dataclass(eq=False)
@@ -115,9 +136,8 @@ class RequestServer(socketserver.TCPServer):
         self.handler = handler
         self.max_body = max_body
         self.max_reading = MAX_READING
-        self._workers = threading.BoundedSemaphore(MAX_WORKERS)
-        self._working: set[threading.Thread] = set()
-        self._working_lock = threading.Lock()
+        self._queue: FairQueue[_Whole] = FairQueue(MAX_QUEUED)
+        self._workers: list[threading.Thread] = []
         # the reader thread's alone: accept order is deadline order, so the oldest is first
         self._reading: dict[socket.socket, _Reading] = {}
         self._by_peer: dict[str, dict[socket.socket, None]] = {}
@@ -127,6 +147,15 @@ class RequestServer(socketserver.TCPServer):
         super().__init__(address, handler)  # a bind that fails calls server_close: all set
         self.socket.setblocking(False)
         self._selector.register(self.socket, selectors.EVENT_READ)
+        try:
+            for _ in range(MAX_WORKERS):
+                worker = threading.Thread(target=self._work, name="progress-request",
+                                          daemon=True)
+                worker.start()
+                self._workers.append(worker)
+        except RuntimeError:  # no thread to be had: not left listening with no worker
+            self.server_close()
+            raise
 
     # -- the reader thread -----------------------------------------------------------------
     def serve_forever(self, poll_interval: float = 0.2) -> None:
@@ -189,7 +218,8 @@ class RequestServer(socketserver.TCPServer):
                 return
         if len(reading.data) >= reading.need:
             self._forget(reading)
-            self._dispatch(reading.sock, reading.address, bytes(reading.data[:reading.need]))
+            self._dispatch(reading.sock, reading.address, bytes(reading.data[:reading.need]),
+                           reading.due)
 
     def _request_size(self, data: bytearray, searched: int) -> int | None:
         """Head and body in bytes, None while the head is not all in. A body the handler
@@ -233,37 +263,32 @@ class RequestServer(socketserver.TCPServer):
             sock.send(answer)  # a few bytes into an empty buffer: it does not block
         self.shutdown_request(sock)
 
-    def _dispatch(self, sock: socket.socket, address: Any, request: bytes) -> None:
-        if not self._workers.acquire(blocking=False):
-            self._refuse(sock, _BUSY)
-            return
-        sock.setblocking(True)  # the handler sets its timeout
-        worker = threading.Thread(target=self._work, args=(sock, address, request),
-                                  name="progress-request", daemon=True)
-        with self._working_lock:
-            self._working.add(worker)
-        try:
-            worker.start()
-        except RuntimeError as exc:  # no thread to be had: the reader goes on
-            log.error("progress API: cannot start a worker: %s", exc)
-            with self._working_lock:
-                self._working.discard(worker)
-            self._workers.release()
-            self._refuse(sock, _BUSY)
+    def _dispatch(self, sock: socket.socket, address: Any, request: bytes, due: float,
+                  ) -> None:
+        """Queues a whole request for a worker; one pushed out of the queue is 503."""
+        pushed = self._queue.put(str(address[0]), _Whole(sock, address, request, due))
+        if pushed is not None:
+            log.debug("%s: over %d requests waiting for a worker: the oldest of the "
+                      "address with the most is answered 503", pushed.address[0],
+                      MAX_QUEUED)
+            self._refuse(pushed.sock, _BUSY)
 
     # -- a worker thread ---------------------------------------------------------------------
-    def _work(self, sock: socket.socket, address: Any, request: bytes) -> None:
-        try:
-            self.handler(sock, address, self, request)
-        except OSError as exc:  # the client left mid-answer, or stopped reading it
-            log.debug("%s: %s", address[0], exc)
-        except Exception:
-            log.exception("progress API: a request failed")
-        finally:
-            self.shutdown_request(sock)
-            with self._working_lock:
-                self._working.discard(threading.current_thread())
-            self._workers.release()
+    def _work(self) -> None:
+        """Answers the queue's requests, one address after another, until it is closed."""
+        while (whole := self._queue.get()) is not None:
+            if whole.due <= time.monotonic():
+                self._refuse(whole.sock, _BUSY)  # waited past its deadline: not decoded
+                continue
+            whole.sock.setblocking(True)  # the handler sets its timeout
+            try:
+                self.handler(whole.sock, whole.address, self, whole.request)
+            except OSError as exc:  # the client left mid-answer, or stopped reading it
+                log.debug("%s: %s", whole.address[0], exc)
+            except Exception:
+                log.exception("progress API: a request failed")
+            finally:
+                self.shutdown_request(whole.sock)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -273,12 +298,13 @@ class RequestServer(socketserver.TCPServer):
 
     def server_close(self) -> None:
         """Closes the listening socket and every connection still sending its request (the
-        reader stopped), then waits for the requests being answered."""
+        reader stopped), answers 503 to the requests waiting for a worker, then waits for
+        those being answered."""
         super().server_close()
         for reading in list(self._reading.values()):
             self._drop(reading, "the server stops")
         self._selector.close()
-        with self._working_lock:
-            working = list(self._working)
-        for worker in working:
+        for whole in self._queue.close():
+            self._refuse(whole.sock, _BUSY)
+        for worker in self._workers:
             worker.join()
