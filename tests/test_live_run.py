@@ -101,6 +101,26 @@ def test_a_jobs_finish_is_read_at_the_middle_of_slurms_whole_second(tmp_path: Pa
     assert result["avg_jct_s"] == pytest.approx(fmean(true_jct), abs=0.1)
 
 
+def test_a_run_past_its_timeout_says_so_in_one_line(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a review: a run that reached --timeout-s ended without a word, its
+    unfinished jobs counted as lost as if Slurm had lost them. Now one line says so, and
+    the result says ``timed_out``."""
+    settings = LiveSettings(trace=LIVE_DEMO_TRACE, gpus=16, time_scale=60.0,
+                            policy="shockwave", work_dir=tmp_path, timeout_s=0.0)
+    jobs = {1: live.JobState(1, 101, 0.0, "COMPLETED"), 2: live.JobState(2, 102, 0.0)}
+    submit = subprocess.Popen(["sleep", "30"])
+    try:
+        finished = live._watch(settings, {}, jobs, 3, 0.0, submit, threading.Thread(),
+                               None, None)
+    finally:
+        submit.kill()
+        submit.wait()
+    assert finished is False
+    assert capsys.readouterr().err == ("timeout: --timeout-s 0 passed with 1 of 3 jobs "
+                                       "finished; the others count as lost\n")
+
+
 @pytest.mark.slurm
 def test_sixteen_emulated_jobs_complete_through_service_kills(tmp_path: Path) -> None:
     problem = missing_for_cluster()

@@ -261,8 +261,8 @@ def _run_live(settings: LiveSettings,
                 Path(env.get("SHOCKWAVE_HEARTBEAT", "/nonexistent")).unlink(missing_ok=True)
             submit = _start_submit(settings, env)
             reader = _read_mapping(submit, jobs)
-            _watch(settings, env, jobs, len(trace), started, submit, reader, service,
-                   on_tick)
+            timed_out = not _watch(settings, env, jobs, len(trace), started, submit,
+                                   reader, service, on_tick)
         finally:
             try:
                 if service is not None:
@@ -272,8 +272,8 @@ def _run_live(settings: LiveSettings,
                     _stop_process(submit, 10.0)
                 if reader is not None:
                     reader.join(timeout=5)
-    return _results(settings, workload, jobs, time.monotonic() - started,
-                    service.kills if service else 0)
+    return {**_results(settings, workload, jobs, time.monotonic() - started,
+                       service.kills if service else 0), "timed_out": timed_out}
 
 
 def _start_submit(settings: LiveSettings, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -311,9 +311,10 @@ def _read_mapping(submit: subprocess.Popen[str], jobs: dict[int, JobState]
 def _watch(settings: LiveSettings, env: dict[str, str], jobs: dict[int, JobState],
            total: int, started: float, submit: subprocess.Popen[str],
            reader: threading.Thread, service: _Service | None,
-           on_tick: Callable[[LiveStatus], None] | None) -> None:
-    """Poll the jobs until all of them finished (or the run's timeout), killing the
-    service every ``kill_service_every_s`` if asked."""
+           on_tick: Callable[[LiveStatus], None] | None) -> bool:
+    """Poll the jobs until all of them finished (True) or the run's timeout (False, said
+    in one line: its unfinished jobs count as lost), killing the service every
+    ``kill_service_every_s`` if asked."""
     last_kill = time.monotonic()
     while time.monotonic() - started < settings.timeout_s:
         time.sleep(1.0)
@@ -325,7 +326,7 @@ def _watch(settings: LiveSettings, env: dict[str, str], jobs: dict[int, JobState
                                len(finished), time.monotonic() - started, jobs))
         code = submit.poll()
         if code is not None and len(jobs) == total == len(finished):
-            return
+            return True
         if code is not None and (code != 0 or (not reader.is_alive() and len(jobs) < total)):
             raise RuntimeError(
                 f"trace submit exited with {code} after {len(jobs)} of "
@@ -334,6 +335,10 @@ def _watch(settings: LiveSettings, env: dict[str, str], jobs: dict[int, JobState
         if service and every and time.monotonic() - last_kill >= every:
             service.kill_and_restart()
             last_kill = time.monotonic()
+    done = sum(j.state not in ACTIVE for j in jobs.values())
+    print(f"timeout: --timeout-s {settings.timeout_s:g} passed with {done} of {total} jobs "
+          "finished; the others count as lost", file=sys.stderr)
+    return False
 
 
 def _stop_process(proc: subprocess.Popen[Any], timeout_s: float) -> None:
