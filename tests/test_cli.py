@@ -449,6 +449,30 @@ def test_simulate_refuses_to_write_its_csv_over_its_trace(tmp_path: Path) -> Non
     assert trace.read_bytes() == before
 
 
+def test_no_output_overwrites_an_input_of_its_run(tmp_path: Path) -> None:
+    """Found by a review: generate's --out over its --throughputs, elastic's --out over
+    its trace and compare's results.json over its trace each exited 0 with the input
+    replaced; compare also deleted a trace named like an earlier run's per-job CSV."""
+    table = tmp_path / "table.json"
+    table.write_text(json.dumps({"v100": {"('LM (batch size 10)', 1)": {"null": 5.0}}}))
+    trace = tmp_path / "res" / "results.json"
+    trace.parent.mkdir()
+    run("trace", "generate", "--jobs", "3", "--out", str(trace))
+    gavel = tmp_path / "jobs_srtf.csv"
+    run("trace", "generate", "--jobs", "3", "--format", "gavel", "--out", str(gavel))
+    before = {p: p.read_bytes() for p in (table, trace, gavel)}
+    for args in (["trace", "generate", "--jobs", "3", "--throughputs", str(table), "--out",
+                  str(table)],
+                 ["trace", "elastic", str(trace), "--out", str(trace)],
+                 ["compare", str(trace), "--gpus", "8", "--policies", "fifo", "--out",
+                  str(trace.parent)]):
+        shown = run(*args, check=False)
+        assert shown.returncode == 2 and "--out: is an input of this run" in shown.stderr
+        assert len(shown.stderr.strip().splitlines()) == 1, shown.stderr
+    run("compare", str(gavel), "--gpus", "8", "--policies", "fifo", "--out", str(gavel.parent))
+    assert {p: p.read_bytes() for p in (table, trace, gavel)} == before
+
+
 def test_generate_refuses_the_gavel_format_under_a_json_name(tmp_path: Path) -> None:
     """Found by a review: `--format gavel --out g.jsonl` wrote a file every reader then
     refused (a .jsonl name is read as JSON lines)."""

@@ -232,6 +232,11 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def is_input(path: str, inputs: Sequence[str | None]) -> str | None:
+    """The one of ``inputs`` that is the file ``path``, if any."""
+    return next((g for g in inputs if g is not None and _same_file(path, g)), None)
+
+
 def writable_file(path: str | None, option: str, *, inputs: Sequence[str | None] = ()
                   ) -> None:
     """Fail now, before the run, if ``path`` cannot be written (its results would be lost):
@@ -241,10 +246,10 @@ def writable_file(path: str | None, option: str, *, inputs: Sequence[str | None]
         return
     _not_empty(path, option)
     p = Path(path)
-    for given in inputs:
-        if given is not None and _same_file(path, given):
-            raise InputError(f"is an input of this run ({given}); results would overwrite it",
-                             source=path, field=option)
+    given = is_input(path, inputs)
+    if given is not None:
+        raise InputError(f"is an input of this run ({given}); results would overwrite it",
+                         source=path, field=option)
     try:
         if p.is_dir():
             raise InputError("is a directory, expected a file", source=path, field=option)

@@ -8,6 +8,7 @@ import click
 
 from slurm_shockwave.cli.checks import json_text
 from slurm_shockwave.cli.errors import (
+    is_input,
     one_line_errors,
     output_errors,
     writable_dir,
@@ -60,9 +61,10 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
     """Run several policies on one TRACE and compare them side by side."""
     wanted = name_list(names, POLICIES, field="--policies")
     writable_dir(out, "--out")
+    given = (trace, throughputs, config_path)
     if out and Path(out).is_dir():  # each file it will write, before the run
         for name in ("results.json", *(f"jobs_{n}.csv" for n in wanted), *PLOTS):
-            writable_file(str(Path(out) / name), "--out")
+            writable_file(str(Path(out) / name), "--out", inputs=given)
     inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
                      progress, seed)
     results = [run_policy(inputs, n) for n in wanted]
@@ -84,7 +86,8 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
             paths = write_plots(results, folder,
                                 f"{Path(trace).name[:40]}, {inputs.gpus} GPUs")
         for csv in folder.glob("jobs_*.csv"):  # an earlier run's, beside results.json's
-            if csv.stem.removeprefix("jobs_") in set(POLICIES) - set(wanted):
+            if csv.stem.removeprefix("jobs_") in set(POLICIES) - set(wanted) and \
+                    not is_input(str(csv), given):
                 csv.unlink(missing_ok=True)
         if not as_json:
             click.echo(f"wrote {folder / 'results.json'}, per-job CSVs and "

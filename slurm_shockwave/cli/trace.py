@@ -94,7 +94,7 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
                  diurnal_depth: float, duration_dist: str, tail_alpha: float,
                  throughputs: str | None, seed: int, fmt: str, out: str | None) -> None:
     """Generate a seeded synthetic trace shaped like the paper's."""
-    writable_file(out, "--out")
+    writable_file(out, "--out", inputs=(throughputs,))
     if fmt == "gavel" and out is not None and Path(out).suffix in JSON_SUFFIXES:
         raise InputError(f"a {Path(out).suffix} file is read as JSON lines: name the "
                          "12-column format otherwise (.trace)", source=out, field="--out")
@@ -146,7 +146,7 @@ def elastic_cmd(trace_file: str, factors: str, out: str) -> None:
     """Make every job of TRACE elastic: range LO x .. HI x its GPU request (docs/elastic.md)."""
     low, high = number_list(factors, field="--range", count=2)
     elastic_factors(low, high)
-    writable_file(out, "--out")
+    writable_file(out, "--out", inputs=(trace_file,))
     given = load_trace(trace_file)
     jobs = [make_elastic(j, low, high) for j in given]
     with output_errors("--out", out):
