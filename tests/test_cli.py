@@ -239,6 +239,42 @@ def test_a_trace_whose_longest_job_needs_too_many_rounds_is_refused(tmp_path: Pa
     assert "--round-s: its longest job alone needs more than 100000 rounds" in proc.stderr
 
 
+def test_a_trace_of_jobs_one_after_another_past_the_rounds_is_refused(tmp_path: Path) -> None:
+    """Found by a review: jobs that each arrive as the last ends fit the work and the
+    longest-job bounds, and a run past the simulator's round limit died after minutes as
+    a bug (exit 1)."""
+    trace = tmp_path / "serial.jsonl"
+    trace.write_text("".join(json.dumps({"model": "ResNet-18", "batch_size": 256,
+                                         "epochs": 1500, "arrival_s": i * 46_400.0}) + "\n"
+                             for i in range(3)))
+    config = tmp_path / "c.yaml"
+    config.write_text("simulator: {restore_s: 0}\n")
+    proc = run("simulate", str(trace), "--gpus", "3", "--round-s", "1", "--config",
+               str(config), "--policy", "fifo", check=False)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"{trace}: --round-s: its jobs, each from its arrival" in proc.stderr
+    assert "more than 100000 rounds of 1 s" in proc.stderr
+
+
+def test_a_run_stopped_at_the_round_limit_by_its_restores_is_bad_input(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Restores that eat most of every round make a run need far more rounds than its
+    work: stopped at the simulator's limit, it is one line naming --round-s, not a bug."""
+    from functools import partial
+
+    from slurm_shockwave.cli import run_options
+    from slurm_shockwave.model.errors import InputError
+    from slurm_shockwave.sim.run import simulate
+
+    config = tmp_path / "c.yaml"
+    config.write_text("simulator: {round_s: 30, restore_s: 29}\n")
+    inputs = run_options.prepare("demo", 16, None, None, str(config), None, None, False)
+    monkeypatch.setattr(run_options, "simulate", partial(simulate, max_rounds=50))
+    with pytest.raises(InputError) as exc:
+        run_options.run_policy(inputs, "gandiva_fair")
+    assert exc.value.field == "--round-s" and "not done after the simulator's 50" in str(exc.value)
+
+
 def test_malformed_trace_line_names_file_line_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"model": "LM", "batch_size": 10, "epochs": 3}\n'

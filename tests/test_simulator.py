@@ -5,9 +5,13 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.engine.fill import round_due
+from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.job import AdaptationMode
+from slurm_shockwave.model.plan import Memory, Plan, Planned
+from slurm_shockwave.policies.base import NoConfig, Policy
 from slurm_shockwave.policies.registry import make_policy
-from slurm_shockwave.sim.run import make_nodes, simulate
+from slurm_shockwave.sim.rounds import busy_s_at_least, rounds_at_least, rounds_at_most
+from slurm_shockwave.sim.run import RoundLimit, make_nodes, simulate
 from slurm_shockwave.workloads.profile import epoch_seconds
 from tests.builders import a_spec, a_table, a_workload
 
@@ -284,3 +288,38 @@ def test_the_view_says_whether_fill_steps_run(tmp_path: Path) -> None:
             assert Live(settings, fake).world().observe().fills is on
         finally:
             store.close()
+
+
+class Stuck(Policy[NoConfig]):
+    """Runs nothing: a policy that stopped making progress (a bug)."""
+
+    name = "stuck"
+
+    def plan(self, view: ClusterView, memory: Memory) -> Planned:
+        return Planned(Plan(()), memory)
+
+
+def test_a_run_past_its_round_limit_is_the_inputs_doing_only_if_it_could_take_that_long(
+        ) -> None:
+    """Found by a review: a run stopped at the round limit was reported as a bug, though
+    restores eating each round's time make any trace take that long."""
+    w = a_workload(a_spec(0, epochs=8), a_spec(1, epochs=8))  # 1,000 s of work on one GPU
+    r = simulate(w, make_policy("gandiva_fair"), gpus=1)  # each round restarts a job
+    assert r.rounds <= rounds_at_most(w, round_s=120, restore_s=20, requeue_delay_s=0)
+    with pytest.raises(RoundLimit) as slow:
+        simulate(w, make_policy("gandiva_fair"), gpus=1, max_rounds=3)
+    assert slow.value.from_input
+    with pytest.raises(RoundLimit) as stuck:
+        simulate(w, Stuck(), gpus=1, max_rounds=100)
+    assert not stuck.value.from_input
+    # restores and requeue delays that can eat a whole round: no bound
+    assert rounds_at_most(w, round_s=120, restore_s=60, requeue_delay_s=60) == float("inf")
+
+
+def test_rounds_at_least_counts_jobs_one_after_another_not_the_idle_time_between() -> None:
+    back_to_back = a_workload(a_spec(0, epochs=8), a_spec(1, epochs=8, arrival_s=500))
+    assert busy_s_at_least(back_to_back, 20) == pytest.approx(500 + 20 + 500)
+    apart = a_workload(a_spec(0, epochs=8), a_spec(1, epochs=8, arrival_s=10**6))
+    assert busy_s_at_least(apart, 20) == pytest.approx(2 * 520)
+    r = simulate(back_to_back, make_policy("fifo"), gpus=2)
+    assert rounds_at_least(back_to_back, gpus=2, round_s=120, restore_s=20) <= r.rounds

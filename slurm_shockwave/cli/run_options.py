@@ -30,7 +30,8 @@ from slurm_shockwave.sim.inputs import (
     load_throughputs,
     load_trace,
 )
-from slurm_shockwave.sim.run import SimResult, simulate
+from slurm_shockwave.sim.rounds import busy_s_at_least, rounds_at_least
+from slurm_shockwave.sim.run import RoundLimit, SimResult, simulate
 
 DEMO_GPUS = 16
 
@@ -103,6 +104,11 @@ def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
         raise InputError(f"the trace's {gpu_s:.3g} GPU-seconds of work need more than "
                          f"{MAX_ROUNDS} rounds of {period:g} s on {gpus} GPUs; give more GPUs "
                          "or longer rounds (--round-s)", source=trace, field="--gpus")
+    busy = busy_s_at_least(workload, settings.simulator.restore_s)
+    if busy / period > MAX_ROUNDS:  # jobs one after another: the work fits, the time not
+        raise InputError(f"its jobs, each from its arrival for its runtime alone, keep the "
+                         f"cluster busy {busy:.3g} s: more than {MAX_ROUNDS} rounds of "
+                         f"{period:g} s; give longer rounds", source=trace, field="--round-s")
     show = progress if progress is not None else Console(stderr=True).is_terminal
     return RunInputs(trace, gpus, gpus_per_node, workload, settings, period,
                      cutoff if cutoff is not None else settings.simulator.deadline_factor, show,
@@ -120,11 +126,25 @@ def run_policy(inputs: RunInputs, name: str) -> SimResult:
     kwargs: dict[str, Any] = {**inputs.settings.simulator.simulate_kwargs(),
                               "gpus": inputs.gpus, "gpus_per_node": inputs.gpus_per_node,
                               "round_s": inputs.round_s, "deadline_factor": inputs.cutoff}
-    if not inputs.progress:
-        return simulate(inputs.workload, policy, **kwargs)
-    with Progress(TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("jobs done"), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(name, total=len(inputs.workload.jobs))
-        return simulate(inputs.workload, policy,
-                        on_round=lambda done, _total: bar.update(task, completed=done), **kwargs)
+    try:
+        if not inputs.progress:
+            return simulate(inputs.workload, policy, **kwargs)
+        with Progress(TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("jobs done"), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task(name, total=len(inputs.workload.jobs))
+            return simulate(inputs.workload, policy,
+                            on_round=lambda done, _total: bar.update(task, completed=done),
+                            **kwargs)
+    except RoundLimit as exc:
+        if not exc.from_input:
+            raise  # no input makes a policy that progresses take that long: a bug
+        sim = inputs.settings.simulator
+        least = rounds_at_least(inputs.workload, gpus=inputs.gpus, round_s=inputs.round_s,
+                                restore_s=sim.restore_s)
+        raise InputError(
+            f"{name} was not done after the simulator's {exc.max_rounds} rounds of "
+            f"{inputs.round_s:g} s (this trace needs at least {least:,.0f}; restores of "
+            f"{sim.restore_s:g} s and requeue delays of {sim.requeue_delay_s:g} s a round "
+            "can make it many more); give longer rounds", source=inputs.trace,
+            field="--round-s") from None

@@ -53,8 +53,9 @@ MAX_FACTOR = 1_000.0
 MAX_SEED = 2**32 - 1
 MAX_ROUNDS = 100_000
 """Rounds a simulation may need at least (its GPU-seconds of work / the cluster's GPUs x
-the round, or its longest job's runtime / the round): more is refused up front. The
-paper's largest run needs about a thousand."""
+the round, its longest job's runtime / the round, or the time some job must be in the
+cluster / the round, sim/rounds.py): more is refused up front. The paper's largest run
+needs about a thousand."""
 
 PARTITION_NAME = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]*")
 """What a managed partition may be called: job_submit.lua and the plugin scripts carry it

@@ -16,10 +16,29 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.plan import Memory
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.sim.inputs import Workload
+from slurm_shockwave.sim.rounds import rounds_at_most
 from slurm_shockwave.sim.world import JobOutcome, SimulatedCluster
 
 ProgressFn = Callable[[int, int], None]
 """Called after each round with (jobs finished, jobs in the trace)."""
+
+
+MAX_SIM_ROUNDS = 1_000_000
+"""Rounds a simulation stops at: ten times what a trace may need at least (MAX_ROUNDS)."""
+
+
+class RoundLimit(RuntimeError):
+    """Not done after ``max_rounds``. ``from_input``: the trace and settings can explain it
+    (``rounds_at_most`` is past the limit: restores or requeue delays that eat the rounds);
+    otherwise no policy that keeps a job running while one waits takes that long: a bug."""
+
+    def __init__(self, policy: str, max_rounds: int, at_most: float) -> None:
+        super().__init__(f"{policy}: not done after {max_rounds} rounds")
+        self.policy, self.max_rounds, self.at_most = policy, max_rounds, at_most
+
+    @property
+    def from_input(self) -> bool:
+        return self.at_most > self.max_rounds
 
 
 def make_nodes(gpus: int, gpus_per_node: int | None = None) -> list[GpuNode]:
@@ -66,7 +85,7 @@ def check_placeable(workload: Workload, gpus: int, gpus_per_node: int | None = N
 def simulate(workload: Workload, policy: Policy[Any], *, gpus: int,
              gpus_per_node: int | None = None, round_s: float = 120.0, restore_s: float = 20.0,
              deadline_factor: float | None = None, requeue_delay_s: float = 0.0,
-             fill_freed: bool = False, max_rounds: int = 1_000_000,
+             fill_freed: bool = False, max_rounds: int = MAX_SIM_ROUNDS,
              on_round: ProgressFn | None = None) -> SimResult:
     started = time.perf_counter()
     nodes = make_nodes(gpus, gpus_per_node)
@@ -79,7 +98,9 @@ def simulate(workload: Workload, policy: Policy[Any], *, gpus: int,
     rounds = 0
     while not world.done:
         if rounds >= max_rounds:
-            raise RuntimeError(f"{policy.name}: not done after {max_rounds} rounds")
+            raise RoundLimit(policy.name, max_rounds, rounds_at_most(
+                workload, round_s=round_s, restore_s=restore_s,
+                requeue_delay_s=requeue_delay_s))
         report = run_round(world, policy, memory, world)
         memory = report.memory
         while not world.advance():  # a fill step; the policy's memory stays the round's
