@@ -256,6 +256,18 @@ class _StrictLoader(yaml.SafeLoader):
         self._flat: set[int] = set()
         """ids of the mappings flattened: the document's nodes live while it is built."""
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """A scalar its tag cannot hold (``2025-02-30``, ``!!int abc``, an integer of
+        5,000 digits) is a YAML error at its line, not a ValueError from int() or date()."""
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+            kind = str(node.tag).rsplit(":", 1)[-1]
+            why = "" if isinstance(exc, KeyError) else f" ({str(exc).split(';')[0]})"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {shown(node.value)} as {kind}{why}",
+                node.start_mark) from None
+
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         if id(node) in self._flat:  # once: flattened, its own keys and merged ones mix
             return

@@ -47,6 +47,24 @@ def test_broken_yaml_names_the_line(tmp_path: Path) -> None:
     assert err.value.line is not None
 
 
+@pytest.mark.parametrize(("value", "expected"), [
+    ("2025-02-30", "cannot read '2025-02-30' as timestamp (day is out of range for month)"),
+    ("!!int abc", "cannot read 'abc' as int"),
+    ("!!bool maybe", "cannot read 'maybe' as bool"),
+    ("!!float x", "cannot read 'x' as float"),
+    pytest.param("9" * 5000, "as int (Exceeds the limit", id="5000 digits"),
+])
+def test_a_yaml_value_its_type_cannot_hold_names_its_line(tmp_path: Path, value: str,
+                                                           expected: str) -> None:
+    """Found by a review: each was a ValueError from PyYAML's int() or date(), reported
+    as a bug (exit 1) by every command with --config."""
+    path = tmp_path / "c.yaml"
+    path.write_text(f"slurm: {{}}\nsimulator:\n  round_s: {value}\n")
+    with pytest.raises(InputError, match="not valid YAML") as err:
+        load_settings(path)
+    assert err.value.line == 3 and expected in str(err.value), err.value
+
+
 def test_a_yaml_merge_key_may_be_overridden_a_key_not_given_twice(tmp_path: Path) -> None:
     """A key given beside a merge key (``<<``) overrides the merged one, as YAML says;
     it was refused as a duplicate (red-team). A key given twice still is, merged or not."""
