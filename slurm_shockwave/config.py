@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -242,6 +243,24 @@ def live_policy(settings: Settings, name: str) -> Policy[Any]:
 
 
 _MERGE = "tag:yaml.org,2002:merge"
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_ZERO_PADDED = re.compile(r"[-+]?0[0-9_]+")
+"""YAML 1.1 reads ``0120`` as octal (80): a zero-padded number is refused, not misread."""
+_BASE_60 = re.compile(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?")
+"""YAML 1.1 reads ``2:00`` as 120 (base 60): refused too, a time is written in seconds."""
+
+
+def _misread(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | None:
+    """What YAML 1.1 makes of a number that a reader of YAML 1.2 (or of a clock) takes
+    otherwise, as the problem to report; None for any other scalar."""
+    if node.tag not in (_INT, _FLOAT):
+        return None
+    read = loader.construct_yaml_int if node.tag == _INT else loader.construct_yaml_float
+    if _BASE_60.fullmatch(node.value):
+        return f"is base 60 to YAML 1.1 ({read(node):g}): write it in seconds"
+    if node.tag == _INT and _ZERO_PADDED.fullmatch(node.value):
+        return f"is octal to YAML 1.1 ({read(node)}): write it without leading zeros"
+    return None
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -255,10 +274,19 @@ class _StrictLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._flat: set[int] = set()
         """ids of the mappings flattened: the document's nodes live while it is built."""
+        self._keys: dict[int, str] = {}
+        """The key of each value node in a mapping, by id, to name it in an error."""
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         """A scalar its tag cannot hold (``2025-02-30``, ``!!int abc``, an integer of
-        5,000 digits) is a YAML error at its line, not a ValueError from int() or date()."""
+        5,000 digits) is a YAML error at its line, not a ValueError from int() or date();
+        so is a number YAML 1.1 reads otherwise than it looks (``_misread``)."""
+        problem = _misread(self, node) if isinstance(node, yaml.ScalarNode) else None
+        if problem is not None:
+            key = self._keys.get(id(node))
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{f'{key}: ' if key else ''}{node.value} {problem}",
+                node.start_mark)
         try:
             return super().construct_object(node, deep)
         except (ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
@@ -272,6 +300,13 @@ class _StrictLoader(yaml.SafeLoader):
         if id(node) in self._flat:  # once: flattened, its own keys and merged ones mix
             return
         own = [key_node for key_node, _value in node.value if key_node.tag != _MERGE]
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = shown(key_node.value)[1:-1]
+                self._keys[id(value_node)] = key
+                if isinstance(value_node, yaml.SequenceNode):
+                    for i, item in enumerate(value_node.value):
+                        self._keys[id(item)] = f"{key}[{i}]"
         super().flatten_mapping(node)  # merged mappings come through here first
         self._flat.add(id(node))
         seen: dict[Any, Any] = {}

@@ -96,6 +96,32 @@ def test_a_yaml_1_1_hex_integer_is_read_and_named_as_given(tmp_path: Path) -> No
     assert load_settings(path).simulator.round_s == 32
 
 
+@pytest.mark.parametrize(("text", "line", "expected"), [
+    ("simulator: {round_s: 0120}", 1, "round_s: 0120 is octal to YAML 1.1 (80)"),
+    ("simulator:\n  restore_s: 020", 2, "restore_s: 020 is octal to YAML 1.1 (16)"),
+    ("simulator:\n  round_s: 2:00", 2, "round_s: 2:00 is base 60 to YAML 1.1 (120)"),
+    ("simulator: {round_s: 1:30.5}", 1, "round_s: 1:30.5 is base 60 to YAML 1.1 (90.5)"),
+    ("policies:\n  las: {queue_thresholds_gpu_s: [3600, 036000]}", 2,
+     "queue_thresholds_gpu_s[1]: 036000 is octal"),
+])
+def test_a_yaml_1_1_octal_or_base_60_number_is_refused_not_misread(
+        tmp_path: Path, text: str, line: int, expected: str) -> None:
+    """Found by a review: ``round_s: 0120`` was 80 s and ``2:00`` 120 s, silently."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text + "\n")
+    with pytest.raises(InputError) as err:
+        load_settings(path)
+    assert err.value.line == line and expected in str(err.value), err.value
+
+
+def test_a_zero_and_a_quoted_or_decimal_zero_padded_number_are_read_as_written(
+        tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("simulator: {round_s: '0120', restore_s: 0, requeue_delay_s: 0120.5}\n")
+    s = load_settings(path).simulator
+    assert (s.round_s, s.restore_s, s.requeue_delay_s) == (120, 0, 120.5)
+
+
 def test_the_live_run_tells_the_service_its_time_scale(tmp_path: Path) -> None:
     """The planner's table times must be wall time like its 2 s round (120 s / 60)."""
     from slurm_shockwave.live.run import LiveSettings, _service_config
