@@ -268,7 +268,11 @@ def test_generate_options_are_bounded() -> None:
                          (["--jobs", "0"], "--jobs"), (["--gpu-mix", "nan,0,0,1"], "--gpu-mix"),
                          # a Pareto draw of shape 0.001 overflowed a float
                          (["--duration-dist", "pareto", "--tail-alpha", "0.001"],
-                          "--tail-alpha")]:
+                          "--tail-alpha"),
+                         # found by a review: each was silently without effect
+                         (["--diurnal-depth", "0.5"], "--diurnal-depth"),
+                         (["--tail-alpha", "2"], "--tail-alpha"),
+                         (["--duration-dist", "pareto", "--durations", "3"], "--durations")]:
         proc = shockwave("trace", "generate", *args)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
         # the option by its own name (an option's field once came out as ----gpu-mix)

@@ -68,20 +68,22 @@ def trace() -> None:
 @click.option("--max-h", type=Bounded(0, MAX_HOURS, lo_open=True), default=5.0,
               show_default=True)
 @click.option("--durations", "num_durations", type=Bounded(1, MAX_DURATIONS, integer=True),
-              default=100, show_default=True,
-              help="How many distinct nominal durations between min and max.")
+              default=None, help="How many distinct nominal durations between min and max "
+              f"(--duration-dist buckets; default {TraceShape.num_durations}).")
 @click.option("--mode-mix", default="0,0.5,0.5", show_default=True,
               help="Probabilities of static,accordion,gns.")
 @click.option("--gpu-mix", default="0.6,0.3,0.09,0.01", show_default=True,
               help="Probabilities of 1,2,4,8 GPUs.")
 @click.option("--arrivals", type=click.Choice(ARRIVALS), default="poisson", show_default=True,
               help="diurnal: a day/night cycle, --mean-gap-s at the daily peak.")
-@click.option("--diurnal-depth", type=float, default=0.8, show_default=True,
-              help="How much quieter the night is (0 to 0.99).")
+@click.option("--diurnal-depth", type=float, default=None,
+              help="How much quieter the night is (0 to 0.99; --arrivals diurnal; default "
+              f"{TraceShape.diurnal_depth}).")
 @click.option("--duration-dist", type=click.Choice(DURATIONS), default="buckets",
               show_default=True, help="pareto: heavy-tailed from --min-h, capped at --max-h.")
-@click.option("--tail-alpha", type=float, default=1.2, show_default=True,
-              help="Pareto shape (smaller: heavier tail).")
+@click.option("--tail-alpha", type=float, default=None,
+              help="Pareto shape (smaller: heavier tail; --duration-dist pareto; default "
+              f"{TraceShape.tail_alpha}).")
 @click.option("--throughputs", default=None, help="Table for steps (default builtin:tacc).")
 @click.option("--seed", type=Bounded(0, MAX_SEED, integer=True), default=0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "gavel"]), default="jsonl",
@@ -90,10 +92,18 @@ def trace() -> None:
               help="Write here (default: standard output).")
 @one_line_errors
 def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
-                 num_durations: int, mode_mix: str, gpu_mix: str, arrivals: str,
-                 diurnal_depth: float, duration_dist: str, tail_alpha: float,
+                 num_durations: int | None, mode_mix: str, gpu_mix: str, arrivals: str,
+                 diurnal_depth: float | None, duration_dist: str, tail_alpha: float | None,
                  throughputs: str | None, seed: int, fmt: str, out: str | None) -> None:
     """Generate a seeded synthetic trace shaped like the paper's."""
+    # an option of another shape than the one asked for would be silently without effect
+    for option, value, needs, given in (
+            ("--diurnal-depth", diurnal_depth, "--arrivals diurnal", arrivals == "diurnal"),
+            ("--tail-alpha", tail_alpha, "--duration-dist pareto", duration_dist == "pareto"),
+            ("--durations", num_durations, "--duration-dist buckets",
+             duration_dist == "buckets")):
+        if value is not None and not given:
+            raise InputError(f"only with {needs}", field=option)
     writable_file(out, "--out", inputs=(throughputs,))
     if fmt == "gavel" and out is not None and Path(out).suffix in JSON_SUFFIXES:
         raise InputError(f"a {Path(out).suffix} file is read as JSON lines: name the "
@@ -103,10 +113,10 @@ def generate_cmd(num_jobs: int, mean_gap_s: float, min_h: float, max_h: float,
     try:
         shape = build_config(TraceShape, {
             "num_jobs": num_jobs, "mean_gap_s": mean_gap_s, "min_h": min_h, "max_h": max_h,
-            "num_durations": num_durations, "mode_mix": modes, "gpu_mix": gpu_shares,
-            "arrivals": arrivals,
-            "diurnal_depth": diurnal_depth, "durations": duration_dist,
-            "tail_alpha": tail_alpha})
+            "num_durations": num_durations or TraceShape.num_durations, "mode_mix": modes,
+            "gpu_mix": gpu_shares, "arrivals": arrivals, "durations": duration_dist,
+            **{k: v for k, v in (("diurnal_depth", diurnal_depth), ("tail_alpha", tail_alpha))
+               if v is not None}})
     except InputError as exc:  # name the option, not the TraceShape field
         field = exc.field.split("[")[0]
         option = {"num_jobs": "--jobs", "num_durations": "--durations",
