@@ -123,6 +123,11 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
     (["simulate", "--csv", ""], "--csv: must be a path, not empty"),
     (["trace", "generate", "--jobs", "2", "--out", ""], "--out: must be a path, not empty"),
     (["compare", "--out", ""], "--out: must be a path, not empty"),
+    # found by a review: the current directory, and the default checkpoint folder
+    (["trace", "submit", "demo", "--time-scale", "1", "--output-dir", ""],
+     "'--output-dir': must be a path, not empty"),
+    (["trace", "submit", "demo", "--time-scale", "1", "--checkpoint-dir", " "],
+     "'--checkpoint-dir': must be a path, not empty"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], expected: str) -> None:
     proc = run(*args, check=False)

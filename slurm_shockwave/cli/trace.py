@@ -215,9 +215,9 @@ def _throughputs_for_jobs(spec: str | None) -> str | None:
                                                   "(default builtin:tacc).")
 @click.option("--max-jobs", type=click.IntRange(min=1), default=None,
               help="Only the first N jobs of the trace.")
-@click.option("--output-dir", default="trace-out", show_default=True,
+@click.option("--output-dir", type=PATH_TEXT, default="trace-out", show_default=True,
               help="The jobs' output files (%j.out); must be visible to the nodes.")
-@click.option("--checkpoint-dir", default=None,
+@click.option("--checkpoint-dir", type=PATH_TEXT, default=None,
               help="The jobs' checkpoints [OUTPUT_DIR/checkpoints].")
 @click.option("--slurm-conf", type=PATH_TEXT, default=None, help="slurm.conf [$SLURM_CONF].")
 @click.option("--json", "as_json", is_flag=True,
@@ -246,7 +246,8 @@ def submit(trace_file: str, time_scale: float, partition: str, throughputs: str 
         # the job's log went elsewhere and the job failed to launch, reported as submitted
         raise InputError("must not hold % or \\ (sbatch reads the log path as a pattern)",
                          source=output_dir, field="--output-dir")
-    ckpt_dir = Path(checkpoint_dir or out_dir / "checkpoints").resolve()
+    ckpt_dir = Path(checkpoint_dir if checkpoint_dir is not None
+                    else out_dir / "checkpoints").resolve()
     # both folders checked before Slurm is asked anything (and made only after it answers)
     writable_dir(str(out_dir), "--output-dir")
     writable_dir(str(ckpt_dir), "--checkpoint-dir" if checkpoint_dir else "--output-dir")
