@@ -5,7 +5,6 @@ are read by the same rules (``model/bounds.py``)."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Iterable, Mapping
@@ -14,6 +13,7 @@ from typing import Any, NoReturn
 from slurm_shockwave.model.bounds import name_list, number_list
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.workloads.input_files import strict_json
 
 
 class Parser(argparse.ArgumentParser):
@@ -44,10 +44,10 @@ def policy_config(ap: argparse.ArgumentParser, option: str, text: str, policy: s
                   base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A JSON object of settings for ``policy`` (None: no policy to check them against),
     checked now on top of ``base``, not after minutes of simulation."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        ap.error(f"{option}: not JSON ({exc})")
+    try:  # strict: a key given twice, deep nesting and huge numbers are refused
+        value = strict_json(text, source="", field=option)
+    except InputError as exc:
+        ap.error(f"{option}: {exc.problem}")
     if not isinstance(value, dict):
         ap.error(f"{option}: expected a JSON object")
     if policy is not None:

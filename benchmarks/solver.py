@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.args import Parser
+from slurm_shockwave.model.bounds import MAX_CLUSTER_GPUS
 from slurm_shockwave.model.cluster import ClusterView, GpuNode
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import Job, JobProgress
@@ -52,6 +53,9 @@ from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.profile import run_lengths
 
 ROUND_S = 120.0
+MAX_JOBS = 10_000
+"""Five times the paper's largest program (2,000 jobs): one solve already takes minutes."""
+MAX_LATE_WINDOWS = 1_000
 
 
 def synthetic_jobs(n: int, seed: int) -> list[Job]:
@@ -160,10 +164,16 @@ def main() -> None:
         config = make_policy("shockwave", section).config
     except InputError as exc:
         ap.error(f"{options.get(exc.field.rsplit('.', 1)[-1], exc.field)}: {exc.problem}")
-    if args.jobs < 1:
-        ap.error(f"--jobs: must be >= 1, not {args.jobs}")
-    if args.gpus is not None and (args.gpus < 8 or args.gpus % 8):
-        ap.error(f"--gpus: must be a multiple of 8 (nodes of 8), not {args.gpus}")
+    # bounded before any work: --jobs 1e9 drew jobs for ever, --late-windows nan failed
+    # after the first solve, and a negative one was silently 1
+    if not 1 <= args.jobs <= MAX_JOBS:
+        ap.error(f"--jobs: must be from 1 to {MAX_JOBS}, not {args.jobs}")
+    if args.gpus is not None and not (8 <= args.gpus <= MAX_CLUSTER_GPUS and args.gpus % 8 == 0):
+        ap.error(f"--gpus: must be a multiple of 8 (nodes of 8) up to {MAX_CLUSTER_GPUS}, "
+                 f"not {args.gpus}")
+    if not 1 <= args.late_windows <= MAX_LATE_WINDOWS:  # NaN fails this too
+        ap.error(f"--late-windows: must be from 1 to {MAX_LATE_WINDOWS}, not "
+                 f"{args.late_windows}")
     if args.max_rounds < 1:
         ap.error(f"--max-rounds: must be >= 1, not {args.max_rounds}")
     machine = {"cpus": os.cpu_count(), "python": platform.python_version()}

@@ -41,9 +41,18 @@ ROOT = Path(__file__).resolve().parents[1]
     # found by a review: tracebacks, or a silent rounding of --gpus to whole nodes
     ("solver", ["--rounds", "0"], "--rounds: must be from 1"),
     ("solver", ["--backend", "foo"], "--backend: must be one of"),
-    ("solver", ["--jobs", "0"], "--jobs: must be >= 1"),
+    ("solver", ["--jobs", "0"], "--jobs: must be from 1 to 10000"),
     ("solver", ["--gpus", "12"], "--gpus: must be a multiple of 8"),
     ("solver", ["--trace", "120", "--max-rounds", "0"], "--max-rounds: must be >= 1"),
+    # found by a review: a traceback after the first solve, a silent 1, work for ever
+    ("solver", ["--late-windows", "nan"], "--late-windows: must be from 1 to 1000"),
+    ("solver", ["--late-windows", "-2"], "--late-windows: must be from 1 to 1000"),
+    ("solver", ["--jobs", "1000000000"], "--jobs: must be from 1 to 10000"),
+    ("solver", ["--gpus", "800000000"], "--gpus: must be a multiple of 8 (nodes of 8) up to"),
+    # found by a review: json.loads' RecursionError traceback, a key given twice kept last
+    pytest.param("live_screen", ["--config", "[" * 100_000],
+                 "--config: not valid JSON here (nested", id="live_screen-deep-config"),
+    ("scale", ["--config", '{"k": 1, "k": 2}'], "--config: not valid JSON here (duplicate key"),
     ("live_screen", ["--time-scale", "nan"], "--time-scale: must be a finite number"),
     ("live_screen", ["--time-scale", "0"], "--time-scale: must be from 1"),
     ("live_screen", ["--cred-expire-s", "-10"], "--cred-expire-s: must be from 0"),
