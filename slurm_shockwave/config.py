@@ -28,8 +28,10 @@ from slurm_shockwave.model.bounds import (
     MAX_FACTOR,
     MAX_ROUND_S,
     PARTITION_PROBLEM,
+    PATH_PROBLEM,
     is_host_port,
     is_partition_name,
+    is_path_text,
     key_name,
     shown,
 )
@@ -107,6 +109,8 @@ class SlurmConfig:
             return "partition", PARTITION_PROBLEM
         if not (math.isfinite(self.round_s) and 1 <= self.round_s <= 86400):
             return "round_s", "must be from 1 to 86400 seconds"
+        if self.slurm_conf is not None and not is_path_text(self.slurm_conf):
+            return "slurm_conf", PATH_PROBLEM
         if self.backend not in BACKENDS:
             return "backend", f"must be one of {', '.join(BACKENDS)}"
         if not 1e-3 <= self.prior_epoch_s <= 1e7:
@@ -159,8 +163,8 @@ class ServiceConfig:
     def validate(self) -> tuple[str, str] | None:
         if self.policy not in POLICIES:
             return "policy", f"unknown policy (known: {', '.join(POLICIES)})"
-        if not self.store:
-            return "store", "must be a file path"
+        if not is_path_text(self.store):  # as --store: " " was opened as a file named so
+            return "store", PATH_PROBLEM
         if not (math.isfinite(self.retention_days) and self.retention_days > 0):
             return "retention_days", "must be > 0"
         if not (math.isfinite(self.stale_after_s) and self.stale_after_s >= 0):
@@ -169,10 +173,10 @@ class ServiceConfig:
             return "solver_time_limit_s", "must be > 0"
         if not is_host_port(self.listen):
             return "listen", LISTEN_PROBLEM
-        if not self.endpoint_file:
-            return "endpoint_file", "must be a file path"
-        if not self.heartbeat:
-            return "heartbeat", "must be a file path"
+        if not is_path_text(self.endpoint_file):
+            return "endpoint_file", PATH_PROBLEM
+        if not is_path_text(self.heartbeat):
+            return "heartbeat", PATH_PROBLEM
         if not (math.isfinite(self.fill_poll_s) and 0.1 <= self.fill_poll_s <= 3600):
             return "fill_poll_s", "must be from 0.1 to 3600 seconds"
         files = {"store": self.store, "heartbeat": self.heartbeat,
@@ -207,10 +211,12 @@ def parse_settings(data: Any, *, source: str) -> Settings:
     slurm = build_config(SlurmConfig, data.get("slurm"), path="slurm", source=source)
     service = build_config(ServiceConfig, data.get("service"), path="service", source=source)
     stale_problem(service.stale_after_s, slurm.round_s, source=source)
-    policies = data.get("policies") or {}
-    if not isinstance(policies, Mapping):
-        raise InputError("expected a mapping of policy name to settings", source=source,
-                         field="policies")
+    policies = data.get("policies")
+    if policies is None:
+        policies = {}
+    if not isinstance(policies, Mapping):  # [] or false was silently "no settings"
+        raise InputError(f"expected a mapping of policy name to settings, got "
+                         f"{shown(policies)}", source=source, field="policies")
     for name, section in policies.items():
         if name not in POLICIES:
             raise InputError(f"unknown policy (known: {', '.join(POLICIES)})", source=source,

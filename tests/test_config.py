@@ -32,6 +32,13 @@ def test_shipped_example_config_is_valid() -> None:
     ({"service": {"store": "/v/h", "heartbeat": "/v/h"}}, "service.heartbeat"),
     ({"service": {"stale_after_s": 30}}, "service.stale_after_s"),
     ({"slurm": {"round_s": 60}, "service": {"stale_after_s": 60}}, "service.stale_after_s"),
+    # found by a review: refused as options (--store " "), accepted in the file; and an
+    # empty list or false was silently no policy settings
+    ({"service": {"store": " "}}, "service.store"),
+    ({"service": {"heartbeat": ""}}, "service.heartbeat"),
+    ({"slurm": {"slurm_conf": " "}}, "slurm.slurm_conf"),
+    ({"policies": []}, "policies"),
+    ({"policies": False}, "policies"),
 ])
 def test_bad_settings_name_the_field(data: dict, field: str) -> None:
     with pytest.raises(InputError) as err:
