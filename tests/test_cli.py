@@ -123,6 +123,9 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
     (["simulate", "--csv", ""], "--csv: must be a path, not empty"),
     (["trace", "generate", "--jobs", "2", "--out", ""], "--out: must be a path, not empty"),
     (["compare", "--out", ""], "--out: must be a path, not empty"),
+    # found by a review: "elastic" jobs whose range was their request alone
+    (["trace", "elastic", "demo", "--range", "1,1", "--out", "/no/such/dir/x.jsonl"],
+     "--range: 1,1 gives each job its request alone"),
     # found by a review: the current directory, and the default checkpoint folder
     (["trace", "submit", "demo", "--time-scale", "1", "--output-dir", ""],
      "'--output-dir': must be a path, not empty"),

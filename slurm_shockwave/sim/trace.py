@@ -236,10 +236,14 @@ def to_json_line(job: TraceJob) -> str:
 
 def elastic_factors(low: float, high: float, *, field: str = "--range") -> None:
     """Multiples of a request that make a range around it: 0 < LO <= 1 <= HI, and HI no
-    more than the widest range (a wider HI only reaches the cap)."""
+    more than the widest range (a wider HI only reaches the cap); not both 1, a range of
+    the request alone, which is no elastic job."""
     if not 0 < low <= 1 <= high <= MAX_RANGE_GPUS:
         raise InputError(f"expected 0 < LO <= 1 <= HI <= {MAX_RANGE_GPUS}, got "
                          f"{low:g},{high:g}", field=field)
+    if low == high:
+        raise InputError("1,1 gives each job its request alone as its range: not elastic",
+                         field=field)
 
 
 def make_elastic(job: TraceJob, low: float, high: float) -> TraceJob:
