@@ -285,9 +285,24 @@ def test_generate_names_the_table_when_its_epochs_are_too_many(tmp_path: Path) -
     points at the table, not only at --max-h (it blamed --max-h or --mean-gap-s)."""
     fast = tmp_path / "fast.json"
     fast.write_text('{"v100": {"(\'LM (batch size 10)\', 1)": {"null": 1000000000}}}')
-    proc = shockwave("trace", "generate", "--throughputs", str(fast))
+    proc = shockwave("trace", "generate", "--throughputs", str(fast), "--gpu-mix", "1,0,0,0")
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "--throughputs" in lines[0], lines
+    assert "epochs" in lines[0], lines
+
+
+def test_generate_names_the_table_that_lacks_a_gpu_count_the_mix_drew(tmp_path: Path) -> None:
+    """Found by a review: a job the mix gave 2 GPUs silently got 1 where the table had no
+    2-GPU entry, so the trace was not of the mix asked for."""
+    table = tmp_path / "one_gpu.json"
+    table.write_text('{"v100": {"(\'LM (batch size 10)\', 1)": {"null": 5.0}}}')
+    proc = shockwave("trace", "generate", "--jobs", "20", "--throughputs", str(table))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, lines
+    assert f"{table}: --throughputs: has no 2-GPU throughput for LM (batch size 10)" in lines[0]
+    proc = shockwave("trace", "generate", "--jobs", "20", "--throughputs", str(table),
+                     "--gpu-mix", "1,0,0,0")
+    assert proc.returncode == 0 and proc.stdout.count('"gpus": 1') == 20, proc.stderr
 
 
 def test_outputs_are_checked_before_the_run_and_written_whole(tmp_path: Path) -> None:

@@ -126,8 +126,11 @@ def generate(shape: TraceShape, table: ThroughputTable, seed: int = 0) -> list[T
             arrival = _next_arrival(rng, shape, arrival)
         model, bs = rng.choice(templates)
         gpus = rng.choices(GPU_CHOICES, weights=shape.gpu_mix)[0] if MODELS[model].multi_gpu else 1
-        if not table.has(model, bs, gpus):
-            gpus = 1
+        if not table.has(model, bs, gpus):  # was silently 1 GPU: the mix asked was not drawn
+            raise InputError(f"has no {gpus}-GPU throughput for {model} (batch size {bs}), "
+                             f"which the GPU mix (--gpu-mix) drew for job {index}: a table "
+                             f"with it, or no share for {gpus} GPUs in the mix",
+                             source=table.source, field=TABLE_OPTION)
         mode = rng.choices(modes, weights=shape.mode_mix)[0]
         duration = _duration_s(rng, shape)
         if mode == AdaptationMode.ACCORDION and duration < 1000:
