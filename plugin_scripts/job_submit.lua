@@ -4,7 +4,8 @@ For jobs in the managed partition: validate the adaptation hint given with
 `sbatch --comment "bs=... epochs=... [model=...] [mode=...] [gpus=LO-HI] [signal=... [grace=...]]"`,
 reject a malformed one at submit time with a message naming the field, store the
 normalised hint in the admin-only comment (users cannot change it after submit) with the
-time of submission (`submitted=<epoch>`, which a requeue does not move), and,
+time of submission (`submitted=<epoch>`, which a requeue does not move) and the GPUs it
+asked for (`asked_gpus=<count>`, which the service's resizes do not move), and,
 while the scheduler service is alive (its heartbeat file is fresh), hold the job so
 nothing starts before the planner decides, and refuse its owner's release of that hold.
 With no fresh heartbeat the job is not held: it runs under Slurm alone (fail-open).
@@ -137,6 +138,49 @@ function shockwave_parse_hint(text)
   return out
 end
 
+-- GPUs in one item of a TRES request: gres[:/]gpu[:TYPE][:COUNT] (0 otherwise); a GRES
+-- without a count is one GPU, as Slurm reads it. json_shapes.gpus_in in Python, case
+-- for case (tests/test_hints.py): the count stamped here must be the one the service
+-- reads from Slurm at submit.
+local GPU_TYPE = "^[A-Za-z0-9_.%-]+$"
+local function gpu_item(item)
+  local head, rest = string.sub(item, 1, 8), string.sub(item, 9)
+  if head ~= "gres:gpu" and head ~= "gres/gpu" then return 0 end
+  if rest == "" then return 1 end
+  local one = string.match(rest, "^:([^:]*)$")
+  if one then
+    if string.match(one, "^[0-9]+$") then return #one <= 7 and tonumber(one) or 0 end
+    return string.match(one, GPU_TYPE) and 1 or 0
+  end
+  local kind, count = string.match(rest, "^:([^:]*):([^:]*)$")
+  if kind and string.match(kind, GPU_TYPE) and string.match(count, "^[0-9]+$")
+      and #count <= 7 then
+    return tonumber(count)
+  end
+  return 0
+end
+
+-- GPUs in a TRES request (tres_per_node from --gres or --gpus-per-node, tres_per_job
+-- from --gpus): gres:gpu:4 (22.05), gres/gpu:a100:4 (23.x on), items comma-separated.
+function shockwave_gpus_in(spec)
+  local total = 0
+  for item in string.gmatch(type(spec) == "string" and spec or "", "[^,]+") do
+    total = total + gpu_item(item)
+  end
+  return total
+end
+
+-- GPUs a submission asks for: per node times its nodes (min_nodes; NO_VAL or unset: 1),
+-- plus per job; json_shapes.job_gpus does the same with the node count squeue lists.
+function shockwave_job_gpus(tres_per_node, tres_per_job, min_nodes)
+  local nodes = 1
+  if type(min_nodes) == "number" and min_nodes >= 1 and min_nodes < 4294967294
+      and min_nodes == math.floor(min_nodes) then
+    nodes = min_nodes
+  end
+  return shockwave_gpus_in(tres_per_job) + shockwave_gpus_in(tres_per_node) * nodes
+end
+
 -- Is the scheduler service alive? Its heartbeat file's first line is
 -- "<unix_time> <stale_after_s>". Anything missing, unreadable or odd means no.
 function shockwave_service_alive(path, now)
@@ -196,8 +240,21 @@ local ARRAY = "shockwave: job arrays are not planned in the " .. SHOCKWAVE_PARTI
               .. " partition (one hold and one priority would act on every task at once);"
               .. " submit each task as its own job, e.g. a loop of sbatch"
 
+-- The GPUs a job asks for, from the update's fields where it gives them, else the
+-- job record's (``job_rec``: a job moved into the partition; nil at submit).
+local function asked(job_desc, job_rec)
+  local function field(name)
+    local value = job_desc[name]
+    if (value == nil or value == "" or value == 4294967294) and job_rec ~= nil then
+      value = job_rec[name]
+    end
+    return value
+  end
+  return shockwave_job_gpus(field("tres_per_node"), field("tres_per_job"), field("min_nodes"))
+end
+
 -- Validate a managed job's hint into job_desc; returns slurm.SUCCESS or slurm.ERROR.
-local function admit(job_desc, comment, job_id)
+local function admit(job_desc, comment, job_id, job_rec)
   if job_desc.array_inx ~= nil and job_desc.array_inx ~= "" then
     return reject(job_id, "%s", ARRAY)
   end
@@ -206,9 +263,16 @@ local function admit(job_desc, comment, job_id)
     return reject(job_id, "shockwave: bad hint in --comment: field '%s': %s", field, problem)
   end
   -- the first submission, stamped: Slurm moves a requeued job's submit time to the
-  -- requeue, and the planner must not take a preempted job for a new arrival
-  -- (split_admin_comment in slurm_shockwave/slurm/hints.py reads it back)
-  job_desc.admin_comment = normalised .. " submitted=" .. tostring(os.time())
+  -- requeue, and the planner must not take a preempted job for a new arrival; and the
+  -- GPUs it asked for: the service changes an elastic job's GRES as it resizes it, and
+  -- a requeue by Slurm keeps the changed count (hints.py's split_admin_comment and
+  -- asked_gpus read them back)
+  local stamp = " submitted=" .. tostring(os.time())
+  local gpus = asked(job_desc, job_rec)
+  if gpus >= 1 and gpus <= 9999999 then
+    stamp = stamp .. string.format(" asked_gpus=%d", gpus)
+  end
+  job_desc.admin_comment = normalised .. stamp
   if shockwave_service_alive() then
     job_desc.priority = 0 -- held until the planner releases it
   else
@@ -250,7 +314,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
       -- moved into the managed partition: validated exactly as at submit
       local comment = job_desc.comment
       if comment == nil then comment = job_rec.comment end
-      return admit(job_desc, comment, job_rec.job_id)
+      return admit(job_desc, comment, job_rec.job_id, job_rec)
     end
   end
   if was == "managed" and job_desc.comment ~= nil and job_desc.comment ~= job_rec.comment then

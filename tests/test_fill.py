@@ -81,3 +81,17 @@ def test_a_fill_step_places_an_elastic_job_on_the_count_it_holds() -> None:
         fill = run_round(Fixed(view), plan, {}, DryRunActuator(), fill=True)
         assert sorted((a.kind.value, a.job_id, len(a.gpu_slots)) for a in fill.actions) == [
             ("keep", 1, holds), ("start", 2, waiting)], (request, holds)
+
+
+def test_a_reserved_elastic_job_waits_on_the_count_it_was_released_at() -> None:
+    """Job 3 (elastic, request 1) was released by the round on 3 GPUs (live: its GRES)
+    and waits for a checkpoint to free the third; the fill step neither places it at its
+    request nor lets job 4 take a GPU of the 2 free: job 3 needs them at 3."""
+    busy = a_job(1, gpus=3, running=True, slots=("pool:0", "pool:1", "pool:2"))
+    three = a_job(3, gpus=1)
+    three = replace(three, spec=replace(three.spec, gpus_range=(1, 4)),
+                    progress=replace(three.progress, gpus=3))
+    view = replace(a_view(busy, three, a_job(4), gpus=5), reserved=frozenset({3}))
+    fill = run_round(Fixed(view), Says((3, 4), ReasonCode.SCHEDULED), {}, DryRunActuator(),
+                     fill=True)
+    assert [(a.kind.value, a.job_id) for a in fill.actions] == [("keep", 1)]

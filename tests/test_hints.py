@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.slurm.hints import Hint, parse_hint, split_admin_comment
+from slurm_shockwave.slurm.hints import Hint, asked_gpus, parse_hint, split_admin_comment
+from slurm_shockwave.slurm.json_shapes import job_gpus
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = json.loads((ROOT / "tests" / "data" / "hints.json").read_text())
@@ -203,6 +204,100 @@ show(slurm_job_submit(u, { shockwave = part(1) }, 0), u)
     assert out[1].startswith("-1\tnil\tnil\t") and "field 'submitted'" in out[1]
     assert split_admin_comment(GOOD) == (GOOD, None)
     assert split_admin_comment(f"{GOOD} submitted=x") == (f"{GOOD} submitted=x", None)
+
+
+# sbatch's GPU spellings as job_desc carries them (22.05: gres:, 23.x on: gres/), and
+# the node count (min_nodes; NO_VAL when -N is not given) -> the count squeue lists
+_SPELLINGS = [
+    ("gres:gpu:2", None, None, 2),                # --gres=gpu:2
+    ("gres:gpu:a100:4", None, None, 4),           # --gres=gpu:a100:4
+    ("gres/gpu:4", None, 4294967294, 4),          # 23.x on; -N not given
+    ("gres:gpu:4", None, 2, 8),                   # -N 2 --gres=gpu:4
+    ("gres:gpu:4", None, 2.5, 4),                 # not a node count: 1
+    (None, "gres:gpu:8", None, 8),                # --gpus=8 (tres_per_job)
+    (None, "gres/gpu:v100:3", 2, 3),              # --gpus=v100:3 -N 2: per job
+    ("gres:gpu:1", "gres:gpu:2", 3, 5),           # both
+    ("gres:gpu:a100:2,gres:gpu:v100:2", None, None, 4),
+    ("gres:gpu:a100_3g.20gb:2,gres:shard:4", None, None, 2),  # MIG type; not a GPU
+    ("gres:gpu", None, None, 1), ("gres/gpu:a100", None, 2, 2),  # no count: one
+    ("gres:gpu:0", None, None, 0), ("gres:mps:100", None, None, 0), ("", "", None, 0),
+    ("gres:gpu:4(S:0-1)", None, None, 0), ("gres:gpus:4", None, None, 0),
+    ("gres:gpu:a:b:4", None, None, 0), ("gres:gpu:12345678", None, None, 0),
+    ("gres:gpu:0000004", None, None, 4), ("xgres:gpu:4", None, None, 0),
+    ("gres:gpu:a100:", None, None, 0), ("gres:gpu::4", None, None, 0),
+    ("gres:gpu:4,,gres:gpu:1", None, None, 5), ("gres:gpu:\u00b2", None, None, 0),
+]
+
+
+def _random_spellings(n: int) -> list[tuple[str | None, str | None, int | None]]:
+    """Strings made of the pieces GPU requests are made of, in any order."""
+    import random
+    rng = random.Random(11)
+    pieces = ["gres", ":", "/", "gpu", "gpus", "a100", "a100_3g.20gb", "0", "4", "12",
+              "0000001", "99999999", ",", "mps", "(S:0)", "-", "", "\u0661", " "]
+
+    def spec() -> str | None:
+        return None if rng.random() < 0.2 else "".join(
+            rng.choice(pieces) for _ in range(rng.randint(0, 9)))
+    return [(spec(), spec(), rng.choice([None, 1, 2, 3, 0, 4294967294]))
+            for _ in range(n)]
+
+
+def test_lua_counts_requested_gpus_as_python_reads_them(tmp_path: Path) -> None:
+    """The stamp job_submit.lua writes (asked_gpus) is the count the service reads from
+    Slurm for the same job before any resize (json_shapes.job_gpus): one grammar in both,
+    on sbatch's spellings and on random strings of the same pieces."""
+    cases = [c[:3] for c in _SPELLINGS] + _random_spellings(3000)
+    script = tmp_path / "count.lua"
+    script.write_text("""
+slurm = { SUCCESS = 0, ERROR = -1, log_user = function() end, log_info = function() end }
+dofile(arg[1])
+local function text(h)
+  if h == "-" then return nil end
+  return (string.gsub(h, "%x%x", function(x) return string.char(tonumber(x, 16)) end))
+end
+for line in io.lines() do
+  local a, b, n = string.match(line, "^(%S+) (%S+) (%S+)$")
+  print(shockwave_job_gpus(text(a), text(b), tonumber(n)))
+end
+""")
+
+    def hexed(v: str | None) -> str:
+        return "-" if v is None else v.encode().hex() or "-"
+    lines = [f"{hexed(a)} {hexed(b)} {'nil' if n is None else n}" for a, b, n in cases]
+    proc = subprocess.run([_lua(), str(script), str(SCRIPT)], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, timeout=60, check=True)
+    lua = [int(float(x)) for x in proc.stdout.split()]
+    # squeue lists the node count Slurm took from -N (1 when not given)
+    python = [job_gpus(a or "", b or "", n if isinstance(n, int) and 1 <= n < 4294967294
+                       else 1) for a, b, n in cases]
+    assert lua == python
+    assert lua[:len(_SPELLINGS)] == [c[3] for c in _SPELLINGS]
+
+
+def test_lua_stamps_the_gpus_a_job_asked_for(tmp_path: Path) -> None:
+    """Submitted with sbatch's spellings, the admin comment says the GPUs asked for
+    (read back by asked_gpus); none where it asked none. A job moved into the partition
+    is stamped from its record where the update does not name GPUs."""
+    out = _run("""
+local parts = { shockwave = part(1) }
+for _, d in ipairs({
+    { tres_per_node = "gres:gpu:2" }, { tres_per_node = "gres:gpu:a100:4", min_nodes = 2 },
+    { tres_per_job = "gres:gpu:8", min_nodes = 4294967294 }, { tres_per_node = "gres/gpu:3" },
+    {}, { tres_per_node = "gres:mps:100" } }) do
+  d.partition = "shockwave"; d.comment = "model=lm bs=10 epochs=3 gpus=1-16"
+  slurm_job_submit(d, parts, 0)
+  print(d.admin_comment)
+end
+local u = { partition = "shockwave", min_nodes = 4294967294 }
+slurm_job_modify(u, { partition = "other", comment = "bs=1 epochs=1",
+                      tres_per_node = "gres:gpu:4", min_nodes = 2 }, parts, 0)
+print(u.admin_comment)
+""", tmp_path / "heartbeat")
+    assert [asked_gpus(line) for line in out] == [2, 8, 8, 3, None, None, 8]
+    assert all(split_admin_comment(line)[1] for line in out)
+    assert split_admin_comment(out[0])[0] == \
+        "shockwave:v1 model=LM bs=10 epochs=3 mode=static gpus=1-16"
 
 
 @pytest.mark.parametrize(("content", "held"), [

@@ -392,6 +392,26 @@ def test_a_pending_elastic_job_gets_its_gres_before_its_release() -> None:
     assert len(fake.jobs[1].gpu_alloc[0][1]) == 4
 
 
+def test_an_elastic_jobs_request_is_the_count_it_was_submitted_with() -> None:
+    """The service grew a job from 2 to 4 GPUs (its GRES), then Slurm requeued it (a node
+    failure): Slurm holds 4 for it, but its request stays the 2 job_submit.lua stamped,
+    so its fair finish time and its counts do not drift; it is pending at 4. Without the
+    stamp (a job submitted before it), and for a fixed job, Slurm's count, as before."""
+    stamp = " submitted=800 asked_gpus=2"
+    fixed = HINT + stamp
+    world, _, _ = cluster(replace(held(1, gpus=4), admin_comment=ELASTIC + stamp),
+                          replace(held(2, gpus=4), admin_comment=ELASTIC),
+                          replace(held(3, gpus=4), admin_comment=fixed),
+                          replace(running(4, 4), admin_comment=ELASTIC + stamp))
+    jobs = {j.job_id: j for j in world.observe().jobs}
+    assert {jid: (j.gpus, j.current_gpus) for jid, j in jobs.items()} == {
+        1: (2, 4), 2: (4, 4), 3: (4, 4), 4: (2, 4)}
+    assert jobs[1].spec.gpu_counts() == (1, 2, 4)
+    rates = dict(jobs[1].progress.rate_by_gpus)
+    assert rates[2] == 1.0 and rates[4] > rates[2] > rates[1]
+    assert jobs[1].spec.arrival_s == 800
+
+
 def test_a_running_elastic_job_is_resized_by_checkpoint_requeue_and_gres() -> None:
     world, fake, clock = cluster(replace(running(1, 2), admin_comment=ELASTIC))
     fake.now = int(clock.t)  # one clock: the requeue's eligible time is the world's future

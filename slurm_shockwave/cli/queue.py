@@ -57,7 +57,7 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
         last = planned.get(j.job_id)
         rows.append(JobRow(
             job_id=j.job_id, user=j.spec.user, model=j.spec.model, phase=j.phase.value,
-            gpus=j.gpus,
+            gpus=j.current_gpus,
             where=where(j.gpu_slots), epochs_done=j.progress.epochs_done,
             epochs=j.spec.num_epochs, bs=j.progress.bs or j.spec.init_bs,
             remaining_s=last.remaining_s if last else j.remaining_s_now,
@@ -74,7 +74,8 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
     out = console()
     out.print(rows_table(
         f"{env.partition}: {len(view.jobs)} jobs, {view.total_gpus} GPUs on "
-        f"{len(view.nodes)} nodes to plan, {sum(j.gpus for j in view.jobs if j.is_running)} "
+        f"{len(view.nodes)} nodes to plan, "
+        f"{sum(len(j.gpu_slots) for j in view.jobs if j.is_running)} "
         "of them running its jobs", _COLUMNS,
         [(r.job_id, r.user, r.model, r.phase, r.gpus, r.where,
           f"{r.epochs_done:g}/{r.epochs}", r.bs, _hms(r.remaining_s),

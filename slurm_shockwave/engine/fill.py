@@ -48,7 +48,8 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
 
     Next come the jobs this round already started that still wait for GPUs
     (``view.reserved``; the round's, even where the fill step's re-plan leaves them out),
-    then the rest in the plan's order. Re-planned with a new arrival, a fill step gave
+    on the count it was released at, then the rest in the plan's order. Re-planned with
+    a new arrival, a fill step gave
     their GPUs to other jobs (seen live on 40 jobs / 16 GPUs: six of a round's seven
     starts displaced, held again by the next round, started two rounds late). The
     simulator starts jobs at once: nothing is reserved there and the order is the
@@ -67,7 +68,10 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
                    # request: placed at its request it moved, and the waiting jobs fell
                    # on GPUs it holds and were dropped
                    gpus={**{jid: n for jid, n in plan.gpus.items() if jid not in held},
-                         **{j.job_id: len(j.gpu_slots) for j in view.jobs if j.is_running}},
+                         **{j.job_id: len(j.gpu_slots) for j in view.jobs if j.is_running},
+                         # released at a count (live: its GRES), which Slurm starts it on
+                         **{j.job_id: j.current_gpus for j in view.jobs
+                            if j.job_id in view.reserved and not j.is_running}},
                    moves_for=frozenset(), avoid_idle=False)
 
 
@@ -80,7 +84,7 @@ def fill_only(view: ClusterView, placement: Placement) -> Placement:
     slots = {j.job_id: j.gpu_slots for j in view.jobs if j.phase == Phase.RUNNING}
     waiting = [j for j in view.jobs if not j.is_running]
     spare = (sum(n.gpus for n in view.nodes) - len(held)
-             - sum(j.gpus for j in waiting if j.job_id in view.reserved
+             - sum(j.current_gpus for j in waiting if j.job_id in view.reserved
                    and placement.slots.get(j.job_id) is None))
     for job in sorted(waiting, key=lambda j: j.job_id not in view.reserved):
         placed = placement.slots.get(job.job_id)

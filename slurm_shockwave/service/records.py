@@ -87,7 +87,7 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
         r = acted.get(jid)
         rows.append(JobRow(
             job_id=jid, user=job.spec.user, model=job.spec.model, phase=job.phase.value,
-            gpus=job.gpus,
+            gpus=job.current_gpus,
             where=where(job.gpu_slots), epochs_done=round(job.progress.epochs_done, 3),
             epochs=job.spec.num_epochs, bs=job.progress.bs or job.spec.init_bs,
             remaining_s=round(job.remaining_s_now, 1),

@@ -92,12 +92,15 @@ def _gpu_range(value: str) -> tuple[int, int]:
     return lo, hi
 
 
-SUBMITTED = re.compile(r"(.*)[ ]submitted=([0-9]{1,12})")
+SUBMITTED = re.compile(r"(.*)[ ]submitted=([0-9]{1,12})(?:[ ]asked_gpus=([0-9]{1,7}))?")
 """job_submit.lua appends ``submitted=<epoch>`` to the normalised hint it writes into the
 admin comment: the job's first submission. Slurm sets a requeued job's submit time to
 the requeue (job_mgr.c: batch_requeue_fini), so without the stamp every preemption
-would look like a new arrival and reset the job's fair finish time. Not part of the
-hint language: a user's ``--comment`` cannot carry it (unknown key) and only an admin
+would look like a new arrival and reset the job's fair finish time. Then, where the job
+asked for GPUs, ``asked_gpus=<count>``: the GPUs it was submitted with (``--gres`` per
+node times its nodes, plus ``--gpus``), which the service's resizes of an elastic job
+change in Slurm (its GRES) and a requeue by Slurm keeps changed. Not part of the hint
+language: a user's ``--comment`` cannot carry them (unknown keys) and only an admin
 can set the admin comment."""
 
 
@@ -105,6 +108,13 @@ def split_admin_comment(text: str) -> tuple[str, int | None]:
     """The admin comment's hint and its submission stamp (None where it has none)."""
     m = SUBMITTED.fullmatch(text.rstrip(_WS))
     return (m.group(1), int(m.group(2))) if m else (text, None)
+
+
+def asked_gpus(text: str) -> int | None:
+    """The GPU count an admin comment says the job was submitted with (None where it
+    says none: a job submitted before job_submit.lua stamped it, or without GPUs)."""
+    m = SUBMITTED.fullmatch(text.rstrip(_WS))
+    return int(m.group(3)) if m and m.group(3) and int(m.group(3)) > 0 else None
 
 
 def parse_hint(text: str) -> Hint:

@@ -16,7 +16,13 @@ from typing import Any
 from slurm_shockwave.slurm.hostlist import expand_hostlist, expand_indices
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 
-_GPU_SPEC = re.compile(r"gres[:/]gpu(?::[A-Za-z0-9_.-]+)?:(\d+)")  # a100_3g.20gb: MIG
+# one item of a TRES request (tres_per_node / tres_per_job), comma-separated:
+# gres:gpu:4, gres/gpu:a100:4, gres:gpu:a100_3g.20gb:2 (MIG), gres:gpu and gres:gpu:a100
+# (one GPU, as Slurm reads a GRES without a count); job_submit.lua's shockwave_gpus_in
+# reads the same grammar, case for case (tests/test_hints.py)
+_GPU_TYPE = re.compile(r"[A-Za-z0-9_.\-]+")
+_GPU_COUNT = re.compile(r"[0-9]{1,7}")
+_DIGITS = re.compile(r"[0-9]+")
 # one GPU item of a node's gres / gres_used or a job's per-node GRES: gpu:8,
 # gpu:a100:4(IDX:0-3), gpu:(null):3(IDX:0-2), gpu:3(IDX:0,2,5), gpu:v100:0(IDX:N/A),
 # gpu:4(S:0-1) (sockets, not indices)
@@ -64,9 +70,27 @@ def job_state(state: str) -> tuple[str, ...]:
     return (base, upper) if base else (upper,)
 
 
+def _gpu_item(item: str) -> int:
+    """GPUs in one item of a TRES request: ``gres[:/]gpu[:TYPE][:COUNT]`` (0 otherwise)."""
+    if item[:8] not in ("gres:gpu", "gres/gpu"):
+        return 0
+    rest = item[8:]
+    if not rest:
+        return 1
+    fields = rest[1:].split(":") if rest[0] == ":" else []
+    if len(fields) == 1:
+        if _DIGITS.fullmatch(fields[0]):  # a count (at most 7 digits), never a type
+            return int(fields[0]) if _GPU_COUNT.fullmatch(fields[0]) else 0
+        return 1 if _GPU_TYPE.fullmatch(fields[0]) else 0
+    if len(fields) == 2 and _GPU_TYPE.fullmatch(fields[0]) and _GPU_COUNT.fullmatch(fields[1]):
+        return int(fields[1])
+    return 0
+
+
 def gpus_in(spec: str) -> int:
-    """GPUs in a TRES/GRES request such as gres:gpu:4 or gres/gpu:a100:4 (0 if none)."""
-    return sum(int(m) for m in _GPU_SPEC.findall(spec or ""))
+    """GPUs in a TRES request such as gres:gpu:4 or gres/gpu:a100:4,gres/gpu:v100:2 (all
+    types summed; 0 if none)."""
+    return sum(_gpu_item(item) for item in (spec or "").split(","))
 
 
 def gres_gpu_count(text: str) -> int:

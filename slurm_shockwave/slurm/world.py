@@ -50,7 +50,13 @@ from slurm_shockwave.model.plan import Action, ActionKind, ActionResult, ApplyRe
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.prediction.observed import acknowledged
-from slurm_shockwave.slurm.hints import PREFIX, Hint, parse_hint, split_admin_comment
+from slurm_shockwave.slurm.hints import (
+    PREFIX,
+    Hint,
+    asked_gpus,
+    parse_hint,
+    split_admin_comment,
+)
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import REQUEUED_HELD
 from slurm_shockwave.slurm.protocol import (
@@ -111,6 +117,7 @@ def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S,
 
     def progress(job: SlurmJob, hint: Hint) -> JobProgress:
         gpus = max(job.gpus, 1)
+        request = request_gpus(job, hint)
         known: dict[int, float] = {}
         info = MODELS.get(hint.model)
         if info is not None:
@@ -121,12 +128,13 @@ def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S,
             limit = job.time_limit_s
             prior = limit / hint.epochs if limit > 0 else prior_epoch_s
             return JobProgress(bs=hint.bs, epoch_s=prior, epoch_s_by_bs=((hint.bs, prior),),
-                               gpus=gpus, rate_by_gpus=elastic_rates(table, hint, gpus, hint.bs)
+                               gpus=gpus, rate_by_gpus=elastic_rates(
+                                   table, hint, gpus, hint.bs, request)
                                if hint.gpus_range else (), epoch_s_is_prior=True)
         nearest = min(known, key=lambda b: (abs(math.log(b / hint.bs)), b))
         if hint.bs not in known:
             known[hint.bs] = known[nearest]
-        rates = elastic_rates(table, hint, gpus, nearest) if hint.gpus_range else ()
+        rates = elastic_rates(table, hint, gpus, nearest, request) if hint.gpus_range else ()
         return JobProgress(bs=hint.bs, epoch_s=known[hint.bs],
                            epoch_s_by_bs=tuple(sorted(known.items())), gpus=gpus,
                            rate_by_gpus=rates)
@@ -141,13 +149,26 @@ def _steps_per_s(table: ThroughputTable, model: str, bs: int, gpus: int) -> floa
     return fill_rates(measured, [gpus])[gpus] if measured else None
 
 
-def elastic_rates(table: ThroughputTable, hint: Hint, gpus: int,
-                  bs: int) -> tuple[tuple[int, float], ...]:
-    """An elastic job's throughput at each of its counts relative to the count Slurm
-    holds for it now: the table's entries at batch size ``bs``, else the prior."""
-    counts = gpu_counts(gpus, hint.gpus_range)
-    known = table_rates(table, hint.model, bs, [gpus, *counts])
-    return tuple(sorted(relative_rates(known or {gpus: 1.0}, counts, gpus).items()))
+def elastic_rates(table: ThroughputTable, hint: Hint, gpus: int, bs: int,
+                  request: int | None = None) -> tuple[tuple[int, float], ...]:
+    """An elastic job's throughput at each of its counts (those of its ``request``, and
+    ``gpus``, the count Slurm holds for it now) relative to its request (to ``gpus``
+    without one): the table's entries at batch size ``bs``, else the prior."""
+    base = request or gpus
+    counts = {*gpu_counts(base, hint.gpus_range), gpus}
+    known = table_rates(table, hint.model, bs, counts)
+    return tuple(sorted(relative_rates(known or {gpus: 1.0}, counts, base).items()))
+
+
+def request_gpus(job: SlurmJob, hint: Hint) -> int:
+    """The count the planner takes for the job's request: for an elastic job the GPUs it
+    was submitted with (job_submit.lua's ``asked_gpus`` stamp), since the service
+    changes its GRES as it resizes it and a requeue by Slurm (a node failure, an admin's)
+    keeps the changed count, which read as the request moved its fair finish time and
+    its counts; else (a fixed job, or one submitted before the stamp) the count Slurm
+    holds for it."""
+    asked = asked_gpus(job.admin_comment) if hint.gpus_range else None
+    return asked or max(job.gpus, 1)
 
 
 @dataclass(frozen=True)
@@ -429,7 +450,7 @@ class SlurmCluster:
             phase = (Phase.CHECKPOINTING if j.job_id in self.intents
                      else Phase.RUNNING if j.state == "RUNNING"
                      else Phase.HELD if j.held else Phase.PENDING)
-            spec = JobSpec(j.job_id, hint.model, hint.bs, max(j.gpus, 1), hint.mode,
+            spec = JobSpec(j.job_id, hint.model, hint.bs, request_gpus(j, hint), hint.mode,
                            self._arrival(j), hint.epochs, user=j.user,
                            gpus_range=self._allowed_range(j, hint))
             slots = job_slots(j) if j.state == "RUNNING" else ()
