@@ -19,7 +19,8 @@ def plain_first_run(free: list[int], width: int, need: int) -> int | None:
                  if all(free[t] >= width for t in range(s, s + need))), None)
 
 
-def plain_take_exact(self: placement._FreeSlots, slots: tuple[str, ...]) -> bool:
+def plain_take_exact(self: placement._FreeSlots, slots: tuple[str, ...],
+                     whole: bool = True) -> bool:
     by_node: dict[str, list[str]] = {}
     for s in slots:
         by_node.setdefault(s.rsplit(":", 1)[0], []).append(s)

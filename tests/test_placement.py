@@ -269,3 +269,30 @@ def test_a_start_held_back_takes_free_gpus_elsewhere() -> None:
     placed = place(view, Plan((2, 3, 1), avoid_idle=True))
     assert placed.slots[1] == kept.gpu_slots
     assert {s.split(":")[0] for s in placed.slots[2]} == {"n2"}
+
+
+def _nodes_of(slots: tuple[str, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in slots:
+        out[s.split(":")[0]] = out.get(s.split(":")[0], 0) + 1
+    return out
+
+
+def test_a_fixed_multi_node_job_is_placed_as_slurm_spreads_it() -> None:
+    """``-N 2 --gres=gpu:4`` (8 GPUs, nodes=2) runs as 4 + 4 in Slurm; found by a
+    review: placement put it as 8 on one node of 8, so the plan gave out 4 GPUs of
+    each of two nodes the job would hold. It takes 4 on each of two nodes (best fit),
+    not the nodes whole: running, the 4 left on each go to other jobs."""
+    spread = replace(a_job(1, gpus=8), spec=replace(a_job(1, gpus=8).spec, nodes=2))
+    quad, pair = a_job(2, gpus=4), a_job(3, gpus=2)
+    placed = place(a_view(spread, quad, pair, gpus=16, gpus_per_node=8), Plan((1, 2, 3)))
+    assert sorted(_nodes_of(placed.slots[1]).values()) == [4, 4]
+    assert set(placed.slots) == {1, 2, 3} and not placed.fragmented
+    running = replace(spread, phase=Phase.RUNNING, gpu_slots=placed.slots[1])
+    again = place(a_view(running, quad, pair, gpus=16, gpus_per_node=8), Plan((1, 2, 3)))
+    assert again.slots[1] == placed.slots[1] and set(again.slots) == {1, 2, 3}
+    # with a busy node it waits for two nodes with room, rather than take one whole
+    busy = a_job(4, gpus=6, running=True, slots=tuple(f"n0:{i}" for i in range(6)))
+    one = place(a_view(spread, busy, gpus=16, gpus_per_node=8), Plan((4, 1)))
+    assert 1 in one.fragmented and 1 not in one.slots
+

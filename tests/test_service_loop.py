@@ -826,3 +826,20 @@ def test_an_elastic_count_placed_unevenly_over_nodes_is_not_asked_of_slurm(
         clock.t += 60
         counts.append((fake.jobs[1].state, fake.jobs[1].gpus, fake.jobs[1].restart_count))
     assert counts[-1] == ("RUNNING", 4, 0) and len(set(counts[2:])) == 1, counts
+
+
+def test_a_fixed_multi_node_job_is_planned_where_slurm_runs_it(tmp_path: Path) -> None:
+    """``-N 2 --gres=gpu:4`` runs as 4 + 4 in Slurm. Found by a review: the plan put it
+    as 8 on one node of 8 and started an 8-GPU job on the other, which Slurm could not
+    run (the first held 4 of each node) and the plan took for started. Placed 4 + 4, the
+    8-GPU job waits held and two 4-GPU jobs behind it take the other halves."""
+    fake = fake_cluster(nodes=2, gpus=8)
+    fake.add(job(1, 8, nodes=2))
+    fake.add(job(2, 8))
+    fake.add(job(3, 4))
+    fake.add(job(4, 4))
+    rounds(fake, tmp_path, 2)
+    states = {jid: (fake.jobs[jid].state, fake.jobs[jid].held) for jid in (1, 2, 3, 4)}
+    assert states == {1: ("RUNNING", False), 2: ("PENDING", True), 3: ("RUNNING", False),
+                      4: ("RUNNING", False)}
+    assert [len(i) for _, i in fake.jobs[1].gpu_alloc] == [4, 4]

@@ -445,6 +445,17 @@ def test_a_multi_node_resize_updates_the_node_count() -> None:
     assert fake.jobs[1].gpus == 8 and fake.jobs[1].node_count == 2
 
 
+def test_a_fixed_multi_node_job_is_planned_on_the_nodes_it_asked_for() -> None:
+    """``-N 2 --gres=gpu:4``: Slurm lists 8 GPUs on 2 nodes, and the view says 2 nodes
+    (placement spreads it 4 + 4, as Slurm does); an elastic job's nodes are the
+    planner's to choose, and a count that does not split evenly is Slurm's split."""
+    jobs = [replace(held(1, gpus=8), node_count=2),
+            replace(held(2, gpus=8), node_count=2, admin_comment=ELASTIC),
+            replace(held(3, gpus=3), node_count=2), held(4, gpus=4)]
+    world, _, _ = cluster(*jobs)
+    assert {j.job_id: j.spec.nodes for j in world.observe().jobs} == {1: 2, 2: 0, 3: 0, 4: 0}
+
+
 def test_a_migration_signals_once_and_completes_the_checkpoint() -> None:
     """The plan moves a running job (preempt + start in one round, e.g. to clear a node
     for a wide job). Live that is checkpoint, requeue, start: the start waits, and the

@@ -1,13 +1,14 @@
 """Placement: turn a policy's priority order into GPU slots.
 
 Rules: a job of up to K GPUs (K = GPUs per node) sits on one node; a larger job takes
-whole nodes. Running jobs keep their GPUs when they stay selected, so a round does not
-migrate work needlessly. Selection is greedy by count in the plan's order; a selected
-job that fragmentation leaves without room gets nodes cleared for it when that runs more
-of the selection (the running jobs there move), otherwise it is skipped and later jobs
-backfill (a running one on its own GPUs when they are free). An elastic job takes the
-count the plan gives it (``Plan.gpus``); a running one placed on another count is
-resized (diff: a preempt plus a start).
+whole nodes; a fixed job that asked for several nodes (``JobSpec.nodes``: ``-N 2
+--gres=gpu:4``) takes its count on each of that many. Running jobs keep their GPUs when
+they stay selected, so a round does not migrate work needlessly. Selection is greedy by
+count in the plan's order; a selected job that fragmentation leaves without room gets
+nodes cleared for it when that runs more of the selection (the running jobs there
+move), otherwise it is skipped and later jobs backfill (a running one on its own GPUs
+when they are free). An elastic job takes the count the plan gives it (``Plan.gpus``); a
+running one placed on another count is resized (diff: a preempt plus a start).
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ class _FreeSlots:
         self.size = {n.name: n.gpus for n in view.nodes}
         self.total = sum(self.size.values())
 
-    def take_exact(self, slots: tuple[str, ...]) -> bool:
+    def take_exact(self, slots: tuple[str, ...], whole: bool = True) -> bool:
         """These slots, if all free. A job on several nodes takes them whole, the GPUs it
-        does not use with them, as ``take`` gave them (and as Slurm holds ceil(G/K) x K
-        for it live): kept only its own, a 12-GPU job on nodes of 8 idled 4 in its first
-        round and lent them out from its second."""
+        does not use with them, as ``take`` gave them (live, Slurm gives it the same count
+        on each, so a node may keep some over): kept only its own, a 12-GPU job on nodes
+        of 8 idled 4 in its first round and lent them out from its second. Not ``whole``:
+        a fixed job spread over the nodes it asked for holds only its own GPUs there
+        (``-N 2 --gres=gpu:4`` leaves 4 of each node of 8 to other jobs)."""
         by_node: dict[str, list[str]] = {}
         for s in slots:
             by_node.setdefault(slot_node(s), []).append(s)
@@ -61,7 +64,7 @@ class _FreeSlots:
             have = self.free.get(node)
             if have is None or not set(wanted).issubset(have):
                 return False
-        whole = len(by_node) > 1
+        whole = whole and len(by_node) > 1
         for node, wanted in by_node.items():
             gone = set(wanted)  # a set: a pool node holds hundreds of slots
             left = [] if whole else [s for s in self.free[node] if s not in gone]
@@ -69,7 +72,12 @@ class _FreeSlots:
             self.free[node] = left
         return True
 
-    def take(self, gpus: int) -> tuple[str, ...] | None:
+    def take(self, gpus: int, nodes: int = 0) -> tuple[str, ...] | None:
+        """``gpus`` slots: on one node (best fit) where they fit on one; for a job that
+        asked for ``nodes`` nodes (a fixed ``-N``), gpus/nodes on each of that many;
+        else whole nodes."""
+        if nodes > 1:
+            return self._spread(gpus, nodes)
         if gpus <= self.per_node:
             fits = [n for n, s in self.free.items() if len(s) >= gpus]
             if not fits:
@@ -80,25 +88,50 @@ class _FreeSlots:
             return tuple(got)
         whole = [n for n, s in self.free.items() if len(s) == self.size[n]]
         taken: list[str] = []
-        nodes: list[str] = []
+        chosen: list[str] = []
         for n in sorted(whole):
             if len(taken) >= gpus:
                 break
             taken += self.free[n]
-            nodes.append(n)
+            chosen.append(n)
         if len(taken) < gpus:
             return None
-        for n in nodes:
+        for n in chosen:
             self.total -= len(self.free[n])
             self.free[n] = []
         return tuple(taken[:gpus])
+
+    def _spread(self, gpus: int, nodes: int) -> tuple[str, ...] | None:
+        """The same count on each of ``nodes`` nodes, as Slurm places ``-N 2
+        --gres=gpu:4`` (4 + 4), on the nodes with the fewest free GPUs that have room
+        (best fit). Before, such a job was placed as 8 GPUs on one node, which Slurm
+        never does, and the plan gave out GPUs the job was to hold."""
+        per = gpus // nodes
+        if per * nodes != gpus:
+            return None
+        fits = sorted((n for n, s in self.free.items() if len(s) >= per),
+                      key=lambda n: (len(self.free[n]), n))[:nodes]
+        if len(fits) < nodes:
+            return None
+        taken: list[str] = []
+        for n in fits:
+            taken += self.free[n][:per]
+            self.free[n] = self.free[n][per:]
+        self.total -= gpus
+        return tuple(taken)
+
+
+def _nodes(job: Job) -> int:
+    """The nodes a fixed job asked for (``JobSpec.nodes``); 0 for an elastic job, whose
+    node count the service sets with its count."""
+    return 0 if job.spec.is_elastic else job.spec.nodes
 
 
 def _stays(job: Job, want: Mapping[JobId, int], free: _FreeSlots) -> bool:
     """A running job keeps its GPUs (takes them from ``free``) when the plan keeps its
     count and they are still free."""
     return (job.is_running and len(job.gpu_slots) == want[job.job_id]
-            and free.take_exact(job.gpu_slots))
+            and free.take_exact(job.gpu_slots, whole=_nodes(job) <= 1))
 
 
 def _place_selected(view: ClusterView, selected: list[Job], want: Mapping[JobId, int],
@@ -114,7 +147,7 @@ def _place_selected(view: ClusterView, selected: list[Job], want: Mapping[JobId,
     for job in sorted(selected, key=lambda j: -want[j.job_id]):
         if job.job_id in out.slots:
             continue
-        got = free.take(want[job.job_id])
+        got = free.take(want[job.job_id], _nodes(job))
         if got is None:
             out.fragmented.add(job.job_id)
         else:
@@ -146,7 +179,7 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     used = {n: sum(len(jobs[j].gpu_slots) for j in jids) for n, jids in held.items()}
     cleared: set[str] = set()
     for jid in sorted(out.fragmented, key=lambda j: (-want[j], rank[j])):
-        need = -(-want[jid] // max(view.gpus_per_node, 1))
+        need = max(-(-want[jid] // max(view.gpus_per_node, 1)), _nodes(jobs[jid]))
         later = {n: all(rank[j] > rank[jid] for j in jids) for n, jids in held.items()}
         movable = sorted((n for n in held if n not in cleared
                           and (jid in moves_for or later[n])
@@ -219,7 +252,7 @@ def place(view: ClusterView, plan: Plan) -> Placement:
             if _stays(job, want, free):
                 out.slots[job.job_id] = job.gpu_slots
                 continue
-            got = free.take(want[job.job_id])
+            got = free.take(want[job.job_id], _nodes(job))
             if got is not None:
                 out.slots[job.job_id] = got
     if plan.avoid_idle:
@@ -266,11 +299,11 @@ def _keep_running(view: ClusterView, order: list[Job], want: Mapping[JobId, int]
         owner.update(dict.fromkeys(mine, job.job_id))
     if held_back:
         free = _FreeSlots(view)
-        for slots in out.slots.values():
-            free.take_exact(slots)
+        for jid, slots in out.slots.items():
+            free.take_exact(slots, whole=_nodes(jobs[jid]) <= 1)
         for job in order:
             if job.job_id in held_back:
-                got = free.take(want[job.job_id])
+                got = free.take(want[job.job_id], _nodes(job))
                 if got is not None:
                     out.slots[job.job_id] = got
     return out

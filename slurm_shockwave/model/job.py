@@ -53,6 +53,11 @@ class JobSpec:
     gpus_range: tuple[int, int] | None = None
     """(LO, HI) for an elastic job (hint ``gpus=LO-HI``): the planner may run it on any
     of :meth:`gpu_counts`; None: the job runs on ``gpus`` only (docs/elastic.md)."""
+    nodes: int = 0
+    """The nodes a fixed job asked for, its GPUs split evenly over them as Slurm places
+    it (``sbatch -N 2 --gres=gpu:4``: 4 on each of 2 nodes); 0: placement chooses (one
+    node where the job fits on one, else whole nodes), as for every elastic job, whose
+    node count the service sets with its count."""
 
     @property
     def is_elastic(self) -> bool:

@@ -160,6 +160,14 @@ def elastic_rates(table: ThroughputTable, hint: Hint, gpus: int, bs: int,
     return tuple(sorted(relative_rates(known or {gpus: 1.0}, counts, base).items()))
 
 
+def asked_nodes(job: SlurmJob) -> int:
+    """The nodes Slurm spreads the job's GPUs over, evenly (``-N 2 --gres=gpu:4``: 4 on
+    each of 2), for placement to do the same; 0 on one node, or when they do not split
+    evenly (Slurm's own split of a ``--gpus`` count)."""
+    nodes = job.node_count
+    return nodes if nodes > 1 and job.gpus > 0 and job.gpus % nodes == 0 else 0
+
+
 def request_gpus(job: SlurmJob, hint: Hint) -> int:
     """The count the planner takes for the job's request: for an elastic job the GPUs it
     was submitted with (job_submit.lua's ``asked_gpus`` stamp), since the service
@@ -452,7 +460,8 @@ class SlurmCluster:
                      else Phase.HELD if j.held else Phase.PENDING)
             spec = JobSpec(j.job_id, hint.model, hint.bs, request_gpus(j, hint), hint.mode,
                            self._arrival(j), hint.epochs, user=j.user,
-                           gpus_range=self._allowed_range(j, hint))
+                           gpus_range=self._allowed_range(j, hint),
+                           nodes=0 if hint.gpus_range else asked_nodes(j))
             slots = job_slots(j) if j.state == "RUNNING" else ()
             run_s, gpu_s = self._attained(j, now)
             views.append(Job(spec, replace(self.progress(j, hint), run_s=run_s,
