@@ -296,3 +296,16 @@ def test_a_fixed_multi_node_job_is_placed_as_slurm_spreads_it() -> None:
     one = place(a_view(spread, busy, gpus=16, gpus_per_node=8), Plan((4, 1)))
     assert 1 in one.fragmented and 1 not in one.slots
 
+
+def test_a_job_wider_than_a_node_takes_whole_nodes_that_split_it_evenly() -> None:
+    """Slurm gives every node of a job the same count: 16 GPUs on free nodes of 6, 8
+    and 8 (another partition holds 2 of the first) go as 8 + 8, not 6 + 8 + 2 (whole
+    nodes by name until they held enough), which the world refused before Slurm was
+    asked, and the job waited beside free GPUs."""
+    from slurm_shockwave.model.cluster import GpuNode
+    view = replace(a_view(a_job(1, gpus=16), gpus=16),
+                   nodes=(GpuNode("a", 6, (2, 3, 4, 5, 6, 7)), GpuNode("b", 8),
+                          GpuNode("c", 8)))
+    assert _nodes_of(place(view, Plan((1,))).slots[1]) == {"b": 8, "c": 8}
+    twelve = replace(view, jobs=(a_job(1, gpus=12),))
+    assert sorted(_nodes_of(place(twelve, Plan((1,))).slots[1]).values()) == [6, 6]

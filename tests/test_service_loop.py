@@ -806,13 +806,14 @@ def test_a_gpu_count_slurm_refuses_an_elastic_job_is_not_asked_for_again(
     assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].gpus == 2
 
 
-def test_an_elastic_count_placed_unevenly_over_nodes_is_not_asked_of_slurm(
+def test_an_elastic_count_wider_than_a_node_is_placed_evenly_over_nodes(
         tmp_path: Path) -> None:
     """Found by a review: 8 GPUs placed 3+4+1 over nodes of 3, 4 and 4 usable GPUs (one
     held by another partition's job) were asked of Slurm as 2 a node (6): the next round
-    saw 6, planned 8 again and resized it, round after round. Slurm gives every node of
-    a job the same count: such a placement is refused as Slurm would, and the job runs
-    at its count."""
+    saw 6, planned 8 again and resized it, round after round; then such a placement was
+    refused before Slurm was asked, and the job ran at 4 beside 7 idle GPUs. Placement
+    now takes whole nodes that split the count evenly: 4 + 4 on the two free nodes, from
+    the first round, and never resized."""
     fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave", "other"))
                       for i in (1, 2, 3)])
     fake.add(SlurmJob(99, "other", "bob", "other", "RUNNING", gpus=1, nodes="n1"))
@@ -825,8 +826,8 @@ def test_an_elastic_count_placed_unevenly_over_nodes_is_not_asked_of_slurm(
         fake.tick()
         clock.t += 60
         counts.append((fake.jobs[1].state, fake.jobs[1].gpus, fake.jobs[1].restart_count))
-    assert counts[-1] == ("RUNNING", 4, 0) and len(set(counts[2:])) == 1, counts
-
+    assert counts == [("RUNNING", 8, 0)] * 6, counts
+    assert [(n, len(i)) for n, i in fake.jobs[1].gpu_alloc] == [("n2", 4), ("n3", 4)]
 
 def test_a_fixed_multi_node_job_is_planned_where_slurm_runs_it(tmp_path: Path) -> None:
     """``-N 2 --gres=gpu:4`` runs as 4 + 4 in Slurm. Found by a review: the plan put it

@@ -445,6 +445,38 @@ def test_a_multi_node_resize_updates_the_node_count() -> None:
     assert fake.jobs[1].gpus == 8 and fake.jobs[1].node_count == 2
 
 
+def test_an_uneven_multi_node_start_is_refused_before_slurm_is_asked() -> None:
+    """Slurm gives every node of a job the same count; placement splits evenly, and a
+    start that does not (8 as 3 + 4 + 1) is refused here, as Slurm could not run it so,
+    its GRES left as it was, and the count no longer asked for while it is queued."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave",)) for i in (1, 2, 3)])
+    fake.add(replace(held(1, gpus=2), admin_comment=ELASTIC.replace("1-4", "2-8")))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    slots = ("n1:0", "n1:1", "n1:2", "n2:0", "n2:1", "n2:2", "n2:3", "n3:0")
+    result = world.apply([Action(ActionKind.START, 1, slots)])
+    assert result.results[0].outcome == Outcome.REJECTED
+    assert "evenly" in result.results[0].message
+    assert (fake.jobs[1].gpus, fake.jobs[1].node_count) == (2, 0) and fake.jobs[1].held
+    assert world.observe().jobs[0].spec.gpus_range == (2, 2)
+
+
+def test_an_elastic_job_placed_on_fewer_nodes_at_its_count_gets_its_node_count() -> None:
+    """An elastic job Slurm holds as 4 GPUs on each of 2 nodes, placed as 8 on one node:
+    the count is the same, but the nodes are not. Before, its GRES was left as it was and
+    Slurm ran it over 2 nodes, on GPUs the plan had given other jobs."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",)) for i in (1, 2)])
+    fake.add(replace(held(1, gpus=8), admin_comment=ELASTIC.replace("1-4", "2-8"),
+                     node_count=2))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    result = world.apply([Action(ActionKind.START, 1, tuple(f"n1:{k}" for k in range(8)))])
+    assert result.count(Outcome.APPLIED) == 1
+    assert (fake.jobs[1].gpus, fake.jobs[1].node_count) == (8, 1)
+    fake.tick()
+    assert [(n, len(i)) for n, i in fake.jobs[1].gpu_alloc] == [("n1", 8)]
+
+
 def test_a_fixed_multi_node_job_is_planned_on_the_nodes_it_asked_for() -> None:
     """``-N 2 --gres=gpu:4``: Slurm lists 8 GPUs on 2 nodes, and the view says 2 nodes
     (placement spreads it 4 + 4, as Slurm does); an elastic job's nodes are the

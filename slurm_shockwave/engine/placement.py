@@ -1,7 +1,8 @@
 """Placement: turn a policy's priority order into GPU slots.
 
 Rules: a job of up to K GPUs (K = GPUs per node) sits on one node; a larger job takes
-whole nodes; a fixed job that asked for several nodes (``JobSpec.nodes``: ``-N 2
+whole nodes that split its count evenly (Slurm gives every node of a job the same
+count); a fixed job that asked for several nodes (``JobSpec.nodes``: ``-N 2
 --gres=gpu:4``) takes its count on each of that many. Running jobs keep their GPUs when
 they stay selected, so a round does not migrate work needlessly. Selection is greedy by
 count in the plan's order; a selected job that fragmentation leaves without room gets
@@ -75,7 +76,7 @@ class _FreeSlots:
     def take(self, gpus: int, nodes: int = 0) -> tuple[str, ...] | None:
         """``gpus`` slots: on one node (best fit) where they fit on one; for a job that
         asked for ``nodes`` nodes (a fixed ``-N``), gpus/nodes on each of that many;
-        else whole nodes."""
+        else whole nodes that split them evenly (``_whole_nodes``)."""
         if nodes > 1:
             return self._spread(gpus, nodes)
         if gpus <= self.per_node:
@@ -86,20 +87,7 @@ class _FreeSlots:
             got, self.free[node] = self.free[node][:gpus], self.free[node][gpus:]
             self.total -= gpus
             return tuple(got)
-        whole = [n for n, s in self.free.items() if len(s) == self.size[n]]
-        taken: list[str] = []
-        chosen: list[str] = []
-        for n in sorted(whole):
-            if len(taken) >= gpus:
-                break
-            taken += self.free[n]
-            chosen.append(n)
-        if len(taken) < gpus:
-            return None
-        for n in chosen:
-            self.total -= len(self.free[n])
-            self.free[n] = []
-        return tuple(taken[:gpus])
+        return self._whole_nodes(gpus)
 
     def _spread(self, gpus: int, nodes: int) -> tuple[str, ...] | None:
         """The same count on each of ``nodes`` nodes, as Slurm places ``-N 2
@@ -119,6 +107,29 @@ class _FreeSlots:
             self.free[n] = self.free[n][per:]
         self.total -= gpus
         return tuple(taken)
+
+    def _whole_nodes(self, gpus: int) -> tuple[str, ...] | None:
+        """Whole free nodes for a job wider than a node, the same count on each: Slurm
+        gives every node of a job the same count (``numnodes=K-K gres=gpu:G/K``). The
+        fewest nodes that split ``gpus`` evenly and each hold their share, the smallest
+        such nodes first: 16 as 8 + 8 on nodes of 6, 8 and 8, where whole nodes taken by
+        name until they held enough gave 6 + 8 + 2, which the world had to refuse."""
+        whole = [n for n, s in self.free.items() if s and len(s) == self.size[n]]
+        for count in range(max(-(-gpus // max(self.per_node, 1)), 2), len(whole) + 1):
+            per = gpus // count
+            if per * count != gpus:
+                continue
+            fits = sorted((n for n in whole if self.size[n] >= per),
+                          key=lambda n: (self.size[n], n))[:count]
+            if len(fits) < count:
+                continue
+            taken: list[str] = []
+            for n in fits:
+                taken += self.free[n][:per]
+                self.total -= len(self.free[n])
+                self.free[n] = []
+            return tuple(taken)
+        return None
 
 
 def _nodes(job: Job) -> int:

@@ -775,23 +775,30 @@ class SlurmCluster:
         return min(lo, held), max(hi, held)
 
     def _update_gpus(self, starts: Sequence[Action]) -> dict[int, ActionResult]:
-        """Set each pending job's GRES to the count its start places it on: GPUs per node
-        and, when the node count changes, the node count. Returns the refusals."""
+        """Set each pending elastic job's GRES to the count its start places it on: GPUs
+        per node and, when the node count changes, the node count (a job held as 8 GPUs
+        on 2 nodes placed as 8 on one is one node of 8; before, the same count was left
+        as it was, and Slurm ran it over 2 nodes where the plan had given out their
+        GPUs). Returns the refusals."""
         failed: dict[int, ActionResult] = {}
         for a in starts:
             job = self._jobs.get(a.job_id)
+            hint = self._planned_hint(a.job_id)
             if job is None or job.state != "PENDING" or not a.gpu_slots \
-                    or len(a.gpu_slots) == job.gpus:
+                    or hint is None or hint.gpus_range is None:
                 continue
             count = len(a.gpu_slots)
             shares = Counter(slot_node(s) for s in a.gpu_slots)
             nodes = len(shares)
+            if count == job.gpus and nodes == max(job.node_count, 1):
+                continue
             try:
                 if count % nodes or any(self._node_gpus.get(n, 0) < count // nodes
                                         for n in shares):
                     # Slurm gives each node of a job the same count: 3+4+1 on nodes of 3,
                     # 4 and 4 ran on 2+2+2, and the next round resized it again, round
-                    # after round (a review); 8+4 on two whole nodes of 8 is 6+6, fine
+                    # after round (a review); 8+4 on two whole nodes of 8 is 6+6, fine.
+                    # Placement splits evenly (engine/placement.py): a guard
                     raise SlurmError(f"{count} GPUs cannot be split evenly over the {nodes} "
                                      f"nodes placed ({'+'.join(map(str, shares.values()))}):"
                                      " Slurm gives every node of a job the same count")
