@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import pytest
 
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.service.feed import ReportFeed
+from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.hints import parse_hint
 from slurm_shockwave.slurm.protocol import SlurmJob
 from slurm_shockwave.slurm.world import table_progress
@@ -113,3 +115,62 @@ def test_with_a_clock_a_running_jobs_progress_reads_forward_and_a_waiting_ones_d
     plain = ReportFeed(reports.read, table_progress(bundled_table("tacc")))
     plain.refresh()
     assert plain.progress(job("RUNNING", 1, 0), hint).epochs_done == 4
+
+
+def test_a_restarted_service_converts_an_earlier_runs_epoch_time(tmp_path: Path) -> None:
+    """Found by a review: each run's GPU count was kept in memory only, so after a
+    service restart a job moved from 8 GPUs to 2 read its 8-GPU epoch time as its time
+    on 2 (2.6 times too short) until its new run's second report interval. The count of
+    each run is kept in the store (real SQLite) and the restarted service's feed reads
+    it: the time is converted from the first round, before the new run reports."""
+    store = Store(tmp_path / "s.db")
+    for e in range(4):  # run 0 on 8 GPUs: 40 s an epoch
+        store.add_report(ProgressReport(7, ReportKind.PROGRESS, 40.0 * e, epoch=e,
+                                        batch_size=16, restart_count=0))
+
+    def feed() -> ReportFeed:
+        f = ReportFeed(lambda since: store.reports(since_id=since),
+                       table_progress(bundled_table("tacc")), runs=store.load_runs(),
+                       record_run=store.record_run)
+        f.refresh()
+        return f
+
+    assert feed().progress(job("RUNNING", 8, 0), HINT).epoch_s == pytest.approx(40.0)
+    restarted = feed()  # a new process: nothing in memory; run 1 pending on 2 GPUs
+    assert restarted.runs == {7: {0: 8}}
+    assert restarted.progress(job("PENDING", 2, 1), HINT).epoch_s == pytest.approx(
+        40.0 * 1.6 ** 2)  # the prior: 1.6 a doubling
+    store.record_run(7, 0, 4)  # an id Slurm gave out again: its later runs are forgotten
+    store.record_run(7, 2, 8)
+    store.record_run(7, 1, 2)
+    assert store.load_runs() == {7: {0: 4, 1: 2}}
+
+
+def test_the_service_keeps_each_runs_count_and_a_reader_writes_none(tmp_path: Path) -> None:
+    """The service's feed writes each run's count to its store; a command that only
+    reads the store (queue, plan) reads the counts and writes nothing."""
+    from slurm_shockwave.cli.live_options import Live, service
+    from slurm_shockwave.config import Settings
+    from slurm_shockwave.slurm.fake import FakeSlurm
+    from slurm_shockwave.slurm.protocol import SlurmNode
+
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake.add(SlurmJob(7, "gpt", "alice", "shockwave", "RUNNING", gpus=4, nodes="n1",
+                      admin_comment=f"{HINT.normalised()} submitted=900", submit_time=900))
+    env = Live(Settings(), fake)
+    path = str(tmp_path / "s.db")
+    service(env, env.store(path), "fifo").round_once()
+    reader = env.store(path, create=False)
+    feed = env.feed(reader)
+    assert feed.runs == {7: {0: 4}} and feed.record_run is None
+
+
+def test_a_run_count_the_store_cannot_take_is_kept_in_memory() -> None:
+    """A full disk fails the write of a run's count, not the round."""
+    def full(*_args: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    feed = ReportFeed(Reports().read, table_progress(bundled_table("tacc")), record_run=full)
+    feed.refresh()
+    feed.progress(job("RUNNING", 4, 0), HINT)
+    assert feed.runs == {7: {0: 4}}

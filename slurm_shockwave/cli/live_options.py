@@ -100,10 +100,14 @@ class Live:
         return table_progress(self.throughputs or bundled_table("tacc"), s.prior_epoch_s,
                               s.time_scale)
 
-    def feed(self, store: Store) -> ReportFeed:
-        """What the jobs reported, read from ``store`` once per round (refresh)."""
+    def feed(self, store: Store, *, record: bool = False) -> ReportFeed:
+        """What the jobs reported, read from ``store`` once per round (refresh), with the
+        GPU count of each run of an elastic job; ``record``: runs seen are written back
+        (the service's; a command that only reads writes nothing)."""
         feed = ReportFeed(lambda since: store.reports(since_id=since), self.table(),
-                          clock=time.time)  # the progress API dates reports by it
+                          clock=time.time,  # the progress API dates reports by it
+                          runs=store.load_runs(),
+                          record_run=store.record_run if record else None)
         feed.refresh()
         return feed
 
@@ -126,7 +130,7 @@ def service(env: Live, store: Store, policy_name: str, *, round_s: float | None 
     checkpoint intents in the store (in memory for a dry run, which writes none)."""
     svc = env.settings.service
     period = round_s or env.settings.slurm.round_s
-    feed = env.feed(store)
+    feed = env.feed(store, record=True)
     world = env.world(MemoryIntents(store.load_intents()) if dry_run else store, feed)
     world.round_s = period
     return Service(world, env.policy(policy_name), policy_name, store, round_s=period,

@@ -3,6 +3,7 @@ from the HTTP thread directly (it only writes reports into the store)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from slurm_shockwave.model.job import JobProgress
@@ -18,6 +19,8 @@ from slurm_shockwave.slurm.hints import Hint
 from slurm_shockwave.slurm.protocol import SlurmJob
 from slurm_shockwave.slurm.world import ProgressFn
 
+log = logging.getLogger(__name__)
+
 
 def made(r: ProgressReport) -> tuple[int, float, int]:
     """When a report was made: its run, its (dated-back) time, then its arrival."""
@@ -26,13 +29,17 @@ def made(r: ProgressReport) -> tuple[int, float, int]:
 
 ReadReports = Callable[[int], Mapping[int, Iterable[ProgressReport]]]
 """Reports with an id above the given one, by job (the store's ``reports``)."""
+RecordRun = Callable[[int, int, int], None]
+"""Keep a job's GPU count of one run: (job id, restart count, GPUs) (``record_run``)."""
 
 
 class ReportFeed:
     """Caches every report of the jobs still around; each round adds the new ones."""
 
     def __init__(self, read: ReadReports, table: ProgressFn,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 runs: Mapping[int, Mapping[int, int]] | None = None,
+                 record_run: RecordRun | None = None) -> None:
         self.read = read
         self.table = table
         self.clock = clock
@@ -41,10 +48,14 @@ class ReportFeed:
         it, progress is as reported."""
         self.reports: dict[int, list[ProgressReport]] = {}
         self.last_id = 0
-        self.runs: dict[int, dict[int, int]] = {}
-        """Elastic jobs: the GPU count of each run (restart count) seen running. Kept in
-        memory only: after a service restart a job's earlier runs are not attributed,
-        and its rates are measured again from the run it is in."""
+        self.runs: dict[int, dict[int, int]] = {j: dict(r) for j, r in (runs or {}).items()}
+        """Elastic jobs: the GPU count of each run (restart count) seen running, from the
+        store (``runs``) and written back to it (``record_run``) as runs are seen. Kept
+        in memory only before a review found it: after a service restart an earlier
+        run's epoch times read as if on the count the job holds now (unconverted: 2.6
+        times too short for a job moved from 8 GPUs to 2) until its new run's second
+        report interval."""
+        self.record_run = record_run
 
     def refresh(self) -> int:
         """Read the reports that arrived since the last call; how many arrived. Each job's
@@ -80,12 +91,27 @@ class ReportFeed:
             seen = observed_progress(guess, reports)
         else:
             runs = self.runs.setdefault(job.job_id, {})
-            if job.state == "RUNNING" and job.gpus > 0:
+            if job.state == "RUNNING" and job.gpus > 0 \
+                    and runs.get(job.restart_count) != job.gpus:
+                for later in [r for r in runs if r > job.restart_count]:
+                    del runs[later]  # an earlier job's that had the id (as in the store)
                 runs[job.restart_count] = job.gpus
+                self._record(job.job_id, job.restart_count, job.gpus)
             seen = observed_elastic(guess, reports, runs, max(job.gpus, 1))
         if self.clock is None or job.state != "RUNNING":
             return seen
         return advanced(seen, reports, job.restart_count, self.clock(), hint.epochs)
+
+    def _record(self, job_id: int, restart_count: int, gpus: int) -> None:
+        """Write a run's count to the store; a failed write (a full disk) keeps it in
+        memory and fails no round."""
+        if self.record_run is None:
+            return
+        try:
+            self.record_run(job_id, restart_count, gpus)
+        except Exception as exc:  # the store's (sqlite3, OSError)
+            log.warning("job %d: the GPU count of run %d not written to the store (%s)",
+                        job_id, restart_count, exc)
 
     def acked(self, job_id: int, since_s: float) -> bool:
         return acknowledged(self.reports.get(job_id, ()), since_s)

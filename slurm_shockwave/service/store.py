@@ -3,8 +3,9 @@
 What it keeps: rounds (time, phase timings, solver status and gap), every action with its
 outcome and Slurm's message, each job's row as last planned plus a history row whenever
 its phase, GPUs, reason or action changed (so a queue that does not change costs nothing),
-the policy's memory, checkpoint intents that span rounds, and the progress reports jobs
-send (written by the HTTP thread through its own connection).
+the policy's memory, checkpoint intents that span rounds, the progress reports jobs
+send (written by the HTTP thread through its own connection), and the GPU count of each
+run of an elastic job (so a restarted service converts its earlier runs' epoch times).
 
 Writes: a whole round is one transaction (a crash leaves the last complete round, never
 half of one), and it is versioned: it commits only if no newer round was written since
@@ -63,6 +64,9 @@ CREATE TABLE IF NOT EXISTS reports (
     epoch REAL, batch_size INTEGER, samples_per_s REAL, restart_count INTEGER NOT NULL,
     exit_code INTEGER, uid INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS reports_job ON reports(job_id, id);
+CREATE TABLE IF NOT EXISTS runs (
+    job_id INTEGER NOT NULL, restart_count INTEGER NOT NULL, gpus INTEGER NOT NULL,
+    PRIMARY KEY (job_id, restart_count));
 """
 
 
@@ -373,6 +377,28 @@ class Store:
             (job_id, restart_count, float(row[0]))).fetchone()
         return acked is None
 
+    # -- runs: the GPU count an elastic job ran on in each run (restart), as seen ---------
+    def load_runs(self) -> dict[int, dict[int, int]]:
+        """Each job's GPU count per run; a store an earlier build made (read-only, so
+        without the table) has none."""
+        if "runs" not in _tables(self.db):
+            return {}
+        out: dict[int, dict[int, int]] = {}
+        for jid, restarts, gpus in self.db.execute("SELECT * FROM runs"):
+            out.setdefault(int(jid), {})[int(restarts)] = int(gpus)
+        return out
+
+    def record_run(self, job_id: int, restart_count: int, gpus: int) -> None:
+        """A run seen running on ``gpus`` GPUs (its own short transaction): a restarted
+        service converts that run's epoch times to the count the job holds now. Later
+        runs than this one are an earlier job's that had the id (Slurm gives ids out
+        again): forgotten."""
+        with self._transaction():
+            self.db.execute("DELETE FROM runs WHERE job_id = ? AND restart_count > ?",
+                            (job_id, restart_count))
+            self.db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?)",
+                            (job_id, restart_count, gpus))
+
     # -- progress reports (the HTTP thread writes them through its own Store) ---------------
     def add_report(self, r: ProgressReport, *, keep: int | None = None,
                    stored: int = 0) -> int:
@@ -483,6 +509,10 @@ class Store:
     def _expire(self, now_s: float) -> None:
         self.db.execute("DELETE FROM reports WHERE at_s < ? AND job_id NOT IN "
                         "(SELECT job_id FROM job_now)", (now_s - self.retention_s,))
+        # a run's count serves its reports: kept while the job is planned or has some
+        self.db.execute("DELETE FROM runs WHERE job_id NOT IN (SELECT job_id FROM job_now) "
+                        "AND NOT EXISTS (SELECT 1 FROM reports WHERE reports.job_id = "
+                        "runs.job_id)")
         cut = self.db.execute("SELECT MIN(id) FROM rounds WHERE at_s >= ?",
                               (now_s - self.retention_s,)).fetchone()[0]
         if cut is None:
