@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from slurm_shockwave.slurm.hints import split_admin_comment
+from slurm_shockwave.slurm.hints import asked_gpus, split_admin_comment
 from slurm_shockwave.slurm.protocol import SlurmError
 from tests.live_cluster import Submitter, job, kept_heartbeat, wait_for, write_fresh
 
@@ -133,6 +133,18 @@ def test_the_hint_of_a_managed_job_cannot_change(backend, jobs, heartbeat) -> No
     assert j.comment == GOOD and stamped(j.admin_comment)
     assert scontrol_update(jid, "comment=" + GOOD).returncode == 0  # no change: fine
     assert scontrol_update(jid, "timelimit=10").returncode == 0  # anything else passes
+
+
+@pytest.mark.parametrize("gpus", [("--gres=gpu:2",), ("--gres=gpu:1", "-N", "2"),
+                                  ("--gpus=3",)])
+def test_the_gpus_a_job_asked_for_are_stamped_as_the_service_reads_them(
+        backend, jobs, heartbeat, gpus: tuple[str, ...]) -> None:
+    """job_submit.lua's asked_gpus (an elastic job's request, which the service's GRES
+    updates do not move) is the count the backend lists for the job before any resize,
+    whatever sbatch option asked for it (docs/hints.md)."""
+    heartbeat.fresh()
+    j = job(backend, jobs("-p", "shockwave", *gpus, f"--comment={GOOD}"))
+    assert j.gpus > 0 and asked_gpus(j.admin_comment) == j.gpus, j.admin_comment
 
 
 @pytest.mark.parametrize("state", ["stale", "missing"])
