@@ -2,6 +2,7 @@ from dataclasses import replace
 
 from slurm_shockwave.engine.diff import diff
 from slurm_shockwave.engine.placement import place
+from slurm_shockwave.model.job import Job
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ActionKind, Plan
 from tests.builders import a_job, a_view
@@ -297,15 +298,31 @@ def test_a_fixed_multi_node_job_is_placed_as_slurm_spreads_it() -> None:
     assert 1 in one.fragmented and 1 not in one.slots
 
 
-def test_a_job_wider_than_a_node_takes_whole_nodes_that_split_it_evenly() -> None:
-    """Slurm gives every node of a job the same count: 16 GPUs on free nodes of 6, 8
-    and 8 (another partition holds 2 of the first) go as 8 + 8, not 6 + 8 + 2 (whole
-    nodes by name until they held enough), which the world refused before Slurm was
-    asked, and the job waited beside free GPUs."""
+def _elastic(job_id: int, gpus: int) -> Job:
+    job = a_job(job_id, gpus=gpus)
+    return replace(job, spec=replace(job.spec, gpus_range=(1, 2 * gpus)))
+
+
+def test_an_elastic_job_wider_than_a_node_takes_whole_nodes_that_split_it_evenly() -> None:
+    """The service sets an elastic job's count per node, the same on each: 16 GPUs on
+    free nodes of 6, 8 and 8 (another partition holds 2 of the first) go as 8 + 8, not
+    6 + 8 + 2 (whole nodes by name until they held enough), which the world refused
+    before Slurm was asked, and the job waited beside free GPUs."""
     from slurm_shockwave.model.cluster import GpuNode
-    view = replace(a_view(a_job(1, gpus=16), gpus=16),
+    view = replace(a_view(_elastic(1, 16), gpus=16),
                    nodes=(GpuNode("a", 6, (2, 3, 4, 5, 6, 7)), GpuNode("b", 8),
                           GpuNode("c", 8)))
     assert _nodes_of(place(view, Plan((1,))).slots[1]) == {"b": 8, "c": 8}
-    twelve = replace(view, jobs=(a_job(1, gpus=12),))
+    twelve = replace(view, jobs=(_elastic(1, 12),))
     assert sorted(_nodes_of(place(twelve, Plan((1,))).slots[1]).values()) == [6, 6]
+
+
+def test_a_fixed_job_wider_than_a_node_is_placed_as_slurm_spreads_it() -> None:
+    """Found by a review: the even split applied to fixed jobs too, which Slurm spreads
+    unevenly (``--gpus=5`` on nodes of 4: 4 + 1). A 5-GPU job on four idle nodes of 4
+    was never placed (it waited for ever beside 16 free GPUs; the simulator hit its
+    round limit), and an 11-GPU job took 11 whole nodes of 8."""
+    five = place(a_view(a_job(1, gpus=5), gpus=16, gpus_per_node=4), Plan((1,)))
+    assert 1 not in five.fragmented and sorted(_nodes_of(five.slots[1]).values()) == [1, 4]
+    eleven = place(a_view(a_job(1, gpus=11), gpus=128, gpus_per_node=8), Plan((1,)))
+    assert sorted(_nodes_of(eleven.slots[1]).values()) == [3, 8]

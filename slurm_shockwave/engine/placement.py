@@ -73,10 +73,12 @@ class _FreeSlots:
             self.free[node] = left
         return True
 
-    def take(self, gpus: int, nodes: int = 0) -> tuple[str, ...] | None:
+    def take(self, gpus: int, nodes: int = 0, *, even: bool = False) -> tuple[str, ...] | None:
         """``gpus`` slots: on one node (best fit) where they fit on one; for a job that
         asked for ``nodes`` nodes (a fixed ``-N``), gpus/nodes on each of that many;
-        else whole nodes that split them evenly (``_whole_nodes``)."""
+        wider than a node, whole nodes: split evenly for an elastic job (``even``: the
+        service sets its count per node, ``_whole_nodes``), else taken by name until they
+        hold enough, as Slurm spreads a fixed ``--gpus=N`` (5 on nodes of 4: 4 + 1)."""
         if nodes > 1:
             return self._spread(gpus, nodes)
         if gpus <= self.per_node:
@@ -87,7 +89,7 @@ class _FreeSlots:
             got, self.free[node] = self.free[node][:gpus], self.free[node][gpus:]
             self.total -= gpus
             return tuple(got)
-        return self._whole_nodes(gpus)
+        return self._whole_nodes(gpus) if even else self._whole_nodes_by_name(gpus)
 
     def _spread(self, gpus: int, nodes: int) -> tuple[str, ...] | None:
         """The same count on each of ``nodes`` nodes, as Slurm places ``-N 2
@@ -99,14 +101,32 @@ class _FreeSlots:
             return None
         fits = sorted((n for n, s in self.free.items() if len(s) >= per),
                       key=lambda n: (len(self.free[n]), n))[:nodes]
-        if len(fits) < nodes:
-            return None
+        return None if len(fits) < nodes else self._take_on(fits, per, whole=False)
+
+    def _take_on(self, names: list[str], per: int, *, whole: bool) -> tuple[str, ...]:
+        """``per`` slots of each of ``names``; ``whole``: the nodes' other slots too (a
+        job on several nodes holds them whole, ``take_exact``)."""
         taken: list[str] = []
-        for n in fits:
+        for n in names:
             taken += self.free[n][:per]
-            self.free[n] = self.free[n][per:]
-        self.total -= gpus
+            left = [] if whole else self.free[n][per:]
+            self.total -= len(self.free[n]) - len(left)
+            self.free[n] = left
         return tuple(taken)
+
+    def _whole_nodes_by_name(self, gpus: int) -> tuple[str, ...] | None:
+        """Whole free nodes by name until they hold ``gpus``: the last may give fewer."""
+        names: list[str] = []
+        held = 0
+        for n in sorted(n for n, s in self.free.items() if s and len(s) == self.size[n]):
+            if held >= gpus:
+                break
+            names.append(n)
+            held += len(self.free[n])
+        if held < gpus:
+            return None
+        taken = self._take_on(names, max(self.size.values()), whole=True)
+        return taken[:gpus]
 
     def _whole_nodes(self, gpus: int) -> tuple[str, ...] | None:
         """Whole free nodes for a job wider than a node, the same count on each: Slurm
@@ -121,15 +141,14 @@ class _FreeSlots:
                 continue
             fits = sorted((n for n in whole if self.size[n] >= per),
                           key=lambda n: (self.size[n], n))[:count]
-            if len(fits) < count:
-                continue
-            taken: list[str] = []
-            for n in fits:
-                taken += self.free[n][:per]
-                self.total -= len(self.free[n])
-                self.free[n] = []
-            return tuple(taken)
+            if len(fits) == count:
+                return self._take_on(fits, per, whole=True)
         return None
+
+
+def _take(free: _FreeSlots, job: Job, gpus: int) -> tuple[str, ...] | None:
+    """``gpus`` free slots for ``job``, as Slurm would give them (``_FreeSlots.take``)."""
+    return free.take(gpus, _nodes(job), even=job.spec.is_elastic)
 
 
 def _nodes(job: Job) -> int:
@@ -158,7 +177,7 @@ def _place_selected(view: ClusterView, selected: list[Job], want: Mapping[JobId,
     for job in sorted(selected, key=lambda j: -want[j.job_id]):
         if job.job_id in out.slots:
             continue
-        got = free.take(want[job.job_id], _nodes(job))
+        got = _take(free, job, want[job.job_id])
         if got is None:
             out.fragmented.add(job.job_id)
         else:
@@ -225,7 +244,7 @@ def _narrower(job: Job, wanted: int, free: _FreeSlots) -> tuple[str, ...] | None
     for count in sorted((c for c in job.spec.gpu_counts() if c < wanted), reverse=True):
         if len(job.gpu_slots) == count and free.take_exact(job.gpu_slots):
             return job.gpu_slots
-        got = free.take(count)
+        got = _take(free, job, count)
         if got is not None:
             return got
     return None
@@ -263,7 +282,7 @@ def place(view: ClusterView, plan: Plan) -> Placement:
             if _stays(job, want, free):
                 out.slots[job.job_id] = job.gpu_slots
                 continue
-            got = free.take(want[job.job_id], _nodes(job))
+            got = _take(free, job, want[job.job_id])
             if got is not None:
                 out.slots[job.job_id] = got
     if plan.avoid_idle:
@@ -314,7 +333,7 @@ def _keep_running(view: ClusterView, order: list[Job], want: Mapping[JobId, int]
             free.take_exact(slots, whole=_nodes(jobs[jid]) <= 1)
         for job in order:
             if job.job_id in held_back:
-                got = free.take(want[job.job_id], _nodes(job))
+                got = _take(free, job, want[job.job_id])
                 if got is not None:
                     out.slots[job.job_id] = got
     return out
