@@ -378,13 +378,14 @@ def test_every_refusal_closes_the_stores_connection(tmp_path: Path, kind: str,
 
 
 @pytest.mark.parametrize("damage", ["a later build's row", "text for a number", "job_now garbage",
-                                    "tables missing"])
+                                    "tables missing", "runs garbage", "made before runs"])
 def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path,
                                                                    damage: str) -> None:
     """Red-team finding: a damaged store, or one a later build wrote under the same schema
     version, made explain exit 1 as a bug. A row with a field this build does not know is
-    read without it; any other unreadable row, or a store missing tables, is one line
-    naming the store, exit 2."""
+    read without it, a store made before the runs table is read (review: every reader
+    refused it); any other unreadable row, or a store missing tables, is one line naming
+    the store, exit 2."""
     path = tmp_path / "s.db"
     Store(path).close()
     db = sqlite3.connect(path)
@@ -392,14 +393,22 @@ def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path
            "INSERT INTO job_now VALUES (5, 1, '{\"job_id\": 5, \"gpus_range\": \"1-4\"}')",
            "text for a number": "INSERT INTO intents VALUES (5, 'USR1', 'x', 1.0, 0)",
            "job_now garbage": "INSERT INTO job_now VALUES (5, 1, '[1, 2')",
-           "tables missing": "DROP TABLE job_history"}[damage]
+           "tables missing": "DROP TABLE job_history",
+           "runs garbage": "INSERT INTO runs VALUES (5, 0, 'four')",
+           "made before runs": "DROP TABLE runs"}[damage]
     db.execute(sql)
+    if damage == "made before runs":
+        db.execute("INSERT INTO job_now VALUES (5, 1, '{\"job_id\": 5}')")
     db.commit()
     db.close()
     done = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "explain", "5",
                            "--store", str(path)], capture_output=True, text=True, timeout=60)
-    if damage == "a later build's row":
+    if damage in ("a later build's row", "made before runs"):  # read, as an earlier build
         assert done.returncode == 0, done.stderr
+        return
+    if damage == "runs garbage":  # read by the service at start
+        with pytest.raises(InputError, match="runs table cannot be read"):
+            Store(path).load_runs()
         return
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "service.store" in done.stderr, done.stderr

@@ -200,7 +200,7 @@ class Store:
             if not tables and not create:
                 raise InputError("not a slurm-shockwave store (an empty database: has the "
                                  "service run?)", source=self.path, field="service.store")
-            if not create and (missing := sorted(set(_TABLES) - tables)):
+            if not create and (missing := sorted(set(_TABLES) - set(_LATER_TABLES) - tables)):
                 raise InputError(f"not a whole store (no table {', '.join(missing)})",
                                  source=self.path, field="service.store")
             if create:
@@ -384,8 +384,9 @@ class Store:
         if "runs" not in _tables(self.db):
             return {}
         out: dict[int, dict[int, int]] = {}
-        for jid, restarts, gpus in self.db.execute("SELECT * FROM runs"):
-            out.setdefault(int(jid), {})[int(restarts)] = int(gpus)
+        with self._decoding("runs"):
+            for jid, restarts, gpus in self.db.execute("SELECT * FROM runs"):
+                out.setdefault(int(jid), {})[int(restarts)] = int(gpus)
         return out
 
     def record_run(self, job_id: int, restart_count: int, gpus: int) -> None:
@@ -526,6 +527,9 @@ class Store:
 
 
 _TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+_LATER_TABLES = ("runs",)
+"""Tables added within schema version 1: a store made before them has none until the
+service next writes it, and its readers (``queue``, ``explain``, ``handback``) read it."""
 _ROW_FIELDS = frozenset(f.name for f in fields(JobRow))
 
 
