@@ -246,24 +246,6 @@ def test_preemption_signals_waits_for_grace_then_requeue_holds() -> None:
     assert job.eligible_time == fake.now + fake.cred_expire_s + 1
 
 
-def test_a_run_too_young_to_handle_its_signal_is_signalled_seconds_later() -> None:
-    """Seen live: a fill step's start, preempted 40 ms later by the round a must-start job
-    called, got USR1 before its batch script could ignore it and died of it (WTERMSIG 10:
-    Slurm counts it ended, not requeued, and the job was lost). A run younger than
-    SIGNAL_AFTER_START_S is not signalled yet; the preemption is deferred, then goes on."""
-    from slurm_shockwave.slurm.world import SIGNAL_AFTER_START_S
-    world, fake, clock = cluster(running(1))
-    fake.jobs[1] = replace(fake.jobs[1], start_time=int(clock.now()) - 1)
-    world.observe()
-    young = world.apply([Action(ActionKind.PREEMPT, 1)])
-    assert young.results[0].outcome == Outcome.DEFERRED and "ago" in young.results[0].message
-    assert fake.signals == [] and fake.jobs[1].state == "RUNNING"
-    clock.t += SIGNAL_AFTER_START_S
-    world.observe()
-    world.apply([Action(ActionKind.PREEMPT, 1)])
-    assert fake.signals == [(1, "USR1")]
-
-
 def test_a_round_of_another_partition_on_the_same_store_keeps_the_checkpoint_in_flight(
 ) -> None:
     """A one-shot `plan --apply --partition other` (or a service started with another

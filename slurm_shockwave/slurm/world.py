@@ -87,13 +87,6 @@ planner holds it); a requeue-held job's reason stays through any hold, so only a
 release gives it back (measured on 22.05)."""
 TOP_PRIORITY = 1_000_000
 """Priorities the planner pins are TOP_PRIORITY - rank; hand-back unpins them."""
-SIGNAL_AFTER_START_S = 5.0
-"""A job's checkpoint signal waits until its run is this old (wall seconds): sent in the
-first moments of a run, before the batch script or the training program has set up its
-handler, a signal such as USR1 keeps its default action and kills the job, which Slurm
-then counts as ended, not requeued (seen live: a fill step's start preempted 40 ms later
-by the round a must-start job called, and the job lost). A run so young has nothing to
-save: the preemption is deferred, not skipped."""
 WAITING_BAND = 50_000
 """A start whose GPUs a running job still holds (its checkpoint under way) ranks this far
 below every start that can run now: Slurm's main scheduler stops at the first job of a
@@ -832,12 +825,6 @@ class SlurmCluster:
             hint = self._planned_hint(a.job_id)
             if hint is None or hint.signal is None:
                 return None  # the job handles no signal: preempt as Slurm does
-            age = now - job.start_time if job.start_time > 0 else SIGNAL_AFTER_START_S
-            if age < SIGNAL_AFTER_START_S:
-                return ActionResult(a, Outcome.DEFERRED,
-                                    f"started {max(age, 0.0):.0f}s ago: SIG{hint.signal} "
-                                    f"from +{SIGNAL_AFTER_START_S - age:.0f}s, once it can "
-                                    "handle it")
             ck = CheckpointIntent(a.job_id, hint.signal, now, now + hint.grace_s,
                                   job.restart_count)
             try:
