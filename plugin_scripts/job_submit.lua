@@ -9,6 +9,8 @@ asked for (`asked_gpus=<count>`, which the service's resizes do not move), and,
 while the scheduler service is alive (its heartbeat file is fresh), hold the job so
 nothing starts before the planner decides, and refuse its owner's release of that hold.
 With no fresh heartbeat the job is not held: it runs under Slurm alone (fail-open).
+An owner's own hold is recorded in the job's comment (` held=owner`), so the service
+never releases it, and the owner's release clears it (docs/service.md).
 
 The grammar is the one in slurm_shockwave/slurm/hints.py (docs/hints.md), message for
 message; tests/test_hints.py runs both on the same cases and on random strings. Other
@@ -224,6 +226,30 @@ function shockwave_partition_kind(partition, part_list)
   return ours and "managed" or "other"
 end
 
+-- A hold the planner must not lift, recorded at the end of the job's comment: " held=owner"
+-- (its owner's `scontrol hold`, written here). The admin comment cannot carry it: Slurm
+-- refuses an admin comment the plugin sets on a user's update (22.05: "Attempt to change
+-- admin_comment"). hints.py's split_hold_mark reads it, case for case (tests/test_hints.py).
+local HOLD_MARKS = { owner = true }
+
+-- The comment without its hold mark, and the mark (nil when it has none).
+function shockwave_split_mark(comment)
+  comment = type(comment) == "string" and comment or ""
+  local text, mark = string.match(comment, "^(.*) held=([a-z]+)$")
+  if text == nil then text, mark = "", string.match(comment, "^held=([a-z]+)$") end
+  if mark ~= nil and HOLD_MARKS[mark] then return text, mark end
+  return comment, nil
+end
+
+function shockwave_with_mark(text, mark)
+  if text == "" then return "held=" .. mark end
+  return text .. " held=" .. mark
+end
+
+local function trimmed(text)
+  return (string.gsub(string.gsub(text, "^" .. WS .. "+", ""), WS .. "+$", ""))
+end
+
 -- The message goes to the user (sbatch prints it; scontrol update does not in 22.05, so
 -- it goes to slurmctld's log too, with the job id when there is one).
 local function reject(job_id, fmt, ...)
@@ -258,7 +284,7 @@ local function admit(job_desc, comment, job_id, job_rec)
   if job_desc.array_inx ~= nil and job_desc.array_inx ~= "" then
     return reject(job_id, "%s", ARRAY)
   end
-  local normalised, field, problem = shockwave_parse_hint(comment)
+  local normalised, field, problem = shockwave_parse_hint((shockwave_split_mark(comment)))
   if not normalised then
     return reject(job_id, "shockwave: bad hint in --comment: field '%s': %s", field, problem)
   end
@@ -289,20 +315,64 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   return admit(job_desc, job_desc.comment)
 end
 
--- `scontrol release` asks for priority INFINITE (slurm.h).
+-- `scontrol release` asks for priority INFINITE, a hold for 0; NO_VAL leaves it (slurm.h).
 local RELEASE = 4294967295
+local NO_VAL = 4294967294
+
+local function refuse_release(job_rec)
+  return reject(job_rec.job_id, "shockwave: job %s is held for the %s partition's "
+                .. "planner, which releases it when it plans its GPUs, or by an admin; "
+                .. "its owner cannot release it (`shockwave explain %s` says why it waits)",
+                tostring(job_rec.job_id), SHOCKWAVE_PARTITION, tostring(job_rec.job_id))
+end
+
+-- Holds and releases of a managed job. The planner's hold is a user hold (so that an
+-- admin's `scontrol hold` is told apart, and kept): its owner may not release it while
+-- the service is alive; root and operators may, and with no fresh heartbeat anyone may
+-- (fail-open). The owner's own hold (`scontrol hold`/`uhold`, priority 0), of a pending
+-- or a running job (Slurm keeps a running job's hold through a requeue), is marked
+-- "owner" whatever the heartbeat, so the service, alive now or later, never releases
+-- it. Any release of a marked job ends the hold the mark records and clears it; the
+-- owner's release of their own hold on a pending job, while the service is alive, leaves
+-- the planner's hold (priority NO_VAL: unchanged), so the plan decides when it starts.
+-- Root's holds and releases (the service's among them) never set a mark, and the service
+-- never releases a marked job.
+local function hold_or_release(job_desc, job_rec, modify_uid)
+  local owner = modify_uid ~= 0 and modify_uid == job_rec.user_id
+  local text, mark = shockwave_split_mark(job_rec.comment)
+  if job_desc.priority == RELEASE then
+    if mark ~= nil then
+      job_desc.comment = text
+      local pending = type(job_rec.job_state) == "number" and job_rec.job_state % 256 == 0
+      if owner and mark == "owner" and pending and shockwave_service_alive() then
+        job_desc.priority = NO_VAL
+      end
+    elseif owner and job_rec.priority == 0 and shockwave_service_alive() then
+      return refuse_release(job_rec)
+    end
+  elseif job_desc.priority == 0 and owner and mark == nil then
+    job_desc.comment = shockwave_with_mark(text, "owner")
+  end
+  return slurm.SUCCESS
+end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local was = shockwave_partition_kind(job_rec.partition, nil)
-  -- The planner's hold is a user hold (so that an admin's `scontrol hold` is told apart,
-  -- and kept): its owner may not release it while the service is alive. Root and
-  -- operators may; with no fresh heartbeat anyone may (fail-open).
-  if was == "managed" and job_desc.priority == RELEASE and job_rec.priority == 0
-      and modify_uid ~= 0 and modify_uid == job_rec.user_id and shockwave_service_alive() then
-    return reject(job_rec.job_id, "shockwave: job %s is held for the %s partition's "
-                  .. "planner, which releases it when it plans its GPUs, or by an admin; "
-                  .. "its owner cannot release it (`shockwave explain %s` says why it waits)",
-                  tostring(job_rec.job_id), SHOCKWAVE_PARTITION, tostring(job_rec.job_id))
+  local asked_comment = job_desc.comment
+  if was == "managed" and asked_comment ~= nil and asked_comment ~= job_rec.comment then
+    -- the hint is fixed; only its hold mark changes, and only by root or an operator,
+    -- never by the owner, whose release it governs
+    local owner = modify_uid ~= 0 and modify_uid == job_rec.user_id
+    if owner or trimmed((shockwave_split_mark(asked_comment)))
+                ~= trimmed((shockwave_split_mark(job_rec.comment))) then
+      return reject(job_rec.job_id, "shockwave: the hint (comment) of a job in the %s "
+                    .. "partition is fixed at submit; cancel and resubmit the job to "
+                    .. "change it", SHOCKWAVE_PARTITION)
+    end
+  end
+  if was == "managed" and job_desc.priority ~= nil then
+    local rc = hold_or_release(job_desc, job_rec, modify_uid)
+    if rc ~= slurm.SUCCESS then return rc end
   end
   if job_desc.partition ~= nil and job_desc.partition ~= "" then
     local kind = shockwave_partition_kind(job_desc.partition, part_list)
@@ -312,15 +382,10 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
         return reject(job_rec.job_id, "%s", ARRAY)
       end
       -- moved into the managed partition: validated exactly as at submit
-      local comment = job_desc.comment
+      local comment = asked_comment
       if comment == nil then comment = job_rec.comment end
       return admit(job_desc, comment, job_rec.job_id, job_rec)
     end
-  end
-  if was == "managed" and job_desc.comment ~= nil and job_desc.comment ~= job_rec.comment then
-    return reject(job_rec.job_id, "shockwave: the hint (comment) of a job in the %s "
-                  .. "partition is fixed at submit; cancel and resubmit the job to change it",
-                  SHOCKWAVE_PARTITION)
   end
   return slurm.SUCCESS
 end

@@ -447,3 +447,122 @@ show(slurm_job_modify(n, { partition = "other", comment = "model=lm bs=10 epochs
              "own job, e.g. a loop of sbatch")
     assert out == [f"-1\tnil\tnil\t{array}", f"0\t{GOOD}\tnil\t", "0\tnil\tnil\t",
                    f"-1\tnil\tnil\t{array}", f"0\t{GOOD}\tnil\t"]
+
+
+# -- an owner's hold, recorded in the comment (hints.split_hold_mark) ---------------------
+_MARK_PIECES = ["held=", "owner", "requeue", "admin", " ", "  ", "\t", "\n", "x", "bs=1",
+                "=", "held", "HELD=", "ownerx", "\u00a0", ""]
+
+
+def _mark_cases(n: int) -> list[str]:
+    import random
+    rng = random.Random(5)
+    fixed = ["", "held=owner", " held=owner", "held=requeue", "bs=1 epochs=1 held=owner",
+             "bs=1 epochs=1  held=requeue", "bs=1 held=owner held=owner", "x held=admin",
+             "x held=Owner", "x\theld=owner", "x held=owner ", "a\nb held=owner",
+             "held=owner\n", "xheld=owner"]
+    return fixed + ["".join(rng.choice(_MARK_PIECES) for _ in range(rng.randint(0, 7)))
+                    for _ in range(n)]
+
+
+def test_lua_and_python_read_the_hold_mark_alike() -> None:
+    """The mark job_submit.lua writes into the comment and the service reads back: one
+    grammar (the comment without the mark, and the mark), case for case, and marking
+    then reading gives back what was marked."""
+    from slurm_shockwave.slurm.hints import split_hold_mark, with_hold_mark
+
+    cases = _mark_cases(3000)
+    script = ROOT / "tests" / "mark_check.lua"
+    payload = "".join(c.encode().hex() + "\n" for c in cases)
+    proc = subprocess.run([_lua(), str(script), str(SCRIPT)], input=payload,
+                          capture_output=True, text=True, timeout=60, check=True)
+    lua = [bytes.fromhex(line).decode() for line in proc.stdout.splitlines()]
+    python = [f"{text}\x00{mark or '-'}\x00{with_hold_mark(text, 'owner')}"
+              for text, mark in map(split_hold_mark, cases)]
+    assert lua == python
+    assert split_hold_mark("bs=1 epochs=1 held=owner") == ("bs=1 epochs=1", "owner")
+    assert split_hold_mark("held=owner") == ("", "owner")
+    assert split_hold_mark("x held=admin") == ("x held=admin", None)
+    for text in ("", "bs=1 epochs=1", "a held=owner"):
+        assert split_hold_mark(with_hold_mark(text, "owner")) == (text, "owner")
+
+
+_HOLDS = r"""
+local parts = { shockwave = part(1), other = part(0) }
+local RELEASE, NO_VAL = 4294967295, 4294967294
+local function rec(comment, extra)
+  local r = { partition = "shockwave", comment = comment, priority = 0, user_id = 1001,
+              job_id = 7, job_state = 0 }
+  for k, v in pairs(extra or {}) do r[k] = v end
+  return r
+end
+local function modify(desc, r, uid)
+  local rc = slurm_job_modify(desc, r, parts, uid)
+  local prio = desc.priority == NO_VAL and "NO_VAL" or desc.priority == RELEASE and "RELEASE"
+               or tostring(desc.priority)
+  print(rc .. "\t" .. tostring(desc.comment) .. "\t" .. prio .. "\t" .. (logs[#logs] or ""))
+  logs = {}
+end
+local C = "bs=10 epochs=3"
+modify({ priority = 0 }, rec(C), 1001)                                 -- 1 owner's hold
+modify({ priority = 0 }, rec(C, { priority = 5 }), 1001)               -- 2 of a released job
+modify({ priority = 0 }, rec(C, { priority = 5, job_state = 1 }), 1001) -- 3 running
+modify({ priority = 0 }, rec(C .. " held=owner"), 1001)                -- 4 marked already
+modify({ priority = 0 }, rec(C .. " held=owner", { priority = 5 }), 1001) -- 5 released meanwhile
+modify({ priority = 0 }, rec(C), 0)                                    -- 6 root (the service)
+modify({ priority = 0 }, rec(C), 1002)                                 -- 7 an operator
+modify({ priority = 0 }, rec(nil), 1001)                               -- 8 no comment
+modify({ priority = RELEASE }, rec(C .. " held=owner"), 1001)          -- 9 owner's release
+modify({ priority = RELEASE }, rec(C .. " held=owner", { job_state = 1, priority = 5 }), 1001)
+modify({ priority = RELEASE }, rec(C .. " held=owner"), 1002)          -- 11 an operator's
+modify({ priority = RELEASE }, rec(C .. " held=owner"), 0)             -- 12 root's release
+modify({ priority = RELEASE }, rec(C), 1001)                           -- 13 the planner's
+modify({ priority = RELEASE }, rec(C), 0)                              -- 14 root, unmarked
+modify({ comment = C .. " held=owner" }, rec(C), 0)                    -- 15 root marks
+modify({ comment = C .. " held=owner" }, rec(C), 1001)                 -- 16 the owner may not
+modify({ comment = "bs=11 epochs=3 held=owner" }, rec(C), 0)           -- 17 nor root the hint
+modify({ comment = C }, rec(C .. " held=owner"), 1002)                 -- 18 an operator clears
+modify({ priority = 0 }, { partition = "other", comment = C, priority = 5, user_id = 1001,
+                           job_id = 8, job_state = 0 }, 1001)          -- 19 not ours
+local moved = { partition = "shockwave" }                              -- 20 moved in, marked
+print(slurm_job_modify(moved, { partition = "other", comment = C .. " held=owner",
+                                job_id = 9 }, parts, 0) .. "\t" .. tostring(moved.admin_comment))
+"""
+
+
+def test_lua_marks_the_owners_hold_and_their_release_leaves_the_planners(
+        tmp_path: Path) -> None:
+    """An owner's hold (`scontrol hold`/`uhold`: priority 0 from the owner's uid) of a
+    managed job, pending or running, is marked `held=owner` in its comment, whatever the
+    heartbeat; root's (the service's) and an operator's holds are not. Any release of a
+    marked job clears the mark; the owner's release of their own hold on a pending job,
+    while the service lives, leaves the planner's hold (priority NO_VAL: unchanged). Only
+    a mark may change in a managed job's comment, and never by its owner."""
+    import time
+    beat = tmp_path / "heartbeat"
+    beat.write_text(f"{int(time.time())} 60\n")
+    c = "bs=10 epochs=3"
+    fixed = ("\tnil\tshockwave: the hint (comment) of a job in the shockwave partition is "
+             "fixed at submit; cancel and resubmit the job to change it")
+    planner = ("-1\tnil\tRELEASE\tshockwave: job 7 is held for the shockwave partition's "
+               "planner, which releases it when it plans its GPUs, or by an admin; its owner "
+               "cannot release it (`shockwave explain 7` says why it waits)")
+    alive = [
+        f"0\t{c} held=owner\t0\t", f"0\t{c} held=owner\t0\t", f"0\t{c} held=owner\t0\t",
+        "0\tnil\t0\t", "0\tnil\t0\t", "0\tnil\t0\t", "0\tnil\t0\t", "0\theld=owner\t0\t",
+        f"0\t{c}\tNO_VAL\t", f"0\t{c}\tRELEASE\t", f"0\t{c}\tRELEASE\t", f"0\t{c}\tRELEASE\t",
+        planner, "0\tnil\tRELEASE\t",
+        f"0\t{c} held=owner\tnil\t", f"-1\t{c} held=owner{fixed}",
+        f"-1\tbs=11 epochs=3 held=owner{fixed}", f"0\t{c}\tnil\t",
+        "0\tnil\t0\t", "0\tshockwave:v1 bs=10 epochs=3 mode=static",
+    ]
+    out = _run(_HOLDS, beat)
+    assert out[:19] == alive[:19]
+    assert out[19].startswith(alive[19] + " submitted=")
+    beat.write_text(f"{int(time.time()) - 600} 60\n")  # stale: fail-open
+    stale = _run(_HOLDS, beat)
+    # the owner's hold is still marked (the service honours it when back); their release
+    # of it, and of the planner's hold, goes through
+    assert stale[:8] == alive[:8]
+    assert stale[8] == f"0\t{c}\tRELEASE\t" and stale[12] == "0\tnil\tRELEASE\t"
+    assert stale[9:12] + stale[13:19] == alive[9:12] + alive[13:19]

@@ -365,6 +365,70 @@ def test_fail_open_and_hand_back(env: Env) -> None:
     assert not Path(env.heartbeat).exists()
 
 
+def _ctld_log() -> str:
+    """slurmctld's log of the test cluster ("" when slurm.conf names none)."""
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    for line in conf.read_text().splitlines():
+        if line.startswith("SlurmctldLogFile="):
+            return Path(line.split("=", 1)[1].strip()).read_text(errors="replace")
+    return ""
+
+
+def test_an_owners_hold_stays_through_rounds_until_they_release_it(
+        env: Env, users: tuple[str, str]) -> None:
+    """A real user holds their own job (`scontrol hold`, job_submit.lua marks it): the
+    running service never releases it, round after round, while it starts the user's other
+    job, and `queue` shows it held by its owner; their release returns it to the plan
+    (Slurm does not release it then: the planner does, and starts it). Found by a review:
+    the planner released an owner's hold when it planned the job."""
+    import pwd
+
+    owner = users[0]
+    uid = pwd.getpwnam(owner).pw_uid
+
+    def as_owner(*cmd: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["runuser", "-u", owner, "--", *cmd], capture_output=True,
+                              text=True, timeout=60, check=False, cwd="/tmp")
+
+    def submit() -> int:
+        sub = as_owner("sbatch", "--parsable", "-p", "shockwave", "--gres=gpu:1", "-o",
+                       "/dev/null", f"--comment={HINT.format(e=10)}", "--wrap", "sleep 600")
+        assert sub.returncode == 0, sub.stderr
+        env.mine.append(int(sub.stdout.strip().split(";")[0]))  # cancelled at the end
+        return env.mine[-1]
+
+    def rounds() -> int:
+        return int(str(env.query("SELECT COUNT(*) FROM rounds")[0][0]))
+
+    def after_rounds(n: int) -> None:
+        first = rounds()
+        wait_for(lambda: rounds() >= first + n, 60, f"{n} more rounds")
+
+    def row(jid: int) -> dict[str, object]:
+        listed = {r["job_id"]: r for r in map(json.loads, env.cli("queue", "--json").splitlines())}
+        return listed[jid]
+
+    write_heartbeat(env.heartbeat, time.time(), 3600)  # the service's, as it starts: new jobs held
+    held, other = submit(), submit()
+    done = as_owner("scontrol", "hold", str(held))
+    assert done.returncode == 0, done.stderr
+    assert env.job(held).comment == f"{HINT.format(e=10)} held=owner"
+    env.serve("fifo", round_s=1.0)
+    wait_for(lambda: env.job(other).state == "RUNNING", 60, "the plan starts the other job")
+    after_rounds(3)
+    assert env.job(held).state == "PENDING" and env.job(held).held, env.job(held)
+    reason = f"held_by_owner(scontrol release {held} returns it to the plan)"
+    assert row(held)["reason"] == reason
+    done = as_owner("scontrol", "release", str(held))
+    assert done.returncode == 0, done.stderr
+    assert env.job(held).comment == HINT.format(e=10)
+    wait_for(lambda: env.job(held).state == "RUNNING", 60, "the plan starts it")
+    assert TOP_PRIORITY - PINNED_BAND < env.job(held).priority <= TOP_PRIORITY
+    log = _ctld_log()
+    assert f"release hold on JobId={held} by uid {uid}\n" not in log
+    assert not log or f"release hold on JobId={held} by uid 0\n" in log
+
+
 def test_handback_refuses_while_the_service_runs(env: Env) -> None:
     proc = env.serve("fifo")
     wait_for(lambda: env.store.exists() and

@@ -673,6 +673,59 @@ def test_a_job_an_admin_holds_is_shown_and_never_released_round_after_round(
                           "(scontrol release 1 for one requeued held))")
 
 
+def test_a_job_its_owner_holds_is_shown_and_never_released_until_they_release_it(
+        tmp_path: Path) -> None:
+    """Idle GPUs and a job its owner holds (`scontrol hold`: job_submit.lua marks its
+    comment `held=owner`): it stays held through rounds, and queue and explain show it
+    held by its owner and how to give it back (found by a review: the planner released an
+    owner's hold, indistinguishable from its own, when it planned the job). The owner's
+    release (the mark cleared, the planner's hold left) returns the job to the plan, which
+    starts it."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    fake.add(with_state(job(1, 2), comment="model=resnet18 bs=32 epochs=9 held=owner"))
+    fake.add(job(3, 2))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock)
+    for _ in range(3):
+        svc.round_once()
+        fake.tick()
+        clock.t += 60
+    assert fake.jobs[1].held and fake.jobs[1].comment.endswith(" held=owner")
+    assert fake.jobs[3].state == "RUNNING"
+    row = store.jobs_now()[1]
+    assert (row.phase, row.user, row.gpus, row.model, row.epochs, row.bs) == (
+        "held", "alice", 2, "ResNet-18", 9, 32)
+    assert row.reason == "held_by_owner(scontrol release 1 returns it to the plan)"
+    fake.jobs[1] = with_state(fake.jobs[1], comment="model=resnet18 bs=32 epochs=9")
+    svc.round_once()
+    fake.tick()
+    assert fake.jobs[1].state == "RUNNING"
+
+
+def test_an_owners_hold_made_while_the_round_plans_is_not_released(tmp_path: Path) -> None:
+    """As an admin's: a job its owner holds after the round's observation (job_submit.lua
+    marks it; Slurm's state is the planner's hold it already had) is left held, not
+    released with the plan's starts."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 1))
+    fake.add(job(2, 1))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock)
+    plan = svc.policy.plan
+
+    def owner_holds_job_1_meanwhile(*args: object, **kw: object) -> object:
+        fake.jobs[1] = with_state(fake.jobs[1], comment="bs=32 epochs=9 held=owner")
+        return plan(*args, **kw)
+
+    svc.policy.plan = owner_holds_job_1_meanwhile  # type: ignore[method-assign]
+    done = svc.round_once()
+    outcome = {r.action.job_id: (r.outcome, r.message) for r in done.report.result.results}
+    assert outcome[1] == (Outcome.DEFERRED, "held by its owner since this round's "
+                                            "observation: left held")
+    fake.tick()
+    assert fake.jobs[1].held and fake.jobs[2].state == "RUNNING"
+
+
 def test_an_admin_hold_made_while_the_round_plans_is_not_released(tmp_path: Path) -> None:
     """The observation is seconds old when the plan is applied: a job an admin holds in
     between (``scontrol hold``) is left held by the admin, not released with the plan's

@@ -15,6 +15,7 @@ from slurm_shockwave.slurm.world import (
     CheckpointIntent,
     MemoryIntents,
     SlurmCluster,
+    managed,
     table_progress,
 )
 from slurm_shockwave.workloads.bundled import bundled_table
@@ -225,6 +226,37 @@ def test_an_admins_requeuehold_is_kept_and_the_planners_preemption_is_a_user_hol
     clock.t += 60
     view = world.observe()
     assert {j.job_id for j in view.jobs} == {1, 3} and set(world.left_out.admin_held) == {2}
+
+
+def test_a_job_its_owner_holds_stays_held_and_out_of_the_plan_until_they_release_it(
+) -> None:
+    """job_submit.lua marks an owner's `scontrol hold` in the job's comment: the world
+    leaves the job out of the view (never started, never released, even when a plan names
+    it), lists it for queue and explain, and reads its hint without the mark. Once the
+    owner releases it (job_submit.lua clears the mark and leaves the planner's hold), the
+    planner plans it again and releases it when it starts it."""
+    raw = "model=ResNet-18 bs=32 epochs=9"
+    world, fake, _ = cluster(replace(held(1), reason="JobHeldUser", comment=f"{raw} held=owner"),
+                             replace(held(2), reason="JobHeldUser", admin_comment="",
+                                     comment=f"{raw} held=owner"),
+                             held(3))
+    view = world.observe()
+    assert [j.job_id for j in view.jobs] == [3]
+    assert set(world.left_out.owner_held) == {1, 2} and not world.left_out.admin_held
+    assert not world.left_out.not_eligible and not world.bad_hints
+    assert managed(fake.jobs[2])  # its hint is its comment without the mark
+    world.apply([Action(ActionKind.START, 1), Action(ActionKind.START, 2),
+                 Action(ActionKind.START, 3)])
+    assert fake.jobs[1].held and fake.jobs[2].held and not fake.jobs[3].held
+    assert fake.jobs[1].comment == f"{raw} held=owner"  # the service never touches it
+    fake.jobs[1] = replace(fake.jobs[1], comment=raw)  # the owner's release, as the lua does
+    assert [j.job_id for j in world.observe().jobs] == [1, 3]
+    world.apply([Action(ActionKind.START, 1)])
+    assert not fake.jobs[1].held
+    # an admin's hold of a job its owner holds comes first: the admin's to give back
+    fake.jobs[2] = replace(fake.jobs[2], reason="JobHeldAdmin")
+    world.observe()
+    assert set(world.left_out.admin_held) == {2} and not world.left_out.owner_held
 
 
 def test_preemption_signals_waits_for_grace_then_requeue_holds() -> None:

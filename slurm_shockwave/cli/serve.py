@@ -159,6 +159,9 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
                f"{env.settings.service.heartbeat} removed")
     if result.admin_held:
         click.echo(f"left held by an admin: {', '.join(map(str, result.admin_held))}")
+    if result.owner_held:
+        click.echo(f"left held by their owners (scontrol release N, as the owner, lets it "
+                   f"run): {', '.join(map(str, result.owner_held))}")
     for jid, err in sorted(result.errors.items()):
         click.echo(f"job {jid}: {err}", err=True)
     if result.errors:

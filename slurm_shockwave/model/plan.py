@@ -22,6 +22,7 @@ class ReasonCode(str, Enum):
     BAD_HINT = "bad_hint"
     NOT_ELIGIBLE = "not_eligible"
     HELD_BY_ADMIN = "held_by_admin"
+    HELD_BY_OWNER = "held_by_owner"
     ON_CLOSED_NODE = "on_closed_node"
     ENDING = "ending"
     SUSPENDED = "suspended"

@@ -1,7 +1,8 @@
 """Handing the managed partition back to Slurm: what an admin runs when the service goes.
 
 Removes the heartbeat (new jobs are no longer held at submit), releases every managed
-job the service holds (not those an admin holds: the service never holds a job that way),
+job the service holds (not those an admin holds, nor those their owner holds: the
+service never holds a job either way),
 and unpins the priorities it set, running jobs' too: root's release of a job that is not
 held makes Slurm compute its priority afresh (job_mgr.c: a privileged release clears the
 admin-set priority; measured on 22.05 for a pending and a running job).
@@ -19,6 +20,7 @@ from slurm_shockwave.slurm.world import (
     TOP_PRIORITY,
     each_job,
     held_by_admin,
+    held_by_owner,
     managed,
 )
 
@@ -33,6 +35,8 @@ class HandBack:
     errors: dict[int, str] = field(default_factory=dict)
     admin_held: tuple[int, ...] = ()
     """Held by an admin: left held."""
+    owner_held: tuple[int, ...] = ()
+    """Held by their owner: left held, for the owner to release."""
 
 
 def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
@@ -55,7 +59,8 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
         sleep(1.0)
     pending = [j for j in listed if j.state == "PENDING"]
     admins = [] if earlier_build else [j.job_id for j in pending if held_by_admin(j)]
-    held = [j.job_id for j in pending if j.held and j.job_id not in admins]
+    owners = [j.job_id for j in pending if held_by_owner(j)]  # never an earlier build's
+    held = [j.job_id for j in pending if j.held and j.job_id not in admins + owners]
     pinned = [j.job_id for j in listed if j.state in ("PENDING", "RUNNING")
               and not j.held and TOP_PRIORITY - PINNED_BAND < j.priority <= TOP_PRIORITY]
     errors = {jid: err for jid, err in each_job(held + pinned, backend.release).items()
@@ -63,4 +68,5 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
     errors.update({jid: f"still completing after {wait_s:g} s: run handback again once "
                         "it is pending" for jid in completing})
     return HandBack(tuple(j for j in held if j not in errors),
-                    tuple(j for j in pinned if j not in errors), errors, tuple(admins))
+                    tuple(j for j in pinned if j not in errors), errors, tuple(admins),
+                    tuple(owners))

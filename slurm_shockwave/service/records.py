@@ -12,7 +12,7 @@ from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
 from slurm_shockwave.service.store import JobRow, RoundRecord
 from slurm_shockwave.slurm.hints import Hint, parse_hint
 from slurm_shockwave.slurm.protocol import SlurmJob
-from slurm_shockwave.slurm.world import GIVE_BACK, LeftOut, hint_text
+from slurm_shockwave.slurm.world import GIVE_BACK, OWNER_GIVES_BACK, LeftOut, hint_text
 
 
 def where(slots: tuple[str, ...]) -> str:
@@ -37,9 +37,9 @@ def solver_summary(memory: Mapping[str, Any]) -> tuple[str | None, float | None]
 def unplanned_rows(left: LeftOut) -> list[JobRow]:
     """Managed jobs the plan leaves out, so that queue and explain still show them: a bad
     hint (left to Slurm), pending jobs Slurm will not start before their eligible time
-    (a requeued job's cred_expire + 1 s, a ``--begin``), out of the plan until then, and
-    jobs an admin holds, and running jobs on a node Slurm gives no new work (drained, not
-    responding), left to finish there."""
+    (a requeued job's cred_expire + 1 s, a ``--begin``), out of the plan until then, jobs
+    an admin or their owner holds, and running jobs on a node Slurm gives no new work
+    (drained, not responding), left to finish there."""
     user = left.users.get
     rows = [JobRow(job_id=jid, user=user(jid, ""), phase="not planned",
                    reason=f"{ReasonCode.BAD_HINT.value}({msg})")
@@ -59,12 +59,15 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
                     reason=f"{ReasonCode.SUSPENDED.value}(by an admin: left to Slurm "
                            "until resumed)")
              for jid in sorted(left.suspended)]
-    return rows + [_admin_held_row(job) for _, job in sorted(left.admin_held.items())]
+    rows += [_held_row(job, ReasonCode.HELD_BY_ADMIN, GIVE_BACK)
+             for _, job in sorted(left.admin_held.items())]
+    return rows + [_held_row(job, ReasonCode.HELD_BY_OWNER, OWNER_GIVES_BACK)
+                   for _, job in sorted(left.owner_held.items())]
 
 
-def _admin_held_row(job: SlurmJob) -> JobRow:
-    """What queue and explain can say of a job an admin holds: who, its GPUs and, when
-    its hint reads, what it trains."""
+def _held_row(job: SlurmJob, code: ReasonCode, give_back: str) -> JobRow:
+    """What queue and explain can say of a job an admin or its owner holds: who, its
+    GPUs and, when its hint reads, what it trains, and how it returns to the plan."""
     try:
         hint: Hint | None = parse_hint(hint_text(job))
     except InputError:
@@ -72,7 +75,7 @@ def _admin_held_row(job: SlurmJob) -> JobRow:
     return JobRow(job_id=job.job_id, user=job.user, phase="held", gpus=job.gpus,
                   model=hint.model if hint else "", epochs=hint.epochs if hint else 0,
                   bs=hint.bs if hint else 0,
-                  reason=f"{ReasonCode.HELD_BY_ADMIN.value}({GIVE_BACK.format(job=job.job_id)})")
+                  reason=f"{code.value}({give_back.format(job=job.job_id)})")
 
 
 def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:

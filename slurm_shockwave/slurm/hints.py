@@ -117,6 +117,29 @@ def asked_gpus(text: str) -> int | None:
     return int(m.group(3)) if m and m.group(3) and int(m.group(3)) > 0 else None
 
 
+HOLD_MARKS = ("owner",)
+_MARKED = re.compile(r"(?:(.*)[ ])?held=([a-z]+)", re.DOTALL)
+"""A hold the planner must not lift, recorded at the end of a managed job's comment (its
+hint as submitted): `` held=owner``, which job_submit.lua appends when the job's owner
+holds it (``scontrol hold``). Any release clears it (job_submit.lua). Not in the admin
+comment: Slurm refuses an admin comment the plugin sets on a user's update
+(22.05: "Attempt to change admin_comment"). ``shockwave_split_mark`` in
+job_submit.lua, case for case (tests/test_hints.py)."""
+
+
+def split_hold_mark(comment: str) -> tuple[str, str | None]:
+    """A comment without its hold mark, and the mark (None when it has none)."""
+    m = _MARKED.fullmatch(comment)
+    if m is None or m.group(2) not in HOLD_MARKS:
+        return comment, None
+    return m.group(1) or "", m.group(2)
+
+
+def with_hold_mark(text: str, mark: str) -> str:
+    """``text`` (a comment without a mark) marked, as job_submit.lua writes it."""
+    return f"{text} held={mark}" if text else f"held={mark}"
+
+
 def parse_hint(text: str) -> Hint:
     """Parse a hint; raise InputError naming the field on anything malformed."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:

@@ -23,9 +23,11 @@ encoded once, here, as the order of operations:
 - a managed job pending without the planner's approval is held again, and so is every
   managed pending job the plan does not start. The planner's hold is a user hold, as
   job_submit.lua's is (job_submit.lua refuses the owner's release while the service is
-  alive), so that an admin's ``scontrol hold`` (an admin hold) or ``scontrol
-  requeuehold`` is told apart: such a job is left out of the plan, held, until an admin
-  gives it back.
+  alive), so that an admin's ``scontrol hold`` (an admin hold) is told apart: such a job
+  is left out of the plan, held, until an admin gives it back (an admin's ``scontrol
+  requeuehold`` likewise). A job its owner holds (``scontrol hold``: job_submit.lua marks
+  its comment ``held=owner``) is left out too, until its owner releases it: the planner
+  never releases it.
 
 GPU slots are the real ones: ``<node>:<device index>`` from the job's allocation, and a
 node offers the planner only the GPUs no job of another partition (or unplanned job of
@@ -56,6 +58,7 @@ from slurm_shockwave.slurm.hints import (
     asked_gpus,
     parse_hint,
     split_admin_comment,
+    split_hold_mark,
 )
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import REQUEUED_HELD
@@ -85,6 +88,9 @@ GIVE_BACK = ("scontrol uhold {job} returns it to the plan (scontrol release {job
 planner's user hold with no moment unheld (a release would let Slurm start it before the
 planner holds it); a requeue-held job's reason stays through any hold, so only a
 release gives it back (measured on 22.05)."""
+OWNER_GIVES_BACK = "scontrol release {job} returns it to the plan"
+"""How the owner of a job they hold gives it back: job_submit.lua clears the mark and, while
+the service is alive, leaves the planner's hold."""
 TOP_PRIORITY = 1_000_000
 """Priorities the planner pins are TOP_PRIORITY - rank; hand-back unpins them."""
 WAITING_BAND = 50_000
@@ -221,8 +227,8 @@ class MemoryIntents:
 class LeftOut:
     """Managed jobs an observation left out of the view, so that queue and explain still
     show them: a bad hint (left to Slurm), a pending job Slurm will not start before its
-    eligible time, a job an admin holds, and a job running on a node Slurm gives no new
-    work (drained, not responding)."""
+    eligible time, a job an admin holds, a job its owner holds, and a job running on a
+    node Slurm gives no new work (drained, not responding)."""
 
     bad_hints: Mapping[int, str] = field(default_factory=dict)
     not_eligible: Mapping[int, int] = field(default_factory=dict)
@@ -236,6 +242,8 @@ class LeftOut:
     """Jobs an admin suspended (``scontrol suspend``): left to Slurm until resumed. Their
     rows keep them in the store's jobs, so their reports stay theirs (the store forgets
     the reports of a job id that comes back after a round without a row: a reused id)."""
+    owner_held: Mapping[int, SlurmJob] = field(default_factory=dict)
+    """Pending jobs their owner holds (``held_by_owner``): out of the view until released."""
     users: Mapping[int, str] = field(default_factory=dict)
     """Job -> its owner, for every job listed: its rows name the owner, whose reports
     the progress API accepts only for a job the store shows as theirs (found by a
@@ -255,8 +263,9 @@ class _Served:
 
 
 def hint_text(job: SlurmJob) -> str:
-    """The job's hint as job_submit.lua normalised it (else its raw comment)."""
-    return split_admin_comment(job.admin_comment)[0] or job.comment
+    """The job's hint as job_submit.lua normalised it (else its raw comment, without the
+    hold mark the comment may end with)."""
+    return split_admin_comment(job.admin_comment)[0] or split_hold_mark(job.comment)[0]
 
 
 def read_hint(text: str) -> Hint | str:
@@ -284,6 +293,20 @@ def held_by_admin(job: SlurmJob) -> bool:
     not an admin's: the planner releases it when it plans the job."""
     return job.state == "PENDING" and job.held and (
         job.reason == ADMIN_HOLD or job.reason in REQUEUED_HELD)
+
+
+def held_by_owner(job: SlurmJob) -> bool:
+    """A pending job its owner holds, kept out of the plan (and out of a hand-back) until
+    they release it (OWNER_GIVES_BACK): a user hold its comment marks (``held=owner``,
+    job_submit.lua's record of the owner's ``scontrol hold``, which Slurm holds as it
+    holds the planner's). An admin's hold of it comes first (``held_by_admin``)."""
+    return job.state == "PENDING" and job.held and not held_by_admin(job) and (
+        split_hold_mark(job.comment)[1] is not None)
+
+
+def held_by_someone(job: SlurmJob) -> bool:
+    """Held by an admin or by its owner: never the planner's to release."""
+    return held_by_admin(job) or held_by_owner(job)
 
 
 def job_slots(job: SlurmJob) -> tuple[str, ...]:
@@ -348,6 +371,8 @@ class SlurmCluster:
         (epoch seconds): listed so that queue and explain still show them."""
         self.admin_held: dict[int, SlurmJob] = {}
         """Pending jobs of the partition an admin holds: out of the view until released."""
+        self.owner_held: dict[int, SlurmJob] = {}
+        """Pending jobs of the partition their owner holds: out of the view until released."""
         self.on_closed_node: dict[int, str] = {}
         """Running jobs on a node Slurm gives no new work: out of the view, left to Slurm."""
         self._served: dict[int, _Served] = {}
@@ -385,7 +410,7 @@ class SlurmCluster:
     def left_out(self) -> LeftOut:
         return LeftOut(dict(self.bad_hints), dict(self.not_eligible), dict(self.admin_held),
                        dict(self.on_closed_node), self._ending, self._suspended,
-                       dict(self._users))
+                       dict(self.owner_held), dict(self._users))
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -400,7 +425,7 @@ class SlurmCluster:
         waited 4-5 s for it), so it joins the view when Slurm could start it, as the
         simulator's preempted jobs rejoin after ``requeue_delay_s``. A job the plan moves
         or resizes stays: its new GPUs are the plan's, not a fill step's to give away."""
-        return job.state == "RUNNING" or (job.state == "PENDING" and not held_by_admin(job)
+        return job.state == "RUNNING" or (job.state == "PENDING" and not held_by_someone(job)
                                           and (job.eligible_time <= now
                                                or job.job_id in self._moving))
 
@@ -420,6 +445,7 @@ class SlurmCluster:
         jobs: list[SlurmJob] = []
         self.not_eligible = {}
         self.admin_held = {j.job_id: j for j in listed if held_by_admin(j)}
+        self.owner_held = {j.job_id: j for j in listed if held_by_owner(j)}
         self._users = {j.job_id: j.user for j in listed}
         self._ending = frozenset(j.job_id for j in listed
                                  if j.state == "COMPLETING" and managed(j))
@@ -428,7 +454,7 @@ class SlurmCluster:
         for j in listed:
             if self._plannable(j, now):
                 jobs.append(j)
-            elif j.state == "PENDING" and j.job_id not in self.admin_held:
+            elif j.state == "PENDING" and not held_by_someone(j):
                 self.not_eligible[j.job_id] = j.eligible_time
         self._jobs = {j.job_id: j for j in jobs}
         self._sync_intents()
@@ -680,13 +706,13 @@ class SlurmCluster:
         results += regres_failed.values()
         starts = [a for a in starts if a.job_id not in regres_failed]
         to_release = [a for a in starts if (j := self._jobs.get(a.job_id)) and j.held]
-        held_since = self._held_by_admin_since(to_release)
+        held_since = self._held_since(to_release)
         release_results = {r.action.job_id: r for r in
                            self._batch([a for a in to_release if a.job_id not in held_since],
                                        self.backend.release)}
         release_results.update({jid: ActionResult(
-            a, Outcome.DEFERRED, "held by an admin since this round's observation: left "
-            "held") for a in to_release if (jid := a.job_id) in held_since})
+            a, Outcome.DEFERRED, f"held by {who} since this round's observation: left held")
+            for a in to_release if (who := held_since.get(jid := a.job_id))})
         busy = {slot for j in self._jobs.values() if j.state == "RUNNING"
                 for slot in job_slots(j)}
         ready = [a for a in starts if not busy.intersection(a.gpu_slots)]
@@ -742,20 +768,21 @@ class SlurmCluster:
                                 if err}
         return ApplyResult(tuple(results))
 
-    def _held_by_admin_since(self, releases: Sequence[Action]) -> set[int]:
-        """Jobs to release that an admin has held since the round's observation: the plan
-        took seconds, and ``scontrol release`` lifts any hold, so releasing them would undo
-        the admin's, which the service never does (found by a review: a hold made while
+    def _held_since(self, releases: Sequence[Action]) -> dict[int, str]:
+        """Jobs to release that an admin or their owner has held since the round's
+        observation (job -> "an admin" or "its owner"): the plan took seconds, and
+        ``scontrol release`` lifts any hold (and clears an owner's mark), so releasing them
+        would undo a hold the service never lifts (found by a review: a hold made while
         the round planned was released by it). One listing, and only when there is a
         release to make; a listing that fails checks nothing (the releases fail too)."""
         if not releases:
-            return set()
+            return {}
         try:
             now = {j.job_id: j for j in self._listed()}
         except SlurmError:
-            return set()
-        return {a.job_id for a in releases
-                if (j := now.get(a.job_id)) is not None and held_by_admin(j)}
+            return {}
+        return {a.job_id: "an admin" if held_by_admin(j) else "its owner" for a in releases
+                if (j := now.get(a.job_id)) is not None and held_by_someone(j)}
 
     def _allowed_range(self, job: SlurmJob, hint: Hint) -> tuple[int, int] | None:
         """The job's range, cut at the count Slurm holds for it on the side of a count
