@@ -227,10 +227,12 @@ function shockwave_partition_kind(partition, part_list)
 end
 
 -- A hold the planner must not lift, recorded at the end of the job's comment: " held=owner"
--- (its owner's `scontrol hold`, written here). The admin comment cannot carry it: Slurm
--- refuses an admin comment the plugin sets on a user's update (22.05: "Attempt to change
--- admin_comment"). hints.py's split_hold_mark reads it, case for case (tests/test_hints.py).
-local HOLD_MARKS = { owner = true }
+-- (its owner's `scontrol hold`, written here) or " held=requeue" (a requeue-hold, which
+-- this plugin never sees: the service writes it, so that the owner's release passes).
+-- The admin comment cannot carry it: Slurm refuses an admin comment the plugin sets on
+-- a user's update (22.05: "Attempt to change admin_comment"). hints.py's split_hold_mark
+-- reads it, case for case (tests/test_hints.py).
+local HOLD_MARKS = { owner = true, requeue = true }
 
 -- The comment without its hold mark, and the mark (nil when it has none).
 function shockwave_split_mark(comment)
@@ -360,8 +362,8 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local was = shockwave_partition_kind(job_rec.partition, nil)
   local asked_comment = job_desc.comment
   if was == "managed" and asked_comment ~= nil and asked_comment ~= job_rec.comment then
-    -- the hint is fixed; only its hold mark changes, and only by root or an operator,
-    -- never by the owner, whose release it governs
+    -- the hint is fixed; only its hold mark changes, and only by root, an operator or
+    -- the service (a requeue-hold's mark), never by the owner, whose release it governs
     local owner = modify_uid ~= 0 and modify_uid == job_rec.user_id
     if owner or trimmed((shockwave_split_mark(asked_comment)))
                 ~= trimmed((shockwave_split_mark(job_rec.comment))) then

@@ -76,18 +76,19 @@ def test_a_running_job_s_pinned_priority_is_unpinned_too(tmp_path: Path) -> None
 
 
 def test_jobs_their_owners_hold_are_left_held_and_named(tmp_path: Path) -> None:
-    """A job its owner holds (job_submit.lua's `held=owner` mark) is the owner's to
-    release, not the service's: a hand-back leaves it held and names it, and releases the
-    planner's own holds, also over an earlier build's store (which never marked one)."""
+    """A job its owner holds (job_submit.lua's `held=owner` mark) or requeue-held is the
+    owner's to release, not the service's: a hand-back leaves it held and names it, and
+    releases the planner's own holds. Over an earlier build's store, a requeue-hold was
+    that build's own and is released; an owner's marked hold never was."""
     def pending(jid: int, reason: str, comment: str = "") -> SlurmJob:
         return SlurmJob(jid, f"j{jid}", "alice", "shockwave", "PENDING", held=True,
                         priority=0, gpus=1, reason=reason, comment=comment,
                         admin_comment=HINT, submit_time=900 + jid)
     jobs = (pending(1, "JobHeldUser", "bs=32 epochs=9 held=owner"),
-            pending(3, "JobHeldUser"))
+            pending(2, "job requeued in held state"), pending(3, "JobHeldUser"))
     done = hand_back(cluster(*jobs), "shockwave", str(tmp_path / "heartbeat"))
-    assert done.released == (3,) and done.owner_held == (1,) and not done.errors
+    assert done.released == (3,) and done.owner_held == (1, 2) and not done.errors
     fake = cluster(*jobs)
     earlier = hand_back(fake, "shockwave", str(tmp_path / "heartbeat"), earlier_build=True)
-    assert earlier.released == (3,) and earlier.owner_held == (1,)
+    assert earlier.released == (2, 3) and earlier.owner_held == (1,)
     assert fake.jobs[1].held

@@ -481,10 +481,10 @@ def test_lua_and_python_read_the_hold_mark_alike() -> None:
               for text, mark in map(split_hold_mark, cases)]
     assert lua == python
     assert split_hold_mark("bs=1 epochs=1 held=owner") == ("bs=1 epochs=1", "owner")
-    assert split_hold_mark("held=owner") == ("", "owner")
+    assert split_hold_mark("held=requeue") == ("", "requeue")
     assert split_hold_mark("x held=admin") == ("x held=admin", None)
     for text in ("", "bs=1 epochs=1", "a held=owner"):
-        assert split_hold_mark(with_hold_mark(text, "owner")) == (text, "owner")
+        assert split_hold_mark(with_hold_mark(text, "requeue")) == (text, "requeue")
 
 
 _HOLDS = r"""
@@ -508,19 +508,19 @@ modify({ priority = 0 }, rec(C), 1001)                                 -- 1 owne
 modify({ priority = 0 }, rec(C, { priority = 5 }), 1001)               -- 2 of a released job
 modify({ priority = 0 }, rec(C, { priority = 5, job_state = 1 }), 1001) -- 3 running
 modify({ priority = 0 }, rec(C .. " held=owner"), 1001)                -- 4 marked already
-modify({ priority = 0 }, rec(C .. " held=owner", { priority = 5 }), 1001) -- 5 released meanwhile
+modify({ priority = 0 }, rec(C .. " held=requeue"), 1001)              -- 5 requeue-held
 modify({ priority = 0 }, rec(C), 0)                                    -- 6 root (the service)
 modify({ priority = 0 }, rec(C), 1002)                                 -- 7 an operator
 modify({ priority = 0 }, rec(nil), 1001)                               -- 8 no comment
 modify({ priority = RELEASE }, rec(C .. " held=owner"), 1001)          -- 9 owner's release
 modify({ priority = RELEASE }, rec(C .. " held=owner", { job_state = 1, priority = 5 }), 1001)
-modify({ priority = RELEASE }, rec(C .. " held=owner"), 1002)          -- 11 an operator's
+modify({ priority = RELEASE }, rec(C .. " held=requeue"), 1001)        -- 11 requeue-held
 modify({ priority = RELEASE }, rec(C .. " held=owner"), 0)             -- 12 root's release
 modify({ priority = RELEASE }, rec(C), 1001)                           -- 13 the planner's
 modify({ priority = RELEASE }, rec(C), 0)                              -- 14 root, unmarked
-modify({ comment = C .. " held=owner" }, rec(C), 0)                    -- 15 root marks
-modify({ comment = C .. " held=owner" }, rec(C), 1001)                 -- 16 the owner may not
-modify({ comment = "bs=11 epochs=3 held=owner" }, rec(C), 0)           -- 17 nor root the hint
+modify({ comment = C .. " held=requeue" }, rec(C), 0)                  -- 15 the service marks
+modify({ comment = C .. " held=requeue" }, rec(C), 1001)               -- 16 the owner may not
+modify({ comment = "bs=11 epochs=3 held=requeue" }, rec(C), 0)         -- 17 nor root the hint
 modify({ comment = C }, rec(C .. " held=owner"), 1002)                 -- 18 an operator clears
 modify({ priority = 0 }, { partition = "other", comment = C, priority = 5, user_id = 1001,
                            job_id = 8, job_state = 0 }, 1001)          -- 19 not ours
@@ -536,8 +536,9 @@ def test_lua_marks_the_owners_hold_and_their_release_leaves_the_planners(
     managed job, pending or running, is marked `held=owner` in its comment, whatever the
     heartbeat; root's (the service's) and an operator's holds are not. Any release of a
     marked job clears the mark; the owner's release of their own hold on a pending job,
-    while the service lives, leaves the planner's hold (priority NO_VAL: unchanged). Only
-    a mark may change in a managed job's comment, and never by its owner."""
+    while the service lives, leaves the planner's hold (priority NO_VAL: unchanged). A
+    requeue-held job's mark (the service's, `held=requeue`) lets its owner's release
+    through. Only a mark may change in a managed job's comment, and never by its owner."""
     import time
     beat = tmp_path / "heartbeat"
     beat.write_text(f"{int(time.time())} 60\n")
@@ -552,8 +553,8 @@ def test_lua_marks_the_owners_hold_and_their_release_leaves_the_planners(
         "0\tnil\t0\t", "0\tnil\t0\t", "0\tnil\t0\t", "0\tnil\t0\t", "0\theld=owner\t0\t",
         f"0\t{c}\tNO_VAL\t", f"0\t{c}\tRELEASE\t", f"0\t{c}\tRELEASE\t", f"0\t{c}\tRELEASE\t",
         planner, "0\tnil\tRELEASE\t",
-        f"0\t{c} held=owner\tnil\t", f"-1\t{c} held=owner{fixed}",
-        f"-1\tbs=11 epochs=3 held=owner{fixed}", f"0\t{c}\tnil\t",
+        f"0\t{c} held=requeue\tnil\t", f"-1\t{c} held=requeue{fixed}",
+        f"-1\tbs=11 epochs=3 held=requeue{fixed}", f"0\t{c}\tnil\t",
         "0\tnil\t0\t", "0\tshockwave:v1 bs=10 epochs=3 mode=static",
     ]
     out = _run(_HOLDS, beat)

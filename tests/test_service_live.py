@@ -379,8 +379,12 @@ def test_an_owners_hold_stays_through_rounds_until_they_release_it(
     """A real user holds their own job (`scontrol hold`, job_submit.lua marks it): the
     running service never releases it, round after round, while it starts the user's other
     job, and `queue` shows it held by its owner; their release returns it to the plan
-    (Slurm does not release it then: the planner does, and starts it). Found by a review:
-    the planner released an owner's hold when it planned the job."""
+    (Slurm does not release it then: the planner does, and starts it). Their
+    `scontrol requeuehold` of it running is kept the same way (the service marks it
+    `held=requeue`); `handback` leaves it held and names it, and their release, the
+    service gone, lets it run (found by a review: the planner released an owner's hold
+    when it planned the job, and kept an owner's requeue-hold until an admin released
+    it)."""
     import pwd
 
     owner = users[0]
@@ -427,6 +431,24 @@ def test_an_owners_hold_stays_through_rounds_until_they_release_it(
     log = _ctld_log()
     assert f"release hold on JobId={held} by uid {uid}\n" not in log
     assert not log or f"release hold on JobId={held} by uid 0\n" in log
+    # requeue-held by its owner, running: kept, marked for job_submit.lua
+    done = as_owner("scontrol", "requeuehold", str(held))
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: env.job(held).comment.endswith(" held=requeue"), 60, "marked")
+    after_rounds(3)
+    assert env.job(held).state == "PENDING" and env.job(held).held
+    assert row(held)["reason"] == reason
+    stop(env.procs[0])
+    out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "handback",
+                          "--config", str(env.config())], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert f"left held by their owners (scontrol release N, as the owner, lets it run): " \
+           f"{held}" in out.stdout
+    assert env.job(held).held
+    done = as_owner("scontrol", "release", str(held))  # no service: Slurm alone
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: env.job(held).state == "RUNNING", 60, "it runs")
+    assert env.job(held).restart_count == 1 and env.job(held).comment == HINT.format(e=10)
 
 
 def test_handback_refuses_while_the_service_runs(env: Env) -> None:

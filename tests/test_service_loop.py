@@ -669,20 +669,22 @@ def test_a_job_an_admin_holds_is_shown_and_never_released_round_after_round(
     row = store.jobs_now()[1]
     assert (row.phase, row.user, row.gpus, row.model, row.epochs, row.bs) == (
         "held", "alice", 2, "ResNet-18", 9, 32)
-    assert row.reason == ("held_by_admin(scontrol uhold 1 returns it to the plan "
-                          "(scontrol release 1 for one requeued held))")
+    assert row.reason == "held_by_admin(scontrol uhold 1 returns it to the plan)"
 
 
 def test_a_job_its_owner_holds_is_shown_and_never_released_until_they_release_it(
         tmp_path: Path) -> None:
-    """Idle GPUs and a job its owner holds (`scontrol hold`: job_submit.lua marks its
-    comment `held=owner`): it stays held through rounds, and queue and explain show it
-    held by its owner and how to give it back (found by a review: the planner released an
-    owner's hold, indistinguishable from its own, when it planned the job). The owner's
-    release (the mark cleared, the planner's hold left) returns the job to the plan, which
-    starts it."""
+    """Idle GPUs, a job its owner holds (`scontrol hold`: job_submit.lua marks its comment
+    `held=owner`) and one its owner requeue-held: both stay held through rounds, and queue
+    and explain show them held by their owner and how to give them back (found by a
+    review: the planner released an owner's hold, indistinguishable from its own, when it
+    planned the job, and kept an owner's requeue-hold as an admin's). The owner's release
+    (the mark cleared, the planner's hold left) returns the job to the plan, which starts
+    it."""
     fake = fake_cluster(nodes=1, gpus=8)
     fake.add(with_state(job(1, 2), comment="model=resnet18 bs=32 epochs=9 held=owner"))
+    fake.add(with_state(job(2, 2), comment="model=resnet18 bs=32 epochs=9",
+                        reason="job requeued in held state"))
     fake.add(job(3, 2))
     store, clock = Store(tmp_path / "s.db"), Clock()
     svc = service(fake, store, clock)
@@ -691,11 +693,14 @@ def test_a_job_its_owner_holds_is_shown_and_never_released_until_they_release_it
         fake.tick()
         clock.t += 60
     assert fake.jobs[1].held and fake.jobs[1].comment.endswith(" held=owner")
+    assert fake.jobs[2].held and fake.jobs[2].comment.endswith(" held=requeue")
     assert fake.jobs[3].state == "RUNNING"
-    row = store.jobs_now()[1]
-    assert (row.phase, row.user, row.gpus, row.model, row.epochs, row.bs) == (
-        "held", "alice", 2, "ResNet-18", 9, 32)
-    assert row.reason == "held_by_owner(scontrol release 1 returns it to the plan)"
+    rows = store.jobs_now()
+    for jid in (1, 2):
+        row = rows[jid]
+        assert (row.phase, row.user, row.gpus, row.model, row.epochs, row.bs) == (
+            "held", "alice", 2, "ResNet-18", 9, 32)
+        assert row.reason == f"held_by_owner(scontrol release {jid} returns it to the plan)"
     fake.jobs[1] = with_state(fake.jobs[1], comment="model=resnet18 bs=32 epochs=9")
     svc.round_once()
     fake.tick()

@@ -206,24 +206,25 @@ def test_an_admins_hold_stays_and_the_owner_cannot_release_the_planners(
         backend.cancel(jid)
 
 
-def test_an_admins_requeue_hold_is_kept_out_of_the_plan(
+def test_a_requeue_hold_is_kept_out_of_the_plan(
         backend: CliBackend, jobs: Callable[..., int]) -> None:
     """Found by a review: squeue's JSON says JobHeldUser for a job `scontrol requeuehold`
     put back (only its state_description says "job requeued in held state", as scontrol
-    and pyslurm show it), so the CLI backend read an admin's requeue-hold as the
-    planner's own hold, and the planner released it when it planned the job."""
+    and pyslurm show it), so the CLI backend read a requeue-hold as the planner's own
+    hold, and the planner released it when it planned the job. A requeue-hold is its
+    owner's (Slurm records no requester; its owner may release it)."""
     from slurm_shockwave.clock import WallClock
     from slurm_shockwave.slurm.world import SlurmCluster
 
     jid = jobs("--gres=gpu:1", f"--comment={HINT}")
     backend.release([jid])  # the planner starts it
     wait_for(lambda: job(backend, jid).state == "RUNNING", 30)
-    backend.scontrol("requeuehold", str(jid))  # the admin
+    backend.scontrol("requeuehold", str(jid))
     wait_for(lambda: job(backend, jid).state == "PENDING" and job(backend, jid).held, 60)
     assert job(backend, jid).reason == "job requeued in held state"
     world = SlurmCluster(backend, WallClock())
     assert jid not in {j.job_id for j in world.observe().jobs}
-    assert jid in world.left_out.admin_held
+    assert jid in world.left_out.owner_held
 
 
 def test_run_round_starts_the_planned_jobs_in_slurm(backend, jobs) -> None:
@@ -398,12 +399,13 @@ def test_a_dry_run_plan_reads_a_store_many_rounds_on(backend, jobs, tmp_path: Pa
     assert f'"job_id": {a}' in out.stdout
 
 
-def test_the_planners_preemption_is_a_user_hold_and_an_admins_requeuehold_is_kept(
+def test_the_planners_preemption_is_a_user_hold_and_a_requeuehold_is_kept(
         backend: CliBackend, jobs: Submitter) -> None:
     """Real slurmctld: the world preempts job a (no signal: requeue, then its user hold)
     and it waits as JobHeldUser, held once pending; root's `scontrol requeuehold` of
     running job b leaves "job requeued in held state", which the world leaves out of the
-    plan and never releases, even when the plan names it."""
+    plan and never releases, even when the plan names it (it marks it `held=requeue`
+    for job_submit.lua, so that the owner may release it)."""
     from slurm_shockwave.clock import WallClock
     from slurm_shockwave.model.plan import Action, ActionKind
     from slurm_shockwave.slurm.world import SlurmCluster
@@ -427,6 +429,7 @@ def test_the_planners_preemption_is_a_user_hold_and_an_admins_requeuehold_is_kep
     wait_for(lambda: job(backend, b).eligible_time <= time.time(), 30, "b eligible")
     time.sleep(1)
     assert b not in {j.job_id for j in world.observe().jobs}
-    assert b in world.left_out.admin_held
+    assert b in world.left_out.owner_held
     world.apply([Action(ActionKind.START, b)])
     assert job(backend, b).held and job(backend, b).state == "PENDING"
+    assert job(backend, b).comment == f"{HINT} held=requeue"

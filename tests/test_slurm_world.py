@@ -210,22 +210,36 @@ def test_jobs_an_earlier_build_held_as_admin_become_the_planners_once() -> None:
     assert fake.jobs[3].held and fake.jobs[3].reason == "JobHeldUser"
 
 
-def test_an_admins_requeuehold_is_kept_and_the_planners_preemption_is_a_user_hold() -> None:
+def test_a_requeuehold_is_its_owners_kept_marked_and_the_planners_preemption_a_user_hold(
+) -> None:
     """`scontrol requeuehold` leaves "job requeued in held state", which stays through any
-    later hold: the planner never makes it (it requeues, then holds as a user), so a job
-    with it is an admin's. Slurm's own hold after a failed launch is the planner's to
-    release."""
+    later hold: the planner never makes it (it requeues, then holds as a user). Slurm
+    records no requester and lets the owner release it (a user hold), so the job is its
+    owner's: left out of the plan, never released, and marked `held=requeue` in its
+    comment, once, so that job_submit.lua lets the owner's release through. Slurm's own
+    hold after a failed launch is the planner's to release."""
     world, fake, clock = cluster(running(1), running(2))
     fake.jobs[1] = replace(fake.jobs[1], admin_comment=HINT.replace(" signal=USR1 grace=30", ""))
     world.observe()
     world.apply([Action(ActionKind.PREEMPT, 1)])
     assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldUser"
-    fake.jobs[2] = replace(fake.jobs[2], state="PENDING", held=True,
-                           reason="job requeued in held state")  # the admin's requeuehold
+    fake.jobs[2] = replace(fake.jobs[2], state="PENDING", held=True, comment="bs=32 epochs=9",
+                           reason="job requeued in held state")  # its owner's requeuehold
     fake.add(replace(held(3), reason="launch failed requeued held"))
     clock.t += 60
     view = world.observe()
-    assert {j.job_id for j in view.jobs} == {1, 3} and set(world.left_out.admin_held) == {2}
+    assert {j.job_id for j in view.jobs} == {1, 3} and set(world.left_out.owner_held) == {2}
+    assert not world.left_out.admin_held
+    marks: list[tuple[int, str]] = []
+    set_comment = fake.set_comment
+    fake.set_comment = lambda jid, text: (marks.append((jid, text)),  # type: ignore[method-assign]
+                                          set_comment(jid, text))[1]
+    world.apply([Action(ActionKind.START, 2), Action(ActionKind.START, 3)])
+    assert fake.jobs[2].held and fake.jobs[2].comment == "bs=32 epochs=9 held=requeue"
+    assert not fake.jobs[3].held
+    world.observe()
+    world.apply([])
+    assert marks == [(2, "bs=32 epochs=9 held=requeue")]  # once
 
 
 def test_a_job_its_owner_holds_stays_held_and_out_of_the_plan_until_they_release_it(

@@ -1,8 +1,8 @@
 """Handing the managed partition back to Slurm: what an admin runs when the service goes.
 
 Removes the heartbeat (new jobs are no longer held at submit), releases every managed
-job the service holds (not those an admin holds, nor those their owner holds: the
-service never holds a job either way),
+job the service holds (not those an admin holds, nor those their owner holds or
+requeue-held: the service never holds a job either way),
 and unpins the priorities it set, running jobs' too: root's release of a job that is not
 held makes Slurm compute its priority afresh (job_mgr.c: a privileged release clears the
 admin-set priority; measured on 22.05 for a pending and a running job).
@@ -22,6 +22,7 @@ from slurm_shockwave.slurm.world import (
     held_by_admin,
     held_by_owner,
     managed,
+    requeue_held,
 )
 
 PINNED_BAND = 100_000
@@ -36,7 +37,7 @@ class HandBack:
     admin_held: tuple[int, ...] = ()
     """Held by an admin: left held."""
     owner_held: tuple[int, ...] = ()
-    """Held by their owner: left held, for the owner to release."""
+    """Held by their owner (or requeue-held): left held, for the owner to release."""
 
 
 def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
@@ -59,7 +60,9 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
         sleep(1.0)
     pending = [j for j in listed if j.state == "PENDING"]
     admins = [] if earlier_build else [j.job_id for j in pending if held_by_admin(j)]
-    owners = [j.job_id for j in pending if held_by_owner(j)]  # never an earlier build's
+    # an earlier build's requeue-holds were its own; an owner's marked hold never is
+    owners = [j.job_id for j in pending
+              if held_by_owner(j) and not (earlier_build and requeue_held(j))]
     held = [j.job_id for j in pending if j.held and j.job_id not in admins + owners]
     pinned = [j.job_id for j in listed if j.state in ("PENDING", "RUNNING")
               and not j.held and TOP_PRIORITY - PINNED_BAND < j.priority <= TOP_PRIORITY]

@@ -369,6 +369,9 @@ class CliBackend:
         if job_ids:
             self._run(["scontrol", "release", ",".join(map(str, job_ids))])
 
+    def set_comment(self, job_id: int, comment: str) -> None:
+        self._run(["scontrol", "update", f"jobid={job_id}", f"comment={comment}"])
+
     def signal(self, job_id: int, signal: str) -> None:
         # --full: the batch shell and every step, so a training script that runs
         # without srun gets the checkpoint signal too

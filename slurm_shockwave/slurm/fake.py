@@ -183,6 +183,10 @@ class FakeSlurm:
             else:
                 self.jobs[jid] = replace(j, priority=100_000 - jid)
 
+    def set_comment(self, job_id: int, comment: str) -> None:
+        """As root's ``scontrol update comment=`` (job_submit.lua's checks are not here)."""
+        self.jobs[job_id] = replace(self._get(job_id), comment=comment)
+
     def signal(self, job_id: int, signal: str) -> None:
         j = self._get(job_id)
         if j.state != "RUNNING":

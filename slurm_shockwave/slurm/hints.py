@@ -117,12 +117,14 @@ def asked_gpus(text: str) -> int | None:
     return int(m.group(3)) if m and m.group(3) and int(m.group(3)) > 0 else None
 
 
-HOLD_MARKS = ("owner",)
+HOLD_MARKS = ("owner", "requeue")
 _MARKED = re.compile(r"(?:(.*)[ ])?held=([a-z]+)", re.DOTALL)
 """A hold the planner must not lift, recorded at the end of a managed job's comment (its
 hint as submitted): `` held=owner``, which job_submit.lua appends when the job's owner
-holds it (``scontrol hold``). Any release clears it (job_submit.lua). Not in the admin
-comment: Slurm refuses an admin comment the plugin sets on a user's update
+holds it (``scontrol hold``), or `` held=requeue``, which the service appends to a job
+requeue-held (``scontrol requeuehold``, which job_submit.lua never sees) so that
+job_submit.lua lets its owner release it. Any release clears it (job_submit.lua). Not in
+the admin comment: Slurm refuses an admin comment the plugin sets on a user's update
 (22.05: "Attempt to change admin_comment"). ``shockwave_split_mark`` in
 job_submit.lua, case for case (tests/test_hints.py)."""
 

@@ -162,10 +162,11 @@ def _alloc_nodes(obj: Mapping[str, Any]) -> list[str]:
 
 REQUEUED_HELD = ("job requeued in held state", "job_requeued_in_held_state",
                  "job requeued in special exit state", "job_requeued_in_special_exit_state")
-"""``scontrol requeuehold`` (an admin's, or its owner's: the planner requeues, then holds
-as a user) and a RequeueExitHold exit: holds someone chose, kept out of the plan until
-an admin releases them (job_submit.lua cannot tell them from the planner's hold, so it
-refuses the owner's release of these too)."""
+"""``scontrol requeuehold`` (its owner's or an admin's: Slurm records no requester; the
+planner requeues, then holds as a user) and a RequeueExitHold exit: user holds someone
+chose, which its owner may release, kept out of the plan until released (world.py's
+``requeue_held``: the service marks them ``held=requeue`` so that job_submit.lua, which
+never sees a requeue, lets the owner's release through)."""
 _REQUEUE_HELD = (*REQUEUED_HELD,
                  # a batch launch that failed (BatchStartTimeout under load, a prolog, the
                  # user's environment not read): Slurm requeues the job held, and only a

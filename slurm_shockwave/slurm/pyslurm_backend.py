@@ -200,6 +200,10 @@ class PyslurmBackend:
         for jid in job_ids:
             self._call(f"release {jid}", self._ps.Job(jid).release)
 
+    def set_comment(self, job_id: int, comment: str) -> None:
+        desc = self._ps.JobSubmitDescription(comment=comment)
+        self._call(f"comment {job_id}", self._ps.Job(job_id).modify, desc)
+
     def signal(self, job_id: int, signal: str) -> None:
         self._call(f"signal {job_id}", self._ps.Job(job_id).send_signal, f"SIG{signal}",
                    steps="all")

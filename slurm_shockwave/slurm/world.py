@@ -24,10 +24,11 @@ encoded once, here, as the order of operations:
   managed pending job the plan does not start. The planner's hold is a user hold, as
   job_submit.lua's is (job_submit.lua refuses the owner's release while the service is
   alive), so that an admin's ``scontrol hold`` (an admin hold) is told apart: such a job
-  is left out of the plan, held, until an admin gives it back (an admin's ``scontrol
-  requeuehold`` likewise). A job its owner holds (``scontrol hold``: job_submit.lua marks
-  its comment ``held=owner``) is left out too, until its owner releases it: the planner
-  never releases it.
+  is left out of the plan, held, until an admin gives it back. A job its owner holds
+  (``scontrol hold``: job_submit.lua marks its comment ``held=owner``) or that is
+  requeue-held (``scontrol requeuehold``, a user hold its owner may release: marked
+  ``held=requeue`` here, so that job_submit.lua lets the owner's release through) is left
+  out too, until its owner releases it: the planner never releases either.
 
 GPU slots are the real ones: ``<node>:<device index>`` from the job's allocation, and a
 node offers the planner only the GPUs no job of another partition (or unplanned job of
@@ -59,6 +60,7 @@ from slurm_shockwave.slurm.hints import (
     parse_hint,
     split_admin_comment,
     split_hold_mark,
+    with_hold_mark,
 )
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import REQUEUED_HELD
@@ -82,15 +84,14 @@ CLOSED = ("DOWN", "INACTIVE")
 """Partition states in which Slurm allocates nothing (DRAIN still runs what is queued)."""
 ADMIN_HOLD = "JobHeldAdmin"
 """The reason Slurm gives a job an admin held (``scontrol hold`` as root or operator)."""
-GIVE_BACK = ("scontrol uhold {job} returns it to the plan (scontrol release {job} for one "
-             "requeued held)")
+GIVE_BACK = "scontrol uhold {job} returns it to the plan"
 """How an admin gives a job it holds back to the planner: ``uhold`` makes an admin hold the
 planner's user hold with no moment unheld (a release would let Slurm start it before the
-planner holds it); a requeue-held job's reason stays through any hold, so only a
-release gives it back (measured on 22.05)."""
+planner holds it; measured on 22.05)."""
 OWNER_GIVES_BACK = "scontrol release {job} returns it to the plan"
 """How the owner of a job they hold gives it back: job_submit.lua clears the mark and, while
-the service is alive, leaves the planner's hold."""
+the service is alive, leaves the planner's hold (a requeue-held job is released: its
+reason stays through any hold, so only a release ends it)."""
 TOP_PRIORITY = 1_000_000
 """Priorities the planner pins are TOP_PRIORITY - rank; hand-back unpins them."""
 WAITING_BAND = 50_000
@@ -285,23 +286,28 @@ def managed(job: SlurmJob) -> bool:
 
 
 def held_by_admin(job: SlurmJob) -> bool:
-    """A pending job an admin holds (``scontrol hold``, or ``scontrol requeuehold`` of a
-    running job, whose reason the backends read from its state description "job requeued
-    in held state"; a RequeueExitHold exit's likewise): the planner's own holds are plain
-    user holds, so this one is the admin's, kept out of the plan (and out of a hand-back)
-    until the admin gives it back (GIVE_BACK). Slurm's own hold after a failed launch is
-    not an admin's: the planner releases it when it plans the job."""
-    return job.state == "PENDING" and job.held and (
-        job.reason == ADMIN_HOLD or job.reason in REQUEUED_HELD)
+    """A pending job an admin holds (``scontrol hold`` as root or an operator): the
+    planner's own holds are plain user holds, so this one is the admin's, kept out of the
+    plan (and out of a hand-back) until the admin gives it back (GIVE_BACK)."""
+    return job.state == "PENDING" and job.held and job.reason == ADMIN_HOLD
+
+
+def requeue_held(job: SlurmJob) -> bool:
+    """A pending job ``scontrol requeuehold`` put back held (whose reason the backends
+    read from its state description "job requeued in held state"; a RequeueExitHold
+    exit's likewise). Slurm records no requester, and its owner may release it (a user
+    hold), so it is its owner's: the planner never makes one (it requeues, then holds).
+    Slurm's own hold after a failed launch is not one: the planner releases it."""
+    return job.state == "PENDING" and job.held and job.reason in REQUEUED_HELD
 
 
 def held_by_owner(job: SlurmJob) -> bool:
     """A pending job its owner holds, kept out of the plan (and out of a hand-back) until
     they release it (OWNER_GIVES_BACK): a user hold its comment marks (``held=owner``,
-    job_submit.lua's record of the owner's ``scontrol hold``, which Slurm holds as it
-    holds the planner's). An admin's hold of it comes first (``held_by_admin``)."""
+    job_submit.lua's record of the owner's ``scontrol hold``; ``held=requeue``), or a
+    requeue-hold. An admin's hold of it comes first (``held_by_admin``)."""
     return job.state == "PENDING" and job.held and not held_by_admin(job) and (
-        split_hold_mark(job.comment)[1] is not None)
+        requeue_held(job) or split_hold_mark(job.comment)[1] is not None)
 
 
 def held_by_someone(job: SlurmJob) -> bool:
@@ -373,6 +379,8 @@ class SlurmCluster:
         """Pending jobs of the partition an admin holds: out of the view until released."""
         self.owner_held: dict[int, SlurmJob] = {}
         """Pending jobs of the partition their owner holds: out of the view until released."""
+        self.mark_failures: dict[int, str] = {}
+        """Requeue-held jobs whose ``held=requeue`` mark Slurm refused (logged once each)."""
         self.on_closed_node: dict[int, str] = {}
         """Running jobs on a node Slurm gives no new work: out of the view, left to Slurm."""
         self._served: dict[int, _Served] = {}
@@ -440,6 +448,8 @@ class SlurmCluster:
         listed = self._listed()
         self._read_partition_state()
         self.queued_ids = frozenset(j.job_id for j in listed)
+        self.mark_failures = {jid: err for jid, err in self.mark_failures.items()
+                              if jid in self.queued_ids}
         self._track_moves(listed)
         now = self.clock.now()
         jobs: list[SlurmJob] = []
@@ -575,9 +585,9 @@ class SlurmCluster:
         (``scontrol uhold`` turns an admin hold into a user hold; a requeue-held job is
         released first, its reason staying through any hold; measured on 22.05), or it
         would be taken for an admin's and left out. Returns the jobs taken over."""
-        ours = [j for j in self._listed() if held_by_admin(j)
+        ours = [j for j in self._listed() if (held_by_admin(j) or requeue_held(j))
                 and j.admin_comment.startswith(PREFIX)]
-        requeued = [j.job_id for j in ours if j.reason in REQUEUED_HELD]
+        requeued = [j.job_id for j in ours if requeue_held(j)]
         each_job(requeued, self.backend.release)  # its reason stays through any hold
         done = each_job([j.job_id for j in ours], self.backend.hold)
         return sorted(jid for jid, err in done.items() if err is None)
@@ -648,6 +658,7 @@ class SlurmCluster:
 
     # -- Actuator -----------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> ApplyResult:
+        self._mark_requeue_holds()
         if self.partition_state in CLOSED:
             # Slurm starts nothing in it: a preemption would only idle the GPUs it frees
             why = (f"partition {self.partition} is {self.partition_state}: nothing is "
@@ -784,6 +795,28 @@ class SlurmCluster:
         return {a.job_id: "an admin" if held_by_admin(j) else "its owner" for a in releases
                 if (j := now.get(a.job_id)) is not None and held_by_someone(j)}
 
+    def _mark_requeue_holds(self) -> None:
+        """Mark each requeue-held job of the last observation ``held=requeue`` in its
+        comment, where it is not yet: job_submit.lua never sees a requeue-hold, and lets
+        the owner's release of a held job through only when the comment says whose hold
+        it is (else it takes it for the planner's, and refuses it). One update per job,
+        once; a refusal (a job_submit.lua that predates the mark refuses any comment
+        change) is logged once per job and the job stays held, its owner's release
+        refused until an admin releases it."""
+        for job in self.owner_held.values():
+            text, mark = split_hold_mark(job.comment)
+            if not requeue_held(job) or mark == "requeue" or job.job_id in self.mark_failures:
+                continue
+            try:
+                self.backend.set_comment(job.job_id, with_hold_mark(text, "requeue"))
+            except SlurmUnanswered:
+                return  # Slurm is not answering: the next round asks again
+            except SlurmError as exc:
+                self.mark_failures[job.job_id] = str(exc)
+                log.warning("job %d: requeue-held, but its comment could not be marked "
+                            "held=requeue (%s): its owner's release is refused until an "
+                            "admin releases it", job.job_id, exc)
+
     def _allowed_range(self, job: SlurmJob, hint: Hint) -> tuple[int, int] | None:
         """The job's range, cut at the count Slurm holds for it on the side of a count
         Slurm refused: a limit (a QOS's MaxTRESPerJob) says no once, not once a count
@@ -907,7 +940,7 @@ class SlurmCluster:
     def _hold_requeued(self, job_ids: list[int]) -> None:
         """The planner's hold on jobs it just requeued, at once: a user hold, as every one
         of its holds (``scontrol requeuehold`` leaves "job requeued in held state", which
-        stays through any later hold and is how an admin's requeue-hold is told apart).
+        stays through any later hold and is how someone else's requeue-hold is told apart).
         Slurm starts a requeued job no sooner than ``cred_expire`` + 1 s (at least 5 s),
         and a hold of a job still completing takes effect when it is pending again
         (measured on 22.05). A job Slurm refuses to hold is pending without approval, so
