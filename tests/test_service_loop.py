@@ -9,6 +9,7 @@ import threading
 import time
 from dataclasses import replace as with_state
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -707,10 +708,10 @@ def test_a_job_its_owner_holds_is_shown_and_never_released_until_they_release_it
     assert fake.jobs[1].state == "RUNNING"
 
 
-def test_an_owners_hold_made_while_the_round_plans_is_not_released(tmp_path: Path) -> None:
-    """As an admin's: a job its owner holds after the round's observation (job_submit.lua
-    marks it; Slurm's state is the planner's hold it already had) is left held, not
-    released with the plan's starts."""
+def _a_round_held_meanwhile(tmp_path: Path, **held: Any) -> tuple[Any, ...]:
+    """Two jobs on one node of 4; job 1 gets ``held`` (a hold) while the round plans,
+    after its observation: the round done, the cluster, the service, its clock and the
+    policy's own plan."""
     fake = fake_cluster(nodes=1, gpus=4)
     fake.add(job(1, 1))
     fake.add(job(2, 1))
@@ -718,12 +719,19 @@ def test_an_owners_hold_made_while_the_round_plans_is_not_released(tmp_path: Pat
     svc = service(fake, store, clock)
     plan = svc.policy.plan
 
-    def owner_holds_job_1_meanwhile(*args: object, **kw: object) -> object:
-        fake.jobs[1] = with_state(fake.jobs[1], comment="bs=32 epochs=9 held=owner")
+    def held_meanwhile(*args: object, **kw: object) -> object:
+        fake.jobs[1] = with_state(fake.jobs[1], **held)
         return plan(*args, **kw)
 
-    svc.policy.plan = owner_holds_job_1_meanwhile  # type: ignore[method-assign]
-    done = svc.round_once()
+    svc.policy.plan = held_meanwhile  # type: ignore[method-assign]
+    return svc.round_once(), fake, svc, clock, plan
+
+
+def test_an_owners_hold_made_while_the_round_plans_is_not_released(tmp_path: Path) -> None:
+    """As an admin's: a job its owner holds after the round's observation (job_submit.lua
+    marks it; Slurm's state is the planner's hold it already had) is left held, not
+    released with the plan's starts."""
+    done, fake, *_ = _a_round_held_meanwhile(tmp_path, comment="bs=32 epochs=9 held=owner")
     outcome = {r.action.job_id: (r.outcome, r.message) for r in done.report.result.results}
     assert outcome[1] == (Outcome.DEFERRED, "held by its owner since this round's "
                                             "observation: left held")
@@ -735,19 +743,8 @@ def test_an_admin_hold_made_while_the_round_plans_is_not_released(tmp_path: Path
     """The observation is seconds old when the plan is applied: a job an admin holds in
     between (``scontrol hold``) is left held by the admin, not released with the plan's
     starts (a review found it released); the round's other starts go ahead."""
-    fake = fake_cluster(nodes=1, gpus=4)
-    fake.add(job(1, 1))
-    fake.add(job(2, 1))
-    store, clock = Store(tmp_path / "s.db"), Clock()
-    svc = service(fake, store, clock)
-    plan = svc.policy.plan
-
-    def admin_holds_job_1_meanwhile(*args: object, **kw: object) -> object:
-        fake.jobs[1] = with_state(fake.jobs[1], held=True, priority=0, reason="JobHeldAdmin")
-        return plan(*args, **kw)
-
-    svc.policy.plan = admin_holds_job_1_meanwhile  # type: ignore[method-assign]
-    done = svc.round_once()
+    done, fake, svc, clock, plan = _a_round_held_meanwhile(
+        tmp_path, held=True, priority=0, reason="JobHeldAdmin")
     outcome = {r.action.job_id: (r.outcome, r.message) for r in done.report.result.results}
     assert outcome[1][0] == Outcome.DEFERRED and "admin" in outcome[1][1]
     fake.tick()
