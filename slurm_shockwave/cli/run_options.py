@@ -94,7 +94,7 @@ def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
                          f"({settings.simulator.restore_s:g} s)", field="--round-s")
     jobs = load_trace(trace)
     workload = build_workload(jobs, load_throughputs(throughputs), source=trace)
-    gpu_s = sum(workload.profiles[j.spec.job_id].exclusive_s * j.spec.gpus for j in jobs)
+    gpu_s = workload.gpu_work_s
     longest = max((workload.profiles[j.spec.job_id].exclusive_s for j in jobs), default=0.0)
     if longest / period > MAX_ROUNDS:
         raise InputError(f"its longest job alone needs more than {MAX_ROUNDS} rounds of "

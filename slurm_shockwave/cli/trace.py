@@ -190,7 +190,7 @@ def show(trace_file: str, throughputs: str | None) -> None:
     out.print(rows_table(f"{trace_file}: {len(jobs)} jobs",
                              ("id", "model", "bs", "GPUs", "mode", "arrival s", "epochs",
                               "exclusive s", "batch size x epochs"), rows))
-    gpu_h = sum(workload.profiles[j.spec.job_id].exclusive_s * j.spec.gpus for j in jobs) / 3600
+    gpu_h = workload.gpu_work_s / 3600
     # an elastic job may run faster than at its request: at its fastest count
     last = max(j.spec.arrival_s + workload.profiles[j.spec.job_id].fastest_s(
         j.spec.gpu_counts()) for j in jobs)

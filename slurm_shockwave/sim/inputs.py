@@ -50,6 +50,13 @@ class Workload:
     profiles: dict[int, JobProfile]
     source: str
 
+    @property
+    def gpu_work_s(self) -> float:
+        """The trace's work in GPU-seconds: each job's runtime alone at its request times
+        its GPUs (what ``trace show`` totals, and the simulation's bounds spread over the
+        GPUs)."""
+        return sum(self.profiles[j.spec.job_id].exclusive_s * j.spec.gpus for j in self.jobs)
+
 
 def build_workload(jobs: list[TraceJob], table: ThroughputTable, *, source: str) -> Workload:
     """Profiles for every job; a missing throughput entry names the job and its line."""

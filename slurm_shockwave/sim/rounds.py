@@ -33,9 +33,7 @@ def rounds_at_least(workload: Workload, *, gpus: int, round_s: float,
                     restore_s: float) -> float:
     """Rounds every policy needs: the busy time (``busy_s_at_least``), or the GPU-seconds
     of work spread over all ``gpus``, in rounds of ``round_s``."""
-    gpu_s = sum(workload.profiles[j.spec.job_id].exclusive_s * j.spec.gpus
-                for j in workload.jobs)
-    return max(busy_s_at_least(workload, restore_s), gpu_s / gpus) / round_s
+    return max(busy_s_at_least(workload, restore_s), workload.gpu_work_s / gpus) / round_s
 
 
 def _slowest_s(workload: Workload) -> float:
