@@ -60,12 +60,16 @@ local function integer_problem(value, upper)
   return "expected an integer from 1 to " .. upper .. ", got " .. shown(value)
 end
 
+-- Without the ASCII whitespace at either end.
+local function trimmed(text)
+  return (string.gsub(string.gsub(text, "^" .. WS .. "+", ""), WS .. "+$", ""))
+end
+
 -- Returns the normalised hint, or nil, field, problem.
 function shockwave_parse_hint(text)
   text = text or ""
   if #text > MAX_BYTES then return nil, "hint", "longer than " .. MAX_BYTES .. " bytes" end
-  local body = string.gsub(text, "^" .. WS .. "+", "")
-  body = string.gsub(body, WS .. "+$", "")
+  local body = trimmed(text)
   if string.sub(body, 1, 12) == "shockwave:v1" then
     body = string.sub(body, 13)
   elseif string.sub(body, 1, 10) == "shockwave:" then
@@ -246,10 +250,6 @@ end
 function shockwave_with_mark(text, mark)
   if text == "" then return "held=" .. mark end
   return text .. " held=" .. mark
-end
-
-local function trimmed(text)
-  return (string.gsub(string.gsub(text, "^" .. WS .. "+", ""), WS .. "+$", ""))
 end
 
 -- The message goes to the user (sbatch prints it; scontrol update does not in 22.05, so
