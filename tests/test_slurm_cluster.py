@@ -274,6 +274,63 @@ def test_world_preempts_with_signal_then_requeue_hold(backend, jobs, tmp_path) -
         assert {v.spec.arrival_s for v in w.observe().jobs if v.job_id == jid} == {submitted}
 
 
+UNTRAPPED = """#!/bin/sh
+echo "start restart=${SLURM_RESTART_COUNT:-0}"
+while true; do sleep 1; done
+"""
+
+
+def test_a_job_the_checkpoint_signal_kills_is_requeued_held(
+        backend, submitter, tmp_path, fresh_heartbeat) -> None:
+    """A job whose script does not handle its hint's signal (as one in the first
+    milliseconds of its batch script, seen live) dies of it: FAILED, WTERMSIG 10. The
+    next observation requeues it, held for the plan, and it runs again when released."""
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.model.plan import Action, ActionKind
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    jobs = submitter(UNTRAPPED, "-o", str(tmp_path / "%j.out"), "--open-mode=append")
+    jid = jobs("--gres=gpu:1", "--comment=model=lm bs=10 epochs=3 signal=USR1 grace=30")
+    backend.release([jid])
+    out = tmp_path / f"{jid}.out"
+    wait_for(lambda: out.exists() and "start restart=0" in out.read_text(), 30)
+    world = SlurmCluster(backend, WallClock())
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, jid)])
+    ended = {}
+
+    def failed() -> bool:
+        ended.update({j.job_id: j for j in backend.list_jobs() if j.job_id == jid})
+        return ended[jid].state == "FAILED"
+
+    wait_for(failed, 30)
+    assert ended[jid].exit_signal == 10 and ended[jid].restart_count == 0
+    world.observe()
+    world.apply([])
+    wait_for(lambda: job(backend, jid).state == "PENDING" and job(backend, jid).held, 30)
+    assert job(backend, jid).restart_count == 1 and world.intents == {}
+    backend.release([jid])
+    wait_for(lambda: "start restart=1" in out.read_text(), 60)
+
+
+def test_the_planners_requeue_leaves_a_job_that_ended_ended(
+        backend, submitter, tmp_path, fresh_heartbeat) -> None:
+    """A plain ``scontrol requeue`` of a COMPLETED batch job runs it again (measured on
+    22.05); a job that ends between a round's observation and its preemption stays
+    ended. The signal-killed job's own requeue does run it again."""
+    jobs = submitter("#!/bin/sh\necho ran\n", "-o", str(tmp_path / "%j.out"))
+    jid = jobs("--gres=gpu:1", f"--comment={HINT}")
+    backend.release([jid])
+    wait_for(lambda: [j.state for j in backend.list_jobs() if j.job_id == jid]
+             == ["COMPLETED"], 30)
+    backend.requeue([jid])
+    time.sleep(1)
+    assert [(j.state, j.restart_count) for j in backend.list_jobs() if j.job_id == jid] \
+        == [("COMPLETED", 0)]
+    backend.requeue_ended(jid)
+    assert job(backend, jid).state == "PENDING" and job(backend, jid).restart_count == 1
+
+
 def test_filtered_listing_agrees_with_the_json_one(backend, jobs) -> None:
     held_job = jobs("--gres=gpu:2", f"--comment={HINT}")
     runner = jobs("--gres=gpu:1", "--comment=model=lm bs=10 epochs=3")

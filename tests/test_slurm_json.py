@@ -14,6 +14,7 @@ from slurm_shockwave.slurm.cli_backend import detail_from_line, time_limit_text_
 from slurm_shockwave.slurm.hostlist import expand_hostlist, expand_indices
 from slurm_shockwave.slurm.json_shapes import (
     alloc_from,
+    exit_signal,
     gpus_in,
     gres_gpu_count,
     gres_gpu_indices,
@@ -51,6 +52,21 @@ def test_jobs_read_the_same_in_both_shapes(version: str, squeue: str) -> None:
     assert jobs[101].state == "COMPLETED" and jobs[102].state == "FAILED"
     assert jobs[110].state == "CANCELLED"
     assert jobs[103].partition == "gpu" and jobs[103].user == "root"
+
+
+def test_the_signal_that_ended_a_job_in_both_shapes() -> None:
+    """22.05 gives the wait status (a job killed by SIGUSR1 read 10 there, measured;
+    exit 3 is 768 in the sample), 24.11 an object."""
+    for version, squeue in (("22.05", "squeue.json"), ("24.11", "squeue-all.json")):
+        jobs = {j.job_id: j for j in jobs_from(load(version, squeue))}
+        assert jobs[102].state == "FAILED" and jobs[102].exit_signal == 0  # exit 3
+        assert all(j.exit_signal == 0 for j in jobs.values())
+    assert exit_signal(10) == 10 and exit_signal(768) == 0 and exit_signal(9) == 9
+    assert exit_signal(None) == 0 and exit_signal(0x7F) == 0
+    killed = {"status": ["SIGNALED"], "return_code": {"set": True, "number": 0},
+              "signal": {"id": {"set": True, "infinite": False, "number": 10}, "name": "USR1"}}
+    assert exit_signal(killed) == 10
+    assert exit_signal({"status": ["ERROR"], "signal": {"id": {"set": False, "number": 0}}}) == 0
 
 
 def test_nodes_22_05_from_sinfo() -> None:

@@ -292,6 +292,40 @@ def test_preemption_signals_waits_for_grace_then_requeue_holds() -> None:
     assert job.eligible_time == fake.now + fake.cred_expire_s + 1
 
 
+def test_a_job_the_checkpoint_signal_killed_is_requeued_not_lost() -> None:
+    """Seen live: a job preempted 81 ms after its start died of SIGUSR1 before its script
+    ignored it (WTERMSIG 10); Slurm counted it FAILED, and it was lost. The service keeps
+    the intent while the job completes, then runs it again, held for the plan."""
+    world, fake, _ = cluster(running(1), running(2))
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.PREEMPT, 2)])
+    assert fake.signals == [(1, "USR1"), (2, "USR1")]
+    fake.jobs[1] = replace(fake.jobs[1], state="COMPLETING")
+    fake.jobs[2] = replace(fake.jobs[2], state="COMPLETING")
+    world.observe()
+    world.apply([])  # a round while they complete forgets neither intent
+    assert set(world.intents) == {1, 2}
+    fake.finish(1, "FAILED", signal=10)
+    fake.finish(2, "FAILED", signal=9)  # not the checkpoint signal: its own end
+    world.observe()  # observing changes nothing in Slurm (a dry run observes too)
+    assert fake.jobs[1].state == "FAILED" and set(world.intents) == {1}
+    world.apply([])
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
+    assert fake.jobs[1].restart_count == 1
+    assert fake.jobs[2].state == "FAILED" and world.intents == {}
+
+
+def test_a_preemption_does_not_run_a_job_that_ended_since_the_round_saw_it() -> None:
+    """A plain ``scontrol requeue`` runs a finished batch job again (measured on 22.05);
+    the planner's requeue is for running jobs only."""
+    plain = HINT.replace(" signal=USR1 grace=30", "")
+    world, fake, _ = cluster(replace(running(1), admin_comment=plain))
+    world.observe()
+    fake.finish(1)  # between the observation and the requeue
+    world.apply([Action(ActionKind.PREEMPT, 1)])
+    assert fake.jobs[1].state == "COMPLETED" and fake.jobs[1].restart_count == 0
+
+
 def test_a_round_of_another_partition_on_the_same_store_keeps_the_checkpoint_in_flight(
 ) -> None:
     """A one-shot `plan --apply --partition other` (or a service started with another
@@ -365,16 +399,16 @@ def test_one_bad_job_does_not_block_a_batch() -> None:
     assert "Invalid job id" in next(r.message for r in result.results if r.action.job_id == 1)
 
 
-def test_a_batch_requeue_one_job_of_which_ended_holds_every_job_it_requeued() -> None:
+def test_a_batch_requeue_one_job_of_which_is_gone_holds_every_job_it_requeued() -> None:
     """Slurm goes on past a job it refuses to requeue (scontrol) or stops at it (pyslurm),
     and a requeue cannot be sent twice: after the failed call the queue is read again, a
-    job the call requeued is held, one that ended is left, one still running is requeued
+    job the call requeued is held, one gone is left, one still running is requeued
     alone. Before, job 1 was retried, refused as pending, and left unheld: Slurm started
     it again on its own."""
     plain = HINT.replace(" signal=USR1 grace=30", "")  # preempted by requeue at once
     world, fake, _ = cluster(*(replace(running(j), admin_comment=plain) for j in (1, 2, 3)))
     world.observe()
-    fake.finish(2)  # ends between the observation and the apply
+    del fake.jobs[2]  # ended and purged between the observation and the apply
     result = world.apply([Action(ActionKind.PREEMPT, j) for j in (1, 2, 3)])
     outcomes = {r.action.job_id: r.outcome for r in result.results}
     assert outcomes == {1: Outcome.APPLIED, 2: Outcome.REJECTED, 3: Outcome.APPLIED}

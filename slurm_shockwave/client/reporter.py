@@ -37,8 +37,9 @@ The service's answer to a progress report says whether it has asked this run of 
 checkpoint and waits for the acknowledgement; ``should_checkpoint()`` then turns true as if
 the signal had come. A signal sent while the job was starting is lost when Slurm sends it
 before the batch step runs, or while the batch script ignores it until ``install()`` (as
-``trap '' USR1`` does; without that, SIGUSR1's default action kills the job): this is how
-the job still hears of it, at its next report.
+``trap '' USR1`` does; without that, SIGUSR1's default action kills the job, and the
+service requeues it to restart from its last checkpoint): this is how the job still hears
+of it, at its next report.
 """
 
 from __future__ import annotations

@@ -379,7 +379,10 @@ class CliBackend:
 
     def requeue(self, job_ids: Sequence[int]) -> None:
         if job_ids:
-            self._run(["scontrol", "requeue", ",".join(map(str, job_ids))])
+            self._run(["scontrol", "requeue", "Incomplete", ",".join(map(str, job_ids))])
+
+    def requeue_ended(self, job_id: int) -> None:
+        self._run(["scontrol", "requeue", str(job_id)])
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
         count = [] if nodes is None else [f"numnodes={nodes}-{nodes}"]

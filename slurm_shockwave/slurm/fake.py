@@ -84,9 +84,11 @@ class FakeSlurm:
                                           start_time=self.now, gpu_alloc=alloc,
                                           nodes=",".join(names))
 
-    def finish(self, job_id: int, state: str = "COMPLETED") -> None:
-        """The job ends by itself (COMPLETED, FAILED, TIMEOUT): its GPUs are freed."""
-        self.jobs[job_id] = replace(self._get(job_id), state=state, gpu_alloc=())
+    def finish(self, job_id: int, state: str = "COMPLETED", *, signal: int = 0) -> None:
+        """The job ends by itself (COMPLETED, FAILED, TIMEOUT; killed by ``signal``): its
+        GPUs are freed."""
+        self.jobs[job_id] = replace(self._get(job_id), state=state, gpu_alloc=(),
+                                    exit_signal=signal)
 
     # -- GPU bookkeeping -----------------------------------------------------------------
     def _used(self) -> dict[str, set[int]]:
@@ -194,16 +196,26 @@ class FakeSlurm:
         self.signals.append((job_id, signal))
 
     def requeue(self, job_ids: Sequence[int]) -> None:
+        """As ``scontrol requeue Incomplete``: running jobs only; any other is left as it
+        is, without an error (measured on 22.05), an unknown id refused."""
         def one(jid: int) -> None:
-            j = self._get(jid)
-            if j.state != "RUNNING":
-                raise SlurmError(f"Job {jid} is not running")
-            self.jobs[jid] = replace(
-                j, state="PENDING", held=False, reason="BeginTime",
-                restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",
-                eligible_time=self.now + self.cred_expire_s + 1,
-                submit_time=max(self.now, j.submit_time + 1))
+            if self._get(jid).state == "RUNNING":
+                self._requeue(jid)
         _each(job_ids, one)
+
+    def requeue_ended(self, job_id: int) -> None:
+        j = self._get(job_id)
+        if j.state in ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED"):
+            raise SlurmError(f"Job {job_id} has not ended")
+        self._requeue(job_id)
+
+    def _requeue(self, jid: int) -> None:
+        j = self._get(jid)
+        self.jobs[jid] = replace(
+            j, state="PENDING", held=False, reason="BeginTime",
+            restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",
+            eligible_time=self.now + self.cred_expire_s + 1,
+            submit_time=max(self.now, j.submit_time + 1))
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
         j = self._get(job_id)

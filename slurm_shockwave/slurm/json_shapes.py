@@ -189,6 +189,16 @@ def job_gpus(tres_per_node: str, tres_per_job: str, node_count: int) -> int:
     return gpus_in(tres_per_job) + gpus_in(tres_per_node) * max(node_count, 1)
 
 
+def exit_signal(value: Any) -> int:
+    """The signal that ended a job: 22.05 gives the wait status (10 for SIGUSR1, 768 for
+    exit 3; measured), 23.02+ an object whose ``signal.id`` is it."""
+    if isinstance(value, Mapping):
+        sig = value.get("signal")
+        return number(sig.get("id")) if isinstance(sig, Mapping) else 0
+    status = number(value)
+    return status & 0x7F if status & 0x7F not in (0, 0x7F) else 0
+
+
 def job_from(obj: Mapping[str, Any]) -> SlurmJob:
     state = states(obj.get("job_state"))
     if state:
@@ -220,6 +230,7 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
         submit_time=number(obj.get("submit_time")), start_time=number(obj.get("start_time")),
         eligible_time=number(obj.get("eligible_time")),
         gpu_alloc=alloc, time_limit_s=time_limit_s(obj.get("time_limit")),
+        exit_signal=exit_signal(obj.get("exit_code")),
     )
 
 

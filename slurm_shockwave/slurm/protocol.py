@@ -36,6 +36,9 @@ class SlurmJob:
     Slurm reports them (``CUDA_VISIBLE_DEVICES``). Empty while pending or without GPUs."""
     time_limit_s: int = 0
     """The job's time limit in seconds; 0 when unlimited or unknown."""
+    exit_signal: int = 0
+    """The signal that ended the job's last run (WTERMSIG of its batch script); 0 when
+    none or unknown. Read only from full listings (``list_jobs()``)."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,16 @@ class SlurmBackend(Protocol):
         change of a managed job's comment."""
         ...
     def signal(self, job_id: int, signal: str) -> None: ...
-    def requeue(self, job_ids: Sequence[int]) -> None: ...
+    def requeue(self, job_ids: Sequence[int]) -> None:
+        """Requeue those of the jobs still running (``scontrol requeue Incomplete``): a
+        job that ended since it was listed stays ended. A plain requeue runs a finished
+        batch job again (measured on 22.05: a COMPLETED job went back to PENDING)."""
+        ...
+    def requeue_ended(self, job_id: int) -> None:
+        """Run an ended batch job again (plain ``scontrol requeue``; job_mgr.c supports
+        the requeue of done jobs): only for one that died of the checkpoint signal the
+        service sent it (world.py, ``_sync_intents``)."""
+        ...
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
         """A pending job's GPUs per node (Slurm's GRES is per node); with ``nodes``, its
         node count too (a job on several nodes changes both together)."""

@@ -148,7 +148,8 @@ class PyslurmBackend:
                 start_time=int(_get(j, "start_time", default=0) or 0) if state_ok else 0,
                 eligible_time=int(_get(j, "eligible_time", default=0) or 0),
                 gpu_alloc=alloc,
-                time_limit_s=int(limit) * 60 if isinstance(limit, int) and limit > 0 else 0))
+                time_limit_s=int(limit) * 60 if isinstance(limit, int) and limit > 0 else 0,
+                exit_signal=int(_get(j, "exit_code_signal", default=0) or 0)))
         return self._with_per_job_gpus(out)
 
     def _with_per_job_gpus(self, jobs: list[SlurmJob]) -> list[SlurmJob]:
@@ -209,8 +210,12 @@ class PyslurmBackend:
                    steps="all")
 
     def requeue(self, job_ids: Sequence[int]) -> None:
-        for jid in job_ids:
-            self._call(f"requeue {jid}", self._ps.Job(jid).requeue)
+        # pyslurm's Job.requeue has no "running jobs only" (Incomplete) flag, and would run
+        # a job that finished since the listing again
+        self._cli.requeue(job_ids)
+
+    def requeue_ended(self, job_id: int) -> None:
+        self._call(f"requeue {job_id}", self._ps.Job(job_id).requeue)
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
         extra = {} if nodes is None else {"nodes": nodes}

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -82,6 +83,8 @@ ProgressFn = Callable[[SlurmJob, Hint], JobProgress]
 
 CLOSED = ("DOWN", "INACTIVE")
 """Partition states in which Slurm allocates nothing (DRAIN still runs what is queued)."""
+_QUEUED = ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED")
+"""A job's states before it has ended (the partition's listing has these)."""
 ADMIN_HOLD = "JobHeldAdmin"
 """The reason Slurm gives a job an admin held (``scontrol hold`` as root or operator)."""
 GIVE_BACK = "scontrol uhold {job} returns it to the plan"
@@ -409,6 +412,9 @@ class SlurmCluster:
         range is narrowed past them while it is queued, or the plan would ask for the
         same count every round and the job stay held beside idle GPUs (found by a
         review)."""
+        self._killed: list[int] = []
+        """Jobs the checkpoint signal killed, seen by the last observation: ``apply``
+        runs them again."""
         self._moving: dict[int, int] = {}
         """Job -> its restart count when a plan moved or resized it (preempt + start in one
         round), until it runs again: its requeue is the plan's, so it stays in the view
@@ -467,7 +473,7 @@ class SlurmCluster:
             elif j.state == "PENDING" and not held_by_someone(j):
                 self.not_eligible[j.job_id] = j.eligible_time
         self._jobs = {j.job_id: j for j in jobs}
-        self._sync_intents()
+        self._sync_intents(listed)
         self.bad_hints = {}
         listed_nodes = self.backend.list_nodes()
         closed = {n.name: "+".join(n.state) for n in listed_nodes
@@ -603,28 +609,60 @@ class SlurmCluster:
                 log.warning("partition %s is %s again", self.partition, state or "gone")
         self.partition_state = state
 
-    def _sync_intents(self) -> None:
+    def _sync_intents(self, listed: Sequence[SlurmJob]) -> None:
         """Passive sync: a checkpoint intent whose job left RUNNING, or was requeued and
-        restarted since, is confirmed and forgotten. A job not in the managed partition's
-        listing is looked for in all of Slurm first: the store may be shared with a
-        service of another partition, or a one-shot command run with another
-        ``--partition``, and forgetting that service's intent would make it signal again
-        (its job still runs, checkpointing); only a job gone or restarted is confirmed."""
+        restarted since, is confirmed and forgotten; one whose job is COMPLETING in the
+        same run is kept until it is seen how that run ended, and one whose job the
+        signal killed until ``apply`` runs it again (``_rerun_killed``). A job not in the
+        managed partition's listing is looked for in all of Slurm first: the store may be
+        shared with a service of another partition, or a one-shot command run with
+        another ``--partition``, and forgetting that service's intent would make it
+        signal again (its job still runs, checkpointing); only a job gone or restarted is
+        confirmed."""
+        ours = {j.job_id: j for j in listed}
         elsewhere: dict[int, SlurmJob] = {}
-        if any(self._foreign(jid) for jid in self.intents):
+        if any(jid not in ours for jid in self.intents):
             elsewhere = {j.job_id: j for j in self.backend.list_jobs()}
+        self._killed = []
         for jid, ck in list(self.intents.items()):
-            job = elsewhere.get(jid) if self._foreign(jid) else self._jobs.get(jid)
-            if job is None or job.state != "RUNNING" or job.restart_count > ck.restart_count:
-                try:
-                    self._forget(jid)
-                except Exception as exc:  # the store's: kept in both, forgotten later
-                    log.error("job %d: checkpoint intent not forgotten (%s)", jid, exc)
+            job = ours.get(jid) or elsewhere.get(jid)
+            if job is not None and job.restart_count == ck.restart_count:
+                if job.state in ("RUNNING", "COMPLETING"):
+                    continue
+                if job.partition == self.partition and job.state not in _QUEUED \
+                        and job.exit_signal == signal.Signals.__members__.get(f"SIG{ck.signal}"):
+                    self._killed.append(jid)
+                    continue
+            try:
+                self._forget(jid)
+            except Exception as exc:  # the store's: kept in both, forgotten later
+                log.error("job %d: checkpoint intent not forgotten (%s)", jid, exc)
 
-    def _foreign(self, job_id: int) -> bool:
-        """A job the managed partition's listing does not have (in any state): its
-        intent is kept while the job runs elsewhere, and never acted on."""
-        return job_id not in self.queued_ids
+    def _rerun_killed(self) -> None:
+        """Requeue and hold each job the checkpoint signal killed (``_sync_intents``). It
+        came before the job could handle it: between Slurm's start of the batch script
+        and its ``trap`` or ``reporter.install()`` the signal's default action applies
+        (SIGUSR1's kills). Seen live: a job a fill step started was preempted 81 ms later
+        and died of SIGUSR1 (WTERMSIG 10), and Slurm counted it FAILED, not requeued: the
+        job was lost. Run again, it loses what it did since its last checkpoint, as a job
+        preempted without a signal does. Not done by observing: a dry run changes nothing."""
+        for jid in self._killed:
+            signame = self.intents[jid].signal
+            try:
+                self.backend.requeue_ended(jid)
+            except SlurmUnanswered as exc:  # the next observation finds it again
+                log.error("job %d: killed by SIG%s, not requeued yet (%s)", jid, signame, exc)
+                continue
+            except SlurmError as exc:
+                log.error("job %d: killed by SIG%s, the checkpoint signal, before it could "
+                          "handle it, and Slurm refused to requeue it (%s)", jid, signame, exc)
+            else:
+                log.warning("job %d: killed by SIG%s, the checkpoint signal, before it could "
+                            "handle it: requeued, to restart from its last checkpoint",
+                            jid, signame)
+                self._hold_requeued([jid])
+            self._forget(jid)
+        self._killed = []
 
     def _arrival(self, job: SlurmJob) -> float:
         """When the job was first submitted, on the view's clock. Slurm sets a requeued
@@ -658,6 +696,7 @@ class SlurmCluster:
 
     # -- Actuator -----------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> ApplyResult:
+        self._rerun_killed()
         self._mark_requeue_holds()
         if self.partition_state in CLOSED:
             # Slurm starts nothing in it: a preemption would only idle the GPUs it frees
@@ -690,8 +729,9 @@ class SlurmCluster:
         # now keeps or starts the job: the round's plan sees it as not running.
         preempts = [a for a in actions if a.kind == ActionKind.PREEMPT]
         named = {a.job_id for a in preempts}
+        # (one whose job is COMPLETING waits for the next observation: _sync_intents)
         preempts += [Action(ActionKind.PREEMPT, jid) for jid in sorted(self.intents)
-                     if jid not in approved and jid not in named and not self._foreign(jid)]
+                     if jid not in approved and jid not in named and jid in self._jobs]
         requeue: list[Action] = []
         for a in preempts:
             outcome = self._preempt(a, now)
