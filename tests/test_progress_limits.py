@@ -75,6 +75,8 @@ def test_a_full_worker_pool_queues_and_past_the_queue_the_busiest_address_loses(
                 thread.join()
             assert answers == {"busy": 401, "other": 200, "first": 503, "second": 200,
                                "third": 200}
+            # the 503 is counted (GET /metrics's outcome="busy"), and the 401 refused
+            assert api.health() == {"ok": True, "accepted": 0, "rejected": 1, "busy": 1}
         finally:
             release.set()
             stall.close()
@@ -88,6 +90,7 @@ def test_headers_over_the_limit_are_431(tmp_path: Path) -> None:
             answer = sock.makefile("rb").read()
         head, _, body = answer.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 431 ") and json.loads(body)["field"] == "headers"
+        assert api.health()["rejected"] == 1
 
 
 def test_past_the_reading_bound_the_busiest_address_loses_its_oldest(

@@ -125,8 +125,9 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
                             on_failure=metrics.round_failed)
         finally:
             api.stop()
-        log.info("stopped after %d rounds; progress API: %d reports accepted, %d refused",
-                 done, api.counts.accepted, api.counts.rejected)
+        log.info("stopped after %d rounds; progress API: %d reports accepted, %d refused, "
+                 "%d answered busy", done, api.counts.accepted, api.counts.rejected,
+                 api.counts.busy)
 
 
 @click.command()

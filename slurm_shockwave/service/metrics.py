@@ -63,6 +63,7 @@ class _LiveState(Collector):
                                          labels=["outcome"])
             family.add_metric(["accepted"], counts.accepted)
             family.add_metric(["rejected"], counts.rejected)
+            family.add_metric(["busy"], counts.busy)
             yield family
 
 

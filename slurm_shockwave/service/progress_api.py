@@ -184,9 +184,11 @@ def uid_of(user: str) -> int | None:
 class Counts:
     accepted: int = 0
     rejected: int = 0
+    busy: int = 0
+    """Requests answered 503 with no worker free in time (their jobs send them again)."""
 
     def as_dict(self) -> dict[str, int]:
-        return {"accepted": self.accepted, "rejected": self.rejected}
+        return {"accepted": self.accepted, "rejected": self.rejected, "busy": self.busy}
 
 
 UNVOUCHED = frozenset({401, 413})
@@ -346,6 +348,14 @@ class ProgressAPI:
         with self._counts_lock:
             self.counts.rejected += 1
 
+    def _count_refused(self, status: int) -> None:
+        """An answer the server sent itself: 503 busy, or a request it could not read."""
+        with self._counts_lock:
+            if status == 503:
+                self.counts.busy += 1
+            else:
+                self.counts.rejected += 1
+
     def health(self) -> dict[str, Any]:
         with self._counts_lock:
             return {"ok": True, **self.counts.as_dict()}
@@ -358,7 +368,8 @@ class ProgressAPI:
             pass
 
         Handler.api = api
-        self._server = RequestServer((self.host, self.port), Handler, max_body=MAX_BODY)
+        self._server = RequestServer((self.host, self.port), Handler, max_body=MAX_BODY,
+                                     on_refused=self._count_refused)
         host, port = str(self._server.server_address[0]), self._server.server_address[1]
         if host in ("0.0.0.0", "::", ""):  # listening everywhere: jobs on other nodes need a name
             host = socket.getfqdn()

@@ -27,6 +27,7 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import Message
 from http.client import HTTPException, parse_headers
@@ -131,10 +132,13 @@ class RequestServer(socketserver.TCPServer):
     request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, address: tuple[str, int], handler: type[WholeRequestHandler], *,
-                 max_body: int) -> None:
+                 max_body: int, on_refused: Callable[[int], None] | None = None) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.handler = handler
         self.max_body = max_body
+        self.on_refused = on_refused
+        """Told the status of each answer the server sends itself, no handler asked (503
+        busy, 431): the metrics count them (thread-safe: the reader and workers call it)."""
         self.max_reading = MAX_READING
         self._queue: FairQueue[_Whole] = FairQueue(MAX_QUEUED)
         self._workers: list[threading.Thread] = []
@@ -262,6 +266,8 @@ class RequestServer(socketserver.TCPServer):
         with contextlib.suppress(OSError):
             sock.send(answer)  # a few bytes into an empty buffer: it does not block
         self.shutdown_request(sock)
+        if self.on_refused is not None:
+            self.on_refused(int(answer.split(b" ", 2)[1]))
 
     def _dispatch(self, sock: socket.socket, address: Any, request: bytes, due: float,
                   ) -> None:
