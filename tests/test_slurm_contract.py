@@ -79,6 +79,41 @@ def test_backend_contract_gpu_alloc(kind: str, tmp_path) -> None:
         b.cancel(jid)
 
 
+def _wait_state(b: SlurmBackend, jid: int, state: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if [j.state for j in b.list_jobs() if j.job_id == jid] == [state]:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"job {jid} not {state}: {[j for j in b.list_jobs() if j.job_id == jid]}")
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("kind", ["cli", "pyslurm"])
+def test_a_job_a_signal_killed_is_listed_and_requeued_only_when_asked(kind: str,
+                                                                      tmp_path) -> None:
+    """The whole listing has ended jobs, with the signal that ended them (24.x's squeue
+    --json leaves them out unless asked: --states=all); the planner's requeue leaves an
+    ended job ended; ``requeue_ended`` runs it again."""
+    b = _backend(kind)
+    script = tmp_path / "w.sh"
+    script.write_text("#!/bin/sh\nsleep 600\n")
+    jid = b.submit(str(script), ["-o", "/dev/null", "-p", "other", "--gres=gpu:1"])
+    try:
+        _wait_state(b, jid, "RUNNING")
+        b.signal(jid, "USR1")
+        _wait_state(b, jid, "FAILED")
+        ended = next(j for j in b.list_jobs() if j.job_id == jid)
+        assert ended.exit_signal == 10 and ended.restart_count == 0
+        b.requeue([jid])
+        assert next(j for j in b.list_jobs() if j.job_id == jid).state == "FAILED"
+        b.requeue_ended(jid)
+        again = next(j for j in b.list_jobs() if j.job_id == jid)
+        assert again.state in ("PENDING", "RUNNING") and again.restart_count == 1
+    finally:
+        b.cancel(jid)
+
+
 def test_unknown_backend_and_missing_pyslurm_are_one_line(monkeypatch, tmp_path) -> None:
     with pytest.raises(SlurmError, match="unknown backend 'slurmrestd'"):
         make_backend("slurmrestd")

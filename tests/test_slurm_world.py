@@ -8,6 +8,7 @@ import pytest
 
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Action, ActionKind, Outcome
+from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.hints import parse_hint
 from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode, SlurmUnanswered
@@ -315,15 +316,61 @@ def test_a_job_the_checkpoint_signal_killed_is_requeued_not_lost() -> None:
     assert fake.jobs[2].state == "FAILED" and world.intents == {}
 
 
-def test_a_preemption_does_not_run_a_job_that_ended_since_the_round_saw_it() -> None:
+def test_a_job_cancelled_or_timed_out_by_the_checkpoint_signal_stays_ended() -> None:
+    """With ``signal=TERM`` a job its owner cancels, or that reaches its time limit, while
+    its checkpoint is in flight has the signal's status too (found by a review): only a
+    FAILED job is one the service's signal killed."""
+    term = HINT.replace("signal=USR1", "signal=TERM")
+    for end in ("CANCELLED", "TIMEOUT"):
+        world, fake, _ = cluster(replace(running(1), admin_comment=term))
+        world.observe()
+        world.apply([Action(ActionKind.PREEMPT, 1)])
+        fake.finish(1, end, signal=15)
+        world.observe()
+        world.apply([])
+        assert fake.jobs[1].state == end and world.intents == {}
+
+
+def test_another_partitions_job_the_signal_killed_keeps_its_intent() -> None:
+    """On a shared store, a round of another partition leaves the intent of a job the
+    signal killed to the service of its own partition, which runs it again (found by a
+    review: it was forgotten, and the job lost)."""
+    world, fake, clock = cluster(running(1))
+    log = MemoryIntents()
+    world = SlurmCluster(fake, clock, intents=log)
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1)])
+    fake.finish(1, "FAILED", signal=10)
+    other = SlurmCluster(fake, clock, partition="other", intents=log)
+    other.observe()
+    other.apply([])
+    assert set(log.load_intents()) == {1} and fake.jobs[1].state == "FAILED"
+    again = SlurmCluster(fake, clock, intents=log)
+    again.observe()
+    again.apply([])
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held and log.load_intents() == {}
+
+
+def test_a_preemption_does_not_run_a_job_that_ended_since_the_round_saw_it(
+        caplog: pytest.LogCaptureFixture) -> None:
     """A plain ``scontrol requeue`` runs a finished batch job again (measured on 22.05);
-    the planner's requeue is for running jobs only."""
+    the planner's requeue is for running jobs only, and says the job had ended, with no
+    hold tried (a review found "requeued but not held" logged for it)."""
     plain = HINT.replace(" signal=USR1 grace=30", "")
-    world, fake, _ = cluster(replace(running(1), admin_comment=plain))
+    world, fake, _ = cluster(replace(running(1), admin_comment=plain), running(2))
     world.observe()
     fake.finish(1)  # between the observation and the requeue
-    world.apply([Action(ActionKind.PREEMPT, 1)])
+    result = world.apply([Action(ActionKind.PREEMPT, 1)])
     assert fake.jobs[1].state == "COMPLETED" and fake.jobs[1].restart_count == 0
+    assert [(r.outcome, r.message) for r in result.results] == [
+        (Outcome.REJECTED, "ended before its requeue (gone)")]
+    assert "not held" not in caplog.text
+    # a checkpoint acknowledged as the job ends: no requeue reported, the intent kept
+    world.apply([Action(ActionKind.PREEMPT, 2)])  # signalled
+    fake.jobs[2] = replace(fake.jobs[2], state="COMPLETING")
+    ack = ProgressReport(2, ReportKind.CHECKPOINTED, world.clock.now() + 1)
+    assert not world.complete_checkpoint(ack) and set(world.intents) == {2}
+    assert "not held" not in caplog.text
 
 
 def test_a_round_of_another_partition_on_the_same_store_keeps_the_checkpoint_in_flight(
@@ -412,7 +459,7 @@ def test_a_batch_requeue_one_job_of_which_is_gone_holds_every_job_it_requeued() 
     result = world.apply([Action(ActionKind.PREEMPT, j) for j in (1, 2, 3)])
     outcomes = {r.action.job_id: r.outcome for r in result.results}
     assert outcomes == {1: Outcome.APPLIED, 2: Outcome.REJECTED, 3: Outcome.APPLIED}
-    assert "no longer running" in next(
+    assert "ended before its requeue (gone)" in next(
         r.message for r in result.results if r.action.job_id == 2)
     for j in (1, 3):
         assert fake.jobs[j].state == "PENDING" and fake.jobs[j].held

@@ -217,7 +217,9 @@ class CliBackend:
 
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
         if partition is None:
-            return jobs_from(self._json(["squeue", "--json"]))
+            # every job Slurm keeps, ended ones too (22.05 lists them whatever it is asked;
+            # 23.02+ honours filters, and leaves them out unless asked)
+            return jobs_from(self._json(["squeue", "--json", "--all", "--states=all"]))
         # 22.05's squeue --json ignores filters and returns every record it still keeps
         # (finished ones included): on a busy cluster that is most of the round. A
         # filtered text listing asks for only what the planner needs.

@@ -85,8 +85,9 @@ def slurm_failure(message: str) -> SlurmError:
 
 class SlurmBackend(Protocol):
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
-        """All jobs Slurm reports; with ``partition``, only that partition's pending and
-        running ones (which lets a backend ask Slurm for less)."""
+        """All jobs Slurm keeps, ended ones included (until MinJobAge purges them); with
+        ``partition``, only that partition's pending and running ones (which lets a
+        backend ask Slurm for less)."""
         ...
     def partition_state(self, partition: str) -> str:
         """UP, DOWN, DRAIN or INACTIVE, as ``scontrol show partition`` says; "" when

@@ -83,8 +83,6 @@ ProgressFn = Callable[[SlurmJob, Hint], JobProgress]
 
 CLOSED = ("DOWN", "INACTIVE")
 """Partition states in which Slurm allocates nothing (DRAIN still runs what is queued)."""
-_QUEUED = ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED")
-"""A job's states before it has ended (the partition's listing has these)."""
 ADMIN_HOLD = "JobHeldAdmin"
 """The reason Slurm gives a job an admin held (``scontrol hold`` as root or operator)."""
 GIVE_BACK = "scontrol uhold {job} returns it to the plan"
@@ -617,8 +615,8 @@ class SlurmCluster:
         managed partition's listing is looked for in all of Slurm first: the store may be
         shared with a service of another partition, or a one-shot command run with
         another ``--partition``, and forgetting that service's intent would make it
-        signal again (its job still runs, checkpointing); only a job gone or restarted is
-        confirmed."""
+        signal again (its job still runs, checkpointing), or lose its job the signal killed;
+        only a job gone, restarted or ended otherwise is confirmed."""
         ours = {j.job_id: j for j in listed}
         elsewhere: dict[int, SlurmJob] = {}
         if any(jid not in ours for jid in self.intents):
@@ -629,10 +627,13 @@ class SlurmCluster:
             if job is not None and job.restart_count == ck.restart_count:
                 if job.state in ("RUNNING", "COMPLETING"):
                     continue
-                if job.partition == self.partition and job.state not in _QUEUED \
+                # Slurm says FAILED of a batch script a signal killed; a job cancelled or
+                # past its time limit has the signal's status too (signal=TERM), and ended
+                if job.state == "FAILED" \
                         and job.exit_signal == signal.Signals.__members__.get(f"SIG{ck.signal}"):
-                    self._killed.append(jid)
-                    continue
+                    if job.partition == self.partition:
+                        self._killed.append(jid)
+                    continue  # another partition's: its service runs it again
             try:
                 self._forget(jid)
             except Exception as exc:  # the store's: kept in both, forgotten later
@@ -650,7 +651,10 @@ class SlurmCluster:
             signame = self.intents[jid].signal
             try:
                 self.backend.requeue_ended(jid)
-            except SlurmUnanswered as exc:  # the next observation finds it again
+            except SlurmUnanswered as exc:
+                # kept: the next observation finds it again, or requeued after all (its
+                # restart count grew: the intent is forgotten, and the pending job held
+                # again by the first apply that sees it eligible)
                 log.error("job %d: killed by SIG%s, not requeued yet (%s)", jid, signame, exc)
                 continue
             except SlurmError as exc:
@@ -966,13 +970,18 @@ class SlurmCluster:
             return False
         try:
             self.backend.requeue([ack.job_id])
-        except SlurmError:
-            # the reply lost, the requeue perhaps done: a job requeued and left unheld
-            # keeps its pinned priority and runs again before the plan's (found by a
-            # review); held if its restart count grew, else the error stands
-            again = {j.job_id: j for j in self._listed()}.get(ack.job_id)
-            if again is None or again.restart_count <= ck.restart_count:
-                raise
+            refused: SlurmError | None = None
+        except SlurmError as exc:
+            refused = exc
+        # requeued if its restart count grew: the reply may be lost with the requeue done
+        # (a job requeued and left unheld keeps its pinned priority and runs again before
+        # the plan's: found by a review), and a job that ended since is left ended by
+        # the requeue, no error (the next observation sees how it ended)
+        again = {j.job_id: j for j in self._listed()}.get(ack.job_id)
+        if again is None or again.restart_count <= ck.restart_count:
+            if refused is not None:
+                raise refused
+            return False
         self._hold_requeued([ack.job_id])
         self._forget(ack.job_id)
         return True
@@ -996,22 +1005,27 @@ class SlurmCluster:
             del self.intents[job_id]
 
     def _requeue(self, actions: Sequence[Action]) -> list[ActionResult]:
-        """One ``scontrol requeue`` for all. Unlike a hold or a release, a requeue cannot be
-        sent twice, and Slurm goes on past a job it refuses (one that ended since the
-        observation): after a failed call, the queue is read again, and a job the call
-        requeued (its restart count grew) is done; only jobs still running are tried
-        alone, so none is left requeued without its hold."""
+        """One ``scontrol requeue Incomplete`` for all, then the queue read again: a job the
+        call requeued (its restart count grew) is done; one that ended since the
+        observation was left ended, silently (no hold for it, and its intent stays for the
+        next observation: killed by the signal, it is run again); one still running, its
+        requeue refused or unanswered, is tried alone. Unlike a hold or a release, a
+        requeue cannot be sent twice, and Slurm goes on past a job it refuses, so none is
+        left requeued without its hold. Unread, the batch's answer stands."""
         ids = [a.job_id for a in actions]
+        if not ids:
+            return []
         try:
-            if ids:
-                self.backend.requeue(ids)
-            return [ActionResult(a, Outcome.APPLIED) for a in actions]
+            self.backend.requeue(ids)
+            failed = False
         except SlurmError:
-            pass
+            failed = True
         try:
             now: dict[int, SlurmJob] | None = {j.job_id: j for j in self._listed()}
         except SlurmError:
             now = None  # each job alone, as a hold or a release
+        if now is None and not failed:
+            return [ActionResult(a, Outcome.APPLIED) for a in actions]
         results = []
         silent: str | None = None  # Slurm stopped answering: ask no more this round
         for a in actions:
@@ -1021,7 +1035,7 @@ class SlurmCluster:
                 results.append(ActionResult(a, Outcome.APPLIED))
                 continue
             if now is not None and (job is None or job.state != "RUNNING"):
-                results.append(ActionResult(a, Outcome.REJECTED, "no longer running ("
+                results.append(ActionResult(a, Outcome.REJECTED, "ended before its requeue ("
                                             f"{job.state if job else 'gone'})"))
                 continue
             if silent is not None:
