@@ -48,6 +48,12 @@ def test_backend_contract(kind: str, tmp_path) -> None:
         b.hold([jid])
         held = next(j for j in b.list_jobs() if j.job_id == jid)
         assert held.held and held.reason == "JobHeldUser"  # a user hold: an admin's stay apart
+        # the requeue-hold mark, the one comment change job_submit.lua lets through
+        b.set_comment(jid, f"{held.comment} held=requeue")
+        marked = next(j for j in b.list_jobs() if j.job_id == jid)
+        assert marked.comment == f"{held.comment} held=requeue" and marked.held
+        with pytest.raises(SlurmError):
+            b.set_comment(jid, "model=gpt bs=1 epochs=1")  # the hint itself is fixed
         assert next(j for j in b.list_jobs() if j.job_id == jid).gpu_alloc == ()
     finally:
         b.cancel(jid)
