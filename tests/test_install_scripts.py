@@ -181,6 +181,23 @@ def test_install_scripts_says_what_slurm_conf_lacks(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
+def test_a_configless_node_installs_its_scripts_with_dest_and_no_slurm_conf(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node of a configless cluster has no slurm.conf: it was refused even with --dest,
+    though its scripts need none. job_submit.lua is the slurmctld host's."""
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "none" / "slurm.conf"))
+    done = _install("--dest", str(tmp_path / "opt"))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "opt").iterdir()) == [
+        "epilog.sh", "events.sh", "prolog.sh", "task_prolog.sh"]
+    assert "skipped: job_submit.lua: no " in done.stderr and "configless" in done.stderr
+    assert not (tmp_path / "none").exists()
+    bare = _install("--dry-run")  # without --dest: where would they go? one line, exit 2
+    assert bare.returncode == 2 and len(bare.stderr.strip().splitlines()) == 1
+    assert "--dest" in bare.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
 def test_a_second_partition_does_not_take_the_installed_job_submit_lua(tmp_path: Path) -> None:
     """Found by a review: a copy of the config for a second partition rewrote the one
     job_submit.lua silently (exit 0): the first partition's jobs were no longer checked

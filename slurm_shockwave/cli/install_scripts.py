@@ -23,7 +23,7 @@ from slurm_shockwave.slurm.plugin_files import (
     targets,
     version_of,
 )
-from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, read_slurm_conf
+from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, SlurmSettings, read_slurm_conf
 
 
 @click.command("install-scripts")
@@ -53,7 +53,13 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
     settings = load_settings(config_path)
     conf_path = (slurm_conf or settings.slurm.slurm_conf or os.environ.get("SLURM_CONF")
                  or DEFAULT_CONF)
-    conf = read_slurm_conf(conf_path)
+    # a node of a configless cluster has no slurm.conf (slurmd fetches it): with --dest,
+    # the node's scripts need none; job_submit.lua goes on the slurmctld host
+    nodes_only = not slurm_conf and not os.path.exists(conf_path)
+    if nodes_only and dest is None:
+        raise InputError(f"{conf_path}: not found (on a node of a configless cluster, "
+                         "pass --dest DIR for the node's scripts)", field="--slurm-conf")
+    conf = SlurmSettings({}, source=conf_path) if nodes_only else read_slurm_conf(conf_path)
     part = partition or settings.slurm.partition
     is_default = conf.partitions.get(part, {}).get("default", "no").lower() == "yes"
     values = ScriptSettings(partition=part, heartbeat=settings.service.heartbeat,
@@ -66,6 +72,10 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
         raise InputError("run as root: Slurm runs these scripts only if root owns them",
                          field="install-scripts")
     places, missing = targets(conf, dest)
+    if nodes_only:
+        places = [t for t in places if t.name != "job_submit.lua"]
+        missing.append(f"job_submit.lua: no {conf_path} here (a configless node?): "
+                       "install it on the slurmctld host")
     # every script can be written, or none is; what is there now is read here, once
     olds = [check(target, force=force, writing=not dry_run) for target in places]
     for target, old in zip(places, olds, strict=True):
@@ -78,7 +88,7 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
             click.echo(f"warning: --force: {target.path} managed partition "
                        f"{was.get('partition')} on heartbeat {was.get('heartbeat')}; it "
                        f"now manages {values.partition} on {values.heartbeat}", err=True)
-    if part not in conf.partitions:  # scripts may go in before the partition: a warning
+    if part not in conf.partitions and not nodes_only:  # the partition may come later
         click.echo(f"warning: {conf_path} defines no partition {part!r} (PartitionName=); "
                    "the scripts act on that partition's jobs only, so add it, or pass "
                    "--partition", err=True)
@@ -98,7 +108,10 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
         path = next((t.path for t in places if t.name == name), None)
         if path and path not in conf.paths(setting):
             needed.append(f"{setting}={path}")
-    if needed:
+    if nodes_only:
+        click.echo(f"then: slurm.conf (on the slurmctld host) names them: Prolog={dest}/"
+                   f"prolog.sh Epilog={dest}/epilog.sh TaskProlog={dest}/task_prolog.sh")
+    elif needed:
         click.echo(f"then add to {conf_path}: {' '.join(needed)} and restart slurmctld "
                    "(plugin changes need a restart)")
     elif not dry_run:
