@@ -349,3 +349,45 @@ def test_folders_made_for_scripts_and_the_heartbeat_are_0755_whatever_the_umask(
     for folder in ("opt", "opt/slurm-shockwave", "opt/slurm-shockwave/plugin_scripts",
                    "state", "state/run"):
         assert stat.S_IMODE((tmp_path / folder).stat().st_mode) == 0o755, folder
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making files of other owners needs root")
+def test_the_epilogs_command_must_be_one_only_root_can_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Epilog runs `shockwave` as root: one in a user's virtualenv gave that user root
+    on every node (a red-team finding). install-scripts refuses it in one line."""
+    from click.testing import CliRunner
+
+    from slurm_shockwave.cli import install_scripts as cli
+    from slurm_shockwave.slurm.root_only import changeable_by_others, root_only_problem
+
+    safe = tmp_path / "safe"
+    safe.mkdir(mode=0o755)
+    script = safe / "shockwave"
+    script.write_text(f"#!{sys.executable}\n")
+    script.chmod(0o755)
+    assert changeable_by_others(script) is None  # /tmp is sticky: its entries are safe
+    assert root_only_problem(str(script)) is None
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    theirs = venv / "shockwave"
+    theirs.write_text(f"#!{sys.executable}\n")
+    os.chown(venv, 1001, 1001)
+    assert root_only_problem(str(theirs)) == f"{venv} is owned by uid 1001"
+    os.chown(venv, 0, 0)
+    venv.chmod(0o775)
+    os.chown(venv, 0, 50)  # a staff group may write it
+    assert changeable_by_others(theirs) == f"{venv} is writable by group 50"
+    venv.chmod(0o755)
+    link = safe / "linked"
+    link.symlink_to(theirs)
+    os.chown(theirs, 1001, 1001)
+    assert changeable_by_others(link) == f"{theirs} is owned by uid 1001"  # resolved too
+    script.write_text(f"#!{theirs}\n")
+    assert root_only_problem(str(script)) == f"{theirs} is owned by uid 1001"  # its interpreter
+
+    monkeypatch.setattr(cli, "shockwave_bin", lambda: str(theirs))
+    conf = _conf(tmp_path, "")
+    done = CliRunner().invoke(cli.install_scripts, ["--slurm-conf", str(conf), "--dry-run"])
+    assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1, done.output
+    assert f"{theirs} is owned by uid 1001" in done.output and "shockwave" in done.output

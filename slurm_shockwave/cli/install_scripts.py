@@ -23,6 +23,7 @@ from slurm_shockwave.slurm.plugin_files import (
     targets,
     version_of,
 )
+from slurm_shockwave.slurm.root_only import root_only_problem
 from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, SlurmSettings, read_slurm_conf
 
 
@@ -66,6 +67,12 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
                             endpoint_file=settings.service.endpoint_file,
                             is_default=is_default, service_url=service_url,
                             shockwave_bin=shockwave_bin())
+    problem = root_only_problem(values.shockwave_bin) if values.shockwave_bin else None
+    if problem:
+        raise InputError(f"{problem}: the Epilog runs {values.shockwave_bin} as root on every "
+                         "node, so whoever can change it, its Python or slurm_shockwave gets "
+                         "root; install slurm-shockwave where only root can write",
+                         field="shockwave")
     if dest and not os.path.isabs(dest):
         raise InputError("must be an absolute path (slurm.conf names it)", field="--dest")
     if not dry_run and os.geteuid() != 0:
