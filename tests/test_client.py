@@ -650,12 +650,16 @@ def test_the_epilog_forwards_every_spool_the_jobs_tasks_made(
         done = subprocess.run(["sh", str(ROOT / "plugin_scripts" / "epilog.sh")], env={
             "PATH": f"{bin_dir}:/usr/bin:/bin", "SHOCKWAVE_URL": api.url,
             "SLURM_JOB_ID": str(job), "SLURM_JOB_UID": str(owner.pw_uid),
+            "SLURM_JOB_GID": str(owner.pw_gid),
             "SLURM_JOB_EXIT_CODE2": "0:0"}, capture_output=True, text=True, timeout=60,
             check=False)
     assert done.returncode == 0, done.stderr
     epochs = sorted(r.epoch for r in store.reports([job]).get(job, []) if r.epoch)
     store.close()
     assert epochs == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    # and the spools are gone: a later job given the same id (a state reset, MaxJobId)
+    # took a spool left behind for its own, old reports and all (a red-team finding)
+    assert list(Path("/tmp").glob(f"shockwave-spool-{job}*")) == []
 
 
 FAKE_SERVICE = """
