@@ -20,15 +20,13 @@ url="$(head -c 256 "$ENDPOINT_FILE" 2>/dev/null | head -n 1)"
 owner=""
 [ -z "$url" ] || owner="$(stat -c %u "$ENDPOINT_FILE" 2>/dev/null)"
 [ -n "$url" ] || url="$SERVICE_URL"
+case "$url" in *[!]A-Za-z0-9._~:/[-]*) url="" ;; esac  # no quote, space, $ or ; in it
 case "$url" in
   http://[A-Za-z0-9.:\[\]-]*|https://[A-Za-z0-9.:\[\]-]*)
     printf 'export SHOCKWAVE_URL=%s\n' "$url"
     case "$owner" in ''|*[!0-9]*) ;; *) printf 'export SHOCKWAVE_SERVICE_UID=%s\n' "$owner" ;; esac ;;
 esac
 if [ -n "${SLURM_JOB_ID:-}" ]; then
-  sig="$(timeout 5 scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | sed -n -E \
-    's/.*AdminComment=shockwave:v1 (model=[^ ]+ )?bs=[0-9]+ epochs=[0-9]+ mode=[a-z]+ (gpus=[0-9]+-[0-9]+ )?signal=([A-Z0-9]+) .*/\3/p')"
-  case "$sig" in USR1|USR2|TERM|INT|HUP) printf 'export SHOCKWAVE_SIGNAL=%s\n' "$sig" ;; esac
   # the epilog looks for these, as the job's user's: a directory (not a symlink) of ours
   # that nobody else may write; the first of ours made when the name is taken, or a new one
   me="$(id -u)" spool=""
@@ -49,5 +47,18 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
     fi
   fi
   [ -z "$spool" ] || printf 'export SHOCKWAVE_SPOOL=%s\n' "$spool"
+  # the hint's signal, asked of slurmctld once per job and node and kept in the spool
+  # (the hint is fixed at submit): this runs before every task, and a 64-task step
+  # asked 64 times at once (a red-team finding); the epilog removes it with the spool
+  sig=""
+  [ -z "$spool" ] || [ -L "$spool/.signal" ] || sig="$(head -c 8 "$spool/.signal" 2>/dev/null)"
+  if [ -z "$sig" ]; then
+    sig="$(timeout 5 scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | sed -n -E \
+      's/.*AdminComment=shockwave:v1 (model=[^ ]+ )?bs=[0-9]+ epochs=[0-9]+ mode=[a-z]+ (gpus=[0-9]+-[0-9]+ )?signal=([A-Z0-9]+) .*/\3/p')"
+    [ -n "$sig" ] || sig=none
+    [ -z "$spool" ] || (printf '%s\n' "$sig" > "$spool/.signal.$$" \
+                        && mv -f "$spool/.signal.$$" "$spool/.signal") 2>/dev/null
+  fi
+  case "$sig" in USR1|USR2|TERM|INT|HUP) printf 'export SHOCKWAVE_SIGNAL=%s\n' "$sig" ;; esac
 fi
 exit 0

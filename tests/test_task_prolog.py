@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,9 @@ def test_the_task_prolog_falls_back_to_the_installed_url(tmp_path: Path) -> None
     endpoint.write_text("https://ctl.example:443/sw\n")
     assert "export SHOCKWAVE_URL=https://ctl.example:443/sw" in run()
     endpoint.write_text("ftp://ctl.example:21\n")
+    assert "SHOCKWAVE_URL" not in run()
+    # a red-team finding: the check read only the first character after the scheme
+    endpoint.write_text('http://h:7817/ "$(id)" ;x=1\n')
     assert "SHOCKWAVE_URL" not in run()
 
 
@@ -89,7 +93,32 @@ def test_the_signal_is_read_from_every_form_of_the_normalised_hint(tmp_path: Pat
             out = subprocess.run(["sh", str(tmp_path / "task_prolog.sh")],
                                  capture_output=True, text=True, env=env, timeout=30,
                                  check=True).stdout
-        finally:  # the spool it makes for the job
-            Path("/tmp/shockwave-spool-987654321").rmdir()
+        finally:  # the spool it makes for the job (the signal kept in it)
+            shutil.rmtree("/tmp/shockwave-spool-987654321")
         exported = [line for line in out.splitlines() if "SHOCKWAVE_SIGNAL" in line]
         assert exported == ([f"export SHOCKWAVE_SIGNAL={signal}"] if signal else []), hint
+
+
+def test_the_signal_is_asked_of_slurmctld_once_per_job_and_node(tmp_path: Path) -> None:
+    """The TaskProlog runs before every task: a 64-task step asked slurmctld 64 times (a
+    red-team finding). The first asks, and keeps the answer in the job's spool."""
+    script = (ROOT / "plugin_scripts" / "task_prolog.sh").read_text()
+    script = script.replace('ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"',
+                            f'ENDPOINT_FILE="{tmp_path / "none"}"')
+    (tmp_path / "task_prolog.sh").write_text(script)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "scontrol").write_text(
+        f"#!/bin/sh\necho x >> {calls}\necho 'JobId=987654322 AdminComment=shockwave:v1 "
+        "bs=32 epochs=9 mode=gns signal=USR2 grace=10 submitted=1 Comment=x'\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "987654322"}
+    try:
+        outs = [subprocess.run(["sh", str(tmp_path / "task_prolog.sh")], capture_output=True,
+                               text=True, env=env, timeout=30, check=True).stdout
+                for _ in range(5)]
+    finally:
+        shutil.rmtree("/tmp/shockwave-spool-987654322")
+    assert all("export SHOCKWAVE_SIGNAL=USR2" in out for out in outs)
+    assert calls.read_text().count("x") == 1
