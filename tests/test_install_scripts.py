@@ -391,3 +391,38 @@ def test_the_epilogs_command_must_be_one_only_root_can_change(
     done = CliRunner().invoke(cli.install_scripts, ["--slurm-conf", str(conf), "--dry-run"])
     assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1, done.output
     assert f"{theirs} is owned by uid 1001" in done.output and "shockwave" in done.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the event log is root's")
+def test_the_event_log_is_written_only_into_its_own_root_folder(tmp_path: Path) -> None:
+    """events.sh appends as root: checked by path and written by path, whoever owned the
+    folder above could swap the folder in between (a red-team finding). It now writes in
+    the folder it checked, and not at all through a link, into another's folder, or into
+    one others may write."""
+    events = tmp_path / "lib" / "events"
+    script = tmp_path / "events.sh"
+    script.write_text((REPO / "plugin_scripts" / "events.sh").read_text().replace(
+        "DIR=/var/lib/slurm-shockwave/events", f"DIR={events}"))
+
+    def event(text: str) -> None:
+        subprocess.run(["sh", "-c", f'. {script}; event "{text}"'], check=True, timeout=30,
+                       env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "12"})
+
+    event("made")  # the folder is made, root's, 0700
+    assert (events / "12.log").read_text() == "made\n"
+    assert stat.S_IMODE(events.stat().st_mode) == 0o700 and events.stat().st_uid == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (events / "12.log").unlink()
+    events.rmdir()
+    events.symlink_to(elsewhere)
+    event("through a link")
+    assert list(elsewhere.iterdir()) == []
+    events.unlink()
+    events.mkdir(mode=0o700)
+    os.chown(events, 1001, 1001)
+    event("theirs")
+    os.chown(events, 0, 0)
+    events.chmod(0o777)
+    event("open")
+    assert list(events.iterdir()) == []
