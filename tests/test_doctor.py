@@ -141,6 +141,37 @@ def test_a_job_submit_lua_of_another_partition_fails(tmp_path: Path) -> None:
         assert detail in check.detail, check
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="files of other owners need root")
+def test_an_epilog_running_a_command_another_user_can_change_fails(tmp_path: Path) -> None:
+    """The Epilog runs its `shockwave` as root: doctor fails one another user could
+    change (install-scripts refuses to write it; an older install may have)."""
+    from slurm_shockwave.service.doctor import script_checks
+    from slurm_shockwave.slurm.plugin_files import ScriptSettings, render
+
+    scripts = tmp_path / "scripts"
+    scripts.mkdir(mode=0o755)
+    venv = tmp_path / "venv"
+    venv.mkdir(mode=0o755)
+    program = venv / "shockwave"
+    program.write_text(f"#!{sys.executable}\n")
+    program.chmod(0o755)
+    settings = ScriptSettings(partition="shockwave", heartbeat="/h", endpoint_file="/e",
+                              shockwave_bin=str(program))
+    for name in ("epilog.sh", "events.sh"):
+        (scripts / name).write_text(render(name, settings))
+        (scripts / name).chmod(0o755 if name == "epilog.sh" else 0o644)
+    conf = parse_show_config(f"SLURM_CONF = {tmp_path}/slurm.conf\n"
+                             f"Epilog = {scripts}/epilog.sh\n")
+
+    def epilog() -> Any:
+        return next(c for c in script_checks(conf, WANT) if c.name == "Epilog")
+
+    assert epilog().status == Status.OK, epilog()
+    os.chown(venv, 1001, 1001)
+    check = epilog()
+    assert check.status == Status.FAIL and f"{venv} is owned by uid 1001" in check.detail
+
+
 def test_serve_refuses_a_job_submit_lua_doctor_fails(tmp_path: Path) -> None:
     """Found by a review: doctor failed a job_submit.lua set for another partition, but
     serve started, planning a partition whose new jobs nobody validated or held (and,

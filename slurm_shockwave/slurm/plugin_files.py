@@ -103,6 +103,12 @@ def shockwave_bin() -> str:
     return found if _PATH.match(found) else ""
 
 
+def epilog_bin(text: str) -> str:
+    """The ``shockwave`` path an installed epilog.sh runs (``SHOCKWAVE_BIN=``; "": none)."""
+    found = re.search(r'^SHOCKWAVE_BIN="([^"]*)"$', text, re.MULTILINE)
+    return found[1] if found else ""
+
+
 def packaged(name: str) -> str:
     return (files("slurm_shockwave") / "plugin_scripts" / name).read_text(encoding="utf-8")
 
