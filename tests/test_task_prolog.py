@@ -65,6 +65,18 @@ def test_a_checkpoint_signal_as_the_job_exits_is_ignored(tmp_path: Path) -> None
     assert "at exit: True" in out.stdout
 
 
+def _no_endpoint(tmp_path: Path) -> Path:
+    """The TaskProlog in ``tmp_path``, with no endpoint file, and a folder for the
+    stand-in Slurm commands it runs (returned)."""
+    script = (ROOT / "plugin_scripts" / "task_prolog.sh").read_text()
+    (tmp_path / "task_prolog.sh").write_text(script.replace(
+        'ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"',
+        f'ENDPOINT_FILE="{tmp_path / "none"}"'))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    return bin_dir
+
+
 def test_the_signal_is_read_from_every_form_of_the_normalised_hint(tmp_path: Path) -> None:
     """The TaskProlog reads the signal from the hint job_submit.lua wrote (the same normal
     form as ``Hint.normalised``), an elastic job's range included: found by a review, a
@@ -72,12 +84,7 @@ def test_the_signal_is_read_from_every_form_of_the_normalised_hint(tmp_path: Pat
     killed it (SIGUSR1's default action) when the service resized it."""
     from slurm_shockwave.slurm.hints import parse_hint
 
-    script = (ROOT / "plugin_scripts" / "task_prolog.sh").read_text()
-    script = script.replace('ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"',
-                            f'ENDPOINT_FILE="{tmp_path / "none"}"')
-    (tmp_path / "task_prolog.sh").write_text(script)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir = _no_endpoint(tmp_path)
     scontrol = bin_dir / "scontrol"
     for hint, signal in [("model=ResNet-18 bs=32 epochs=9 signal=USR1", "USR1"),
                          ("bs=32 epochs=9 mode=gns signal=USR2 grace=10", "USR2"),
@@ -102,12 +109,7 @@ def test_the_signal_is_read_from_every_form_of_the_normalised_hint(tmp_path: Pat
 def test_the_signal_is_asked_of_slurmctld_once_per_job_and_node(tmp_path: Path) -> None:
     """The TaskProlog runs before every task: a 64-task step asked slurmctld 64 times (a
     red-team finding). The first asks, and keeps the answer in the job's spool."""
-    script = (ROOT / "plugin_scripts" / "task_prolog.sh").read_text()
-    script = script.replace('ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"',
-                            f'ENDPOINT_FILE="{tmp_path / "none"}"')
-    (tmp_path / "task_prolog.sh").write_text(script)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir = _no_endpoint(tmp_path)
     calls = tmp_path / "calls"
     (bin_dir / "scontrol").write_text(
         f"#!/bin/sh\necho x >> {calls}\necho 'JobId=987654322 AdminComment=shockwave:v1 "
