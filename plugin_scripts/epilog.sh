@@ -45,7 +45,8 @@ if [ -n "$BIN" ]; then
          # could not be sent is dropped: the job's next run reports its progress anew
          case "${SLURM_JOB_GID:-}" in
            ''|*[!0-9]*) ;;
-           *) timeout 2 setpriv --reuid="$SLURM_JOB_UID" --regid="$SLURM_JOB_GID" \
+           # (-k: a process of the user's may trace rm and swallow timeout's TERM)
+           *) timeout -k 1 2 setpriv --reuid="$SLURM_JOB_UID" --regid="$SLURM_JOB_GID" \
                 --clear-groups -- rm -rf -- "$spool" </dev/null >/dev/null 2>&1 ;;
          esac
        done ;;

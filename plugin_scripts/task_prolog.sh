@@ -53,11 +53,18 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
   sig=""
   [ -z "$spool" ] || [ -L "$spool/.signal" ] || sig="$(head -c 8 "$spool/.signal" 2>/dev/null)"
   if [ -z "$sig" ]; then
-    sig="$(timeout 5 scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | sed -n -E \
-      's/.*AdminComment=shockwave:v1 (model=[^ ]+ )?bs=[0-9]+ epochs=[0-9]+ mode=[a-z]+ (gpus=[0-9]+-[0-9]+ )?signal=([A-Z0-9]+) .*/\3/p')"
-    [ -n "$sig" ] || sig=none
-    [ -z "$spool" ] || (printf '%s\n' "$sig" > "$spool/.signal.$$" \
-                        && mv -f "$spool/.signal.$$" "$spool/.signal") 2>/dev/null
+    # only Slurm's answer for this job is kept: a failure or a timeout (slurmctld busy
+    # as a whole step starts) cached as "no signal" left every later task without its
+    # handler, to die of the checkpoint signal (a review); the next task asks again
+    job="$(timeout 5 scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null)"
+    case "$job" in
+      "JobId=$SLURM_JOB_ID "*)
+        sig="$(printf '%s\n' "$job" | sed -n -E \
+          's/.*AdminComment=shockwave:v1 (model=[^ ]+ )?bs=[0-9]+ epochs=[0-9]+ mode=[a-z]+ (gpus=[0-9]+-[0-9]+ )?signal=([A-Z0-9]+) .*/\3/p')"
+        [ -n "$sig" ] || sig=none
+        [ -z "$spool" ] || (printf '%s\n' "$sig" > "$spool/.signal.$$" \
+                            && mv -f "$spool/.signal.$$" "$spool/.signal") 2>/dev/null ;;
+    esac
   fi
   case "$sig" in USR1|USR2|TERM|INT|HUP) printf 'export SHOCKWAVE_SIGNAL=%s\n' "$sig" ;; esac
 fi
