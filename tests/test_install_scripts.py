@@ -426,3 +426,47 @@ def test_the_event_log_is_written_only_into_its_own_root_folder(tmp_path: Path) 
     events.chmod(0o777)
     event("open")
     assert list(events.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="files of other owners and ACLs need root")
+def test_what_the_epilogs_python_imports_is_checked_too(tmp_path: Path) -> None:
+    """A review found root_only_problem passing commands whose Python then ran a user's
+    code as root: a .pth naming a user's folder (its sitecustomize.py runs at start), an
+    ACL granting a user write (the mode shows g+w of root's group), a sticky site folder
+    anyone may add a module to, and the package of the Python doing the check rather than
+    the one the command imports. A root-owned virtualenv with its own copy of the package."""
+    import shutil
+    import struct
+
+    from slurm_shockwave.slurm.root_only import root_only_problem
+
+    tmp_path.chmod(0o755)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    shutil.copytree(REPO / "slurm_shockwave", site / "slurm_shockwave",  # as a wheel has it
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    program = venv / "bin" / "shockwave"
+    program.write_text(f"#!{venv}/bin/python\nimport slurm_shockwave\n")
+    program.chmod(0o755)
+    assert root_only_problem(str(program)) is None
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 1001, 1001)
+    (site / "tool.pth").write_text(f"{theirs}\n")
+    assert root_only_problem(str(program)) == f"{theirs} is owned by uid 1001"
+    (site / "tool.pth").unlink()
+    init = site / "slurm_shockwave" / "__init__.py"
+    acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in (
+        (0x01, 6, 0xFFFFFFFF), (0x02, 6, 1001), (0x04, 4, 0xFFFFFFFF), (0x10, 6, 0xFFFFFFFF),
+        (0x20, 4, 0xFFFFFFFF)))
+    os.setxattr(init, "system.posix_acl_access", acl)
+    assert root_only_problem(str(program)) == \
+        f"{init} has an ACL entry that lets another user or group write it"
+    os.removexattr(init, "system.posix_acl_access")
+    site.chmod(0o1777)
+    assert root_only_problem(str(program)) == f"{site} is writable by anyone"
+    site.chmod(0o755)
+    os.chown(site / "slurm_shockwave", 1001, 1001)  # the command's package, not this one's
+    assert root_only_problem(str(program)) == f"{site / 'slurm_shockwave'} is owned by uid 1001"
