@@ -316,6 +316,20 @@ def test_a_job_the_checkpoint_signal_killed_is_requeued_not_lost() -> None:
     assert fake.jobs[2].state == "FAILED" and world.intents == {}
 
 
+def test_an_intent_is_not_taken_for_another_job_given_the_same_id() -> None:
+    """Slurm's state reset while the service was down gives ids out again: a new job 1,
+    started after the stored intent's signal, at the same restart count (0), was taken
+    for the signalled run and requeued at the intent's deadline."""
+    log = MemoryIntents({1: CheckpointIntent(1, "USR1", 500.0, 530.0, 0)})
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(replace(running(1), start_time=900))  # after the signal at 500
+    world = SlurmCluster(fake, Clock(), intents=log)
+    view = world.observe()
+    assert view.jobs[0].phase == Phase.RUNNING and log.load_intents() == {}
+    world.apply([Action(ActionKind.START, 1)])
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 0
+
+
 def test_a_job_cancelled_or_timed_out_by_the_checkpoint_signal_stays_ended() -> None:
     """With ``signal=TERM`` a job its owner cancels, or that reaches its time limit, while
     its checkpoint is in flight has the signal's status too (found by a review): only a

@@ -83,6 +83,8 @@ ProgressFn = Callable[[SlurmJob, Hint], JobProgress]
 
 CLOSED = ("DOWN", "INACTIVE")
 """Partition states in which Slurm allocates nothing (DRAIN still runs what is queued)."""
+CLOCK_SKEW_S = 60.0
+"""How far slurmctld's clock (a job's start time) and the service's may differ."""
 ADMIN_HOLD = "JobHeldAdmin"
 """The reason Slurm gives a job an admin held (``scontrol hold`` as root or operator)."""
 GIVE_BACK = "scontrol uhold {job} returns it to the plan"
@@ -624,7 +626,11 @@ class SlurmCluster:
         self._killed = []
         for jid, ck in list(self.intents.items()):
             job = ours.get(jid) or elsewhere.get(jid)
-            if job is not None and job.restart_count == ck.restart_count:
+            # the signalled run started before the signal: one that started later, at the
+            # same restart count, is another job given the id again (Slurm's state reset
+            # while the service was down), never signalled, not to be requeued for it
+            if job is not None and job.restart_count == ck.restart_count \
+                    and job.start_time <= ck.sent_s + CLOCK_SKEW_S:
                 if job.state in ("RUNNING", "COMPLETING"):
                     continue
                 # Slurm says FAILED of a batch script a signal killed; a job cancelled or
