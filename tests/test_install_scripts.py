@@ -470,3 +470,21 @@ def test_what_the_epilogs_python_imports_is_checked_too(tmp_path: Path) -> None:
     site.chmod(0o755)
     os.chown(site / "slurm_shockwave", 1001, 1001)  # the command's package, not this one's
     assert root_only_problem(str(program)) == f"{site / 'slurm_shockwave'} is owned by uid 1001"
+
+
+def test_the_python_a_console_script_runs_is_read_as_the_epilog_would(tmp_path: Path) -> None:
+    """The interpreter root_only_problem checks: an env lookup on the Epilog's own PATH
+    (not the installer's: pyenv's python3 was checked where /usr/bin/python3 runs), and
+    pip's sh header for long paths, quoted or not (a review)."""
+    from slurm_shockwave.slurm.root_only import interpreter
+
+    script = tmp_path / "shockwave"
+    for head, python in (("#!/opt/py/bin/python3.11\n", "/opt/py/bin/python3.11"),
+                         ("#!/usr/bin/env python3\n", "/usr/bin/python3"),
+                         ("#!/bin/sh\n'''exec' \"/opt/x y/bin/python\" \"$0\" \"$@\"\n' '''\n",
+                          "/opt/x y/bin/python"),
+                         ("#!/bin/sh\n'''exec' /opt/py/bin/python \"$0\" \"$@\"\n' '''\n",
+                          "/opt/py/bin/python"),
+                         ("import sys\n", None)):
+        script.write_text(head)
+        assert interpreter(script) == python, head

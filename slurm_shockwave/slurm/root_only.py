@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shlex
 import stat
 import struct
 import subprocess
@@ -136,7 +137,10 @@ def interpreter(script: str | Path) -> str | None:
     words = head[0][2:].split()
     if words and os.path.basename(words[0]) == "sh" and len(head) > 1 \
             and head[1].startswith("'''exec' "):
-        words = [head[1].split("'''exec' ", 1)[1].split('"')[1]]
+        try:
+            words = shlex.split(head[1].removeprefix("'''exec' "))[:1]
+        except ValueError:
+            return None
     if words and os.path.basename(words[0]) == "env" and len(words) > 1:
         for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
             if os.access(os.path.join(folder, words[-1]), os.X_OK):
