@@ -485,6 +485,9 @@ def test_the_python_a_console_script_runs_is_read_as_the_epilog_would(tmp_path: 
                           "/opt/x y/bin/python"),
                          ("#!/bin/sh\n'''exec' /opt/py/bin/python \"$0\" \"$@\"\n' '''\n",
                           "/opt/py/bin/python"),
+                         ("#!/bin/sh\n'''exec' /usr/bin/env python3 \"$0\" \"$@\"\n' '''\n",
+                          "/usr/bin/python3"),
+                         ("#!/usr/bin/env -S python3 -I\n", "/usr/bin/python3"),
                          ("import sys\n", None)):
         script.write_text(head)
         assert interpreter(script) == python, head

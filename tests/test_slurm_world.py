@@ -328,6 +328,16 @@ def test_an_intent_is_not_taken_for_another_job_given_the_same_id() -> None:
     assert view.jobs[0].phase == Phase.RUNNING and log.load_intents() == {}
     world.apply([Action(ActionKind.START, 1)])
     assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 0
+    # but a clock of slurmctld's up to MUNGE's 300 s ahead is the same run: with 60 s, a
+    # review saw a job 120 s ahead signalled again every round
+    clock = Clock()
+    fake.jobs[2] = replace(running(2), start_time=int(clock.t) + 120)
+    world = SlurmCluster(fake, clock)
+    for _ in range(3):
+        world.observe()
+        world.apply([Action(ActionKind.PREEMPT, 2)])
+        clock.t += 10
+    assert fake.signals == [(2, "USR1")]
 
 
 def test_a_job_cancelled_or_timed_out_by_the_checkpoint_signal_stays_ended() -> None:

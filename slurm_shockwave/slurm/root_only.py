@@ -137,14 +137,16 @@ def interpreter(script: str | Path) -> str | None:
     words = head[0][2:].split()
     if words and os.path.basename(words[0]) == "sh" and len(head) > 1 \
             and head[1].startswith("'''exec' "):
-        try:
-            words = shlex.split(head[1].removeprefix("'''exec' "))[:1]
+        try:  # the words before "$0": the program, and env's name for it
+            words = shlex.split(head[1].removeprefix("'''exec' "))
         except ValueError:
             return None
-    if words and os.path.basename(words[0]) == "env" and len(words) > 1:
+        words = words[:words.index("$0")] if "$0" in words else words[:1]
+    if words and os.path.basename(words[0]) == "env":
+        name = next((w for w in words[1:] if not w.startswith("-")), None)
         for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
-            if os.access(os.path.join(folder, words[-1]), os.X_OK):
-                return os.path.join(folder, words[-1])
+            if name and os.access(os.path.join(folder, name), os.X_OK):
+                return os.path.join(folder, name)
         return None
     return words[0] if words else None
 

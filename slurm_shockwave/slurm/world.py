@@ -83,8 +83,11 @@ ProgressFn = Callable[[SlurmJob, Hint], JobProgress]
 
 CLOSED = ("DOWN", "INACTIVE")
 """Partition states in which Slurm allocates nothing (DRAIN still runs what is queued)."""
-CLOCK_SKEW_S = 60.0
-"""How far slurmctld's clock (a job's start time) and the service's may differ."""
+CLOCK_SKEW_S = 300.0
+"""How far slurmctld's clock (a job's start time) and the service's may differ: MUNGE
+refuses credentials past its 300 s TTL of skew, so a cluster whose commands answer the
+service is within it (60 s first: a review showed a job signalled every round with
+slurmctld's clock 120 s ahead)."""
 ADMIN_HOLD = "JobHeldAdmin"
 """The reason Slurm gives a job an admin held (``scontrol hold`` as root or operator)."""
 GIVE_BACK = "scontrol uhold {job} returns it to the plan"
