@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import holds_alloc
-from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+from slurm_shockwave.slurm.protocol import LISTED_STATES, SlurmError, SlurmJob, SlurmNode
 
 Alloc = tuple[tuple[str, tuple[int, ...]], ...]
 
@@ -148,7 +148,7 @@ class FakeSlurm:
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
         return [j for j in self.jobs.values() if partition is None or (
             j.partition == partition
-            and j.state in ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED"))]  # as the CLI's
+            and j.state in LISTED_STATES)]
 
     def partition_state(self, partition: str) -> str:
         return self.partition_states.get(partition, "UP")
@@ -205,7 +205,7 @@ class FakeSlurm:
 
     def requeue_ended(self, job_id: int) -> None:
         j = self._get(job_id)
-        if j.state in ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED"):
+        if j.state in LISTED_STATES:
             raise SlurmError(f"Job {job_id} has not ended")
         self._requeue(job_id)
 

@@ -83,6 +83,11 @@ def slurm_failure(message: str) -> SlurmError:
     return (SlurmUnanswered if unanswered else SlurmError)(message)
 
 
+LISTED_STATES = ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED")
+"""What a partition's listing holds (``list_jobs(partition)``; the CLI's ``squeue -t
+PD,R,CG,S``): a job in any other state has ended."""
+
+
 class SlurmBackend(Protocol):
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
         """All jobs Slurm keeps, ended ones included (until MinJobAge purges them); with

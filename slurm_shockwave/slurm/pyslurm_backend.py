@@ -25,11 +25,15 @@ from slurm_shockwave.slurm.backend_choice import (
 from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.hostlist import expand_indices
 from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held, job_state
-from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode, slurm_failure
+from slurm_shockwave.slurm.protocol import (
+    LISTED_STATES,
+    SlurmError,
+    SlurmJob,
+    SlurmNode,
+    slurm_failure,
+)
 
 Alloc = tuple[tuple[str, tuple[int, ...]], ...]
-# the states a partition's listing holds, as the CLI backend's (squeue -t PD,R,CG,S)
-_LISTED = ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED")
 
 
 def _is_gpu_key(key: Any) -> bool:
@@ -116,7 +120,7 @@ class PyslurmBackend:
         for j in jobs.values():
             state, *flags = job_state(str(_get(j, "state", default="UNKNOWN")))
             if partition is not None and not (_get(j, "partition") == partition
-                                              and state in _LISTED):
+                                              and state in LISTED_STATES):
                 continue
             reason = str(_get(j, "state_reason", default="") or "")
             priority = int(_get(j, "priority", default=0) or 0)
