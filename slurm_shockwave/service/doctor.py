@@ -19,7 +19,6 @@ from slurm_shockwave.service.lock import heartbeat_identity
 from slurm_shockwave.slurm.plugin_files import (
     ScriptSettings,
     closed_folder,
-    epilog_bin,
     file_problem,
     installed_lua,
     is_glob,
@@ -202,8 +201,6 @@ def script_checks(conf: SlurmSettings, want: Expected) -> list[Check]:
                 check = Check(setting, Status.WARN, f"{path} is ours, but {closed}: jobs, "
                               "which run it as their user, cannot", f"chmod o+x on each "
                               f"folder above {path}")
-        if check.status == Status.OK and name == "epilog.sh":
-            check = _epilog_bin(path) or check
         if check.status == Status.OK and name != "task_prolog.sh":
             events = path.rsplit("/", 1)[0] + "/events.sh"
             problem = file_problem(events, executable=False)
@@ -212,21 +209,6 @@ def script_checks(conf: SlurmSettings, want: Expected) -> list[Check]:
                               f"it is not usable ({problem})", INSTALL)
         out.append(check)
     return out
-
-
-def _epilog_bin(path: str) -> Check | None:
-    """A FAIL when the ``shockwave`` the Epilog runs as root could be changed by another
-    user (root on every node: ``slurm/root_only.py``), else None."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            program = epilog_bin(f.read())
-    except OSError:
-        return None
-    problem = root_only_problem(program) if program else None
-    if problem is None:
-        return None
-    return Check("Epilog", Status.FAIL, f"{path} runs {program} as root, but {problem}",
-                 f"reinstall slurm-shockwave where only root can write, then {INSTALL}")
 
 
 _WHY = {"prolog.sh": "job starts are not recorded for the progress view",
@@ -258,4 +240,11 @@ def _script(name: str, path: str, want: ScriptSettings, *, required: bool,
     if version != "current":
         return Check(label, Status.WARN, f"{path} is another version of ours",
                      f"{INSTALL} (upgrades it)")
+    # the shockwave the Epilog runs as root, which another user must not be able to
+    # change (root on every node: slurm/root_only.py)
+    program = found.get("shockwave_bin", "")
+    problem = root_only_problem(program) if program else None
+    if problem:
+        return Check(label, Status.FAIL, f"{path} runs {program} as root, but {problem}",
+                     f"reinstall slurm-shockwave where only root can write, then {INSTALL}")
     return ok(label, f"{path}: ours, current")

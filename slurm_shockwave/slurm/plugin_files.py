@@ -103,12 +103,6 @@ def shockwave_bin() -> str:
     return found if _PATH.match(found) else ""
 
 
-def epilog_bin(text: str) -> str:
-    """The ``shockwave`` path an installed epilog.sh runs (``SHOCKWAVE_BIN=``; "": none)."""
-    found = re.search(r'^SHOCKWAVE_BIN="([^"]*)"$', text, re.MULTILINE)
-    return found[1] if found else ""
-
-
 def packaged(name: str) -> str:
     return (files("slurm_shockwave") / "plugin_scripts" / name).read_text(encoding="utf-8")
 
@@ -144,7 +138,8 @@ def settings_in(text: str) -> dict[str, str]:
     out = {}
     for key, pattern in (("partition", r'^SHOCKWAVE_PARTITION = .*"([^"]*)"\s*$'),
                          ("heartbeat", r'^SHOCKWAVE_HEARTBEAT = .*"([^"]*)"\s*$'),
-                         ("endpoint_file", r'^ENDPOINT_FILE="([^"]*)"\s*$')):
+                         ("endpoint_file", r'^ENDPOINT_FILE="([^"]*)"\s*$'),
+                         ("shockwave_bin", r'^SHOCKWAVE_BIN="([^"]*)"\s*$')):
         found = re.search(pattern, text, flags=re.MULTILINE)
         if found:
             out[key] = found.group(1)
