@@ -339,8 +339,7 @@ end
 -- the planner's hold (priority NO_VAL: unchanged), so the plan decides when it starts.
 -- Root's holds and releases (the service's among them) never set a mark, and the service
 -- never releases a marked job.
-local function hold_or_release(job_desc, job_rec, modify_uid)
-  local owner = modify_uid ~= 0 and modify_uid == job_rec.user_id
+local function hold_or_release(job_desc, job_rec, owner)
   local text, mark = shockwave_split_mark(job_rec.comment)
   if job_desc.priority == RELEASE then
     if mark ~= nil then
@@ -361,10 +360,10 @@ end
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local was = shockwave_partition_kind(job_rec.partition, nil)
   local asked_comment = job_desc.comment
+  local owner = modify_uid ~= 0 and modify_uid == job_rec.user_id
   if was == "managed" and asked_comment ~= nil and asked_comment ~= job_rec.comment then
     -- the hint is fixed; only its hold mark changes, and only by root, an operator or
     -- the service (a requeue-hold's mark), never by the owner, whose release it governs
-    local owner = modify_uid ~= 0 and modify_uid == job_rec.user_id
     if owner or trimmed((shockwave_split_mark(asked_comment)))
                 ~= trimmed((shockwave_split_mark(job_rec.comment))) then
       return reject(job_rec.job_id, "shockwave: the hint (comment) of a job in the %s "
@@ -373,7 +372,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
     end
   end
   if was == "managed" and job_desc.priority ~= nil then
-    local rc = hold_or_release(job_desc, job_rec, modify_uid)
+    local rc = hold_or_release(job_desc, job_rec, owner)
     if rc ~= slurm.SUCCESS then return rc end
   end
   if job_desc.partition ~= nil and job_desc.partition ~= "" then

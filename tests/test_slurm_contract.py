@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from slurm_shockwave.slurm.hints import with_hold_mark
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import make_backend, pyslurm_problem
 from tests.live_cluster import answering
@@ -49,7 +50,7 @@ def test_backend_contract(kind: str, tmp_path) -> None:
         held = next(j for j in b.list_jobs() if j.job_id == jid)
         assert held.held and held.reason == "JobHeldUser"  # a user hold: an admin's stay apart
         # the requeue-hold mark, the one comment change job_submit.lua lets through
-        b.set_comment(jid, f"{held.comment} held=requeue")
+        b.set_comment(jid, with_hold_mark(held.comment, "requeue"))
         marked = next(j for j in b.list_jobs() if j.job_id == jid)
         assert marked.comment == f"{held.comment} held=requeue" and marked.held
         with pytest.raises(SlurmError):
