@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from slurm_shockwave.model.report import ProgressReport, ReportKind
+from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.store import Store
+from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.hints import parse_hint
-from slurm_shockwave.slurm.protocol import SlurmJob
+from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
 from slurm_shockwave.slurm.world import table_progress
 from slurm_shockwave.workloads.bundled import bundled_table
 
@@ -137,13 +141,13 @@ def test_a_restarted_service_converts_an_earlier_runs_epoch_time(tmp_path: Path)
 
     assert feed().progress(job("RUNNING", 8, 0), HINT).epoch_s == pytest.approx(40.0)
     restarted = feed()  # a new process: nothing in memory; run 1 pending on 2 GPUs
-    assert restarted.runs == {7: {0: 8}}
+    assert restarted.runs == {7: {0: (8, 0)}}  # (GPUs, submitted: none)
     assert restarted.progress(job("PENDING", 2, 1), HINT).epoch_s == pytest.approx(
         40.0 * 1.6 ** 2)  # the prior: 1.6 a doubling
     store.record_run(7, 0, 4)  # an id Slurm gave out again: its later runs are forgotten
     store.record_run(7, 2, 8)
     store.record_run(7, 1, 2)
-    assert store.load_runs() == {7: {0: 4, 1: 2}}
+    assert store.load_runs() == {7: {0: (4, 0), 1: (2, 0)}}
 
 
 def test_the_service_keeps_each_runs_count_and_a_reader_writes_none(tmp_path: Path) -> None:
@@ -162,7 +166,7 @@ def test_the_service_keeps_each_runs_count_and_a_reader_writes_none(tmp_path: Pa
     service(env, env.store(path), "fifo").round_once()
     reader = env.store(path, create=False)
     feed = env.feed(reader)
-    assert feed.runs == {7: {0: 4}} and feed.record_run is None
+    assert feed.runs == {7: {0: (4, 900)}} and feed.record_run is None
 
 
 def test_a_run_count_the_store_cannot_take_is_kept_in_memory() -> None:
@@ -173,4 +177,108 @@ def test_a_run_count_the_store_cannot_take_is_kept_in_memory() -> None:
     feed = ReportFeed(Reports().read, table_progress(bundled_table("tacc")), record_run=full)
     feed.refresh()
     feed.progress(job("RUNNING", 4, 0), HINT)
-    assert feed.runs == {7: {0: 4}}
+    assert feed.runs == {7: {0: (4, 0)}}
+
+
+def _stamped(state: str, gpus: int, submitted: int, restart: int = 0) -> SlurmJob:
+    """Job 7, elastic, stamped by job_submit.lua with its first submission; Slurm's
+    submit time is the last requeue's."""
+    return SlurmJob(7, "gpt", "alice", "shockwave", state, gpus=gpus, restart_count=restart,
+                    nodes="n1" if state == "RUNNING" else "", held=state == "PENDING",
+                    reason="JobHeldUser" if state == "PENDING" else "",
+                    admin_comment=f"{HINT.normalised()} submitted={submitted}",
+                    submit_time=submitted + 3000 * restart)
+
+
+def _reports(store: Store, first: int, last: int, at_s: float, restart: int = 0,
+             epoch_s: float = 40.0) -> None:
+    for e in range(first, last + 1):
+        store.add_report(ProgressReport(7, ReportKind.PROGRESS, at_s + epoch_s * (e - first),
+                                        epoch=float(e), batch_size=16, restart_count=restart))
+
+
+def _serve(job_7: SlurmJob, path: Path) -> tuple[FakeSlurm, Service]:
+    from slurm_shockwave.cli.live_options import Live, service
+    from slurm_shockwave.config import Settings
+
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake.add(job_7)
+    env = Live(Settings(), fake)
+    return fake, service(env, env.store(path), "fifo")
+
+
+@pytest.mark.parametrize("restart_between", [True, False])
+def test_a_job_given_an_earlier_jobs_id_reads_none_of_its_reports_or_runs(
+        tmp_path: Path, restart_between: bool) -> None:
+    """Slurm gave job 7's id out again (its state reset, FirstJobId) while the old job 7's
+    reports and runs were still in the store, and no round saw the id leave the queue:
+    the service was down meanwhile, or the new job took the id between two rounds. The
+    old job, 50 epochs in, ran on 8 GPUs then 4; the new one, pending, has done nothing
+    and run nowhere. Its first submission (``submitted=``) tells them apart: the new job
+    reads none of the old reports and runs, the service forgets them in the store, and
+    a report of the old job that arrives late (dated back to before the new job was
+    submitted) is not read either. Before, the new job read as 50 epochs in, and its
+    epoch times would have been converted by the old job's counts."""
+    now = int(time.time())
+    old, new = now - 7200, now - 100
+    path = tmp_path / "s.db"
+    fake, svc = _serve(_stamped("RUNNING", 8, old), path)
+    svc.round_once()
+    fake.jobs[7] = _stamped("RUNNING", 4, old, restart=1)
+    _reports(svc.store, 1, 50, old + 600.0, restart=1)
+    svc.round_once()
+    assert 50.0 <= svc.store.jobs_now()[7].epochs_done <= 51.0  # read forward to now
+    assert sorted(svc.store.load_runs()[7]) == [0, 1]  # its runs on 8 and 4 GPUs
+    if restart_between:
+        fake, svc = _serve(_stamped("PENDING", 2, new), path)
+    else:
+        fake.jobs[7] = _stamped("PENDING", 2, new)
+    svc.round_once()
+    assert svc.store.jobs_now()[7].epochs_done == 0.0
+    assert svc.feed is not None and svc.feed.runs[7] == {}
+    assert svc.store.reports([7]) == {} and svc.store.load_runs() == {}
+    _reports(svc.store, 51, 51, old + 3000.0, restart=1)  # the old job's, flushed late
+    svc.round_once()
+    assert svc.store.jobs_now()[7].epochs_done == 0.0
+
+
+def test_a_job_keeps_its_own_reports_and_runs_across_requeues_and_restarts(
+        tmp_path: Path) -> None:
+    """The same job 7, requeued (Slurm moves its submit time to the requeue, not its
+    stamp) with the service restarted in between, keeps every report and run of its
+    own: its first report came 200 s before its stamp by the service's clock (a clock
+    slurmctld's is ahead of, within MUNGE's skew) and is its own too. Its runs are kept
+    with its stamp."""
+    now = int(time.time())
+    stamp = now - 7200
+    path = tmp_path / "s.db"
+    fake, svc = _serve(_stamped("RUNNING", 8, stamp), path)
+    svc.round_once()
+    _reports(svc.store, 1, 10, stamp - 200.0)  # run 0 on 8 GPUs
+    svc.round_once()
+    fake, svc = _serve(_stamped("RUNNING", 2, stamp, restart=1), path)  # restarted
+    _reports(svc.store, 10, 12, stamp + 3000.0, restart=1, epoch_s=100.0)
+    svc.feed.refresh()  # type: ignore[union-attr]
+    svc.round_once()
+    assert 12.0 <= svc.store.jobs_now()[7].epochs_done <= 13.0  # read forward to now
+    assert len(svc.store.reports([7])[7]) == 13
+    assert svc.store.load_runs() == {7: {0: (8, stamp), 1: (2, stamp)}}
+    seen = svc.feed.progress(fake.jobs[7], HINT)  # type: ignore[union-attr]
+    assert dict(seen.rate_by_gpus)[8] == pytest.approx(2.5)  # its own: 40 s against 100 s
+
+
+def test_a_job_without_the_stamp_reads_every_report_and_run_of_its_id(
+        tmp_path: Path) -> None:
+    """A job submitted before job_submit.lua stamped it cannot be told from an earlier
+    job of its id: it reads what the store has under the id, as before the stamp, and
+    its runs are kept with no submission (0)."""
+    path = tmp_path / "s.db"
+    plain = replace(_stamped("RUNNING", 8, 0), admin_comment=HINT.normalised())
+    _, svc = _serve(plain, path)
+    svc.round_once()
+    _reports(svc.store, 1, 10, 1000.0)
+    svc.round_once()
+    _, svc = _serve(replace(plain, gpus=2, restart_count=1), path)
+    svc.round_once()
+    assert 10.0 <= svc.store.jobs_now()[7].epochs_done <= 11.0  # read forward to now
+    assert svc.store.load_runs() == {7: {0: (8, 0), 1: (2, 0)}}

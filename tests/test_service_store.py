@@ -82,6 +82,66 @@ def test_a_store_stopped_while_it_is_made_is_not_taken_for_an_earlier_builds(
     assert again.meta_value("schema_version") is not None
 
 
+def _schema_1_store(path: Path) -> None:
+    """A store as schema 1 left it: runs without ``submitted``; job 7 (elastic) ran
+    run 0 on 8 GPUs, reported 5 epochs, and is in job_now."""
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.executescript("""
+        DROP TABLE runs;
+        CREATE TABLE runs (
+            job_id INTEGER NOT NULL, restart_count INTEGER NOT NULL, gpus INTEGER NOT NULL,
+            PRIMARY KEY (job_id, restart_count));
+        INSERT INTO runs VALUES (7, 0, 8);
+        UPDATE meta SET value = '1' WHERE key = 'schema_version';
+        INSERT INTO job_now VALUES (7, 1, '{"job_id": 7, "user": "alice"}');""")
+    db.executemany("INSERT INTO reports (job_id, at_s, kind, epoch, batch_size, "
+                   "restart_count, uid) VALUES (7, ?, 'progress', ?, 16, 0, 0)",
+                   [(2000.0 + 40.0 * e, float(e)) for e in range(6)])
+    db.commit()
+    db.close()
+
+
+def test_a_schema_1_store_is_read_as_it_is_and_migrated_in_place(tmp_path: Path) -> None:
+    """A store an earlier release made (schema 1, its runs without the job's first
+    submission): its readers (queue, plan) and doctor read it as it is, and the first
+    writer (the service) brings it to schema 2 in place, losing nothing: job 7's run
+    kept before (no submission known) still counts for job 7, now stamped, and its
+    reports are its own."""
+    from slurm_shockwave.service.doctor_host import store_check
+    from slurm_shockwave.service.feed import ReportFeed
+    from slurm_shockwave.slurm.hints import parse_hint
+    from slurm_shockwave.slurm.protocol import SlurmJob
+    from slurm_shockwave.slurm.world import table_progress
+    from slurm_shockwave.workloads.bundled import bundled_table
+
+    path = tmp_path / "s.db"
+    _schema_1_store(path)
+    reader = Store(path, create=False)
+    assert reader.load_runs() == {7: {0: (8, 0)}}
+    assert reader.meta_value("schema_version") == "1"  # a reader writes nothing
+    reader.close()
+    assert "schema 1" in store_check(str(path)).detail
+    assert store_check(str(path)).status.name == "OK"
+    store = Store(path)
+    assert store.meta_value("schema_version") == "2"
+    assert Store(path).meta_value("schema_version") == "2"  # a second writer: as it is
+    assert store.load_runs() == {7: {0: (8, 0)}} and len(store.reports([7])[7]) == 6
+    assert "7" in str(store.jobs_now())
+    hint = parse_hint("shockwave: model=my-gpt bs=16 epochs=100 gpus=1-8")
+    feed = ReportFeed(lambda since: store.reports(since_id=since),
+                      table_progress(bundled_table("tacc")), runs=store.load_runs(),
+                      record_run=store.record_run, forget=store.forget_earlier_job)
+    feed.refresh()
+    job = SlurmJob(7, "gpt", "alice", "shockwave", "RUNNING", gpus=2, restart_count=1,
+                   admin_comment=f"{hint.normalised()} submitted=1900")
+    seen = feed.progress(job, hint)
+    assert seen.epochs_done == 5.0
+    assert seen.epoch_s == pytest.approx(40.0 * 1.6 ** 2)  # run 0's 8 GPUs, converted to 2
+    assert store.load_runs() == {7: {0: (8, 0), 1: (2, 1900)}}
+    assert len(store.reports([7])[7]) == 6
+
+
 def test_writes_are_versioned(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     a, b = Store(path), Store(path)
@@ -394,7 +454,7 @@ def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path
            "text for a number": "INSERT INTO intents VALUES (5, 'USR1', 'x', 1.0, 0)",
            "job_now garbage": "INSERT INTO job_now VALUES (5, 1, '[1, 2')",
            "tables missing": "DROP TABLE job_history",
-           "runs garbage": "INSERT INTO runs VALUES (5, 0, 'four')",
+           "runs garbage": "INSERT INTO runs VALUES (5, 0, 'four', 0)",
            "made before runs": "DROP TABLE runs"}[damage]
     db.execute(sql)
     if damage == "made before runs":

@@ -102,12 +102,14 @@ class Live:
 
     def feed(self, store: Store, *, record: bool = False) -> ReportFeed:
         """What the jobs reported, read from ``store`` once per round (refresh), with the
-        GPU count of each run of an elastic job; ``record``: runs seen are written back
-        (the service's; a command that only reads writes nothing)."""
+        GPU count of each run of an elastic job; ``record``: runs seen are written back,
+        and an earlier job's reports and runs under a reused id forgotten (the service's;
+        a command that only reads writes nothing)."""
         feed = ReportFeed(lambda since: store.reports(since_id=since), self.table(),
                           clock=time.time,  # the progress API dates reports by it
                           runs=store.load_runs(),
-                          record_run=store.record_run if record else None)
+                          record_run=store.record_run if record else None,
+                          forget=store.forget_earlier_job if record else None)
         feed.refresh()
         return feed
 

@@ -17,7 +17,7 @@ from slurm_shockwave.service.doctor import Check, Expected, Status, ok
 from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.lock import lock_holder
 from slurm_shockwave.service.progress_api import HEALTH_PATH, METRICS_PATH
-from slurm_shockwave.service.store import SCHEMA_VERSION
+from slurm_shockwave.service.store import MIGRATED, SCHEMA_VERSION
 
 
 def munge_check() -> Check:
@@ -59,6 +59,9 @@ def store_check(path: str) -> Check:
     except sqlite3.Error as exc:
         return Check("store", Status.FAIL, f"{path}: not a usable store ({exc})",
                      "move it away; the service starts a new one")
+    if row is not None and row[0] in MIGRATED:
+        return ok("store", f"{path}: schema {row[0]}, {rounds} rounds kept (the service "
+                  f"brings it to schema {SCHEMA_VERSION} in place when it next starts)")
     if row is None or row[0] != str(SCHEMA_VERSION):
         return Check("store", Status.FAIL, f"{path}: schema version "
                      f"{row[0] if row else 'missing'}, this release reads {SCHEMA_VERSION}",

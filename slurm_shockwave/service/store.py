@@ -6,6 +6,9 @@ its phase, GPUs, reason or action changed (so a queue that does not change costs
 the policy's memory, checkpoint intents that span rounds, the progress reports jobs
 send (written by the HTTP thread through its own connection), and the GPU count of each
 run of an elastic job (so a restarted service converts its earlier runs' epoch times).
+Reports and runs are kept by Slurm job id, which Slurm gives out again: a job stamped
+with its first submission (job_submit.lua's ``submitted=``) owns only the reports made
+since then and the runs written with its stamp (``service/feed.py``).
 
 Writes: a whole round is one transaction (a crash leaves the last complete round, never
 half of one), and it is versioned: it commits only if no newer round was written since
@@ -26,13 +29,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.slurm.world import CheckpointIntent
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+MIGRATED = ("1",)
+"""Earlier schema versions this release reads, and migrates in place when it writes
+(``Store._migrate``): 1 had no ``runs.submitted``."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rounds (
@@ -66,7 +72,7 @@ CREATE TABLE IF NOT EXISTS reports (
 CREATE INDEX IF NOT EXISTS reports_job ON reports(job_id, id);
 CREATE TABLE IF NOT EXISTS runs (
     job_id INTEGER NOT NULL, restart_count INTEGER NOT NULL, gpus INTEGER NOT NULL,
-    PRIMARY KEY (job_id, restart_count));
+    submitted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job_id, restart_count));
 """
 
 
@@ -104,6 +110,15 @@ class JobRow:
         """What makes a history row: details such as rho drift every round and do not."""
         return (self.phase, self.gpus, self.where, self.reason.split("(", 1)[0],
                 self.action, self.outcome)
+
+
+class Run(NamedTuple):
+    """One run of an elastic job: the GPUs it ran on, and the job's first submission
+    (job_submit.lua's ``submitted=`` stamp; 0: not known, a job submitted before the
+    stamp or a run kept by schema 1), which tells it from an earlier job's run."""
+
+    gpus: int
+    submitted: int = 0
 
 
 @dataclass(frozen=True)
@@ -217,11 +232,31 @@ class Store:
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
                                 (str(SCHEMA_VERSION),))
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('holds', 'user')")
-        elif version != str(SCHEMA_VERSION):
+        elif version != str(SCHEMA_VERSION) and version not in MIGRATED:
             raise InputError(f"schema version {version}, this release reads "
                              f"{SCHEMA_VERSION}", source=self.path, field="service.store")
         if create:
             self._check_writable()
+            if version in MIGRATED:
+                self._migrate()
+
+    def _migrate(self) -> None:
+        """An earlier schema's store brought to this one in place, in one transaction (a
+        reader reads it as it is: ``load_runs``). 1 -> 2: each run's ``submitted``, 0
+        (not known) for the runs kept so far, which count for any job of their id, as
+        they did."""
+        try:
+            with self._transaction():
+                if self._meta("schema_version") not in MIGRATED:
+                    return  # another writer (the progress API's connection) did it
+                if "submitted" not in _columns(self.db, "runs"):
+                    self.db.execute("ALTER TABLE runs ADD COLUMN submitted INTEGER NOT "
+                                    "NULL DEFAULT 0")
+                self.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                                (str(SCHEMA_VERSION),))
+        except sqlite3.Error as exc:  # closed by __init__, as every refusal
+            raise InputError(f"cannot be brought to schema version {SCHEMA_VERSION} "
+                             f"({exc})", source=self.path, field="service.store") from None
 
     def _check_writable(self) -> None:
         """A writer's store must take writes now, not at its first round: SQLite opens a
@@ -378,27 +413,45 @@ class Store:
         return acked is None
 
     # -- runs: the GPU count an elastic job ran on in each run (restart), as seen ---------
-    def load_runs(self) -> dict[int, dict[int, int]]:
-        """Each job's GPU count per run; a store an earlier build made (read-only, so
-        without the table) has none."""
-        if "runs" not in _tables(self.db):
+    def load_runs(self) -> dict[int, dict[int, Run]]:
+        """Each job's runs, by restart count; a store an earlier build made (read-only,
+        so without the table, or without ``submitted``: schema 1) has none, or runs of
+        no known submission."""
+        columns = _columns(self.db, "runs")
+        if not columns:
             return {}
-        out: dict[int, dict[int, int]] = {}
+        submitted = "submitted" if "submitted" in columns else "0"
+        out: dict[int, dict[int, Run]] = {}
         with self._decoding("runs"):
-            for jid, restarts, gpus in self.db.execute("SELECT * FROM runs"):
-                out.setdefault(int(jid), {})[int(restarts)] = int(gpus)
+            for jid, restarts, gpus, stamp in self.db.execute(
+                    f"SELECT job_id, restart_count, gpus, {submitted} FROM runs"):
+                out.setdefault(int(jid), {})[int(restarts)] = Run(int(gpus), int(stamp))
         return out
 
-    def record_run(self, job_id: int, restart_count: int, gpus: int) -> None:
+    def record_run(self, job_id: int, restart_count: int, gpus: int,
+                   submitted: int = 0) -> None:
         """A run seen running on ``gpus`` GPUs (its own short transaction): a restarted
-        service converts that run's epoch times to the count the job holds now. Later
-        runs than this one are an earlier job's that had the id (Slurm gives ids out
-        again): forgotten."""
+        service converts that run's epoch times to the count the job holds now.
+        ``submitted``: the job's first submission (0: not known). Later runs than this
+        one, and runs of another known submission, are an earlier job's that had the id
+        (Slurm gives ids out again): forgotten."""
         with self._transaction():
-            self.db.execute("DELETE FROM runs WHERE job_id = ? AND restart_count > ?",
-                            (job_id, restart_count))
-            self.db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?)",
-                            (job_id, restart_count, gpus))
+            self.db.execute("DELETE FROM runs WHERE job_id = ? AND (restart_count > ? OR "
+                            "(? != 0 AND submitted NOT IN (0, ?)))",
+                            (job_id, restart_count, submitted, submitted))
+            self.db.execute("INSERT OR REPLACE INTO runs (job_id, restart_count, gpus, "
+                            "submitted) VALUES (?, ?, ?, ?)",
+                            (job_id, restart_count, gpus, submitted))
+
+    def forget_earlier_job(self, job_id: int, submitted: int, before_s: float) -> None:
+        """Forget what an earlier job given ``job_id`` left (its own short transaction):
+        the reports made before ``before_s`` and the runs of another known submission
+        than ``submitted``, the first submission of the job that has the id now."""
+        with self._transaction():
+            self.db.execute("DELETE FROM reports WHERE job_id = ? AND at_s < ?",
+                            (job_id, before_s))
+            self.db.execute("DELETE FROM runs WHERE job_id = ? AND submitted NOT IN (0, ?)",
+                            (job_id, submitted))
 
     # -- progress reports (the HTTP thread writes them through its own Store) ---------------
     def add_report(self, r: ProgressReport, *, keep: int | None = None,
@@ -536,6 +589,11 @@ _ROW_FIELDS = frozenset(f.name for f in fields(JobRow))
 def _job_row(text: str) -> JobRow:
     """A job_now row; keys this build does not know (a later build's) are left out."""
     return JobRow(**{k: v for k, v in dict(json.loads(text)).items() if k in _ROW_FIELDS})
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    """The table's columns (none when there is no such table)."""
+    return {str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")}
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:

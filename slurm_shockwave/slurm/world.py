@@ -275,6 +275,14 @@ def hint_text(job: SlurmJob) -> str:
     return split_admin_comment(job.admin_comment)[0] or split_hold_mark(job.comment)[0]
 
 
+def first_submitted(job: SlurmJob) -> int | None:
+    """When the job was first submitted (job_submit.lua's ``submitted=`` stamp, which a
+    requeue does not move): with its id, what tells it from an earlier job Slurm gave
+    the id (the service's store keeps reports and runs by id). None for a job submitted
+    before the plugin stamped it."""
+    return split_admin_comment(job.admin_comment)[1]
+
+
 def read_hint(text: str) -> Hint | str:
     """A hint's text read: the hint, or why it does not read. A job whose hint reads is
     one the service plans (and so one a hand-back gives back)."""
@@ -682,7 +690,7 @@ class SlurmCluster:
         job's submit time to the requeue, which would make every preemption a new arrival
         (a fresh fair finish time, a new place in arrival order): the admin comment's
         stamp (job_submit.lua) says when it came, else the earliest submit time seen."""
-        _, stamp = split_admin_comment(job.admin_comment)
+        stamp = first_submitted(job)
         known = [float(t) for t in (stamp, self._submitted.get(job.job_id), job.submit_time)
                  if t]
         first = self._submitted[job.job_id] = min(known, default=0.0)
