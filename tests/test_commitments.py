@@ -127,3 +127,20 @@ def test_the_critical_path_waits_for_a_job_about_to_finish() -> None:
     nearly = a_job(1, gpus=8, epochs=100, epochs_done=99.5, running=True)  # 50 s left
     view = replace(view, jobs=(nearly, long), fills=False)
     assert policy.plan(view, {"run_start": {"1": -20}}).plan.order[0] == 2
+
+
+def test_a_job_in_its_requeue_delay_counts_for_the_critical_path_but_is_not_planned() -> None:
+    """Seen live on s0_40x16: two 4-GPU jobs in their requeue delay were out of the view
+    when a round put the 8-GPU job on the critical path and started it; back five seconds
+    later, they were the path, and the round their return called stopped it again. A job
+    in its requeue delay (``ClusterView.returning``) now counts for the path: a shorter
+    job is not put on it, and the returning job itself is not in the plan."""
+    wide = a_job(1, gpus=8, epochs=100)
+    back = a_job(2, gpus=4, epochs=130)
+    view = a_view(wide, a_job(3, gpus=4, epochs=5), gpus=16)
+    policy = Shockwave.from_mapping({})
+    alone = policy.plan(view, {}).plan
+    assert alone.moves_for == frozenset({1}) and alone.reasons[1].detail == "critical path"
+    plan = policy.plan(replace(view, returning=(back,)), {}).plan
+    assert plan.moves_for == frozenset() and 2 not in plan.order
+    assert plan.reasons[1].detail != "critical path"

@@ -664,22 +664,29 @@ def test_a_moved_job_keeps_its_place_through_the_requeue_delay_a_preempted_one_d
 ) -> None:
     """A requeued job joins the view at its eligible time (the GPUs kept for it would
     idle), except one the plan moved or resized: its new GPUs are the plan's, and a fill
-    step woken by its requeue must not give them to another job meanwhile."""
+    step woken by its requeue must not give them to another job meanwhile. The preempted
+    one is ``returning`` meanwhile (its work counts for the critical path); a job that
+    has never run, pending with a later ``--begin``, is not."""
     plain = replace(running(2), admin_comment=HINT.replace(" signal=USR1 grace=30", ""))
     world, fake, clock = cluster(replace(running(1), admin_comment=plain.admin_comment), plain)
     fake.now = int(clock.t)
+    fake.add(replace(held(3), held=False, eligible_time=int(clock.t) + 600))
     world.observe()
     world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.START, 1, ("n1:3",)),
                  Action(ActionKind.PREEMPT, 2)])  # no signal named: both requeued at once
     assert all(fake.jobs[j].state == "PENDING" and fake.jobs[j].eligible_time > clock.t
                for j in (1, 2))
-    assert {j.job_id for j in world.observe().jobs} == {1}
+    view = world.observe()
+    assert {j.job_id for j in view.jobs} == {1}
+    assert [(j.job_id, j.phase) for j in view.returning] == [(2, Phase.HELD)]
+    assert set(world.left_out.not_eligible) == {2, 3}
     world.apply([Action(ActionKind.START, 1, ("n1:3",))])  # released: Slurm starts it later
     assert {j.job_id for j in world.observe().jobs} == {1}
     clock.t += 11
     fake.tick(11)  # eligible now: the fake starts the released job 1
     assert fake.jobs[1].state == "RUNNING"
-    assert {j.job_id for j in world.observe().jobs} == {1, 2}
+    view = world.observe()
+    assert {j.job_id for j in view.jobs} == {1, 2} and not view.returning
     world.apply([Action(ActionKind.PREEMPT, 1)])  # now a plain preemption: no move left
     assert {j.job_id for j in world.observe().jobs} == {2}
 

@@ -55,6 +55,13 @@ class ClusterView:
     stopped (seen live 60 ms apart). Policies count them as started in the last round,
     as a running job seen for the first time (Shockwave's lease). Empty in the
     simulator, which starts a job at once."""
+    returning: tuple[Job, ...] = ()
+    """Jobs a preemption sent back to the queue, still in their requeue delay (live:
+    cred_expire + 1 s; the simulator's ``requeue_delay_s``): out of ``jobs``, since no
+    plan may start them before then, but back within the round. A policy that reads the
+    makespan's critical path counts their remaining work, or it starts a job for the path
+    that their return takes off it moments later (seen live: an 8-GPU job stopped one
+    round after its start)."""
     fills: bool = False
     """GPUs freed between rounds go to waiting jobs at once (fill steps: the simulator's
     ``fill_freed``, the service's ``service.fill_freed``); without them a job that ends

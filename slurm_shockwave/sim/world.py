@@ -148,6 +148,8 @@ class SimulatedCluster:
                            nodes=self.nodes,
                            jobs=tuple(j.view() for j in self._active.values()
                                       if j.phase == Phase.RUNNING or j.eligible_s <= now),
+                           returning=tuple(j.view() for j in self._active.values()
+                                           if j.phase != Phase.RUNNING and j.eligible_s > now),
                            num_jobs_total=len(self._all), restart_cost_s=self.restore_s,
                            fills=self.fill_freed)
 

@@ -508,18 +508,13 @@ class SlurmCluster:
                 # rather than moved off, stopped, or its GPUs dropped from the view
                 self.on_closed_node[j.job_id] = f"{shut[0]} is {closed[shut[0]]}"
                 continue
-            phase = (Phase.CHECKPOINTING if j.job_id in self.intents
-                     else Phase.RUNNING if j.state == "RUNNING"
-                     else Phase.HELD if j.held else Phase.PENDING)
-            spec = JobSpec(j.job_id, hint.model, hint.bs, request_gpus(j, hint), hint.mode,
-                           self._arrival(j), hint.epochs, user=j.user,
-                           gpus_range=self._allowed_range(j, hint),
-                           nodes=0 if hint.gpus_range else asked_nodes(j))
-            slots = job_slots(j) if j.state == "RUNNING" else ()
-            run_s, gpu_s = self._attained(j, now)
-            views.append(Job(spec, replace(self.progress(j, hint), run_s=run_s,
-                                           attained_gpu_s=gpu_s), phase, slots))
-        self._parsed = {jid: v for jid, v in self._parsed.items() if jid in self._jobs}
+            views.append(self._job_view(j, hint, now))
+        # a requeued job in its requeue delay (it has run: not a --begin in the future)
+        returning = [self._job_view(j, hint, now) for j in listed
+                     if j.job_id in self.not_eligible and j.restart_count > 0
+                     and (hint := self._hint(j)) is not None]
+        self._parsed = {jid: v for jid, v in self._parsed.items()
+                        if jid in self._jobs or jid in self.not_eligible}
         self._refused_gpus = {jid: v for jid, v in self._refused_gpus.items()
                               if jid in self.queued_ids}
         # kept while the job is queued: in its requeue delay it is out of the plan, and
@@ -559,8 +554,22 @@ class SlurmCluster:
                            round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
                            restart_cost_s=self.restart_cost_s,
                            reserved=reserved | starting, starting=starting,
-                           fills=self.fill_freed)
+                           returning=tuple(returning), fills=self.fill_freed)
         return view
+
+    def _job_view(self, j: SlurmJob, hint: Hint, now: float) -> Job:
+        """One listed job as the policies see it."""
+        phase = (Phase.CHECKPOINTING if j.job_id in self.intents
+                 else Phase.RUNNING if j.state == "RUNNING"
+                 else Phase.HELD if j.held else Phase.PENDING)
+        spec = JobSpec(j.job_id, hint.model, hint.bs, request_gpus(j, hint), hint.mode,
+                       self._arrival(j), hint.epochs, user=j.user,
+                       gpus_range=self._allowed_range(j, hint),
+                       nodes=0 if hint.gpus_range else asked_nodes(j))
+        slots = job_slots(j) if j.state == "RUNNING" else ()
+        run_s, gpu_s = self._attained(j, now)
+        return Job(spec, replace(self.progress(j, hint), run_s=run_s, attained_gpu_s=gpu_s),
+                   phase, slots)
 
     def _attained(self, job: SlurmJob, now: float) -> tuple[float, float]:
         """The job's run seconds and GPU-seconds so far, over its restarts: what LAS,

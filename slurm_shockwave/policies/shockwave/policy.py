@@ -114,8 +114,14 @@ class Shockwave(Policy[ShockwaveConfig]):
         fair = {jid: fairness.target(fair_states[jid], view.round_index, cfg.momentum)
                 for jid in ids}
         most = {j.job_id: est[j.job_id].most_remaining_s for j in jobs}
-        crit = critical_path(most, {j.job_id: j.gpus for j in jobs}, view.total_gpus,
-                             cfg.critical_frac)
+        # jobs in their requeue delay count for the path (ClusterView.returning) but
+        # cannot run this round
+        back = {j.job_id: estimate(j, noise=cfg.prediction_noise, seed=cfg.seed)
+                .most_remaining_s for j in view.returning}
+        crit = [jid for jid in critical_path({**most, **back},
+                                             {j.job_id: j.gpus for j in (*jobs, *view.returning)},
+                                             view.total_gpus, cfg.critical_frac)
+                if jid in most]
         cached = memory.get("plan")
         age = view.round_index - cached["start"] if cached else None
         if changed or cached is None or age is None or age >= min(cfg.reopt_rounds,
