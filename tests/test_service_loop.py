@@ -19,6 +19,7 @@ from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.heartbeat import read_heartbeat
+from slurm_shockwave.service.records import unplanned_rows
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
@@ -899,3 +900,24 @@ def test_a_fixed_multi_node_job_is_planned_where_slurm_runs_it(tmp_path: Path) -
     assert states == {1: ("RUNNING", False), 2: ("PENDING", True), 3: ("RUNNING", False),
                       4: ("RUNNING", False)}
     assert [len(i) for _, i in fake.jobs[1].gpu_alloc] == [4, 4]
+
+
+@pytest.mark.parametrize("policy", ["fifo", "shockwave"])
+def test_a_job_that_asked_for_no_gpu_runs_to_its_end_once_started(policy: str) -> None:
+    """Found by a review: a managed job with no GPU request is planned as a 1-GPU job, but
+    Slurm gives it no GPU; placed on one, it was taken for a move and requeued every
+    other round (its work lost without a signal), by FIFO too. Once running it is left
+    to Slurm, shown as such, and its planned GPU goes to the next job."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 0, epochs=500, hint=PLAIN))  # sbatch -p shockwave with no --gres
+    fake.add(job(2, 4, epochs=500, hint=PLAIN))
+    store, clock = Store(":memory:"), Clock()
+    svc = service(fake, store, clock, policy=policy)
+    for _ in range(5):
+        svc.round_once()
+        fake.tick(20)
+        clock.t += 60
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 0
+    assert fake.jobs[2].state == "RUNNING" and not fake.signals
+    assert {r.job_id: r.reason for r in unplanned_rows(svc.world.left_out)} == {
+        1: "without_gpus(asked for no GPU: left to Slurm until it ends)"}

@@ -24,6 +24,7 @@ class ReasonCode(str, Enum):
     HELD_BY_ADMIN = "held_by_admin"
     HELD_BY_OWNER = "held_by_owner"
     ON_CLOSED_NODE = "on_closed_node"
+    WITHOUT_GPUS = "without_gpus"
     ENDING = "ending"
     SUSPENDED = "suspended"
     SOLVER_TIMEOUT_FALLBACK = "solver_timeout_fallback"

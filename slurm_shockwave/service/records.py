@@ -38,8 +38,8 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
     """Managed jobs the plan leaves out, so that queue and explain still show them: a bad
     hint (left to Slurm), pending jobs Slurm will not start before their eligible time
     (a requeued job's cred_expire + 1 s, a ``--begin``), out of the plan until then, jobs
-    an admin or their owner holds, and running jobs on a node Slurm gives no new work
-    (drained, not responding), left to finish there."""
+    an admin or their owner holds, running jobs on a node Slurm gives no new work
+    (drained, not responding), left to finish there, and running jobs without GPUs."""
     user = left.users.get
     rows = [JobRow(job_id=jid, user=user(jid, ""), phase="not planned",
                    reason=f"{ReasonCode.BAD_HINT.value}({msg})")
@@ -52,6 +52,10 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
                     reason=f"{ReasonCode.ON_CLOSED_NODE.value}({why}: left to Slurm, not "
                            "moved or stopped)")
              for jid, why in sorted(left.on_closed_node.items())]
+    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="running",
+                    reason=f"{ReasonCode.WITHOUT_GPUS.value}(asked for no GPU: left to "
+                           "Slurm until it ends)")
+             for jid in sorted(left.without_gpus)]
     rows += [JobRow(job_id=jid, user=user(jid, ""), phase="ending",
                     reason=f"{ReasonCode.ENDING.value}(COMPLETING: its Epilog runs)")
              for jid in sorted(left.ending)]

@@ -243,6 +243,11 @@ class LeftOut:
     admin_held: Mapping[int, SlurmJob] = field(default_factory=dict)
     on_closed_node: Mapping[int, str] = field(default_factory=dict)
     """Job -> its node and that node's state."""
+    without_gpus: frozenset[int] = frozenset()
+    """Running jobs that asked for no GPU (planned as 1-GPU jobs while pending): Slurm gave
+    them none, so the plan has no GPU to keep them on, and placed on one it took each
+    for a move and requeued it round after round (found by a review): left to Slurm
+    until they end."""
     ending: frozenset[int] = frozenset()
     """Jobs Slurm lists COMPLETING (ended, or being requeued: their Epilog runs)."""
     suspended: frozenset[int] = frozenset()
@@ -403,6 +408,7 @@ class SlurmCluster:
         self.partition_state = "UP"
         """The managed partition's state at the last observation (CLOSED: apply waits)."""
         self._ending: frozenset[int] = frozenset()
+        self._without_gpus: frozenset[int] = frozenset()
         self._suspended: frozenset[int] = frozenset()
         self._users: dict[int, str] = {}
         self.queued_ids: frozenset[int] = frozenset()
@@ -434,8 +440,8 @@ class SlurmCluster:
     @property
     def left_out(self) -> LeftOut:
         return LeftOut(dict(self.bad_hints), dict(self.not_eligible), dict(self.admin_held),
-                       dict(self.on_closed_node), self._ending, self._suspended,
-                       dict(self.owner_held), dict(self._users))
+                       dict(self.on_closed_node), self._without_gpus, self._ending,
+                       self._suspended, dict(self.owner_held), dict(self._users))
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -478,7 +484,11 @@ class SlurmCluster:
                                  if j.state == "COMPLETING" and managed(j))
         self._suspended = frozenset(j.job_id for j in listed
                                     if j.state == "SUSPENDED" and managed(j))
+        self._without_gpus = frozenset(j.job_id for j in listed
+                                       if j.state == "RUNNING" and j.gpus == 0)
         for j in listed:
+            if j.job_id in self._without_gpus:
+                continue
             if self._plannable(j, now):
                 jobs.append(j)
             elif j.state == "PENDING" and not held_by_someone(j):
