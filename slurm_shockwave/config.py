@@ -17,7 +17,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -198,9 +198,12 @@ class Settings:
     service: ServiceConfig = field(default_factory=ServiceConfig)
 
 
-def parse_settings(data: Any, *, source: str) -> Settings:
+def parse_settings(data: Any, *, source: str, round_s: float | None = None) -> Settings:
+    """``round_s``: the round length given on the command line (``serve --round-s``), over
+    the file's ``slurm.round_s``: the settings that depend on it are checked against it."""
     if data is None:
-        return Settings(source=source)
+        return Settings(source=source, slurm=SlurmConfig() if round_s is None
+                        else SlurmConfig(round_s=round_s))
     if not isinstance(data, Mapping):
         raise InputError("expected a mapping at the top level", source=source, field="config")
     unknown = sorted(str(k) for k in set(data) - {"simulator", "policies", "slurm", "service"})
@@ -209,6 +212,8 @@ def parse_settings(data: Any, *, source: str) -> Settings:
                          source=source, field=key_name(unknown[0]))
     sim = build_config(SimulatorConfig, data.get("simulator"), path="simulator", source=source)
     slurm = build_config(SlurmConfig, data.get("slurm"), path="slurm", source=source)
+    if round_s is not None:
+        slurm = replace(slurm, round_s=round_s)
     service = build_config(ServiceConfig, data.get("service"), path="service", source=source)
     stale_problem(service.stale_after_s, slurm.round_s, source=source)
     policies = data.get("policies")
@@ -341,8 +346,11 @@ def parse_yaml(text: str, *, source: str) -> Any:
                          field="yaml") from None
 
 
-def load_settings(path: str | Path | None) -> Settings:
+def load_settings(path: str | Path | None, *, round_s: float | None = None) -> Settings:
+    """The settings file (none: the defaults), with ``round_s`` over its round length
+    (``parse_settings``)."""
     if path is None:
-        return Settings()
+        return parse_settings(None, source="", round_s=round_s)
     text = read_text(path, field="config", limit=MAX_CONFIG_BYTES)
-    return parse_settings(parse_yaml(text, source=str(path)), source=str(path))
+    return parse_settings(parse_yaml(text, source=str(path)), source=str(path),
+                          round_s=round_s)

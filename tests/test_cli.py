@@ -556,22 +556,21 @@ def test_serve_refuses_a_heartbeat_it_could_not_keep(
     failing open; a --round-s longer than the configured stale_after_s left it stale
     between rounds. One line naming service.heartbeat / service.stale_after_s, exit 2,
     before anything is planned."""
-    from dataclasses import replace
-
     from click.testing import CliRunner
 
     from slurm_shockwave.cli import serve as serve_cli
     from slurm_shockwave.cli.live_options import Live
-    from slurm_shockwave.config import ServiceConfig, Settings
+    from slurm_shockwave.config import parse_settings
     from slurm_shockwave.slurm.fake import FakeSlurm
     from slurm_shockwave.slurm.protocol import SlurmNode
 
     fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
     beat = {"a folder": tmp_path, "no folder": tmp_path / "gone" / "heartbeat",
             "--round-s": tmp_path / "heartbeat"}[where]
-    service = replace(ServiceConfig(), heartbeat=str(beat), stale_after_s=200.0,
-                      endpoint_file=str(tmp_path / "endpoint"))
-    monkeypatch.setattr(serve_cli, "live", lambda *_a: Live(Settings(service=service), fake))
+    service = {"heartbeat": str(beat), "stale_after_s": 200.0,
+               "endpoint_file": str(tmp_path / "endpoint")}
+    monkeypatch.setattr(serve_cli, "live", lambda *a: Live(parse_settings(
+        {"service": service}, source="c.yaml", round_s=a[4]), fake))  # --round-s is a[4]
     args = ["--policy", "fifo", "--store", str(tmp_path / "s.db"), "--rounds", "1",
             "--listen", "127.0.0.1:0"]
     if where == "--round-s":

@@ -198,3 +198,18 @@ def test_the_live_table_is_the_configs_and_a_bad_one_is_one_line_before_slurm(
                               env=env, timeout=60)
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1 and "slurm.throughputs" in done.stderr, done.stderr
+
+
+def test_stale_after_s_is_checked_against_the_round_in_use(tmp_path: Path) -> None:
+    """Found by a review: with `serve --round-s 30` a stale_after_s of 60 was refused
+    against the file's 120 s round; the command line's round is the one checked."""
+    path = tmp_path / "c.yaml"
+    path.write_text("service:\n  stale_after_s: 60\n")
+    with pytest.raises(InputError) as exc:
+        load_settings(path)
+    assert exc.value.field == "service.stale_after_s" and "(120 s)" in str(exc.value)
+    settings = load_settings(path, round_s=30.0)
+    assert settings.slurm.round_s == 30.0 and settings.service.stale_after_s == 60
+    with pytest.raises(InputError, match=r"\(90 s\)"):
+        load_settings(path, round_s=90.0)
+    assert load_settings(None, round_s=30.0).slurm.round_s == 30.0

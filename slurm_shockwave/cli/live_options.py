@@ -142,8 +142,9 @@ def service(env: Live, store: Store, policy_name: str, *, round_s: float | None 
 
 
 def live(config_path: str | None, partition: str | None, slurm_conf: str | None,
-         kind: str | None) -> Live:
-    settings = load_settings(config_path)
+         kind: str | None, round_s: float | None = None) -> Live:
+    """The live settings: the file's, with the command line's options over them."""
+    settings = load_settings(config_path, round_s=round_s)
     s = settings.slurm
     s = replace(s, partition=partition or s.partition, slurm_conf=slurm_conf or s.slurm_conf,
                 backend=kind or s.backend)

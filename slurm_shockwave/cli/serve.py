@@ -23,7 +23,6 @@ from slurm_shockwave.cli.live_options import (
     running_config,
     service,
 )
-from slurm_shockwave.config import stale_problem
 from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
@@ -64,14 +63,11 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     """Plan the managed partition every round, until SIGTERM, SIGINT or SIGHUP (exit 0)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
-    env = live(config_path, partition, slurm_conf, kind)
+    env = live(config_path, partition, slurm_conf, kind, round_s)
     svc = env.settings.service
     name = policy or svc.policy
     path = store_path or svc.store
-    period = round_s or env.settings.slurm.round_s
-    if round_s is not None:  # the configured stale_after_s was checked against slurm.round_s
-        stale_problem(svc.stale_after_s, period, source="--round-s",
-                      field="service.stale_after_s")
+    period = env.settings.slurm.round_s
     conf = None if dry_run else running_config(env)  # None: Slurm does not answer
     if not dry_run:
         check_job_submit_lua(env, conf, "--partition" if partition else "slurm.partition")
