@@ -118,3 +118,22 @@ def test_infeasible_caps_are_reported_not_raised() -> None:
 def test_unknown_backend_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown backend"):
         solve(build(window(3)).milp, SolveOptions(), "cplex")
+
+
+def test_a_solver_library_that_raises_falls_back_to_the_greedy_rounds(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review: 'the solver never raises into the scheduler' (docs/planner.md)
+    did not hold for an exception from the solver library itself: it reached the
+    service, which failed every round. It is logged and the round is planned greedily."""
+    from slurm_shockwave.solver.highs import HighsBackend
+
+    def broken(self: HighsBackend, model: object, options: object) -> None:
+        raise RuntimeError("highspy: internal error")
+
+    monkeypatch.setattr(HighsBackend, "solve", broken)
+    inp = window(12)
+    with caplog.at_level(logging.ERROR, logger="slurm_shockwave.solver"):
+        sol = solve_window(inp, backend="highs")
+    assert sol.status == "greedy" and "RuntimeError: highspy: internal error" in sol.message
+    assert np.array_equal(sol.rounds, greedy_rounds(inp)) and not np.isfinite(sol.bound)
+    assert "highs raised" in caplog.text and "Traceback" in caplog.text
