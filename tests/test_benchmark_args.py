@@ -176,3 +176,18 @@ def test_the_standalone_simulate_script_refuses_bad_arguments(args: list[str],
                           cwd="/", capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert expected in proc.stderr.strip().splitlines()[-1]
+
+
+def test_a_live_run_fails_when_one_of_issue_8s_checks_stops_holding() -> None:
+    """docs/evaluation.md's summary rests on these runs: each run says which checks held,
+    and exits 1 when one does not (found by a review: nothing failed)."""
+    from benchmarks.live import issue_checks
+
+    run = {"policy": "shockwave", "jobs": 40, "completed": 40, "lost": 0,
+           "makespan_s": 6908.5, "sim_makespan_s": 6997.2,
+           "avg_jct_s": 2483.3, "sim_avg_jct_s": 2484.2}
+    assert issue_checks(run) == {"all_completed": True, "within_10pct_of_sim": True}
+    assert issue_checks({**run, "avg_jct_s": 2800.0})["within_10pct_of_sim"] is False
+    assert issue_checks({**run, "lost": 1})["all_completed"] is False
+    assert issue_checks({**run, "policy": "slurm", "makespan_s": 9e9}) == {
+        "all_completed": True}
