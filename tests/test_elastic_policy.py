@@ -192,3 +192,17 @@ def test_on_the_paper_trace_elastic_stretch_edf_is_better_than_fixed_on_every_me
     assert ours.makespan_s < base.makespan_s and ours.avg_jct_s < base.avg_jct_s
     assert ours.worst_rho < base.worst_rho
     assert ours.makespan_s < greedy.makespan_s and ours.worst_rho < greedy.worst_rho
+
+
+def test_with_no_elastic_job_shockwave_never_takes_the_elastic_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/elastic.md: 'with no elastic job in the view the planner is exactly the
+    published one' (whose results tests/test_scale_targets.py pins)."""
+    from slurm_shockwave.policies.shockwave import elastic
+
+    def taken(*_a: object, **_k: object) -> None:
+        raise AssertionError("the elastic path was taken")
+
+    monkeypatch.setattr(elastic, "plan_elastic", taken)
+    view = a_view(*[a_job(i, gpus=1 + i % 2, epochs=5 + i) for i in range(6)], gpus=4)
+    assert make_policy("shockwave").plan(view, {}).plan.gpus == {}
