@@ -138,6 +138,10 @@ def test_a_requeued_job_keeps_its_first_arrival() -> None:
     restarted = SlurmCluster(fake, Clock())  # a service restart: only the stamp is left
     assert {j.job_id: j.spec.arrival_s for j in restarted.observe().jobs}[1] == 800
     assert world.observe().jobs[0].spec.model == "ResNet-18"  # the hint without the stamp
+    # Slurm gives id 1 to a new job between two observations (found by a review: the new
+    # job took the old one's arrival): its own stamp, not the earliest seen, is its arrival
+    fake.jobs[1] = replace(held(1), admin_comment=f"{HINT} submitted=5000", submit_time=5000)
+    assert {j.job_id: j.spec.arrival_s for j in world.observe().jobs}[1] == 5000
 
 
 def test_start_releases_then_pins_priority_in_plan_order() -> None:

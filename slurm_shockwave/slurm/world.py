@@ -388,7 +388,7 @@ class SlurmCluster:
         self._jobs: dict[int, SlurmJob] = {}
         self._parsed: dict[int, tuple[str, Hint | str]] = {}
         """Each observed job's hint text and what it parsed to (a Hint, or the error)."""
-        self._submitted: dict[int, float] = {}
+        self._submitted: dict[int, tuple[int | None, float]] = {}
         """Each queued job's first submission seen (``_arrival``)."""
         self.bad_hints: dict[int, str] = {}
         self.not_eligible: dict[int, int] = {}
@@ -710,9 +710,13 @@ class SlurmCluster:
         (a fresh fair finish time, a new place in arrival order): the admin comment's
         stamp (job_submit.lua) says when it came, else the earliest submit time seen."""
         stamp = first_submitted(job)
-        known = [float(t) for t in (stamp, self._submitted.get(job.job_id), job.submit_time)
-                 if t]
-        first = self._submitted[job.job_id] = min(known, default=0.0)
+        # the earliest seen is of this submission only: a job Slurm gave an earlier job's
+        # id between two observations has another stamp
+        seen_stamp, seen = self._submitted.get(job.job_id, (stamp, 0.0))
+        known = [float(t) for t in (stamp, seen if seen_stamp == stamp else 0.0,
+                                    job.submit_time) if t]
+        first = min(known, default=0.0)
+        self._submitted[job.job_id] = (stamp, first)
         return first - self.origin_s
 
     def _hint(self, job: SlurmJob) -> Hint | None:
