@@ -9,8 +9,9 @@ asked for (`asked_gpus=<count>`, which the service's resizes do not move), and,
 while the scheduler service is alive (its heartbeat file is fresh), hold the job so
 nothing starts before the planner decides, and refuse its owner's release of that hold.
 With no fresh heartbeat the job is not held: it runs under Slurm alone (fail-open).
-An owner's own hold is recorded in the job's comment (` held=owner`), so the service
-never releases it, and the owner's release clears it (docs/service.md).
+A user's hold is recorded in the job's comment (` held=owner`): the owner's own, or
+another user's (their account coordinator's), so the service never releases it, and any
+release clears it (docs/service.md).
 
 The grammar is the one in slurm_shockwave/slurm/hints.py (docs/hints.md), message for
 message; tests/test_hints.py runs both on the same cases and on random strings. Other
@@ -231,8 +232,9 @@ function shockwave_partition_kind(partition, part_list)
 end
 
 -- A hold the planner must not lift, recorded at the end of the job's comment: " held=owner"
--- (its owner's `scontrol hold`, written here) or " held=requeue" (a requeue-hold, which
--- this plugin never sees: the service writes it, so that the owner's release passes).
+-- (a user's `scontrol hold`, written here: its owner's, or their account coordinator's)
+-- or " held=requeue" (a requeue-hold, which this plugin never sees: the service writes
+-- it, so that the owner's release passes).
 -- The admin comment cannot carry it: Slurm refuses an admin comment the plugin sets on
 -- a user's update (22.05: "Attempt to change admin_comment"). hints.py's split_hold_mark
 -- reads it, case for case (tests/test_hints.py).
@@ -328,18 +330,44 @@ local function refuse_release(job_rec)
                 tostring(job_rec.job_id), SHOCKWAVE_PARTITION, tostring(job_rec.job_id))
 end
 
+-- SlurmUser's uid, read once from /proc: this plugin runs inside slurmctld, as SlurmUser
+-- (nil where it cannot be read; a test sets SHOCKWAVE_SLURM_UID).
+function shockwave_slurm_uid()
+  if SHOCKWAVE_SLURM_UID == nil then
+    local ok, uid = pcall(function()
+      local f = io.open("/proc/self/status", "r")
+      if not f then return nil end
+      local text = f:read("*a")
+      f:close()
+      return tonumber(string.match(text or "", "\nUid:[ \t]+([0-9]+)"))
+    end)
+    SHOCKWAVE_SLURM_UID = ok and uid or false
+  end
+  return SHOCKWAVE_SLURM_UID or nil
+end
+
+-- Root and SlurmUser: the uids Slurm (and this plugin) knows as privileged. An operator
+-- or admin (AdminLevel) is privileged in Slurm too, but a plugin is never told a user's
+-- admin level: here they count as users, as an account coordinator does (in Slurm a
+-- coordinator is not privileged: its hold of another user's job is a user hold).
+function shockwave_privileged(uid)
+  return uid == 0 or uid == shockwave_slurm_uid()
+end
+
 -- Holds and releases of a managed job. The planner's hold is a user hold (so that an
 -- admin's `scontrol hold` is told apart, and kept): its owner may not release it while
--- the service is alive; root and operators may, and with no fresh heartbeat anyone may
--- (fail-open). The owner's own hold (`scontrol hold`/`uhold`, priority 0), of a pending
--- or a running job (Slurm keeps a running job's hold through a requeue), is marked
--- "owner" whatever the heartbeat, so the service, alive now or later, never releases
--- it. Any release of a marked job ends the hold the mark records and clears it; the
--- owner's release of their own hold on a pending job, while the service is alive, leaves
--- the planner's hold (priority NO_VAL: unchanged), so the plan decides when it starts.
--- Root's holds and releases (the service's among them) never set a mark, and the service
--- never releases a marked job.
-local function hold_or_release(job_desc, job_rec, owner)
+-- the service is alive; anyone else Slurm lets (root, operators, the account's
+-- coordinator) may, and with no fresh heartbeat anyone may (fail-open). A hold by a user
+-- (`scontrol hold`/`uhold`, priority 0, from any uid but root's and SlurmUser's), of a
+-- pending or a running job (Slurm keeps a running job's hold through a requeue), is
+-- marked "owner" whatever the heartbeat, so the service, alive now or later, never
+-- releases it: the owner's own hold, or another user's (in Slurm, the account's
+-- coordinator; a user hold, which Slurm lets the owner release). Any release of a marked
+-- job ends the hold the mark records and clears it; the owner's release, of a pending job
+-- while the service is alive, leaves the planner's hold (priority NO_VAL: unchanged), so
+-- the plan decides when it starts. Privileged holds and releases (the service's, root's,
+-- among them) never set a mark, and the service never releases a marked job.
+local function hold_or_release(job_desc, job_rec, owner, privileged)
   local text, mark = shockwave_split_mark(job_rec.comment)
   if job_desc.priority == RELEASE then
     if mark ~= nil then
@@ -351,7 +379,7 @@ local function hold_or_release(job_desc, job_rec, owner)
     elseif owner and job_rec.priority == 0 and shockwave_service_alive() then
       return refuse_release(job_rec)
     end
-  elseif job_desc.priority == 0 and owner and mark == nil then
+  elseif job_desc.priority == 0 and not privileged and mark == nil then
     job_desc.comment = shockwave_with_mark(text, "owner")
   end
   return slurm.SUCCESS
@@ -360,7 +388,8 @@ end
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local was = shockwave_partition_kind(job_rec.partition, nil)
   local asked_comment = job_desc.comment
-  local owner = modify_uid ~= 0 and modify_uid == job_rec.user_id
+  local privileged = shockwave_privileged(modify_uid)
+  local owner = not privileged and modify_uid == job_rec.user_id
   if was == "managed" and asked_comment ~= nil and asked_comment ~= job_rec.comment then
     -- the hint is fixed; only its hold mark changes, and only by root, an operator or
     -- the service (a requeue-hold's mark), never by the owner, whose release it governs
@@ -372,7 +401,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
     end
   end
   if was == "managed" and job_desc.priority ~= nil then
-    local rc = hold_or_release(job_desc, job_rec, owner)
+    local rc = hold_or_release(job_desc, job_rec, owner, privileged)
     if rc ~= slurm.SUCCESS then return rc end
   end
   if job_desc.partition ~= nil and job_desc.partition ~= "" then

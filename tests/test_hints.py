@@ -487,7 +487,7 @@ def test_lua_and_python_read_the_hold_mark_alike() -> None:
         assert split_hold_mark(with_hold_mark(text, "requeue")) == (text, "requeue")
 
 
-_HOLDS = r"""
+_HOLD_HELPERS = r"""
 local parts = { shockwave = part(1), other = part(0) }
 local RELEASE, NO_VAL = 4294967295, 4294967294
 local function rec(comment, extra)
@@ -504,13 +504,15 @@ local function modify(desc, r, uid)
   logs = {}
 end
 local C = "bs=10 epochs=3"
+"""
+_HOLDS = _HOLD_HELPERS + r"""
 modify({ priority = 0 }, rec(C), 1001)                                 -- 1 owner's hold
 modify({ priority = 0 }, rec(C, { priority = 5 }), 1001)               -- 2 of a released job
 modify({ priority = 0 }, rec(C, { priority = 5, job_state = 1 }), 1001) -- 3 running
 modify({ priority = 0 }, rec(C .. " held=owner"), 1001)                -- 4 marked already
 modify({ priority = 0 }, rec(C .. " held=requeue"), 1001)              -- 5 requeue-held
 modify({ priority = 0 }, rec(C), 0)                                    -- 6 root (the service)
-modify({ priority = 0 }, rec(C), 1002)                                 -- 7 an operator
+modify({ priority = 0 }, rec(C), 1002)                                 -- 7 a coordinator
 modify({ priority = 0 }, rec(nil), 1001)                               -- 8 no comment
 modify({ priority = RELEASE }, rec(C .. " held=owner"), 1001)          -- 9 owner's release
 modify({ priority = RELEASE }, rec(C .. " held=owner", { job_state = 1, priority = 5 }), 1001)
@@ -534,7 +536,8 @@ def test_lua_marks_the_owners_hold_and_their_release_leaves_the_planners(
         tmp_path: Path) -> None:
     """An owner's hold (`scontrol hold`/`uhold`: priority 0 from the owner's uid) of a
     managed job, pending or running, is marked `held=owner` in its comment, whatever the
-    heartbeat; root's (the service's) and an operator's holds are not. Any release of a
+    heartbeat, and so is another user's (a coordinator's: below); root's (the service's)
+    is not. Any release of a
     marked job clears the mark; the owner's release of their own hold on a pending job,
     while the service lives, leaves the planner's hold (priority NO_VAL: unchanged). A
     requeue-held job's mark (the service's, `held=requeue`) lets its owner's release
@@ -550,7 +553,8 @@ def test_lua_marks_the_owners_hold_and_their_release_leaves_the_planners(
                "cannot release it (`shockwave explain 7` says why it waits)")
     alive = [
         f"0\t{c} held=owner\t0\t", f"0\t{c} held=owner\t0\t", f"0\t{c} held=owner\t0\t",
-        "0\tnil\t0\t", "0\tnil\t0\t", "0\tnil\t0\t", "0\tnil\t0\t", "0\theld=owner\t0\t",
+        "0\tnil\t0\t", "0\tnil\t0\t", "0\tnil\t0\t", f"0\t{c} held=owner\t0\t",
+        "0\theld=owner\t0\t",
         f"0\t{c}\tNO_VAL\t", f"0\t{c}\tRELEASE\t", f"0\t{c}\tRELEASE\t", f"0\t{c}\tRELEASE\t",
         planner, "0\tnil\tRELEASE\t",
         f"0\t{c} held=requeue\tnil\t", f"-1\t{c} held=requeue{fixed}",
@@ -567,3 +571,35 @@ def test_lua_marks_the_owners_hold_and_their_release_leaves_the_planners(
     assert stale[:8] == alive[:8]
     assert stale[8] == f"0\t{c}\tRELEASE\t" and stale[12] == "0\tnil\tRELEASE\t"
     assert stale[9:12] + stale[13:19] == alive[9:12] + alive[13:19]
+
+
+_COORDINATOR = _HOLD_HELPERS + r"""
+SHOCKWAVE_SLURM_UID = 64030
+modify({ priority = 0 }, rec(C), 1002)                                 -- 1 a coordinator's hold
+modify({ priority = 0 }, rec(C, { priority = 5, job_state = 1 }), 1002) -- 2 of a running job
+modify({ priority = RELEASE }, rec(C .. " held=owner"), 1002)          -- 3 their release
+modify({ priority = RELEASE }, rec(C .. " held=owner"), 1001)          -- 4 the owner's
+modify({ priority = RELEASE }, rec(C), 1002)                           -- 5 of the planner's hold
+modify({ priority = 0 }, rec(C), 64030)                                -- 6 SlurmUser's hold
+modify({ priority = 0 }, rec(C, { user_id = 64030 }), 64030)           -- 7 of its own job
+"""
+
+
+def test_lua_marks_a_coordinators_hold_and_any_release_clears_it(tmp_path: Path) -> None:
+    """An account coordinator's `scontrol hold` of another user's job is a user hold in
+    Slurm (job_mgr.c gives coordinators no privilege): unmarked, the planner took it for
+    its own and released it. It is marked `held=owner` (a user's hold
+    the planner keeps), pending or running, whatever the heartbeat. As in Slurm, the
+    coordinator or the owner may release it, and either release clears the mark: the
+    coordinator's releases the job, as their release of the planner's hold does; the
+    owner's, while the service lives, leaves the planner's hold. SlurmUser is privileged,
+    as root is: its holds are never marked, of its own job neither."""
+    import time
+    beat = tmp_path / "heartbeat"
+    beat.write_text(f"{int(time.time())} 60\n")
+    c = "bs=10 epochs=3"
+    alive = [f"0\t{c} held=owner\t0\t", f"0\t{c} held=owner\t0\t", f"0\t{c}\tRELEASE\t",
+             f"0\t{c}\tNO_VAL\t", "0\tnil\tRELEASE\t", "0\tnil\t0\t", "0\tnil\t0\t"]
+    assert _run(_COORDINATOR, beat) == alive
+    beat.write_text(f"{int(time.time()) - 600} 60\n")  # stale: the owner's release passes
+    assert _run(_COORDINATOR, beat) == [*alive[:3], f"0\t{c}\tRELEASE\t", *alive[4:]]

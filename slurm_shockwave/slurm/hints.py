@@ -120,8 +120,10 @@ def asked_gpus(text: str) -> int | None:
 HOLD_MARKS = ("owner", "requeue")
 _MARKED = re.compile(r"(?:(.*)[ ])?held=([a-z]+)", re.DOTALL)
 """A hold the planner must not lift, recorded at the end of a managed job's comment (its
-hint as submitted): `` held=owner``, which job_submit.lua appends when the job's owner
-holds it (``scontrol hold``), or `` held=requeue``, which the service appends to a job
+hint as submitted): `` held=owner``, which job_submit.lua appends when a user holds it
+(``scontrol hold``): its owner, or another user Slurm lets (their account's coordinator,
+whose hold Slurm makes a user hold, which the owner may release too); never root or
+SlurmUser. Or `` held=requeue``, which the service appends to a job
 requeue-held (``scontrol requeuehold``, which job_submit.lua never sees) so that
 job_submit.lua lets its owner release it. Any release clears it (job_submit.lua). Not in
 the admin comment: Slurm refuses an admin comment the plugin sets on a user's update

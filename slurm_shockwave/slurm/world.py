@@ -24,11 +24,11 @@ encoded once, here, as the order of operations:
   managed pending job the plan does not start. The planner's hold is a user hold, as
   job_submit.lua's is (job_submit.lua refuses the owner's release while the service is
   alive), so that an admin's ``scontrol hold`` (an admin hold) is told apart: such a job
-  is left out of the plan, held, until an admin gives it back. A job its owner holds
-  (``scontrol hold``: job_submit.lua marks its comment ``held=owner``) or that is
-  requeue-held (``scontrol requeuehold``, a user hold its owner may release: marked
-  ``held=requeue`` here, so that job_submit.lua lets the owner's release through) is left
-  out too, until its owner releases it: the planner never releases either.
+  is left out of the plan, held, until an admin gives it back. A job its owner (or their
+  account's coordinator) holds (``scontrol hold``: job_submit.lua marks its comment
+  ``held=owner``) or that is requeue-held (``scontrol requeuehold``, a user hold its owner
+  may release: marked ``held=requeue`` here, so that job_submit.lua lets the owner's
+  release through) is left out too, until released: the planner never releases either.
 
 GPU slots are the real ones: ``<node>:<device index>`` from the job's allocation, and a
 node offers the planner only the GPUs no job of another partition (or unplanned job of
@@ -323,7 +323,8 @@ def requeue_held(job: SlurmJob) -> bool:
 def held_by_owner(job: SlurmJob) -> bool:
     """A pending job its owner holds, kept out of the plan (and out of a hand-back) until
     they release it (OWNER_GIVES_BACK): a user hold its comment marks (``held=owner``,
-    job_submit.lua's record of the owner's ``scontrol hold``; ``held=requeue``), or a
+    job_submit.lua's record of a user's ``scontrol hold``: the owner's, or their account
+    coordinator's, which Slurm lets the owner release too; ``held=requeue``), or a
     requeue-hold. An admin's hold of it comes first (``held_by_admin``)."""
     return job.state == "PENDING" and job.held and not held_by_admin(job) and (
         requeue_held(job) or split_hold_mark(job.comment)[1] is not None)
