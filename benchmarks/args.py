@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from slurm_shockwave.model.bounds import name_list, number_list
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.sim.run import RoundLimit
 from slurm_shockwave.workloads.input_files import strict_json
 
 
@@ -70,3 +72,19 @@ def live_costs_args(ap: argparse.ArgumentParser, time_scale: str, cred_expire_s:
     if not 0 <= cred_expire_s <= 3600:
         ap.error("--cred-expire-s: must be from 0 to 3600")
     return time_scale_arg(ap, time_scale)
+
+
+@contextmanager
+def round_limit(ap: argparse.ArgumentParser, option: str, why: str) -> Iterator[None]:
+    """Simulations whose stop at the simulator's round limit the input explains
+    (``RoundLimit.from_input``: restores and requeue delays that eat the rounds) are bad
+    input: one line naming ``option``, then ``why`` (what made them that long: "on trace
+    T: ..."), exit 2, as the ``shockwave`` command says it. A stop the input cannot
+    explain is a bug: its traceback stands."""
+    try:
+        yield
+    except RoundLimit as exc:
+        if not exc.from_input:
+            raise
+        ap.error(f"{option}: {exc.policy} was not done after the simulator's "
+                 f"{exc.max_rounds:,} rounds {why}")

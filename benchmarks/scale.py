@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import traces
-from benchmarks.args import Parser, names, policy_config
+from benchmarks.args import Parser, names, policy_config, round_limit
 from benchmarks.reference_runs import machine
 from slurm_shockwave.cli.errors import writable_dir
 from slurm_shockwave.config import Settings, load_settings
@@ -201,7 +201,14 @@ def main() -> None:
                              settings.policies.get("shockwave"))
     out = Path(args.out) if args.out else None
     slot = args.slot_s if args.bounds else None
-    table = {name: study(name, policies, settings, override, out, slot) for name in wanted}
+    sim = settings.simulator
+    table: dict[str, dict[str, Any]] = {}
+    for name in wanted:
+        with round_limit(ap, "--settings", f"on trace {name}: rounds of {sim.round_s:g} s, "
+                         f"less restores of {sim.restore_s:g} s and requeue delays of "
+                         f"{sim.requeue_delay_s:g} s, leave too little of a round to run in "
+                         f"({args.settings}); give a longer simulator.round_s"):
+            table[name] = study(name, policies, settings, override, out, slot)
     print(json.dumps({"scale": table, "settings": args.settings, "machine": machine()}))
 
 

@@ -191,3 +191,45 @@ def test_a_live_run_fails_when_one_of_issue_8s_checks_stops_holding() -> None:
     assert issue_checks({**run, "lost": 1})["all_completed"] is False
     assert issue_checks({**run, "policy": "slurm", "makespan_s": 9e9}) == {
         "all_completed": True}
+
+
+# the simulator's round limit lowered in the benchmark's own process (15 minutes to
+# reach the real one, with restores of 1.999 s)
+_LOW_LIMIT = ("import runpy, sys; from slurm_shockwave.sim.run import simulate; "
+              "simulate.__kwdefaults__['max_rounds'] = 200; sys.argv[0] = 'scale'; "
+              "runpy.run_module('benchmarks.scale', run_name='__main__')")
+
+
+def test_settings_that_stop_a_benchmark_at_the_round_limit_are_one_line_and_exit_2(
+        tmp_path: Path) -> None:
+    """Rounds that restores eat almost whole (2 s rounds, 1.99 s restores) and a policy
+    that restarts jobs every round: the simulation stops at the simulator's round limit,
+    which these settings explain (RoundLimit.from_input). Found: a traceback after 15
+    minutes of `benchmarks.scale --settings`; now one line naming --settings, exit 2."""
+    settings = tmp_path / "slow.yaml"
+    settings.write_text("simulator: {round_s: 2, restore_s: 1.99}\n")
+    proc = subprocess.run([sys.executable, "-c", _LOW_LIMIT, "--traces", "small",
+                           "--policies", "gandiva_fair", "--settings", str(settings)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert lines == ["small: gandiva_fair ...", lines[-1]], proc.stderr
+    assert lines[-1] == (
+        "error: --settings: gandiva_fair was not done after the simulator's 200 rounds on "
+        "trace small: rounds of 2 s, less restores of 1.99 s and requeue delays of 0 s, "
+        f"leave too little of a round to run in ({settings}); give a longer "
+        "simulator.round_s")
+
+
+def test_a_round_limit_the_input_cannot_explain_stays_a_traceback() -> None:
+    """A stop the trace and settings cannot explain (a policy that stopped making
+    progress) is a bug: round_limit lets it through; only from_input is one line."""
+    from benchmarks.args import Parser, round_limit
+    from slurm_shockwave.sim.run import RoundLimit
+
+    ap = Parser()
+    with pytest.raises(RoundLimit), round_limit(ap, "--x", "why"):
+        raise RoundLimit("stuck", 100, 40.0)  # at most 40 rounds needed: a bug
+    with pytest.raises(SystemExit) as stop, round_limit(ap, "--x", "why"):
+        raise RoundLimit("slow", 100, float("inf"))
+    assert stop.value.code == 2
