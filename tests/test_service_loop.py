@@ -665,6 +665,9 @@ def test_a_job_an_admin_holds_is_shown_and_never_released_round_after_round(
     fake = fake_cluster(nodes=1, gpus=8)
     fake.add(with_state(job(1, 2), reason="JobHeldAdmin"))
     fake.add(job(2, 2))
+    # an operator's hold: job_submit.lua, which cannot tell an operator from a coordinator,
+    # marked it too, and a `uhold` would leave it a user's hold: a release gives it back
+    fake.add(with_state(job(3, 2), reason="JobHeldAdmin", comment="x held=owner"))
     store = rounds(fake, tmp_path, 3)
     assert fake.jobs[1].held and fake.jobs[1].reason == "JobHeldAdmin"
     assert fake.jobs[2].state == "RUNNING"
@@ -672,6 +675,7 @@ def test_a_job_an_admin_holds_is_shown_and_never_released_round_after_round(
     assert (row.phase, row.user, row.gpus, row.model, row.epochs, row.bs) == (
         "held", "alice", 2, "ResNet-18", 9, 32)
     assert row.reason == "held_by_admin(scontrol uhold 1 returns it to the plan)"
+    assert store.jobs_now()[3].reason == "held_by_admin(scontrol release 3 returns it to the plan)"
 
 
 def test_a_job_its_owner_holds_is_shown_and_never_released_until_they_release_it(

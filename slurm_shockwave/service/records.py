@@ -10,7 +10,7 @@ from slurm_shockwave.engine.round import RoundReport
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
 from slurm_shockwave.service.store import JobRow, RoundRecord
-from slurm_shockwave.slurm.hints import Hint, parse_hint
+from slurm_shockwave.slurm.hints import Hint, parse_hint, split_hold_mark
 from slurm_shockwave.slurm.protocol import SlurmJob
 from slurm_shockwave.slurm.world import GIVE_BACK, OWNER_GIVES_BACK, LeftOut, hint_text
 
@@ -63,7 +63,11 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
                     reason=f"{ReasonCode.SUSPENDED.value}(by an admin: left to Slurm "
                            "until resumed)")
              for jid in sorted(left.suspended)]
-    rows += [_held_row(job, ReasonCode.HELD_BY_ADMIN, GIVE_BACK)
+    # an operator's hold carries a user's mark too (job_submit.lua cannot tell an
+    # operator from a coordinator): there `uhold` would leave the job a user's hold,
+    # while a release clears the mark
+    rows += [_held_row(job, ReasonCode.HELD_BY_ADMIN,
+                       OWNER_GIVES_BACK if split_hold_mark(job.comment)[1] else GIVE_BACK)
              for _, job in sorted(left.admin_held.items())]
     return rows + [_held_row(job, ReasonCode.HELD_BY_OWNER, OWNER_GIVES_BACK)
                    for _, job in sorted(left.owner_held.items())]
