@@ -188,15 +188,22 @@ function shockwave_job_gpus(tres_per_node, tres_per_job, min_nodes)
   return shockwave_gpus_in(tres_per_job) + shockwave_gpus_in(tres_per_node) * nodes
 end
 
+-- The heartbeat file's head (nil where it cannot be read).
+local function heartbeat_head(path)
+  local f = io.open(path or SHOCKWAVE_HEARTBEAT, "r")
+  if not f then return nil end
+  local head = f:read(128)
+  f:close()
+  if type(head) ~= "string" then return nil end
+  return head
+end
+
 -- Is the scheduler service alive? Its heartbeat file's first line is
 -- "<unix_time> <stale_after_s>". Anything missing, unreadable or odd means no.
 function shockwave_service_alive(path, now)
   local ok, alive = pcall(function()
-    local f = io.open(path or SHOCKWAVE_HEARTBEAT, "r")
-    if not f then return false end
-    local head = f:read(64)
-    f:close()
-    if type(head) ~= "string" then return false end
+    local head = heartbeat_head(path)
+    if head == nil then return false end
     local t, stale = string.match(head, "^([0-9]+) ([0-9]+)\r?\n")
     if not t then t, stale = string.match(head, "^([0-9]+) ([0-9]+)$") end
     if not t or #t > 12 or #stale > 12 then return false end
@@ -303,7 +310,11 @@ local function admit(job_desc, comment, job_id, job_rec)
     stamp = stamp .. string.format(" asked_gpus=%d", gpus)
   end
   job_desc.admin_comment = normalised .. stamp
-  if shockwave_service_alive() then
+  if job_desc.priority == 0 then
+    -- `sbatch --hold`: the user's own hold, which Slurm records as the planner's (both
+    -- a user hold): marked as `scontrol hold` by its owner is, so the planner keeps it
+    job_desc.comment = shockwave_with_mark((shockwave_split_mark(comment)), "owner")
+  elseif shockwave_service_alive() then
     job_desc.priority = 0 -- held until the planner releases it
   else
     slurm.log_info("shockwave: no fresh heartbeat at %s: job not held (fail-open)",
@@ -346,12 +357,25 @@ function shockwave_slurm_uid()
   return SHOCKWAVE_SLURM_UID or nil
 end
 
--- Root and SlurmUser: the uids Slurm (and this plugin) knows as privileged. An operator
+-- The service's uid, from its heartbeat's second line "uid <n>" (nil where it has none):
+-- the service's holds are the planner's, whichever account it runs as.
+function shockwave_service_uid(path)
+  local ok, uid = pcall(function()
+    local head = heartbeat_head(path)
+    local n = head and string.match(head, "\nuid ([0-9]+)\r?\n")
+    if not n or #n > 10 then return nil end
+    return tonumber(n)
+  end)
+  return ok and uid or nil
+end
+
+-- Root, SlurmUser and the service: the uids Slurm (and this plugin) knows as privileged,
+-- and the planner's own. An operator
 -- or admin (AdminLevel) is privileged in Slurm too, but a plugin is never told a user's
 -- admin level: here they count as users, as an account coordinator does (in Slurm a
 -- coordinator is not privileged: its hold of another user's job is a user hold).
 function shockwave_privileged(uid)
-  return uid == 0 or uid == shockwave_slurm_uid()
+  return uid == 0 or uid == shockwave_slurm_uid() or uid == shockwave_service_uid()
 end
 
 -- Holds and releases of a managed job. The planner's hold is a user hold (so that an

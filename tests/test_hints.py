@@ -603,3 +603,52 @@ def test_lua_marks_a_coordinators_hold_and_any_release_clears_it(tmp_path: Path)
     assert _run(_COORDINATOR, beat) == alive
     beat.write_text(f"{int(time.time()) - 600} 60\n")  # stale: the owner's release passes
     assert _run(_COORDINATOR, beat) == [*alive[:3], f"0\t{c}\tRELEASE\t", *alive[4:]]
+
+
+def test_lua_takes_the_service_uid_from_its_heartbeat_as_the_planners(tmp_path: Path) -> None:
+    """Found by a review: a service run as an operator's account (neither root nor
+    SlurmUser) had each of its own holds marked `held=owner`, and kept those jobs held
+    for good. The heartbeat the service writes names its uid on a second line (which an
+    older job_submit.lua, reading the first line, ignores); that uid's holds are the
+    planner's. Another user's hold is still marked."""
+    import os
+    import time
+
+    from slurm_shockwave.service.heartbeat import read_heartbeat, write_heartbeat
+    beat = tmp_path / "heartbeat"
+    write_heartbeat(beat, time.time(), 60)
+    assert read_heartbeat(beat) is not None
+    assert _run("print(shockwave_service_uid(), shockwave_service_alive())", beat) == [
+        f"{os.geteuid()}\ttrue"]
+    beat.write_text(f"{int(time.time())} 60\nuid 990\n")
+    c = "bs=10 epochs=3"
+    out = _run(_HOLD_HELPERS + r"""
+SHOCKWAVE_SLURM_UID = 64030
+modify({ priority = 0 }, rec(C), 990)                                  -- the service's hold
+modify({ priority = 0 }, rec(C), 1002)                                 -- a coordinator's
+""", beat)
+    assert out == ["0\tnil\t0\t", f"0\t{c} held=owner\t0\t"]
+    beat.write_text(f"{int(time.time())} 60\n")  # an older service's: no uid line
+    assert _run("print(shockwave_service_uid(), shockwave_service_alive())", beat) == [
+        "nil\ttrue"]
+
+
+def test_lua_marks_sbatch_hold_as_the_owners_hold(tmp_path: Path) -> None:
+    """Found by a review: `sbatch --hold` asks for priority 0, which Slurm records as a
+    user hold, as it does the planner's: unmarked, the planner took it for its own and
+    started the job. It is marked `held=owner`, with the service alive or not."""
+    import time
+    beat = tmp_path / "heartbeat"
+    body = """
+local d = { partition = "shockwave", comment = "model=lm bs=10 epochs=3", priority = 0 }
+show(slurm_job_submit(d, { shockwave = part(1) }, 0), d)
+print(d.comment)
+local e = { partition = "shockwave", comment = "model=lm bs=10 epochs=3 held=owner",
+            priority = 0 }
+show(slurm_job_submit(e, { shockwave = part(1) }, 0), e)
+print(e.comment)
+"""
+    for content in (f"{int(time.time())} 60\n", "0 60\n"):
+        beat.write_text(content)
+        out = _run(body, beat)
+        assert out == [f"0\t{GOOD}\t0\t", "model=lm bs=10 epochs=3 held=owner"] * 2, out
