@@ -88,6 +88,26 @@ def test_a_job_on_a_node_slurm_gives_no_new_work_is_left_to_finish_there(flag: s
     assert fake.signals == [] and fake.jobs[1].restart_count == 0
 
 
+def test_only_a_running_job_that_holds_no_gpu_is_left_to_slurm_without_gpus() -> None:
+    """Found by a review: a job holding GPUs whose request reads 0 (`--gpus-per-task`,
+    which the listing does not count) was left out of the plan for good as 'asked for no
+    GPU'; one that holds none is, and a requeued job in its delay whose hint does not
+    read is one row (not eligible), not also a bad hint."""
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(SlurmJob(1, "j1", "alice", "shockwave", "RUNNING", gpus=0, nodes="n1",
+                      gpu_alloc=(("n1", (0, 1)),), admin_comment=HINT, submit_time=900))
+    fake.add(SlurmJob(2, "j2", "alice", "shockwave", "RUNNING", gpus=0, nodes="n1",
+                      admin_comment=HINT, submit_time=900))
+    clock = Clock()
+    fake.add(SlurmJob(3, "j3", "alice", "shockwave", "PENDING", comment="my run",
+                      restart_count=1, eligible_time=int(clock.now()) + 60, gpus=1))
+    world = SlurmCluster(fake, clock)
+    view = world.observe()
+    assert [j.job_id for j in view.jobs] == [1] and view.jobs[0].gpu_slots == ("n1:0", "n1:1")
+    assert world.left_out.without_gpus == frozenset({2}) and not view.returning
+    assert set(world.left_out.not_eligible) == {3} and not world.left_out.bad_hints
+
+
 def test_a_job_on_a_node_taken_out_of_the_partition_is_left_to_finish_there() -> None:
     """Found by a review: a node taken out of the partition (scontrol update partition
     nodes=...) keeps running its jobs, but the view knew no such node, so even FIFO

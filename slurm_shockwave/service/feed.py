@@ -135,7 +135,10 @@ class ReportFeed:
         the counts it has run on is its own, and an epoch time measured on another count
         (before a resize, or a pending job whose GRES was changed) is converted to the
         count it holds now by those rates (``prediction/observed.py``)."""
-        reports = self._own(job)
+        # a later run's reports than the job's own are an earlier job's of the same id,
+        # whatever their time (found by a review: sorted by restart count, they passed
+        # for the latest)
+        reports = [r for r in self._own(job) if r.restart_count <= job.restart_count]
         guess = self.table(job, hint)
         if not guess.rate_by_gpus:
             seen = observed_progress(guess, reports)

@@ -486,7 +486,8 @@ class SlurmCluster:
         self._suspended = frozenset(j.job_id for j in listed
                                     if j.state == "SUSPENDED" and managed(j))
         self._without_gpus = frozenset(j.job_id for j in listed
-                                       if j.state == "RUNNING" and j.gpus == 0)
+                                       if j.state == "RUNNING" and j.gpus == 0
+                                       and not job_slots(j))
         for j in listed:
             if j.job_id in self._without_gpus:
                 continue
@@ -521,9 +522,9 @@ class SlurmCluster:
                 continue
             views.append(self._job_view(j, hint, now))
         # a requeued job in its requeue delay (it has run: not a --begin in the future)
-        returning = [self._job_view(j, hint, now) for j in listed
+        returning = [self._job_view(j, parsed, now) for j in listed
                      if j.job_id in self.not_eligible and j.restart_count > 0
-                     and (hint := self._hint(j)) is not None]
+                     and isinstance(parsed := self._parse(j), Hint)]
         self._parsed = {jid: v for jid, v in self._parsed.items()
                         if jid in self._jobs or jid in self.not_eligible}
         self._refused_gpus = {jid: v for jid, v in self._refused_gpus.items()
@@ -722,6 +723,14 @@ class SlurmCluster:
 
     def _hint(self, job: SlurmJob) -> Hint | None:
         """The job's validated hint; a bad one leaves that job to Slurm, never the round."""
+        parsed = self._parse(job)
+        if isinstance(parsed, str):
+            self.bad_hints[job.job_id] = parsed
+            return None
+        return parsed
+
+    def _parse(self, job: SlurmJob) -> Hint | str:
+        """The job's hint, or why it does not read (logged once per text)."""
         text = hint_text(job)
         cached = self._parsed.get(job.job_id)
         if cached is None or cached[0] != text:
@@ -729,9 +738,6 @@ class SlurmCluster:
             if isinstance(parsed, str):
                 log.warning("job %d: not planned: %s", job.job_id, parsed)
             cached = self._parsed[job.job_id] = (text, parsed)
-        if isinstance(cached[1], str):
-            self.bad_hints[job.job_id] = cached[1]
-            return None
         return cached[1]
 
     def _planned_hint(self, job_id: int) -> Hint | None:
