@@ -394,9 +394,10 @@ def test_an_owners_hold_stays_through_rounds_until_they_release_it(
         return subprocess.run(["runuser", "-u", owner, "--", *cmd], capture_output=True,
                               text=True, timeout=60, check=False, cwd="/tmp")
 
-    def submit() -> int:
+    def submit(*extra: str) -> int:
         sub = as_owner("sbatch", "--parsable", "-p", "shockwave", "--gres=gpu:1", "-o",
-                       "/dev/null", f"--comment={HINT.format(e=10)}", "--wrap", "sleep 600")
+                       "/dev/null", f"--comment={HINT.format(e=10)}", *extra,
+                       "--wrap", "sleep 600")
         assert sub.returncode == 0, sub.stderr
         env.mine.append(int(sub.stdout.strip().split(";")[0]))  # cancelled at the end
         return env.mine[-1]
@@ -414,15 +415,19 @@ def test_an_owners_hold_stays_through_rounds_until_they_release_it(
 
     write_heartbeat(env.heartbeat, time.time(), 3600)  # the service's, as it starts: new jobs held
     held, other = submit(), submit()
+    at_submit = submit("--hold")  # found by a review: the planner released it
     done = as_owner("scontrol", "hold", str(held))
     assert done.returncode == 0, done.stderr
     assert env.job(held).comment == f"{HINT.format(e=10)} held=owner"
+    assert env.job(at_submit).comment == f"{HINT.format(e=10)} held=owner"
     env.serve("fifo", round_s=1.0)
     wait_for(lambda: env.job(other).state == "RUNNING", 60, "the plan starts the other job")
     after_rounds(3)
     assert env.job(held).state == "PENDING" and env.job(held).held, env.job(held)
+    assert env.job(at_submit).state == "PENDING" and env.job(at_submit).held
     reason = f"held_by_owner(scontrol release {held} returns it to the plan)"
     assert row(held)["reason"] == reason
+    assert row(at_submit)["reason"] == reason.replace(str(held), str(at_submit))
     done = as_owner("scontrol", "release", str(held))
     assert done.returncode == 0, done.stderr
     assert env.job(held).comment == HINT.format(e=10)
