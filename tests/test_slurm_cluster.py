@@ -490,3 +490,27 @@ def test_the_planners_preemption_is_a_user_hold_and_a_requeuehold_is_kept(
     world.apply([Action(ActionKind.START, b)])
     assert job(backend, b).held and job(backend, b).state == "PENDING"
     assert job(backend, b).comment == f"{HINT} held=requeue"
+
+
+def test_an_admins_hold_of_a_running_job_survives_the_planners_preemption(
+        backend: CliBackend, jobs: Submitter) -> None:
+    """Real slurmctld: root's `scontrol hold` of a running job shows it RUNNING with
+    priority 0 and JobHeldAdmin, and Slurm keeps that hold through a requeue. The world's
+    preemption (requeue, then its own `uhold`) made it the planner's user hold; it is
+    now left the admin's, out of the plan."""
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.model.plan import Action, ActionKind
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    a = jobs("--gres=gpu:1", f"--comment={HINT}")
+    backend.release([a])
+    wait_for(lambda: job(backend, a).state == "RUNNING", 60)
+    backend.scontrol("hold", str(a))  # the admin
+    world = SlurmCluster(backend, WallClock())
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, a)])
+    wait_for(lambda: job(backend, a).state == "PENDING", 30, "a requeued")
+    listed = next(j for j in backend.list_jobs("shockwave") if j.job_id == a)
+    assert listed.held and listed.reason == "JobHeldAdmin", listed
+    world.observe()
+    assert a in world.left_out.admin_held

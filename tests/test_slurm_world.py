@@ -900,3 +900,25 @@ def test_a_gpu_count_the_table_lacks_is_planned_from_its_nearest_measured_count(
     two = epoch_seconds(hint.model, hint.bs, 2, table)
     four = epoch_seconds(hint.model, hint.bs, 4, table)
     assert four < epoch_s(3) < two
+
+
+def test_an_admins_hold_of_a_running_job_stays_through_the_planners_preemption() -> None:
+    """`scontrol hold` as root of a running job: Slurm shows it RUNNING, priority 0,
+    JobHeldAdmin, and keeps the hold through a requeue (measured on 22.05). The planner's
+    `uhold` after its requeue made it the planner's, released at the next plan (found,
+    and left, last stop): it is left an admin's hold, out of the plan."""
+    plain = HINT.replace(" signal=USR1 grace=30", "")
+    world, fake, clock = cluster(replace(running(1), admin_comment=plain, priority=0,
+                                         reason="JobHeldAdmin"),
+                                 replace(running(2), admin_comment=plain))
+    fake.now = int(clock.t)
+    world.observe()
+    result = world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.PREEMPT, 2)])
+    assert all(r.outcome == Outcome.APPLIED for r in result.results)
+    assert (fake.jobs[1].state, fake.jobs[1].held, fake.jobs[1].reason) == (
+        "PENDING", True, "JobHeldAdmin")
+    assert fake.jobs[2].held and fake.jobs[2].reason == "JobHeldUser"  # the planner's
+    clock.t += 11
+    fake.tick(11)
+    view = world.observe()
+    assert [j.job_id for j in view.jobs] == [2] and set(world.left_out.admin_held) == {1}

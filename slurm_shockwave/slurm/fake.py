@@ -210,9 +210,12 @@ class FakeSlurm:
         self._requeue(job_id)
 
     def _requeue(self, jid: int) -> None:
+        """A hold of the running job (priority 0, JobHeldAdmin or JobHeldUser) stays through
+        the requeue (measured on 22.05)."""
         j = self._get(jid)
+        kept = j.priority == 0 and j.reason.startswith("JobHeld")
         self.jobs[jid] = replace(
-            j, state="PENDING", held=False, reason="BeginTime",
+            j, state="PENDING", held=kept, reason=j.reason if kept else "BeginTime",
             restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",
             eligible_time=self.now + self.cred_expire_s + 1,
             submit_time=max(self.now, j.submit_time + 1))

@@ -1040,8 +1040,14 @@ class SlurmCluster:
         Slurm starts a requeued job no sooner than ``cred_expire`` + 1 s (at least 5 s),
         and a hold of a job still completing takes effect when it is pending again
         (measured on 22.05). A job Slurm refuses to hold is pending without approval, so
-        the next round or fill step holds it again; the refusal is logged."""
-        for jid, err in each_job(job_ids, self.backend.hold).items():
+        the next round or fill step holds it again; the refusal is logged. A job an admin
+        held while it ran (reason JobHeldAdmin on a running job) is left as it is: Slurm
+        keeps that hold through the requeue, and the planner's ``uhold`` would have made
+        it the planner's, released at the next plan (measured on 22.05)."""
+        admin = {jid for jid in job_ids
+                 if (seen := self._jobs.get(jid)) is not None and seen.reason == ADMIN_HOLD}
+        for jid, err in each_job([j for j in job_ids if j not in admin],
+                                 self.backend.hold).items():
             if err:
                 log.warning("job %d: requeued but not held (%s): held again at the next "
                             "round", jid, err)
