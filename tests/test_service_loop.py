@@ -925,3 +925,21 @@ def test_a_job_that_asked_for_no_gpu_runs_to_its_end_once_started(policy: str) -
     assert fake.jobs[2].state == "RUNNING" and not fake.signals
     assert {r.job_id: r.reason for r in unplanned_rows(svc.world.left_out)} == {
         1: "without_gpus(asked for no GPU: left to Slurm until it ends)"}
+
+
+def test_the_heartbeat_names_the_services_uid_before_the_first_round(tmp_path: Path) -> None:
+    """Found by a review: the first round's holds went out before any heartbeat named the
+    service's uid, so job_submit.lua took them, for a service run as an operator's
+    account, for a user's and marked them kept for good. The heartbeat names it when the
+    service starts, keeping a fresh one's time (none is written stale: new jobs run
+    unheld until the first round, as without a file)."""
+    import os
+
+    beat = tmp_path / "heartbeat"
+    fake, clock = fake_cluster(), Clock()
+    svc = service(fake, Store(tmp_path / "s.db"), clock, heartbeat=str(beat))
+    svc.run(threading.Event(), max_rounds=0)
+    assert beat.read_text() == f"0 180\nuid {os.geteuid()}\n"
+    beat.write_text("1796000000 600\n")  # an earlier build's, fresh
+    svc.run(threading.Event(), max_rounds=0)
+    assert beat.read_text() == f"1796000000 600\nuid {os.geteuid()}\n"

@@ -33,7 +33,7 @@ from slurm_shockwave.model.plan import ActionKind, Memory
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.service.feed import ReportFeed
-from slurm_shockwave.service.heartbeat import write_heartbeat
+from slurm_shockwave.service.heartbeat import read_heartbeat, write_heartbeat
 from slurm_shockwave.service.records import action_rows, job_rows, round_record
 from slurm_shockwave.service.store import RoundRecord, Store, StoreGone, unwritable
 from slurm_shockwave.slurm.protocol import SlurmError
@@ -129,6 +129,22 @@ class Service:
             write_heartbeat(self.heartbeat, self.world.clock.now(), self.stale_after_s)
         return RoundDone(report, replace(record, phase_s=phase_s), round_id)
 
+    def _name_uid(self) -> None:
+        """The heartbeat names the service's uid before the first round's holds, keeping
+        its time (a fresh one stays fresh; none, or a hand-back's removal, is written as
+        stale: new jobs run unheld until the first round, as without a file): with no
+        uid line yet, job_submit.lua took the holds of a service run as an operator's
+        account for a user's, and marked them kept for good (found by a review)."""
+        if not self.heartbeat:
+            return
+        beat = read_heartbeat(self.heartbeat)
+        try:
+            write_heartbeat(self.heartbeat, beat[0] if beat else 0,
+                            beat[1] if beat else self.stale_after_s)
+        except OSError as exc:  # the round's own write says it, every round
+            log.warning("heartbeat %s not written before the first round: %s",
+                        self.heartbeat, exc)
+
     def run(self, stop: threading.Event, *, max_rounds: int | None = None,
             on_round: Callable[[RoundDone], None] | None = None,
             on_failure: Callable[[str], None] | None = None) -> int:
@@ -136,6 +152,7 @@ class Service:
         the round in progress always finishes. Returns the rounds completed. ``on_round``
         gets every round done, ``on_failure`` the cause of every failed one (``slurm``:
         unreachable, ``error``: a bug)."""
+        self._name_uid()
         done = 0
         backoff = 0.0
         outage_since: float | None = None
