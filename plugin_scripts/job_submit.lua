@@ -310,9 +310,11 @@ local function admit(job_desc, comment, job_id, job_rec)
     stamp = stamp .. string.format(" asked_gpus=%d", gpus)
   end
   job_desc.admin_comment = normalised .. stamp
-  if job_desc.priority == 0 then
-    -- `sbatch --hold`: the user's own hold, which Slurm records as the planner's (both
-    -- a user hold): marked as `scontrol hold` by its owner is, so the planner keeps it
+  if job_desc.priority == 0
+      or (job_rec ~= nil and job_rec.priority == 0 and job_desc.priority ~= 4294967295) then
+    -- `sbatch --hold`, or a job held before it was moved in (not by this update's
+    -- release): a user's own hold, which Slurm records as the planner's (both a user
+    -- hold): marked as `scontrol hold` by its owner is, so the planner keeps it
     job_desc.comment = shockwave_with_mark((shockwave_split_mark(comment)), "owner")
   elseif shockwave_service_alive() then
     job_desc.priority = 0 -- held until the planner releases it

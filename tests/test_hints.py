@@ -652,3 +652,20 @@ print(e.comment)
         beat.write_text(content)
         out = _run(body, beat)
         assert out == [f"0\t{GOOD}\t0\t", "model=lm bs=10 epochs=3 held=owner"] * 2, out
+
+
+def test_lua_marks_the_hold_of_a_job_moved_in_held(tmp_path: Path) -> None:
+    """Found by a review: a job its owner held in another partition, then moved into the
+    managed one (by root or an operator), kept an unmarked user hold that the planner
+    took for its own and released. It is marked as `sbatch --hold` is; a move that
+    releases it too is not."""
+    import time
+    beat = tmp_path / "heartbeat"
+    beat.write_text(f"{int(time.time())} 60\n")
+    out = _run(_HOLD_HELPERS + r"""
+modify({ partition = "shockwave" }, rec(C, { partition = "other" }), 0)
+modify({ partition = "shockwave", priority = RELEASE }, rec(C, { partition = "other" }), 0)
+modify({ partition = "shockwave" }, rec(C, { partition = "other", priority = 5 }), 0)
+""", beat)
+    # released and moved in: the planner's hold, as for any job moved in
+    assert out == ["0\tbs=10 epochs=3 held=owner\tnil\t", "0\tnil\t0\t", "0\tnil\t0\t"]
