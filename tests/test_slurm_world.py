@@ -104,6 +104,7 @@ def test_only_a_running_job_that_holds_no_gpu_is_left_to_slurm_without_gpus() ->
     world = SlurmCluster(fake, clock)
     view = world.observe()
     assert [j.job_id for j in view.jobs] == [1] and view.jobs[0].gpu_slots == ("n1:0", "n1:1")
+    assert view.jobs[0].gpus == 2  # its request, as given: read as 1, it was moved to 1
     assert world.left_out.without_gpus == frozenset({2}) and not view.returning
     assert set(world.left_out.not_eligible) == {3} and not world.left_out.bad_hints
 
@@ -922,3 +923,23 @@ def test_an_admins_hold_of_a_running_job_stays_through_the_planners_preemption()
     fake.tick(11)
     view = world.observe()
     assert [j.job_id for j in view.jobs] == [2] and set(world.left_out.admin_held) == {1}
+
+
+def test_an_admins_hold_made_while_a_job_checkpoints_survives_its_requeue() -> None:
+    """Found by a review: whether the hold is an admin's was read from the observation
+    before it; root's `scontrol hold` of a job while it checkpoints for the plan was
+    then made the planner's by the acknowledged requeue's `uhold`. The listing read
+    after the requeue says."""
+    world, fake, clock = cluster(running(1))
+    fake.now = int(clock.t)
+    world.observe()
+    assert world.apply([Action(ActionKind.PREEMPT, 1)]).results[0].outcome == Outcome.DEFERRED
+    fake.jobs[1] = replace(fake.jobs[1], priority=0, reason="JobHeldAdmin")  # the admin
+    clock.t += 5
+    ack = ProgressReport(1, ReportKind.CHECKPOINTED, clock.t, restart_count=0)
+    assert world.complete_checkpoint(ack)
+    assert (fake.jobs[1].state, fake.jobs[1].reason) == ("PENDING", "JobHeldAdmin")
+    clock.t += 11
+    fake.tick(11)
+    world.observe()
+    assert set(world.left_out.admin_held) == {1}

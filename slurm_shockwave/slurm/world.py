@@ -187,9 +187,12 @@ def request_gpus(job: SlurmJob, hint: Hint) -> int:
     changes its GRES as it resizes it and a requeue by Slurm (a node failure, an admin's)
     keeps the changed count, which read as the request moved its fair finish time and
     its counts; else (a fixed job, or one submitted before the stamp) the count Slurm
-    holds for it."""
+    holds for it: the GPUs a running job was given where its request reads fewer
+    (`--gpus-per-task`, which the listing does not count: read as 1 GPU on 2, it was
+    moved every other round; found by a review)."""
     asked = asked_gpus(job.admin_comment) if hint.gpus_range else None
-    return asked or max(job.gpus, 1)
+    given = len(job_slots(job)) if job.state == "RUNNING" else 0
+    return asked or max(job.gpus, given, 1)
 
 
 @dataclass(frozen=True)
@@ -430,6 +433,8 @@ class SlurmCluster:
         range is narrowed past them while it is queued, or the plan would ask for the
         same count every round and the job stay held beside idle GPUs (found by a
         review)."""
+        self._relisted: dict[int, SlurmJob] = {}
+        """The listing ``_requeue`` read after its requeue (``_hold_requeued``)."""
         self._killed: list[int] = []
         """Jobs the checkpoint signal killed, seen by the last observation: ``apply``
         runs them again."""
@@ -791,7 +796,8 @@ class SlurmCluster:
             else:
                 results.append(outcome)
         requeued = self._requeue(requeue)
-        self._hold_requeued([r.action.job_id for r in requeued if r.outcome == Outcome.APPLIED])
+        self._hold_requeued([r.action.job_id for r in requeued if r.outcome == Outcome.APPLIED],
+                            self._relisted)
         for r in requeued:
             if r.outcome == Outcome.APPLIED:
                 self._forget(r.action.job_id)
@@ -1029,11 +1035,12 @@ class SlurmCluster:
             if refused is not None:
                 raise refused
             return False
-        self._hold_requeued([ack.job_id])
+        self._hold_requeued([ack.job_id], {ack.job_id: again})
         self._forget(ack.job_id)
         return True
 
-    def _hold_requeued(self, job_ids: list[int]) -> None:
+    def _hold_requeued(self, job_ids: list[int],
+                       relisted: Mapping[int, SlurmJob] | None = None) -> None:
         """The planner's hold on jobs it just requeued, at once: a user hold, as every one
         of its holds (``scontrol requeuehold`` leaves "job requeued in held state", which
         stays through any later hold and is how someone else's requeue-hold is told apart).
@@ -1043,9 +1050,13 @@ class SlurmCluster:
         the next round or fill step holds it again; the refusal is logged. A job an admin
         held while it ran (reason JobHeldAdmin on a running job) is left as it is: Slurm
         keeps that hold through the requeue, and the planner's ``uhold`` would have made
-        it the planner's, released at the next plan (measured on 22.05)."""
+        it the planner's, released at the next plan (measured on 22.05); ``relisted``,
+        the listing read after the requeue, shows one made since the observation (an
+        admin's hold while the job checkpointed: found by a review)."""
+        relisted = relisted or {}
         admin = {jid for jid in job_ids
-                 if (seen := self._jobs.get(jid)) is not None and seen.reason == ADMIN_HOLD}
+                 if any(j is not None and j.reason == ADMIN_HOLD
+                        for j in (relisted.get(jid), self._jobs.get(jid)))}
         for jid, err in each_job([j for j in job_ids if j not in admin],
                                  self.backend.hold).items():
             if err:
@@ -1077,6 +1088,7 @@ class SlurmCluster:
             now: dict[int, SlurmJob] | None = {j.job_id: j for j in self._listed()}
         except SlurmError:
             now = None  # each job alone, as a hold or a release
+        self._relisted = now or {}
         if now is None and not failed:
             return [ActionResult(a, Outcome.APPLIED) for a in actions]
         results = []
