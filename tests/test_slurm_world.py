@@ -943,3 +943,19 @@ def test_an_admins_hold_made_while_a_job_checkpoints_survives_its_requeue() -> N
     fake.tick(11)
     world.observe()
     assert set(world.left_out.admin_held) == {1}
+
+
+def test_a_job_slurm_is_requeueing_is_returning_one_that_ends_is_not() -> None:
+    """Requeued, a job is COMPLETING while its Epilog runs, its restart count already
+    grown: out of the view and of ``returning`` then, its work left the critical path's
+    bound for that moment, and a round or fill step there could put a shorter job on the
+    path (the simulator's preempted jobs are ``returning`` at once). A job that ends is
+    COMPLETING too, at the same restart count: not returning."""
+    world, fake, _ = cluster(running(1), running(2))
+    world.observe()
+    fake.jobs[1] = replace(fake.jobs[1], state="COMPLETING", restart_count=1)
+    fake.jobs[2] = replace(fake.jobs[2], state="COMPLETING")
+    for _ in range(2):  # and still, seen COMPLETING again
+        view = world.observe()
+        assert not view.jobs and [j.job_id for j in view.returning] == [1]
+        assert world.left_out.ending == frozenset({1, 2})

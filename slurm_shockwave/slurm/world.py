@@ -435,6 +435,9 @@ class SlurmCluster:
         review)."""
         self._relisted: dict[int, SlurmJob] = {}
         """The listing ``_requeue`` read after its requeue (``_hold_requeued``)."""
+        self._requeuing: set[int] = set()
+        """Jobs Slurm is requeueing (COMPLETING, their restart count grown since seen
+        running): ``returning`` until pending."""
         self._killed: list[int] = []
         """Jobs the checkpoint signal killed, seen by the last observation: ``apply``
         runs them again."""
@@ -500,6 +503,12 @@ class SlurmCluster:
                 jobs.append(j)
             elif j.state == "PENDING" and not held_by_someone(j):
                 self.not_eligible[j.job_id] = j.eligible_time
+        # a job the last observation saw running and Slurm now requeues (COMPLETING, its
+        # restart count grown: its Epilog runs) is back in a moment, as one in its delay
+        self._requeuing = {j.job_id for j in listed if j.state == "COMPLETING" and (
+            j.job_id in self._requeuing
+            or ((seen := self._jobs.get(j.job_id)) is not None and seen.state == "RUNNING"
+                and j.restart_count > seen.restart_count))}
         self._jobs = {j.job_id: j for j in jobs}
         self._sync_intents(listed)
         self.bad_hints = {}
@@ -528,7 +537,8 @@ class SlurmCluster:
             views.append(self._job_view(j, hint, now))
         # a requeued job in its requeue delay (it has run: not a --begin in the future)
         returning = [self._job_view(j, parsed, now) for j in listed
-                     if j.job_id in self.not_eligible and j.restart_count > 0
+                     if ((j.job_id in self.not_eligible and j.restart_count > 0)
+                         or j.job_id in self._requeuing)
                      and isinstance(parsed := self._parse(j), Hint)]
         self._parsed = {jid: v for jid, v in self._parsed.items()
                         if jid in self._jobs or jid in self.not_eligible}
