@@ -57,7 +57,8 @@ class ClusterView:
     simulator, which starts a job at once."""
     returning: tuple[Job, ...] = ()
     """Jobs a preemption sent back to the queue, still in their requeue delay (live:
-    cred_expire + 1 s; the simulator's ``requeue_delay_s``): out of ``jobs``, since no
+    COMPLETING while their Epilog runs, then cred_expire + 1 s; the simulator's
+    ``requeue_delay_s``): out of ``jobs``, since no
     plan may start them before then, but back within the round. A policy that reads the
     makespan's critical path counts their remaining work, or it starts a job for the path
     that their return takes off it moments later (seen live: an 8-GPU job stopped one
