@@ -433,8 +433,6 @@ class SlurmCluster:
         range is narrowed past them while it is queued, or the plan would ask for the
         same count every round and the job stay held beside idle GPUs (found by a
         review)."""
-        self._relisted: dict[int, SlurmJob] = {}
-        """The listing ``_requeue`` read after its requeue (``_hold_requeued``)."""
         self._requeuing: set[int] = set()
         """Jobs Slurm is requeueing (COMPLETING, their restart count grown since seen
         running): ``returning`` until pending."""
@@ -805,9 +803,9 @@ class SlurmCluster:
                 requeue.append(a)
             else:
                 results.append(outcome)
-        requeued = self._requeue(requeue)
+        requeued, relisted = self._requeue(requeue)
         self._hold_requeued([r.action.job_id for r in requeued if r.outcome == Outcome.APPLIED],
-                            self._relisted)
+                            relisted)
         for r in requeued:
             if r.outcome == Outcome.APPLIED:
                 self._forget(r.action.job_id)
@@ -1078,17 +1076,19 @@ class SlurmCluster:
             self.intent_log.forget_intent(job_id)  # stays in both and a round forgets it
             del self.intents[job_id]
 
-    def _requeue(self, actions: Sequence[Action]) -> list[ActionResult]:
+    def _requeue(self, actions: Sequence[Action]
+                 ) -> tuple[list[ActionResult], dict[int, SlurmJob]]:
         """One ``scontrol requeue Incomplete`` for all, then the queue read again: a job the
         call requeued (its restart count grew) is done; one that ended since the
         observation was left ended, silently (no hold for it, and its intent stays for the
         next observation: killed by the signal, it is run again); one still running, its
         requeue refused or unanswered, is tried alone. Unlike a hold or a release, a
         requeue cannot be sent twice, and Slurm goes on past a job it refuses, so none is
-        left requeued without its hold. Unread, the batch's answer stands."""
+        left requeued without its hold. Unread, the batch's answer stands. Returns the
+        results and the listing read after the requeue (empty if it could not be)."""
         ids = [a.job_id for a in actions]
         if not ids:
-            return []
+            return [], {}
         try:
             self.backend.requeue(ids)
             failed = False
@@ -1098,9 +1098,8 @@ class SlurmCluster:
             now: dict[int, SlurmJob] | None = {j.job_id: j for j in self._listed()}
         except SlurmError:
             now = None  # each job alone, as a hold or a release
-        self._relisted = now or {}
         if now is None and not failed:
-            return [ActionResult(a, Outcome.APPLIED) for a in actions]
+            return [ActionResult(a, Outcome.APPLIED) for a in actions], {}
         results = []
         silent: str | None = None  # Slurm stopped answering: ask no more this round
         for a in actions:
@@ -1125,7 +1124,7 @@ class SlurmCluster:
             except SlurmError as exc:
                 results.append(self._requeued_unseen(a, exc) if now is None
                                else ActionResult(a, Outcome.REJECTED, str(exc)))
-        return results
+        return results, now or {}
 
     def _requeued_unseen(self, a: Action, refused: SlurmError) -> ActionResult:
         """A job's own requeue refused after the batch's reply was lost and the queue
