@@ -260,6 +260,15 @@ def test_a_heartbeat_slurmctld_cannot_read_fails() -> None:
                 assert check.name == "heartbeat", check
                 assert check.status == (Status.OK if can else Status.FAIL), (
                     oct(folder_mode), oct(file_mode), owner, user, check)
+            # found by a review: whoever can write the heartbeat can name their uid as
+            # the service's (its second line): a folder or file others may write warns
+            os.chown(folder, 0, 0)
+            for folder_mode, file_mode in ((0o775, 0o644), (0o1777, 0o644), (0o755, 0o666)):
+                os.chmod(folder, folder_mode)
+                os.chmod(beat, file_mode)
+                check = service_checks(want, slurm_user="root(0)")[-1]
+                assert check.status == Status.WARN and "writable by others" in check.detail
+            os.chmod(beat, 0o644)
             os.chmod(folder, 0o700)
             check = service_checks(want)[-1]
             assert check.detail == (

@@ -78,7 +78,14 @@ def service_checks(want: Expected, *, now_s: float | None = None,
     out = _running_checks(want, time.time() if now_s is None else now_s)
     closed = heartbeat_closed(want.heartbeat, slurm_user)
     if closed is None:
-        return out
+        written = heartbeat_open(want.heartbeat)
+        if written is None or out[-1].status != Status.OK:
+            return out
+        return [*out[:-1], Check("heartbeat", Status.WARN, f"{want.heartbeat}: {written}: "
+                                 "whoever can write it can name their uid as the "
+                                 "service's (job_submit.lua then lets them release the "
+                                 "planner's hold) or fail the partition open",
+                                 f"chmod go-w {written.split(' ', 1)[0]}")]
     return [*out[:-1], Check("heartbeat", Status.FAIL, f"{want.heartbeat}: {closed[0]}: "
                              "job_submit.lua reads it inside slurmctld, so every new job "
                              "runs under Slurm alone (fail-open)", closed[1])]
@@ -167,6 +174,21 @@ def heartbeat_closed(heartbeat: str, slurm_user: str | None) -> tuple[str, str] 
     if not _allowed(st, reader, (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)):
         return (f"not readable by {who} (mode {oct(stat.S_IMODE(st.st_mode))[2:]})",
                 f"chmod o+r {path}")
+    return None
+
+
+def heartbeat_open(heartbeat: str) -> str | None:
+    """What lets others than its owner write the heartbeat (the file, or the folder the
+    service renames it into), None when nothing does (ACLs aside): its second line names
+    the uid job_submit.lua takes for the service's (found by a review)."""
+    path = Path(heartbeat).absolute()
+    for what in (path.parent, path):
+        try:
+            mode = stat.S_IMODE(os.stat(what).st_mode)
+        except OSError:
+            continue
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"{what} is writable by others than its owner (mode {oct(mode)[2:]})"
     return None
 
 
