@@ -233,3 +233,20 @@ def test_a_round_limit_the_input_cannot_explain_stays_a_traceback() -> None:
     with pytest.raises(SystemExit) as stop, round_limit(ap, "--x", "why"):
         raise RoundLimit("slow", 100, float("inf"))
     assert stop.value.code == 2
+
+
+def test_the_solver_benchmark_hides_only_its_own_round_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review: `benchmarks.solver` suppressed every RuntimeError of its
+    simulation to stop at --max-rounds, so a bug ended the run as if it had stopped."""
+    from benchmarks import reference_runs, solver
+    from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
+    from slurm_shockwave.sim import run
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(reference_runs, "reference_workload", lambda _t: (None, 8))
+    monkeypatch.setattr(run, "simulate", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        solver.in_simulation("tacc", ShockwaveConfig(), 5)
