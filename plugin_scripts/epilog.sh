@@ -24,12 +24,16 @@ if [ -n "$BIN" ]; then
   # user that nobody else may write (another user may plant one in /tmp to inject
   # reports, which root would forward with its own credential); the client checks the
   # directory it opens again (its owner must be $SLURM_JOB_UID)
+  # (one filter for the flush and the removal: "$@" is find's action)
+  spools() {
+    find /tmp -maxdepth 1 \( -name "shockwave-spool-$SLURM_JOB_ID" \
+      -o -name "shockwave-spool-$SLURM_JOB_ID.*" \) -type d -uid "$SLURM_JOB_UID" \
+      ! -perm /022 "$@" 2>/dev/null
+  }
   began="$(date +%s)"
   case "${SLURM_JOB_UID:-}" in
     ''|*[!0-9]*) ;;
-    *) find /tmp -maxdepth 1 \( -name "shockwave-spool-$SLURM_JOB_ID" \
-         -o -name "shockwave-spool-$SLURM_JOB_ID.*" \) -type d -uid "$SLURM_JOB_UID" \
-         ! -perm /022 2>/dev/null | head -n 16 | while IFS= read -r spool; do
+    *) spools -print | head -n 16 | while IFS= read -r spool; do
          # tasks that started together may have made several: all of them, within
          # 10 s in all (the epilog ends in seconds, whatever the service does): each
          # flush gets what is left, at most 5 (a timeout of 5 each after a 10 s check
@@ -47,9 +51,7 @@ if [ -n "$BIN" ]; then
        # of the user's may trace rm and swallow timeout's TERM
        case "${SLURM_JOB_GID:-}" in
          ''|*[!0-9]*) ;;
-         *) find /tmp -maxdepth 1 \( -name "shockwave-spool-$SLURM_JOB_ID" \
-              -o -name "shockwave-spool-$SLURM_JOB_ID.*" \) -type d -uid "$SLURM_JOB_UID" \
-              ! -perm /022 -print0 2>/dev/null | timeout -k 1 2 setpriv --reuid="$SLURM_JOB_UID" \
+         *) spools -print0 | timeout -k 1 2 setpriv --reuid="$SLURM_JOB_UID" \
               --regid="$SLURM_JOB_GID" --clear-groups -- xargs -0 -r rm -rf -- \
               >/dev/null 2>&1 ;;
        esac ;;
