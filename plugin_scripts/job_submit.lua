@@ -273,6 +273,10 @@ end
 local MIXED = "shockwave: the " .. SHOCKWAVE_PARTITION .. " partition cannot be combined "
               .. "with other partitions; submit to it alone"
 
+-- `scontrol release` asks for priority INFINITE, a hold for 0; NO_VAL leaves it (slurm.h).
+local RELEASE = 4294967295
+local NO_VAL = 4294967294
+
 local ARRAY = "shockwave: job arrays are not planned in the " .. SHOCKWAVE_PARTITION
               .. " partition (one hold and one priority would act on every task at once);"
               .. " submit each task as its own job, e.g. a loop of sbatch"
@@ -282,7 +286,7 @@ local ARRAY = "shockwave: job arrays are not planned in the " .. SHOCKWAVE_PARTI
 local function asked(job_desc, job_rec)
   local function field(name)
     local value = job_desc[name]
-    if (value == nil or value == "" or value == 4294967294) and job_rec ~= nil then
+    if (value == nil or value == "" or value == NO_VAL) and job_rec ~= nil then
       value = job_rec[name]
     end
     return value
@@ -311,7 +315,7 @@ local function admit(job_desc, comment, job_id, job_rec)
   end
   job_desc.admin_comment = normalised .. stamp
   if job_desc.priority == 0
-      or (job_rec ~= nil and job_rec.priority == 0 and job_desc.priority ~= 4294967295) then
+      or (job_rec ~= nil and job_rec.priority == 0 and job_desc.priority ~= RELEASE) then
     -- `sbatch --hold`, or a job held before it was moved in (not by this update's
     -- release): a user's own hold, which Slurm records as the planner's (both a user
     -- hold): marked as `scontrol hold` by its owner is, so the planner keeps it
@@ -331,10 +335,6 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   if kind ~= "managed" then return slurm.SUCCESS end
   return admit(job_desc, job_desc.comment)
 end
-
--- `scontrol release` asks for priority INFINITE, a hold for 0; NO_VAL leaves it (slurm.h).
-local RELEASE = 4294967295
-local NO_VAL = 4294967294
 
 local function refuse_release(job_rec)
   return reject(job_rec.job_id, "shockwave: job %s is held for the %s partition's "
@@ -372,10 +372,10 @@ function shockwave_service_uid(path)
 end
 
 -- Root, SlurmUser and the service: the uids Slurm (and this plugin) knows as privileged,
--- and the planner's own. An operator
--- or admin (AdminLevel) is privileged in Slurm too, but a plugin is never told a user's
--- admin level: here they count as users, as an account coordinator does (in Slurm a
--- coordinator is not privileged: its hold of another user's job is a user hold).
+-- and the planner's own. An operator or admin (AdminLevel) is privileged in Slurm too,
+-- but a plugin is never told a user's admin level: here they count as users, as an
+-- account coordinator does (in Slurm a coordinator is not privileged: its hold of
+-- another user's job is a user hold).
 function shockwave_privileged(uid)
   return uid == 0 or uid == shockwave_slurm_uid() or uid == shockwave_service_uid()
 end
@@ -384,10 +384,10 @@ end
 -- admin's `scontrol hold` is told apart, and kept): its owner may not release it while
 -- the service is alive; anyone else Slurm lets (root, operators, the account's
 -- coordinator) may, and with no fresh heartbeat anyone may (fail-open). A hold by a user
--- (`scontrol hold`/`uhold`, priority 0, from any uid but root's and SlurmUser's), of a
--- pending or a running job (Slurm keeps a running job's hold through a requeue), is
--- marked "owner" whatever the heartbeat, so the service, alive now or later, never
--- releases it: the owner's own hold, or another user's (in Slurm, the account's
+-- (`scontrol hold`/`uhold`, priority 0, from any uid but root's, SlurmUser's and the
+-- service's), of a pending or a running job (Slurm keeps a running job's hold through a
+-- requeue), is marked "owner" whatever the heartbeat, so the service, alive now or
+-- later, never releases it: the owner's own hold, or another user's (in Slurm, the account's
 -- coordinator; a user hold, which Slurm lets the owner release). Any release of a marked
 -- job ends the hold the mark records and clears it; the owner's release, of a pending job
 -- while the service is alive, leaves the planner's hold (priority NO_VAL: unchanged), so
@@ -414,8 +414,13 @@ end
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local was = shockwave_partition_kind(job_rec.partition, nil)
   local asked_comment = job_desc.comment
-  local privileged = shockwave_privileged(modify_uid)
-  local owner = not privileged and modify_uid == job_rec.user_id
+  -- read only for a managed job (privileged reads the heartbeat): slurmctld calls this
+  -- for every update of every job
+  local privileged, owner = false, false
+  if was == "managed" then
+    privileged = shockwave_privileged(modify_uid)
+    owner = not privileged and modify_uid == job_rec.user_id
+  end
   if was == "managed" and asked_comment ~= nil and asked_comment ~= job_rec.comment then
     -- the hint is fixed; only its hold mark changes, and only by root, an operator or
     -- the service (a requeue-hold's mark), never by the owner, whose release it governs
