@@ -81,11 +81,10 @@ def service_checks(want: Expected, *, now_s: float | None = None,
         written = heartbeat_open(want.heartbeat)
         if written is None or out[-1].status != Status.OK:
             return out
-        return [*out[:-1], Check("heartbeat", Status.WARN, f"{want.heartbeat}: {written}: "
+        return [*out[:-1], Check("heartbeat", Status.WARN, f"{want.heartbeat}: {written[0]}: "
                                  "whoever can write it can name their uid as the "
                                  "service's (job_submit.lua then lets them release the "
-                                 "planner's hold) or fail the partition open",
-                                 f"chmod go-w {written.split(' ', 1)[0]}")]
+                                 "planner's hold) or fail the partition open", written[1])]
     return [*out[:-1], Check("heartbeat", Status.FAIL, f"{want.heartbeat}: {closed[0]}: "
                              "job_submit.lua reads it inside slurmctld, so every new job "
                              "runs under Slurm alone (fail-open)", closed[1])]
@@ -177,10 +176,11 @@ def heartbeat_closed(heartbeat: str, slurm_user: str | None) -> tuple[str, str] 
     return None
 
 
-def heartbeat_open(heartbeat: str) -> str | None:
-    """What lets others than its owner write the heartbeat (the file, or the folder the
-    service renames it into), None when nothing does (ACLs aside): its second line names
-    the uid job_submit.lua takes for the service's (found by a review)."""
+def heartbeat_open(heartbeat: str) -> tuple[str, str] | None:
+    """(what, fix) when others than its owner may write the heartbeat (the file, or the
+    folder the service renames it into), None when nobody may (ACLs aside), as
+    ``heartbeat_closed``: its second line names the uid job_submit.lua takes for the
+    service's (found by a review)."""
     path = Path(heartbeat).absolute()
     for what in (path.parent, path):
         try:
@@ -188,7 +188,8 @@ def heartbeat_open(heartbeat: str) -> str | None:
         except OSError:
             continue
         if mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return f"{what} is writable by others than its owner (mode {oct(mode)[2:]})"
+            return (f"{what} is writable by others than its owner (mode {oct(mode)[2:]})",
+                    f"chmod go-w {what}")
     return None
 
 
