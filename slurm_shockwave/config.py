@@ -201,9 +201,8 @@ class Settings:
 def parse_settings(data: Any, *, source: str, round_s: float | None = None) -> Settings:
     """``round_s``: the round length given on the command line (``serve --round-s``), over
     the file's ``slurm.round_s``: the settings that depend on it are checked against it."""
-    if data is None:
-        return Settings(source=source, slurm=SlurmConfig() if round_s is None
-                        else SlurmConfig(round_s=round_s))
+    if data is None:  # an empty file: every section its defaults
+        data = {}
     if not isinstance(data, Mapping):
         raise InputError("expected a mapping at the top level", source=source, field="config")
     unknown = sorted(str(k) for k in set(data) - {"simulator", "policies", "slurm", "service"})
