@@ -168,24 +168,34 @@ local function gpu_item(item)
 end
 
 -- GPUs in a TRES request (tres_per_node from --gres or --gpus-per-node, tres_per_job
--- from --gpus): gres:gpu:4 (22.05), gres/gpu:a100:4 (23.x on), items comma-separated.
+-- from --gpus, tres_per_task from --gpus-per-task): gres:gpu:4 (22.05), gres/gpu:a100:4
+-- (23.x on; per task gres/gpu:a100=4, read with = for :), items comma-separated.
 function shockwave_gpus_in(spec)
   local total = 0
-  for item in string.gmatch(type(spec) == "string" and spec or "", "[^,]+") do
+  local text = string.gsub(type(spec) == "string" and spec or "", "=", ":")
+  for item in string.gmatch(text, "[^,]+") do
     total = total + gpu_item(item)
   end
   return total
 end
 
--- GPUs a submission asks for: per node times its nodes (min_nodes; NO_VAL or unset: 1),
--- plus per job; json_shapes.job_gpus does the same with the node count squeue lists.
-function shockwave_job_gpus(tres_per_node, tres_per_job, min_nodes)
-  local nodes = 1
-  if type(min_nodes) == "number" and min_nodes >= 1 and min_nodes < 4294967294
-      and min_nodes == math.floor(min_nodes) then
-    nodes = min_nodes
+-- A count Slurm passes (min_nodes, num_tasks): a whole number from 1 below NO_VAL, else
+-- the default (unset, NO_VAL).
+local function given_count(value, default)
+  if type(value) == "number" and value >= 1 and value < 4294967294
+      and value == math.floor(value) then
+    return value
   end
+  return default
+end
+
+-- GPUs a submission asks for: per node times its nodes (min_nodes; NO_VAL or unset: 1),
+-- plus per job, plus per task times its tasks (num_tasks; unset: a task per node, as
+-- Slurm lists it); json_shapes.job_gpus does the same with the counts squeue lists.
+function shockwave_job_gpus(tres_per_node, tres_per_job, min_nodes, tres_per_task, num_tasks)
+  local nodes = given_count(min_nodes, 1)
   return shockwave_gpus_in(tres_per_job) + shockwave_gpus_in(tres_per_node) * nodes
+         + shockwave_gpus_in(tres_per_task) * given_count(num_tasks, nodes)
 end
 
 -- The heartbeat file's head (nil where it cannot be read).
@@ -281,18 +291,27 @@ local ARRAY = "shockwave: job arrays are not planned in the " .. SHOCKWAVE_PARTI
               .. " partition (one hold and one priority would act on every task at once);"
               .. " submit each task as its own job, e.g. a loop of sbatch"
 
--- The GPUs a job asks for, from the update's fields where it gives them, else the
--- job record's (``job_rec``: a job moved into the partition; nil at submit).
-local function asked(job_desc, job_rec)
-  local function field(name)
-    local value = job_desc[name]
-    if (value == nil or value == "" or value == NO_VAL) and job_rec ~= nil then
-      value = job_rec[name]
-    end
-    return value
+-- A field of the job, from the update where it gives it, else the job record's
+-- (``job_rec``: a job moved into the partition; nil at submit).
+local function job_field(job_desc, job_rec, name)
+  local value = job_desc[name]
+  if (value == nil or value == "" or value == NO_VAL) and job_rec ~= nil then
+    value = job_rec[name]
   end
-  return shockwave_job_gpus(field("tres_per_node"), field("tres_per_job"), field("min_nodes"))
+  return value
 end
+
+-- The GPUs a job asks for (a job record has no num_tasks, slurm_lua.c: a task per node).
+local function asked(job_desc, job_rec)
+  local function field(name) return job_field(job_desc, job_rec, name) end
+  return shockwave_job_gpus(field("tres_per_node"), field("tres_per_job"), field("min_nodes"),
+                            field("tres_per_task"), field("num_tasks"))
+end
+
+local PER_TASK = "shockwave: an elastic job (gpus=LO-HI in --comment) asks for its GPUs"
+                 .. " with --gres=gpu:N, --gpus-per-node or --gpus, not --gpus-per-task:"
+                 .. " Slurm refuses a GRES update of a job that asks per task, so it"
+                 .. " cannot be resized"
 
 -- Validate a managed job's hint into job_desc; returns slurm.SUCCESS or slurm.ERROR.
 local function admit(job_desc, comment, job_id, job_rec)
@@ -302,6 +321,10 @@ local function admit(job_desc, comment, job_id, job_rec)
   local normalised, field, problem = shockwave_parse_hint((shockwave_split_mark(comment)))
   if not normalised then
     return reject(job_id, "shockwave: bad hint in --comment: field '%s': %s", field, problem)
+  end
+  if string.find(normalised, " gpus=", 1, true)
+      and shockwave_gpus_in(job_field(job_desc, job_rec, "tres_per_task")) > 0 then
+    return reject(job_id, "%s", PER_TASK)
   end
   -- the first submission, stamped: Slurm moves a requeued job's submit time to the
   -- requeue, and the planner must not take a preempted job for a new arrival; and the

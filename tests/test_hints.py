@@ -227,27 +227,42 @@ _SPELLINGS = [
     ("gres:gpu:a100:", None, None, 0), ("gres:gpu::4", None, None, 0),
     ("gres:gpu:4,,gres:gpu:1", None, None, 5), ("gres:gpu:\u00b2", None, None, 0),
 ]
+# --gpus-per-task (tres_per_task) and the tasks: (per node, per job, nodes, per task,
+# tasks, GPUs); sbatch refuses it without -n or -N, and lists a task per node for -N only
+_PER_TASK = [
+    (None, None, None, "gres:gpu:2", 3, 6),       # -n 3 --gpus-per-task=2
+    (None, None, 2, "gres/gpu:a100:1", None, 2),  # -N 2 --gpus-per-task=a100:1
+    (None, None, 2, "gres:gpu:3", 4, 12),         # -N 2 -n 4 --gpus-per-task=3
+    ("gres:gpu:1", None, None, "gres:gpu:2", 2, 5),
+    (None, None, None, "cpu=4", 2, 0),            # 24.x lists --cpus-per-task here
+    (None, None, None, "gres/gpu=2", 2, 4),       # 25.11: name=count
+    (None, None, None, "cpu=2,gres/gpu:a100=1", 3, 3),
+    (None, None, None, "gres:gpu:2", 4294967294, 2),  # NO_VAL: a task per node
+]
 
 
-def _random_spellings(n: int) -> list[tuple[str | None, str | None, int | None]]:
+def _random_spellings(n: int) -> list[tuple[str | None, str | None, int | None,
+                                             str | None, int | None]]:
     """Strings made of the pieces GPU requests are made of, in any order."""
     import random
     rng = random.Random(11)
     pieces = ["gres", ":", "/", "gpu", "gpus", "a100", "a100_3g.20gb", "0", "4", "12",
-              "0000001", "99999999", ",", "mps", "(S:0)", "-", "", "\u0661", " "]
+              "0000001", "99999999", ",", "mps", "(S:0)", "-", "", "\u0661", " ", "=", "cpu"]
 
     def spec() -> str | None:
         return None if rng.random() < 0.2 else "".join(
             rng.choice(pieces) for _ in range(rng.randint(0, 9)))
-    return [(spec(), spec(), rng.choice([None, 1, 2, 3, 0, 4294967294]))
-            for _ in range(n)]
+    def count() -> int | None:
+        return rng.choice([None, 1, 2, 3, 0, 4294967294])
+    return [(spec(), spec(), count(), spec(), count()) for _ in range(n)]
 
 
 def test_lua_counts_requested_gpus_as_python_reads_them(tmp_path: Path) -> None:
     """The stamp job_submit.lua writes (asked_gpus) is the count the service reads from
     Slurm for the same job before any resize (json_shapes.job_gpus): one grammar in both,
     on sbatch's spellings and on random strings of the same pieces."""
-    cases = [c[:3] for c in _SPELLINGS] + _random_spellings(3000)
+    cases = ([(*c[:3], None, None) for c in _SPELLINGS] + [c[:5] for c in _PER_TASK]
+             + _random_spellings(3000))
     script = tmp_path / "count.lua"
     script.write_text("""
 slurm = { SUCCESS = 0, ERROR = -1, log_user = function() end, log_info = function() end }
@@ -257,22 +272,26 @@ local function text(h)
   return (string.gsub(h, "%x%x", function(x) return string.char(tonumber(x, 16)) end))
 end
 for line in io.lines() do
-  local a, b, n = string.match(line, "^(%S+) (%S+) (%S+)$")
-  print(shockwave_job_gpus(text(a), text(b), tonumber(n)))
+  local a, b, n, t, k = string.match(line, "^(%S+) (%S+) (%S+) (%S+) (%S+)$")
+  print(shockwave_job_gpus(text(a), text(b), tonumber(n), text(t), tonumber(k)))
 end
 """)
 
     def hexed(v: str | None) -> str:
         return "-" if v is None else v.encode().hex() or "-"
-    lines = [f"{hexed(a)} {hexed(b)} {'nil' if n is None else n}" for a, b, n in cases]
+    def given(v: int | None, default: int) -> int:
+        return v if isinstance(v, int) and 1 <= v < 4294967294 else default
+    lines = [" ".join((hexed(a), hexed(b), str(n), hexed(t), str(k)))
+             for a, b, n, t, k in cases]
     proc = subprocess.run([_lua(), str(script), str(SCRIPT)], input="\n".join(lines) + "\n",
                           capture_output=True, text=True, timeout=60, check=True)
     lua = [int(float(x)) for x in proc.stdout.split()]
-    # squeue lists the node count Slurm took from -N (1 when not given)
-    python = [job_gpus(a or "", b or "", n if isinstance(n, int) and 1 <= n < 4294967294
-                       else 1) for a, b, n in cases]
+    # squeue lists the node count Slurm took from -N (1 when not given), and the tasks
+    python = [job_gpus(a or "", b or "", given(n, 1), t or "", given(k, 0))
+              for a, b, n, t, k in cases]
     assert lua == python
-    assert lua[:len(_SPELLINGS)] == [c[3] for c in _SPELLINGS]
+    assert lua[:len(_SPELLINGS) + len(_PER_TASK)] == \
+        [c[3] for c in _SPELLINGS] + [c[5] for c in _PER_TASK]
 
 
 def test_lua_stamps_the_gpus_a_job_asked_for(tmp_path: Path) -> None:
@@ -447,6 +466,28 @@ show(slurm_job_modify(n, { partition = "other", comment = "model=lm bs=10 epochs
              "own job, e.g. a loop of sbatch")
     assert out == [f"-1\tnil\tnil\t{array}", f"0\t{GOOD}\tnil\t", "0\tnil\tnil\t",
                    f"-1\tnil\tnil\t{array}", f"0\t{GOOD}\tnil\t"]
+
+
+def test_lua_refuses_an_elastic_job_that_asks_gpus_per_task(tmp_path: Path) -> None:
+    """Slurm refuses a GRES update of a ``--gpus-per-task`` job (measured on 22.05), so an
+    elastic one could never be resized: refused at submit and when moved in, saying how to
+    ask instead. A fixed one is stamped with its whole count."""
+    out = _run("""
+local parts = { shockwave = part(1), other = part(0) }
+local d = { partition = "shockwave", comment = "model=lm bs=10 epochs=3 gpus=1-4",
+            tres_per_task = "gres:gpu:1", num_tasks = 2 }
+show(slurm_job_submit(d, parts, 0), d)
+local f = { partition = "shockwave", comment = "model=lm bs=10 epochs=3",
+            tres_per_task = "gres:gpu:2", num_tasks = 3 }
+slurm_job_submit(f, parts, 0)
+print(f.admin_comment)
+local m = { partition = "shockwave" }
+show(slurm_job_modify(m, { partition = "other", comment = "bs=1 epochs=1 gpus=2-8",
+                           tres_per_task = "gres/gpu:2", job_id = 9 }, parts, 0), m)
+""", tmp_path / "heartbeat")
+    assert out[0].startswith("-1\tnil\tnil\tshockwave: an elastic job (gpus=LO-HI")
+    assert "not --gpus-per-task" in out[0] and out[2] == out[0]
+    assert asked_gpus(out[1]) == 6
 
 
 # -- an owner's hold, recorded in the comment (hints.split_hold_mark) ---------------------

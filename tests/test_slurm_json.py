@@ -54,6 +54,21 @@ def test_jobs_read_the_same_in_both_shapes(version: str, squeue: str) -> None:
     assert jobs[103].partition == "gpu" and jobs[103].user == "root"
 
 
+@pytest.mark.parametrize(("version", "squeue", "per_task", "tasks"), [
+    ("22.05", "squeue.json", "gres:gpu:2", 3),
+    ("24.11", "squeue-all.json", "cpu=2,gres/gpu=2", {"set": True, "infinite": False,
+                                                      "number": 3})])
+def test_gpus_per_task_count_for_each_task(version: str, squeue: str, per_task: str,
+                                           tasks: object) -> None:
+    """``-n 3 --gpus-per-task=2`` is 6 GPUs (22.05 as measured on the local cluster; from
+    23.x the field reads ``name=count`` and lists ``--cpus-per-task`` too, and the tasks
+    are a number object: measured on 25.11)."""
+    doc = load(version, squeue)
+    obj = next(j for j in doc["jobs"] if j["job_id"] == 105)
+    obj.update(tres_per_job="", tres_per_node="", tres_per_task=per_task, tasks=tasks)
+    assert {j.job_id: j for j in jobs_from(doc)}[105].gpus == 6
+
+
 def test_the_signal_that_ended_a_job_in_both_shapes() -> None:
     """22.05 gives the wait status (a job killed by SIGUSR1 read 10 there, measured;
     exit 3 is 768 in the sample), 24.11 an object."""

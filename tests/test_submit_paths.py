@@ -166,6 +166,19 @@ def test_with_a_fresh_heartbeat_jobs_are_held(backend, jobs, heartbeat) -> None:
     assert j.state == "PENDING" and j.held and j.priority == 0
 
 
+def test_a_job_that_asks_gpus_per_task_is_counted_whole(backend, jobs, heartbeat) -> None:
+    """``-n 3 --gpus-per-task=2`` is 6 GPUs while it waits, in the listing the planner
+    reads and in job_submit.lua's stamp (the fields ``tres_per_task`` and ``num_tasks``,
+    checked here on the real slurmctld); read as none, it was planned as 1 GPU. An
+    elastic job cannot ask per task: Slurm refuses its GRES update (measured on 22.05)."""
+    heartbeat.fresh()
+    jid = jobs("-p", "shockwave", "-n", "3", "--gpus-per-task=2", f"--comment={GOOD}")
+    j = job(backend, jid)
+    assert (j.state, j.gpus, asked_gpus(j.admin_comment)) == ("PENDING", 6, 6)
+    with pytest.raises(SlurmError, match="cannot be resized"):
+        jobs("-p", "shockwave", "-n", "2", "--gpus-per-task=1", f"--comment={GOOD} gpus=1-4")
+
+
 def test_a_job_array_is_refused_in_the_managed_partition(backend, jobs, heartbeat) -> None:
     """``sbatch --array`` reaches job_submit.lua as ``array_inx`` (checked here on the real
     slurmctld): refused with what to do instead; moved in later, refused too; another

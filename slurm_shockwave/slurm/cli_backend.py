@@ -18,7 +18,6 @@ from typing import Any
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import (
-    gpus_in,
     gres_gpu_indices,
     holds_alloc,
     is_held,
@@ -43,7 +42,7 @@ from slurm_shockwave.slurm.slurm_conf import (
 # One line per job for the per-round listing; Comment last, since it may hold anything.
 _FIELDS = ("JobID", "State", "Reason", "PriorityLong", "UserName", "NumNodes", "NodeList",
            "SubmitTime", "tres-per-node", "tres-per-job", "RestartCnt", "StartTime",
-           "EligibleTime", "TimeLimit", "Name", "Comment")
+           "EligibleTime", "TimeLimit", "tres-per-task", "NumTasks", "Name", "Comment")
 _FORMAT = ",".join(f"{f}:|" for f in _FIELDS[:-1]) + f",{_FIELDS[-1]}:"
 _COL = {name: i for i, name in enumerate(_FIELDS)}
 # jobs of every partition holding nodes, for the GPU indices a node listing lacks
@@ -133,12 +132,17 @@ def detail_from_line(line: str) -> JobDetail | None:
         except ValueError:
             alloc = []
     limit = re.search(r"(?:^| )TimeLimit=(\S*)", line)
-    restarts = values["Restarts"]
     return JobDetail(
         job_id=int(jid.group(1)), admin_comment=comment.group(1).strip() if comment else "",
-        state=state, restarts=int(restarts) if restarts.isdigit() else 0,
+        state=state, restarts=_count(values["Restarts"]),
         start=values["StartTime"], gpu_alloc=tuple(alloc),
         time_limit_s=time_limit_text_s(limit.group(1)) if limit else 0)
+
+
+def _count(text: str, default: int = 0) -> int:
+    """A listed count; ``default`` where squeue prints none (N/A, empty)."""
+    text = text.strip()
+    return int(text) if text.isdigit() else default
 
 
 def _epoch(text: str) -> int:
@@ -244,11 +248,8 @@ class CliBackend:
     def _job_from_row(self, r: list[str], partition: str) -> SlurmJob:
         c = _COL
         jid, (state, *flags) = int(r[0]), job_state(r[c["State"]])
-        reason, prio = r[c["Reason"]].strip(), r[c["PriorityLong"]].strip()
-        priority = int(prio) if prio.isdigit() else 0
-        count = r[c["NumNodes"]].strip()
-        nodes = int(count) if count.isdigit() else 1
-        restarts = r[c["RestartCnt"]].strip()
+        reason = r[c["Reason"]].strip()
+        priority, nodes = _count(r[c["PriorityLong"]]), _count(r[c["NumNodes"]], 1)
         detail = self._details.get(jid)
         nodelist = r[c["NodeList"]].strip()
         alloc: tuple[tuple[str, tuple[int, ...]], ...] = ()
@@ -261,9 +262,10 @@ class CliBackend:
             priority=priority, held=is_held(state, priority, reason),
             comment=r[c["Comment"]].strip(),
             admin_comment=detail.admin_comment if detail else "",
-            gpus=job_gpus(r[c["tres-per-node"]], r[c["tres-per-job"]], nodes),
+            gpus=job_gpus(r[c["tres-per-node"]], r[c["tres-per-job"]], nodes,
+                          r[c["tres-per-task"]], _count(r[c["NumTasks"]])),
             node_count=nodes, nodes=nodelist,
-            restart_count=int(restarts) if restarts.isdigit() else 0,
+            restart_count=_count(r[c["RestartCnt"]]),
             submit_time=_epoch(r[c["SubmitTime"]].strip()),
             start_time=_epoch(r[c["StartTime"]].strip()) if holds_alloc(state) else 0,
             eligible_time=_epoch(r[c["EligibleTime"]].strip()),  # N/A: 0, eligible
@@ -320,13 +322,15 @@ class CliBackend:
 
     def gpus_per_job(self, job_ids: Sequence[int]) -> dict[int, int]:
         """GPUs each pending job of ``job_ids`` asked for with ``--gpus`` (its
-        TresPerJob), for the pyslurm backend, which cannot read it. One listing of the
-        pending jobs: ``squeue -j`` fails whole when one of the ids has gone."""
-        text = self._run(["squeue", "-h", "-t", "PD", "-O", "JobID:|,tres-per-job:"])
+        TresPerJob) or ``--gpus-per-task``, for the pyslurm backend, which reads
+        neither. One listing of the pending jobs: ``squeue -j`` fails whole when one of
+        the ids has gone."""
+        text = self._run(["squeue", "-h", "-t", "PD", "-O",
+                          "JobID:|,NumNodes:|,tres-per-job:|,tres-per-task:|,NumTasks:"])
         wanted = set(job_ids)
-        rows = (line.split("|", 1) for line in text.splitlines())
-        return {int(r[0]): gpus_in(r[1]) for r in rows
-                if len(r) == 2 and r[0].isdigit() and int(r[0]) in wanted}
+        rows = (line.split("|", 4) for line in text.splitlines())
+        return {int(r[0]): job_gpus("", r[2], _count(r[1], 1), r[3], _count(r[4]))
+                for r in rows if len(r) == 5 and r[0].isdigit() and int(r[0]) in wanted}
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = nodes_from(self._json(["sinfo", "--json"]))

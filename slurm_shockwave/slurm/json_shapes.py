@@ -89,8 +89,9 @@ def _gpu_item(item: str) -> int:
 
 def gpus_in(spec: str) -> int:
     """GPUs in a TRES request such as gres:gpu:4 or gres/gpu:a100:4,gres/gpu:v100:2 (all
-    types summed; 0 if none)."""
-    return sum(_gpu_item(item) for item in (spec or "").split(","))
+    types summed; 0 if none). From 23.x a per-task request reads ``name=count``
+    (cpu=2,gres/gpu:a100=1; measured on 25.11): the same with ``=`` for ``:``."""
+    return sum(_gpu_item(item) for item in (spec or "").replace("=", ":").split(","))
 
 
 def gres_gpu_count(text: str) -> int:
@@ -184,9 +185,15 @@ def is_held(state: str, priority: int, reason: str) -> bool:
         reason.startswith("JobHeld") or reason in _REQUEUE_HELD)
 
 
-def job_gpus(tres_per_node: str, tres_per_job: str, node_count: int) -> int:
-    """GPUs for the whole job: --gpus (per job) plus --gres=gpu:N on each node."""
-    return gpus_in(tres_per_job) + gpus_in(tres_per_node) * max(node_count, 1)
+def job_gpus(tres_per_node: str, tres_per_job: str, node_count: int,
+             tres_per_task: str = "", tasks: int = 0) -> int:
+    """GPUs for the whole job: --gpus (per job), plus --gres=gpu:N on each node, plus
+    --gpus-per-task=N for each task (sbatch refuses it without -n or -N; with -N only,
+    Slurm lists a task per node). A pending --gpus-per-task job read as none was planned
+    as 1 GPU (found by a review)."""
+    nodes = max(node_count, 1)
+    return (gpus_in(tres_per_job) + gpus_in(tres_per_node) * nodes
+            + gpus_in(tres_per_task) * (tasks if tasks >= 1 else nodes))
 
 
 def exit_signal(value: Any) -> int:
@@ -222,7 +229,8 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
         state=state[0] if state else "UNKNOWN", state_flags=state[1:], reason=reason,
         priority=priority, held=held, comment=str(obj.get("comment") or ""),
         admin_comment=str(obj.get("admin_comment") or ""),
-        gpus=job_gpus(obj.get("tres_per_node", ""), obj.get("tres_per_job", ""), node_count),
+        gpus=job_gpus(obj.get("tres_per_node", ""), obj.get("tres_per_job", ""), node_count,
+                      obj.get("tres_per_task", ""), number(obj.get("tasks"))),
         node_count=node_count,
         nodes=str(obj.get("nodes") or ""),
         gres_detail=gres_detail,

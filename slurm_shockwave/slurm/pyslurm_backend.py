@@ -158,9 +158,10 @@ class PyslurmBackend:
 
     def _with_per_job_gpus(self, jobs: list[SlurmJob]) -> list[SlurmJob]:
         """pyslurm 25.11 does not read a job's TresPerJob (``gres/gpu:N``, from
-        ``--gpus=N``: its TRES parser expects ``name=count``), and the job's requested
-        TRES count GPUs only where slurmdbd tracks gres/gpu. So a pending job that shows no
-        GPUs per node is asked of squeue, all such jobs in one call."""
+        ``--gpus=N``: its TRES parser expects ``name=count``) or its per-task GPUs, and
+        the job's requested TRES count GPUs only where slurmdbd tracks gres/gpu. So a
+        pending job that shows no GPUs per node is asked of squeue, all such jobs in one
+        call."""
         unknown = [j.job_id for j in jobs if not j.gpus and j.state == "PENDING"]
         if not unknown:
             return jobs

@@ -187,9 +187,9 @@ def request_gpus(job: SlurmJob, hint: Hint) -> int:
     changes its GRES as it resizes it and a requeue by Slurm (a node failure, an admin's)
     keeps the changed count, which read as the request moved its fair finish time and
     its counts; else (a fixed job, or one submitted before the stamp) the count Slurm
-    holds for it: the GPUs a running job was given where its request reads fewer
-    (`--gpus-per-task`, which the listing does not count: read as 1 GPU on 2, it was
-    moved every other round; found by a review)."""
+    holds for it: the GPUs a running job was given where its request reads fewer (a
+    request the listing cannot count: read as 1 GPU on 2, it was moved every other
+    round; found by a review)."""
     asked = asked_gpus(job.admin_comment) if hint.gpus_range else None
     given = len(job_slots(job)) if job.state == "RUNNING" else 0
     return asked or max(job.gpus, given, 1)
