@@ -11,7 +11,7 @@ from slurm_shockwave.model.plan import Action, ActionKind, Outcome
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.hints import parse_hint
-from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode, SlurmUnanswered
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode, SlurmUnanswered
 from slurm_shockwave.slurm.world import (
     CheckpointIntent,
     MemoryIntents,
@@ -878,6 +878,47 @@ def test_a_requeue_whose_reply_and_relisting_are_lost_still_holds_the_job() -> N
         1: Outcome.APPLIED, 2: Outcome.APPLIED}
     assert all(fake.jobs[j].held and fake.jobs[j].restart_count == 1 for j in (1, 2))
     assert fake.requeues == 3  # the batch, then each alone (refused: not running)
+
+
+def test_a_job_slurm_will_not_requeue_is_rejected_not_held_when_the_listing_is_lost(
+        ) -> None:
+    """Found by a review: with the batch's reply and the listing after it lost, a job whose
+    own requeue Slurm refused was held and its preemption reported applied, a hold taken
+    for proof of a requeue. ``requeue Incomplete`` refuses only a job still running that
+    cannot be requeued (``--no-requeue``: "Requested operation is presently disabled"),
+    and Slurm holds a running job too (both measured on 22.05): it ran on, held."""
+
+    class NoRequeue(FakeSlurm):
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+            self.lost = False
+
+        def requeue(self, job_ids):  # type: ignore[no-untyped-def]
+            if 2 in job_ids and self.jobs[2].state == "RUNNING":
+                super().requeue([j for j in job_ids if j != 2])
+                if len(job_ids) > 1:
+                    self.lost = True
+                    raise SlurmUnanswered("scontrol requeue: no answer within 30 s")
+                raise SlurmError("Requested operation is presently disabled for job 2")
+            super().requeue(job_ids)
+
+        def list_jobs(self, partition=None):  # type: ignore[no-untyped-def]
+            if self.lost:
+                self.lost = False
+                raise SlurmUnanswered("squeue: no answer within 30 s")
+            return super().list_jobs(partition)
+
+    fake = NoRequeue([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    plain = HINT.removesuffix(" signal=USR1 grace=30")
+    fake.add(replace(running(1), admin_comment=plain))
+    fake.add(replace(running(2), admin_comment=plain))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    result = world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.PREEMPT, 2)])
+    assert {r.action.job_id: r.outcome for r in result.results} == {
+        1: Outcome.APPLIED, 2: Outcome.REJECTED}
+    assert fake.jobs[1].held and fake.jobs[1].restart_count == 1
+    assert (fake.jobs[2].state, fake.jobs[2].held) == ("RUNNING", False)
 
 
 def test_a_gpu_count_the_table_lacks_is_planned_from_its_nearest_measured_count() -> None:

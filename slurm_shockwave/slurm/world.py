@@ -1122,22 +1122,12 @@ class SlurmCluster:
                 silent = str(exc)
                 results.append(ActionResult(a, Outcome.REJECTED, silent))
             except SlurmError as exc:
-                results.append(self._requeued_unseen(a, exc) if now is None
-                               else ActionResult(a, Outcome.REJECTED, str(exc)))
+                # ``requeue Incomplete`` leaves a job that is not running as it is, without
+                # an error (measured on 22.05): refused, the job still runs and cannot be
+                # requeued (``--no-requeue``), or is gone. Before, a hold that took was read
+                # as proof of a requeue the batch had done; Slurm holds a running job too
+                results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
         return results, now or {}
-
-    def _requeued_unseen(self, a: Action, refused: SlurmError) -> ActionResult:
-        """A job's own requeue refused after the batch's reply was lost and the queue
-        could not be read: the batch may have requeued it (then it is pending, no longer
-        running). Slurm holds only a job that is not running, so a hold that takes says
-        it was requeued, and holds it as ``_hold_requeued`` would; before, it was left
-        requeued and unheld at its pinned priority until the next round (found by a
-        review), free to start again on the GPUs it had just given up."""
-        try:
-            self.backend.hold([a.job_id])
-        except SlurmError:
-            return ActionResult(a, Outcome.REJECTED, str(refused))
-        return ActionResult(a, Outcome.APPLIED, "requeued (its reply was lost)")
 
     def _batch(self, actions: Sequence[Action],
                call: Callable[[list[int]], None]) -> list[ActionResult]:
