@@ -308,6 +308,10 @@ local function asked(job_desc, job_rec)
                             field("tres_per_task"), field("num_tasks"))
 end
 
+local NO_REQUEUE = "shockwave: a job in the " .. SHOCKWAVE_PARTITION .. " partition must be"
+                   .. " requeueable: the planner stops a job by requeueing it (after its"
+                   .. " checkpoint signal); submit it without --no-requeue"
+
 local PER_TASK = "shockwave: an elastic job (gpus=LO-HI in --comment) asks for its GPUs"
                  .. " with --gres=gpu:N, --gpus-per-node or --gpus, not --gpus-per-task:"
                  .. " Slurm refuses a GRES update of a job that asks per task, so it"
@@ -321,6 +325,10 @@ local function admit(job_desc, comment, job_id, job_rec)
   local normalised, field, problem = shockwave_parse_hint((shockwave_split_mark(comment)))
   if not normalised then
     return reject(job_id, "shockwave: bad hint in --comment: field '%s': %s", field, problem)
+  end
+  if job_desc.requeue == 0 then
+    -- Slurm refuses the planner's requeue of it ("presently disabled"): never preempted
+    return reject(job_id, "%s", NO_REQUEUE)
   end
   if string.find(normalised, " gpus=", 1, true)
       and shockwave_gpus_in(job_field(job_desc, job_rec, "tres_per_task")) > 0 then
@@ -453,6 +461,9 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
                     .. "partition is fixed at submit; cancel and resubmit the job to "
                     .. "change it", SHOCKWAVE_PARTITION)
     end
+  end
+  if was == "managed" and job_desc.requeue == 0 then
+    return reject(job_rec.job_id, "%s", NO_REQUEUE)
   end
   if was == "managed" and job_desc.priority ~= nil then
     local rc = hold_or_release(job_desc, job_rec, owner, privileged)

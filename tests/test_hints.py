@@ -490,6 +490,34 @@ show(slurm_job_modify(m, { partition = "other", comment = "bs=1 epochs=1 gpus=2-
     assert asked_gpus(out[1]) == 6
 
 
+def test_lua_refuses_a_job_that_cannot_be_requeued(tmp_path: Path) -> None:
+    """The planner stops a job by requeueing it, which Slurm refuses for a
+    ``--no-requeue`` job ("Requested operation is presently disabled", measured on
+    22.05): refused at submit, when moved in, and as an update of a managed job; another
+    partition's and a requeueable job (1, or unset: 65534) are untouched."""
+    out = _run("""
+local parts = { shockwave = part(1), other = part(0) }
+for _, r in ipairs({ 0, 1, 65534 }) do
+  local d = { partition = "shockwave", comment = "model=lm bs=10 epochs=3", requeue = r }
+  show(slurm_job_submit(d, parts, 0), d)
+end
+local o = { partition = "other", comment = "", requeue = 0 }
+show(slurm_job_submit(o, parts, 0), o)
+local m = { partition = "shockwave", requeue = 0 }
+show(slurm_job_modify(m, { partition = "other", comment = "bs=1 epochs=1", job_id = 8 },
+                      parts, 0), m)
+local u = { requeue = 0 }
+show(slurm_job_modify(u, { partition = "shockwave", comment = "bs=1 epochs=1", job_id = 9,
+                           user_id = 1000 }, parts, 1000), u)
+""", tmp_path / "heartbeat")
+    refused = ("shockwave: a job in the shockwave partition must be requeueable: the "
+               "planner stops a job by requeueing it (after its checkpoint signal); submit "
+               "it without --no-requeue")
+    assert out[0] == out[4] == out[5] == f"-1\tnil\tnil\t{refused}"
+    assert out[1].startswith(f"0\t{GOOD}") and out[2].startswith(f"0\t{GOOD}")
+    assert out[3] == "0\tnil\tnil\t"
+
+
 # -- an owner's hold, recorded in the comment (hints.split_hold_mark) ---------------------
 _MARK_PIECES = ["held=", "owner", "requeue", "admin", " ", "  ", "\t", "\n", "x", "bs=1",
                 "=", "held", "HELD=", "ownerx", "\u00a0", ""]

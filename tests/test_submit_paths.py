@@ -179,6 +179,21 @@ def test_a_job_that_asks_gpus_per_task_is_counted_whole(backend, jobs, heartbeat
         jobs("-p", "shockwave", "-n", "2", "--gpus-per-task=1", f"--comment={GOOD} gpus=1-4")
 
 
+def test_a_job_that_cannot_be_requeued_is_refused(backend, jobs, heartbeat) -> None:
+    """The planner stops a job by requeueing it; Slurm refuses that for a
+    ``--no-requeue`` job, which then could never be preempted: refused at submit and as
+    an update (job_submit.lua's ``requeue`` field, checked on the real slurmctld)."""
+    heartbeat.fresh()
+    with pytest.raises(SlurmError, match="must be requeueable"):
+        jobs("-p", "shockwave", "--no-requeue", "--gres=gpu:1", f"--comment={GOOD}")
+    jid = jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}")
+    proc = scontrol_update(jid, "requeue=0")  # 22.05 says only "Unspecified error"
+    assert proc.returncode != 0, proc.stdout
+    shown = subprocess.run(["scontrol", "show", "job", str(jid)], capture_output=True,
+                           text=True, timeout=60, check=True).stdout
+    assert " Requeue=1 " in shown
+
+
 def test_a_job_array_is_refused_in_the_managed_partition(backend, jobs, heartbeat) -> None:
     """``sbatch --array`` reaches job_submit.lua as ``array_inx`` (checked here on the real
     slurmctld): refused with what to do instead; moved in later, refused too; another
