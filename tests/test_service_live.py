@@ -178,6 +178,33 @@ def test_serve_plans_mixed_jobs_on_shared_nodes(env: Env) -> None:
     assert story["history"] and story["actions"][0]["kind"] == "start"
 
 
+def test_jobs_that_ask_gpus_per_task_run_on_their_whole_count_and_stay(env: Env) -> None:
+    """``-n 3 --gpus-per-task=2`` and ``-n 2 -c 3 --gpus-per-task=1`` beside jobs that ask
+    per node: planned at 6 and 2 GPUs while they wait (read as none, they were planned as
+    1 GPU), started with them, and neither stopped nor moved in the rounds after."""
+    write_heartbeat(env.heartbeat, time.time(), 600)
+    per_task = [env.submit("-n", "3", "--gpus-per-task=2", f"--comment={HINT.format(e=40)}"),
+                env.submit("-n", "2", "-c", "3", "--gpus-per-task=1",
+                           f"--comment={HINT.format(e=40)}")]
+    for g in (8, 4, 2):
+        env.submit(f"--gres=gpu:{g}", f"--comment={HINT.format(e=40)}")
+    assert [env.job(j).gpus for j in per_task] == [6, 2]
+    proc = env.serve("shockwave")
+    wait_for(lambda: all(env.job(j).state == "RUNNING" for j in per_task), 90,
+             "the per-task jobs running")
+    done = env.query("SELECT COUNT(*) FROM rounds")[0][0]
+    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] >= done + 4, 90,
+             "4 more rounds")
+    assert stop(proc) == 0
+    for jid, gpus in zip(per_task, (6, 2), strict=True):
+        j = env.job(jid)
+        assert (j.state, j.restart_count) == ("RUNNING", 0), j
+        assert sum(len(idx) for _, idx in j.gpu_alloc) == gpus
+        assert "start restart=0 gpus=" in env.output(jid)
+    assert env.query("SELECT COUNT(*) FROM actions WHERE kind = 'preempt'")[0][0] == 0
+    assert "Traceback" not in env.log()
+
+
 def test_fifo_never_signals_a_running_job(env: Env) -> None:
     write_heartbeat(env.heartbeat, time.time(), 600)
     ids = [env.submit(f"--gres=gpu:{g}",
