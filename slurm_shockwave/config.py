@@ -179,14 +179,23 @@ class ServiceConfig:
             return "heartbeat", PATH_PROBLEM
         if not (math.isfinite(self.fill_poll_s) and 0.1 <= self.fill_poll_s <= 3600):
             return "fill_poll_s", "must be from 0.1 to 3600 seconds"
-        files = {"store": self.store, "heartbeat": self.heartbeat,
-                 "endpoint_file": self.endpoint_file}
-        seen: dict[str, str] = {}
-        for name, path in files.items():  # one typo wrote the URL over the store
-            other = seen.setdefault(os.path.realpath(os.path.expanduser(path)), name)
-            if other != name:
-                return name, f"is the file service.{other} names: each needs its own"
+        same = shared_file({"store": self.store, "heartbeat": self.heartbeat,
+                            "endpoint_file": self.endpoint_file})
+        if same is not None:
+            return same[0], f"is the file service.{same[1]} names: each needs its own"
         return None
+
+
+def shared_file(files: Mapping[str, str]) -> tuple[str, str] | None:
+    """The first of the service's files (name: path) that is a file an earlier one is,
+    and that one's name: one typo wrote the URL over the store. ``serve`` checks again
+    with its command line's paths, which the config's check never sees."""
+    seen: dict[str, str] = {}
+    for name, path in files.items():
+        other = seen.setdefault(os.path.realpath(os.path.expanduser(path)), name)
+        if other != name:
+            return name, other
+    return None
 
 
 @dataclass(frozen=True)

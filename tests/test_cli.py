@@ -139,6 +139,28 @@ def test_bad_input_is_one_line_exit_2(args: list[str], expected: str) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_serve_refuses_a_command_line_path_that_is_another_of_its_files(
+        tmp_path: Path) -> None:
+    """Found by a red-team: ``--endpoint-file`` naming the store wrote the service's URL
+    over it (every round, intent and report lost); the config's own check never saw the
+    command line's paths. Refused before anything is opened, the store intact."""
+    store = tmp_path / "state.db"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"service: {{store: {store}, heartbeat: {tmp_path / 'hb'}}}\n")
+    store.write_bytes(b"SQLite format 3\x00kept")
+    (tmp_path / "slurm.conf").write_text("ClusterName=x\n")  # never asked: refused first
+    base = ["serve", "--config", str(cfg), "--slurm-conf", str(tmp_path / "slurm.conf")]
+    for extra, expected in ((["--endpoint-file", str(store)],
+                             "--endpoint-file: is the file service.store names"),
+                            (["--store", str(tmp_path / "hb")],
+                             "service.heartbeat: is the file --store names")):
+        proc = run(*base, *extra, check=False)
+        assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
+    proc = run(*base, "--dry-run", "--endpoint-file", str(store), check=False)
+    assert proc.returncode == 2 and "--endpoint-file: is the file --store" not in proc.stderr
+    assert store.read_bytes() == b"SQLite format 3\x00kept"
+
+
 def test_a_local_file_named_like_a_bundled_trace_is_noted(tmp_path: Path) -> None:
     """``demo`` is the bundled trace even with a ./demo here, which was read silently
     instead (red-team): one note says so and that ./demo names the local one."""

@@ -23,6 +23,7 @@ from slurm_shockwave.cli.live_options import (
     running_config,
     service,
 )
+from slurm_shockwave.config import shared_file
 from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
@@ -68,6 +69,15 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     name = policy or svc.policy
     path = store_path or svc.store
     period = env.settings.slurm.round_s
+    # a dry run writes no heartbeat and no endpoint file unless one is named
+    written = {"--store" if store_path else "service.store": path}
+    if not dry_run:
+        written["service.heartbeat"] = svc.heartbeat
+    if endpoint_file or not dry_run:
+        written["--endpoint-file" if endpoint_file else "service.endpoint_file"] = \
+            endpoint_file or svc.endpoint_file
+    if (same := shared_file(written)) is not None:  # before anything is opened
+        raise InputError(f"{same[0]}: is the file {same[1]} names: each needs its own")
     conf = None if dry_run else running_config(env)  # None: Slurm does not answer
     if not dry_run:
         check_job_submit_lua(env, conf, "--partition" if partition else "slurm.partition")
