@@ -190,12 +190,19 @@ local function given_count(value, default)
 end
 
 -- GPUs a submission asks for: per node times its nodes (min_nodes; NO_VAL or unset: 1),
--- plus per job, plus per task times its tasks (num_tasks; unset: a task per node, as
--- Slurm lists it); json_shapes.job_gpus does the same with the counts squeue lists.
+-- plus per job; or, when it asks per task, per task times its tasks (num_tasks; unset:
+-- the per-job or per-node GPUs over the per-task ones, else a task per node, as Slurm
+-- derives them); json_shapes.job_gpus does the same with the counts squeue lists.
 function shockwave_job_gpus(tres_per_node, tres_per_job, min_nodes, tres_per_task, num_tasks)
   local nodes = given_count(min_nodes, 1)
-  return shockwave_gpus_in(tres_per_job) + shockwave_gpus_in(tres_per_node) * nodes
-         + shockwave_gpus_in(tres_per_task) * given_count(num_tasks, nodes)
+  local whole = shockwave_gpus_in(tres_per_job) + shockwave_gpus_in(tres_per_node) * nodes
+  local each = shockwave_gpus_in(tres_per_task)
+  if each == 0 then return whole end
+  local tasks = given_count(num_tasks, nil)
+  if tasks == nil then
+    tasks = whole >= each and math.floor(whole / each) or nodes
+  end
+  return each * tasks
 end
 
 -- The heartbeat file's head (nil where it cannot be read).
@@ -301,9 +308,15 @@ local function job_field(job_desc, job_rec, name)
   return value
 end
 
--- The GPUs a job asks for (a job record has no num_tasks, slurm_lua.c: a task per node).
+-- The GPUs a job asks for; 0 (no stamp) for a job moved in that asks per task with no
+-- task count in the update: a job record has no num_tasks (slurm_lua.c). The stamp is
+-- read only for elastic jobs, which cannot ask per task.
 local function asked(job_desc, job_rec)
   local function field(name) return job_field(job_desc, job_rec, name) end
+  if job_rec ~= nil and given_count(job_desc.num_tasks, nil) == nil
+      and shockwave_gpus_in(field("tres_per_task")) > 0 then
+    return 0
+  end
   return shockwave_job_gpus(field("tres_per_node"), field("tres_per_job"), field("min_nodes"),
                             field("tres_per_task"), field("num_tasks"))
 end

@@ -228,12 +228,17 @@ _SPELLINGS = [
     ("gres:gpu:4,,gres:gpu:1", None, None, 5), ("gres:gpu:\u00b2", None, None, 0),
 ]
 # --gpus-per-task (tres_per_task) and the tasks: (per node, per job, nodes, per task,
-# tasks, GPUs); sbatch refuses it without -n or -N, and lists a task per node for -N only
+# tasks, GPUs); sbatch refuses it without -n, -N or --gpus, and lists a task per node for
+# -N only; with --gpus or --gres too, Slurm makes the counts agree (measured on 22.05)
 _PER_TASK = [
     (None, None, None, "gres:gpu:2", 3, 6),       # -n 3 --gpus-per-task=2
     (None, None, 2, "gres/gpu:a100:1", None, 2),  # -N 2 --gpus-per-task=a100:1
     (None, None, 2, "gres:gpu:3", 4, 12),         # -N 2 -n 4 --gpus-per-task=3
-    ("gres:gpu:1", None, None, "gres:gpu:2", 2, 5),
+    (None, "gres:gpu:8", None, "gres:gpu:1", 8, 8),  # --gpus=8 --gpus-per-task=1
+    (None, "gres:gpu:8", None, "gres:gpu:1", None, 8),  # its tasks derived: 8 / 1
+    ("gres:gpu:4", None, None, "gres:gpu:2", 2, 4),  # -n 2 --gres=gpu:4 --gpus-per-task=2
+    ("gres:gpu:2", None, 2, "gres:gpu:1", 4, 4),     # -N 2 --gres=gpu:2 --gpus-per-task=1
+    ("gres:gpu:2", None, 2, "gres:gpu:1", None, 4),
     (None, None, None, "cpu=4", 2, 0),            # 24.x lists --cpus-per-task here
     (None, None, None, "gres/gpu=2", 2, 4),       # 25.11: name=count
     (None, None, None, "cpu=2,gres/gpu:a100=1", 3, 3),
@@ -286,8 +291,9 @@ end
     proc = subprocess.run([_lua(), str(script), str(SCRIPT)], input="\n".join(lines) + "\n",
                           capture_output=True, text=True, timeout=60, check=True)
     lua = [int(float(x)) for x in proc.stdout.split()]
-    # squeue lists the node count Slurm took from -N (1 when not given), and the tasks
-    python = [job_gpus(a or "", b or "", given(n, 1), t or "", given(k, 0))
+    # squeue lists the node count Slurm took from -N (1 when not given); the tasks as
+    # they are, NO_VAL included
+    python = [job_gpus(a or "", b or "", given(n, 1), t or "", k or 0)
               for a, b, n, t, k in cases]
     assert lua == python
     assert lua[:len(_SPELLINGS) + len(_PER_TASK)] == \
@@ -471,7 +477,7 @@ show(slurm_job_modify(n, { partition = "other", comment = "model=lm bs=10 epochs
 def test_lua_refuses_an_elastic_job_that_asks_gpus_per_task(tmp_path: Path) -> None:
     """Slurm refuses a GRES update of a ``--gpus-per-task`` job (measured on 22.05), so an
     elastic one could never be resized: refused at submit and when moved in, saying how to
-    ask instead. A fixed one is stamped with its whole count."""
+    ask instead. A fixed one is stamped with its whole count, or, moved in, not at all."""
     out = _run("""
 local parts = { shockwave = part(1), other = part(0) }
 local d = { partition = "shockwave", comment = "model=lm bs=10 epochs=3 gpus=1-4",
@@ -484,10 +490,16 @@ print(f.admin_comment)
 local m = { partition = "shockwave" }
 show(slurm_job_modify(m, { partition = "other", comment = "bs=1 epochs=1 gpus=2-8",
                            tres_per_task = "gres/gpu:2", job_id = 9 }, parts, 0), m)
+local n = { partition = "shockwave" }
+slurm_job_modify(n, { partition = "other", comment = "bs=1 epochs=1",
+                      tres_per_task = "gres/gpu:2", job_id = 10 }, parts, 0)
+print(n.admin_comment)
 """, tmp_path / "heartbeat")
     assert out[0].startswith("-1\tnil\tnil\tshockwave: an elastic job (gpus=LO-HI")
     assert "not --gpus-per-task" in out[0] and out[2] == out[0]
     assert asked_gpus(out[1]) == 6
+    # moved in: Slurm passes no task count of a job record, so no stamp, not a wrong one
+    assert asked_gpus(out[3]) is None and split_admin_comment(out[3])[1]
 
 
 def test_lua_refuses_a_job_that_cannot_be_requeued(tmp_path: Path) -> None:

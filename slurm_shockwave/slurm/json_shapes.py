@@ -185,15 +185,27 @@ def is_held(state: str, priority: int, reason: str) -> bool:
         reason.startswith("JobHeld") or reason in _REQUEUE_HELD)
 
 
+_NO_VAL = 4294967294
+"""Slurm's "not set" for a 32-bit count (slurm.h), which squeue prints as a number."""
+
+
 def job_gpus(tres_per_node: str, tres_per_job: str, node_count: int,
              tres_per_task: str = "", tasks: int = 0) -> int:
-    """GPUs for the whole job: --gpus (per job), plus --gres=gpu:N on each node, plus
-    --gpus-per-task=N for each task (sbatch refuses it without -n or -N; with -N only,
-    Slurm lists a task per node). A pending --gpus-per-task job read as none was planned
-    as 1 GPU (found by a review)."""
+    """GPUs for the whole job: --gpus (per job) plus --gres=gpu:N on each node; or, when
+    it asks --gpus-per-task=M, M for each task, which Slurm makes the other counts agree
+    with (``--gpus=8 --gpus-per-task=1`` is 8 tasks of 1, ``-n 2 --gres=gpu:4
+    --gpus-per-task=2`` 4 GPUs: measured on 22.05; summed, a review found them read as 16
+    and 8). A task count not given is derived as Slurm does: the per-job or per-node GPUs
+    over M, else a task per node (sbatch refuses --gpus-per-task without -n, -N or
+    --gpus). A pending --gpus-per-task job read as none was planned as 1 GPU."""
     nodes = max(node_count, 1)
-    return (gpus_in(tres_per_job) + gpus_in(tres_per_node) * nodes
-            + gpus_in(tres_per_task) * (tasks if tasks >= 1 else nodes))
+    whole = gpus_in(tres_per_job) + gpus_in(tres_per_node) * nodes
+    each = gpus_in(tres_per_task)
+    if not each:
+        return whole
+    if not 1 <= tasks < _NO_VAL:
+        tasks = whole // each if whole >= each else nodes
+    return each * tasks
 
 
 def exit_signal(value: Any) -> int:
