@@ -36,6 +36,10 @@ def test_shipped_example_config_is_valid() -> None:
     # empty list or false was silently no policy settings
     ({"service": {"store": " "}}, "service.store"),
     ({"service": {"heartbeat": ""}}, "service.heartbeat"),
+    # found by a red-team: a YAML block scalar ends in a newline, which was written into
+    # job_submit.lua as an unfinished string: slurmctld stops on a script it cannot load
+    ({"service": {"heartbeat": "/v/hb\n"}}, "service.heartbeat"),
+    ({"service": {"endpoint_file": "/v/e\tx"}}, "service.endpoint_file"),
     ({"slurm": {"slurm_conf": " "}}, "slurm.slurm_conf"),
     ({"policies": []}, "policies"),
     ({"policies": False}, "policies"),

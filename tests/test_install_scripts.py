@@ -99,6 +99,20 @@ def _conf(tmp: Path, extra: str) -> Path:
     return conf
 
 
+@pytest.mark.parametrize("field", ["heartbeat", "endpoint_file", "shockwave_bin"])
+def test_a_path_that_ends_in_a_newline_is_refused(field: str) -> None:
+    """Found by a red-team: ``$`` passed a final newline, and a heartbeat path from a
+    YAML block scalar was written into job_submit.lua as an unfinished string, which
+    Lua cannot load and slurmctld stops on."""
+    from dataclasses import replace
+
+    from slurm_shockwave.model.errors import InputError
+    good = ScriptSettings(shockwave_bin="/usr/bin/shockwave")
+    good.validate()
+    with pytest.raises(InputError, match=field):
+        replace(good, **{field: getattr(good, field) + "\n"}).validate()
+
+
 def _install(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "install-scripts",
                            *args], capture_output=True, text=True, timeout=60)

@@ -63,8 +63,9 @@ as a quoted string, and a comma or a space would name two partitions to Slurm; a
 "-" would reach scontrol and squeue as an option."""
 PARTITION_PROBLEM = "must be a partition name of [A-Za-z0-9._-], not starting with -"
 LISTEN_PROBLEM = "must be HOST:PORT (port 0: any free port)"
-PATH_PROBLEM = "must be a path, not empty"
-"""An output or store path given as "": it was taken as the option left out."""
+PATH_PROBLEM = "must be a path, not empty, with no control characters"
+"""An output or store path given as "": it was taken as the option left out; one with a
+newline (a YAML block scalar ends in one) named another file than the admin meant."""
 MAX_SLURM_ID = 2**32 - 1
 """Slurm's job ids and uids are 32-bit unsigned."""
 
@@ -74,7 +75,7 @@ def is_partition_name(text: str) -> bool:
 
 
 def is_path_text(text: str) -> bool:
-    return bool(text.strip())
+    return bool(text.strip()) and not any(ord(c) < 32 or ord(c) == 127 for c in text)
 
 
 def is_host_port(text: str) -> bool:

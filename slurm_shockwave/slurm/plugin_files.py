@@ -28,7 +28,9 @@ SCRIPT_NAMES = ("job_submit.lua", "prolog.sh", "epilog.sh", "task_prolog.sh", "e
 MARK = "slurm-shockwave"
 """Every shipped script names the project in its first lines."""
 
-_PATH = re.compile(r"^/[A-Za-z0-9._/+-]+$")
+_PATH = re.compile(r"/[A-Za-z0-9._/+-]+")
+"""Matched whole (``fullmatch``): ``$`` passes a final newline, and a path ending in one
+made a job_submit.lua that Lua cannot load, which stops slurmctld (found by a red-team)."""
 _URL = re.compile(
     r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})(/[A-Za-z0-9._~/-]*)?")
 
@@ -65,10 +67,10 @@ class ScriptSettings:
         if not is_partition_name(self.partition):
             raise InputError(PARTITION_PROBLEM, field="slurm.partition")
         for name in ("heartbeat", "endpoint_file"):
-            if not _PATH.match(getattr(self, name)):
+            if not _PATH.fullmatch(getattr(self, name)):
                 raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is "
                                  "written into the plugin scripts)", field=f"service.{name}")
-        if self.shockwave_bin and not _PATH.match(self.shockwave_bin):
+        if self.shockwave_bin and not _PATH.fullmatch(self.shockwave_bin):
             raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is written "
                              "into the Epilog)", field="shockwave_bin")
         check_service_url(self.service_url)
@@ -100,7 +102,7 @@ def shockwave_bin() -> str:
     else ""."""
     beside = Path(sys.executable).parent / "shockwave"
     found = str(beside) if os.access(beside, os.X_OK) else shutil.which("shockwave") or ""
-    return found if _PATH.match(found) else ""
+    return found if _PATH.fullmatch(found) else ""
 
 
 def packaged(name: str) -> str:
