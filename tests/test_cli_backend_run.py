@@ -77,3 +77,20 @@ def test_a_running_job_slurm_prints_as_configuring_is_running_on_its_gpus(
     assert jobs[8].state == "RUNNING" and jobs[8].state_flags == ("CONFIGURING",)
     assert jobs[8].gpu_alloc == (("n1", (4, 5, 6, 7)),)
     assert cli._alloc_of_all_jobs() == {"n1": {0, 1, 2, 3, 4, 5, 6, 7}}
+
+
+def test_odd_listings_are_read_or_one_line(tmp_path: Path) -> None:
+    """Found by a red-team: a "²" in squeue's job id column passed ``isdigit`` and failed
+    in ``int`` (a traceback); sinfo's ``errors`` as an object, not a list, was a KeyError.
+    The row is skipped, the errors are one line."""
+    from slurm_shockwave.slurm.cli_backend import _FIELDS
+    row = "|".join(["\u00b2", "RUNNING", *["1"] * (len(_FIELDS) - 2)])
+    (tmp_path / "squeue").write_text(f"#!/bin/sh\necho '{row}'\n")
+    (tmp_path / "scontrol").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "sinfo").write_text('#!/bin/sh\necho \'{"errors": {"error": "odd"}}\'\n')
+    for tool in ("squeue", "scontrol", "sinfo"):
+        (tmp_path / tool).chmod(0o755)
+    cli = CliBackend(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, check_conf=False)
+    assert cli.list_jobs("shockwave") == []
+    with pytest.raises(SlurmError, match=r"^sinfo --json: odd$"):
+        cli.list_nodes()

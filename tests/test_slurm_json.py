@@ -109,6 +109,30 @@ def test_json_of_another_shape_is_slurms_fault_in_one_line(doc: object) -> None:
         read(doc)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("name", "key", "field", "value", "says"), [
+    # found by a red-team: each was a traceback, and in the service a failed round
+    ("sinfo.json", "nodes", "partitions", 5, "nodes[0]"),
+    ("sinfo.json", "nodes", "state", 5, "nodes[0]"),
+    ("squeue.json", "jobs", "tres_per_node", 5, "jobs[0]"),
+    ("squeue.json", "jobs", "gres_detail", 5, "jobs[0]"),
+    ("squeue.json", "jobs", "job_id", float("inf"), "jobs[0]"),
+    # more GPUs than any node or job has: 10^20 ran the host out of memory
+    ("sinfo.json", "nodes", "gres", "gpu:99999999999999999999", "at most 1024"),
+    ("squeue.json", "jobs", "tres_per_job", "gres:gpu:9999999", "at most 1000000"),
+    ("squeue.json", "jobs", "tasks", 999999, "at most 1000000"),
+])
+def test_a_field_of_another_shape_is_slurms_fault_in_one_line(
+        name: str, key: str, field: str, value: object, says: str) -> None:
+    doc = load("22.05", name)
+    doc[key][0][field] = value
+    if field == "tasks":
+        doc[key][0]["tres_per_task"] = "gres:gpu:8"
+    read = nodes_from if key == "nodes" else jobs_from
+    with pytest.raises(SlurmError, match=re.escape(says)) as err:
+        read(doc)
+    assert "\n" not in str(err.value)
+
+
 def test_versions_and_number_shapes() -> None:
     assert version_of(load("22.05", "squeue.json")) == (22, 5)
     assert version_of(load("24.11", "squeue.json")) == (24, 11)

@@ -57,6 +57,7 @@ _KEY = {k: re.compile(rf"(?:^| ){k}=(\S*)") for k in ("JobState", "Restarts", "S
 _NODE_GROUP = re.compile(r"(?<![A-Za-z_])Nodes=(\S+)(.*?)(?= Nodes=| MinCPUsNode=|$)")
 _GROUP_GRES = re.compile(r"(?<![A-Za-z_])GRES=(\S*)")
 _FEW = 20
+_ASCII_DIGITS = re.compile(r"[0-9]+")
 _DEFAULT_CONF = "/etc/slurm/slurm.conf"
 
 
@@ -72,6 +73,12 @@ def slurm_conf_problem(slurm_conf: str | None = None,
     return f"no Slurm configuration: {conf} {what} (set SLURM_CONF or --slurm-conf)"
 
 
+def _is_count(text: str) -> bool:
+    """ASCII digits only: ``isdigit`` takes "²", which ``int`` then refuses (a traceback
+    from a listing with one in it: found by a red-team)."""
+    return _ASCII_DIGITS.fullmatch(text) is not None
+
+
 def time_limit_text_s(text: str) -> int:
     """Slurm's [days-]hours:minutes:seconds (or minutes:seconds) -> seconds; UNLIMITED,
     Partition_Limit, N/A and anything unreadable -> 0."""
@@ -80,11 +87,11 @@ def time_limit_text_s(text: str) -> int:
     has_days = "-" in text
     if has_days:
         head, _, text = text.partition("-")
-        if not head.isdigit():
+        if not _is_count(head):
             return 0
         days = int(head)
     parts = text.split(":")
-    if not parts or not all(p.isdigit() for p in parts) or len(parts) > 3:
+    if not parts or not all(_is_count(p) for p in parts) or len(parts) > 3:
         return 0
     nums = [int(p) for p in parts]
     if has_days:  # days-hours[:minutes[:seconds]]
@@ -142,7 +149,7 @@ def detail_from_line(line: str) -> JobDetail | None:
 def _count(text: str, default: int = 0) -> int:
     """A listed count; ``default`` where squeue prints none (N/A, empty)."""
     text = text.strip()
-    return int(text) if text.isdigit() else default
+    return int(text) if _is_count(text) else default
 
 
 def _epoch(text: str) -> int:
@@ -211,8 +218,10 @@ class CliBackend:
             raise SlurmError(f"{args[0]}: output is not JSON ({exc.msg})") from None
         # 22.05 exits 0 when the controller is down and reports it here instead
         errors = doc.get("errors") if isinstance(doc, dict) else None
-        if errors:
-            first = errors[0] if isinstance(errors[0], dict) else {"description": errors[0]}
+        if errors:  # a list of objects; of another shape, still Slurm's one line
+            first = errors[0] if isinstance(errors, list) else errors
+            if not isinstance(first, dict):
+                first = {"description": str(first)}
             text = first.get("description") or first.get("error") or str(first)
             if first.get("source"):
                 text += f" ({first['source']}: {first.get('error', '')}; is slurmctld running?)"
@@ -234,7 +243,7 @@ class CliBackend:
             return [j for j in jobs_from(self._json(["squeue", "--json"]))
                     if j.partition == partition]
         rows = [r for r in (line.split("|", len(_FIELDS) - 1) for line in text.splitlines()
-                            if line) if len(r) == len(_FIELDS) and r[0].isdigit()]
+                            if line) if len(r) == len(_FIELDS) and _is_count(r[0])]
         c = _COL
         self._load_details((int(r[0]), r[c["State"]].strip(), r[c["RestartCnt"]].strip(),
                             r[c["StartTime"]].strip()) for r in rows)
@@ -309,7 +318,7 @@ class CliBackend:
         text = self._run(["squeue", "-h", "-t", "R,CG,S", "-O", _ALLOC_FORMAT])
         rows = [r for r in (line.split("|", len(_ALLOC_FIELDS) - 1)
                             for line in text.splitlines() if line)
-                if len(r) == len(_ALLOC_FIELDS) and r[0].isdigit()]
+                if len(r) == len(_ALLOC_FIELDS) and _is_count(r[0])]
         self._load_details((int(r[0]), r[1].strip(), r[2].strip(), r[3].strip())
                            for r in rows)
         used: dict[str, set[int]] = {}
@@ -330,7 +339,7 @@ class CliBackend:
         wanted = set(job_ids)
         rows = (line.split("|", 4) for line in text.splitlines())
         return {int(r[0]): job_gpus("", r[2], _count(r[1], 1), r[3], _count(r[4]))
-                for r in rows if len(r) == 5 and r[0].isdigit() and int(r[0]) in wanted}
+                for r in rows if len(r) == 5 and _is_count(r[0]) and int(r[0]) in wanted}
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = nodes_from(self._json(["sinfo", "--json"]))

@@ -10,8 +10,8 @@ shared/reference/slurm-json; the tests read them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist, expand_indices
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
@@ -32,6 +32,7 @@ _GRES_ITEM = re.compile(
 # states whose job still holds its allocation
 _HOLDS_ALLOC = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED"}
 _INFINITE_MINUTES = 0xFFFFFFFE
+T = TypeVar("T")
 
 
 def number(value: Any, default: int = 0) -> int:
@@ -263,10 +264,26 @@ def _objects(doc: Any, key: str) -> list[Mapping[str, Any]]:
     return items
 
 
+_ODD = (TypeError, ValueError, AttributeError, OverflowError)
+"""What reading a field of another shape raises (``"state": 5``, ``"partitions": 5``, a
+number of Infinity): Slurm's fault, one line naming the object (found by a red-team: a
+traceback, and in the service every round failed with one)."""
+
+
+def _each(doc: Any, key: str, read: Callable[[Mapping[str, Any]], T]) -> list[T]:
+    out = []
+    for i, obj in enumerate(_objects(doc, key)):
+        try:
+            out.append(read(obj))
+        except _ODD as exc:
+            raise SlurmError(f"unexpected JSON from Slurm: {key}[{i}]: {exc}") from None
+    return out
+
+
 def jobs_from(doc: Mapping[str, Any]) -> list[SlurmJob]:
     if isinstance(doc, Mapping) and "jobs" not in doc:
         return []
-    return [job_from(j) for j in _objects(doc, "jobs")]
+    return _each(doc, "jobs", job_from)
 
 
 def _node_from(obj: Mapping[str, Any]) -> SlurmNode:
@@ -287,7 +304,7 @@ def nodes_from(doc: Mapping[str, Any]) -> list[SlurmNode] | None:
     """Per-node objects (22.05 sinfo, 24.x scontrol show node); None for 24.x sinfo rows."""
     if isinstance(doc, Mapping) and "nodes" not in doc:
         return None
-    return [_node_from(n) for n in _objects(doc, "nodes")]
+    return _each(doc, "nodes", _node_from)
 
 
 def version_of(doc: Mapping[str, Any]) -> tuple[int, int]:

@@ -6,6 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+MAX_NODE_GPUS = 1_024
+MAX_LISTED_JOB_GPUS = 1_000_000
+"""More GPUs than any node or job has: a count Slurm lists above them is garbage (one
+of 10^20 GPUs ran the host out of memory: found by a red-team), refused in one line."""
+
 
 @dataclass(frozen=True)
 class SlurmJob:
@@ -40,6 +45,11 @@ class SlurmJob:
     """The signal that ended the job's last run (WTERMSIG of its batch script); 0 when
     none or unknown. Read only from full listings (``list_jobs()``)."""
 
+    def __post_init__(self) -> None:
+        if not 0 <= self.gpus <= MAX_LISTED_JOB_GPUS:
+            raise SlurmError(f"job {self.job_id}: Slurm lists {self.gpus} GPUs; at most "
+                             f"{MAX_LISTED_JOB_GPUS} are read")
+
 
 @dataclass(frozen=True)
 class SlurmNode:
@@ -51,6 +61,11 @@ class SlurmNode:
     partitions: tuple[str, ...] = field(default=())
     gpus_used_idx: tuple[int, ...] = ()
     """Indices of the node's GPUs in use by any job (any partition), sorted."""
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.gpus <= MAX_NODE_GPUS and 0 <= self.gpus_used <= MAX_NODE_GPUS):
+            raise SlurmError(f"node {self.name}: Slurm lists {self.gpus} GPUs, "
+                             f"{self.gpus_used} in use; at most {MAX_NODE_GPUS} are read")
 
     @property
     def usable(self) -> bool:
