@@ -601,3 +601,17 @@ def test_serve_refuses_a_heartbeat_it_could_not_keep(
     field = "service.stale_after_s" if where == "--round-s" else "service.heartbeat"
     assert result.exit_code == 2 and f"{field}: " in result.output, result.output
     assert not (tmp_path / "s.db").exists() and fake.jobs == {}
+
+
+@pytest.mark.parametrize("closed", [">&-", "2>&- >&-", "<&-"])
+def test_a_command_started_with_a_standard_stream_closed_runs(closed: str,
+                                                                tmp_path: Path) -> None:
+    """Found by a red-team: with stdout closed (``shockwave report >&-``) every command
+    ended in an AttributeError and exit 1; ``report`` must never fail the job. /dev/null
+    takes the closed stream's place, so no file opened later takes its number."""
+    for args in (["report", "--epoch", "1"], ["policies"]):
+        proc = subprocess.run(
+            ["bash", "-c", f'"{sys.executable}" -m slurm_shockwave.cli "$@" {closed}', "x",
+             *args], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            env={**os.environ, "SLURM_JOB_ID": "5", "SHOCKWAVE_URL": "http://127.0.0.1:1"})
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr)

@@ -140,6 +140,24 @@ def _exit_pipe_closed() -> NoReturn:
     sys.exit(PIPE_CLOSED_EXIT)
 
 
+def _open_standard_streams() -> None:
+    """Started with stdin, stdout or stderr closed (``shockwave report >&-``), Python has
+    None for it (every command ended in an AttributeError: found by a red-team, and
+    ``report`` must never fail a job), and the next file opened would take its number, so
+    a write meant for the terminal could land in the store. /dev/null in their place, as a
+    daemon does."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)  # the lowest free number: ``fd``
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115
+
+
 class OneLineGroup(click.Group):
     """The ``shockwave`` group: click's usage errors as one line (exit 2), bugs as one
     line and exit 1 (the traceback with --debug)."""
@@ -149,6 +167,7 @@ class OneLineGroup(click.Group):
              **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        _open_standard_streams()
         try:
             try:
                 self._standalone(args, prog_name, complete_var, **extra)
