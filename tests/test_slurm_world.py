@@ -341,6 +341,20 @@ def test_a_job_the_checkpoint_signal_killed_is_requeued_not_lost() -> None:
     assert fake.jobs[2].state == "FAILED" and world.intents == {}
 
 
+def test_a_signalled_job_slurm_has_purged_is_named_not_forgotten_silently(caplog) -> None:
+    """A job the checkpoint signal killed while the service was down, purged by Slurm
+    (MinJobAge) before it came back, cannot be run again: the log names it, once."""
+    log = MemoryIntents({7: CheckpointIntent(7, "USR1", 500.0, 530.0, 0)})
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    world = SlurmCluster(fake, Clock(), intents=log)
+    with caplog.at_level("WARNING"):
+        world.observe()
+        world.observe()
+    named = [r.getMessage() for r in caplog.records if "job 7:" in r.getMessage()]
+    assert len(named) == 1 and "no longer lists it" in named[0]
+    assert log.load_intents() == {}
+
+
 def test_an_intent_is_not_taken_for_another_job_given_the_same_id() -> None:
     """Slurm's state reset while the service was down gives ids out again: a new job 1,
     started after the stored intent's signal, at the same restart count (0), was taken

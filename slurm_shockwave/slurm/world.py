@@ -685,6 +685,13 @@ class SlurmCluster:
                     if job.partition == self.partition:
                         self._killed.append(jid)
                     continue  # another partition's: its service runs it again
+            if job is None:
+                # it may have been killed by the signal and purged (MinJobAge, 300 s by
+                # default) while the service was down: lost, and said so, not silently
+                log.warning("job %d: signalled for its checkpoint, and Slurm no longer "
+                            "lists it (purged after MinJobAge while the service was down?): "
+                            "not run again; if it did not finish, its owner must resubmit "
+                            "it", jid)
             try:
                 self._forget(jid)
             except Exception as exc:  # the store's: kept in both, forgotten later
