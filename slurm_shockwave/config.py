@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -179,22 +179,37 @@ class ServiceConfig:
             return "heartbeat", PATH_PROBLEM
         if not (math.isfinite(self.fill_poll_s) and 0.1 <= self.fill_poll_s <= 3600):
             return "fill_poll_s", "must be from 0.1 to 3600 seconds"
-        same = shared_file({"store": self.store, "heartbeat": self.heartbeat,
-                            "endpoint_file": self.endpoint_file})
+        same = shared_file([(name, name, path) for name, path in (
+            ("store", self.store), ("heartbeat", self.heartbeat),
+            ("endpoint_file", self.endpoint_file))])
         if same is not None:
             return same[0], f"is the file service.{same[1]} names: each needs its own"
         return None
 
+    def own_files(self, *, store: str | None = None,
+                  endpoint_file: str | None = None) -> tuple[str, str] | None:
+        """``shared_file`` for a command that writes ``store`` or ``endpoint_file`` given
+        on its command line: neither may be a file the running service uses for something
+        else (a dry run's ``--endpoint-file`` naming the live store wrote the URL over it:
+        found by a review), whatever its own files are."""
+        files = [("service.store", "store", self.store),
+                 ("service.heartbeat", "heartbeat", self.heartbeat),
+                 ("service.endpoint_file", "endpoint_file", self.endpoint_file)]
+        if store:
+            files.append(("--store", "store", store))
+        if endpoint_file:
+            files.append(("--endpoint-file", "endpoint_file", endpoint_file))
+        return shared_file(files)
 
-def shared_file(files: Mapping[str, str]) -> tuple[str, str] | None:
-    """The first of the service's files (name: path) that is a file an earlier one is,
-    and that one's name: one typo wrote the URL over the store. ``serve`` checks again
-    with its command line's paths, which the config's check never sees."""
-    seen: dict[str, str] = {}
-    for name, path in files.items():
-        other = seen.setdefault(os.path.realpath(os.path.expanduser(path)), name)
-        if other != name:
-            return name, other
+
+def shared_file(files: Sequence[tuple[str, str, str]]) -> tuple[str, str] | None:
+    """The first of the service's files (name, role, path) that is a file named earlier
+    for another role, and that one's name: one typo wrote the URL over the store."""
+    seen: dict[str, tuple[str, str]] = {}
+    for name, role, path in files:
+        other = seen.setdefault(os.path.realpath(os.path.expanduser(path)), (name, role))
+        if other[1] != role:
+            return name, other[0]
     return None
 
 

@@ -111,6 +111,8 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
     # int() reads "1_2" as 12: Slurm's array syntax explained another job (red-team)
     (["explain", "1_2"], "'JOB_ID': expected an integer, got '1_2'"),
     (["serve", "--admin-uid", "1_0", "--dry-run"], "'--admin-uid': expected an integer"),
+    (["serve", "--endpoint-file", "", "--dry-run"], "'--endpoint-file': must be a path"),
+    (["serve", "--endpoint-file", "e\n", "--dry-run"], "'--endpoint-file': must be a path"),
     # written into the prolog, epilog and TaskProlog as a quoted shell string (red-team)
     (["install-scripts", "--service-url", "http://127.0.0.1:99999", "--dry-run"],
      "--service-url: must be http(s)://HOST:PORT"),
@@ -153,12 +155,21 @@ def test_serve_refuses_a_command_line_path_that_is_another_of_its_files(
     for extra, expected in ((["--endpoint-file", str(store)],
                              "--endpoint-file: is the file service.store names"),
                             (["--store", str(tmp_path / "hb")],
-                             "service.heartbeat: is the file --store names")):
+                             "--store: is the file service.heartbeat names")):
         proc = run(*base, *extra, check=False)
         assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
-    proc = run(*base, "--dry-run", "--endpoint-file", str(store), check=False)
-    assert proc.returncode == 2 and "--endpoint-file: is the file --store" not in proc.stderr
+    # a dry run on its own store, beside the live service (found by a review), and a
+    # one-shot round of `plan --apply`
+    proc = run(*base, "--dry-run", "--store", str(tmp_path / "dry.db"), "--endpoint-file",
+               str(store), check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "--endpoint-file: is the file service.store names" in proc.stderr
+    proc = run("plan", "--apply", "--config", str(cfg), "--slurm-conf",
+               str(tmp_path / "slurm.conf"), "--store", str(tmp_path / "hb"), check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "--store: is the file service.heartbeat names" in proc.stderr
     assert store.read_bytes() == b"SQLite format 3\x00kept"
+    assert not (tmp_path / "hb").exists() and not (tmp_path / "dry.db").exists()
 
 
 def test_a_local_file_named_like_a_bundled_trace_is_noted(tmp_path: Path) -> None:

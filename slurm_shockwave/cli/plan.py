@@ -23,6 +23,7 @@ from slurm_shockwave.cli.live_options import (
 )
 from slurm_shockwave.engine.dry_run import DryRunActuator
 from slurm_shockwave.engine.round import run_round
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.service.lock import ServiceLock
@@ -47,6 +48,8 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
     name = policy or env.settings.service.policy
     path = store_path or env.settings.service.store
     if do_apply:
+        if (same := env.settings.service.own_files(store=store_path)) is not None:
+            raise InputError(f"{same[0]}: is the file {same[1]} names: each needs its own")
         check_job_submit_lua(env, running_config(env),
                              "--partition" if partition else "slurm.partition")
         with ServiceLock(path, env.settings.service.heartbeat):

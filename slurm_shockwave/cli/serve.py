@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from slurm_shockwave.cli.checks import HOST_PORT, Bounded, store_option
+from slurm_shockwave.cli.checks import HOST_PORT, PATH_TEXT, Bounded, store_option
 from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import (
     check_handback,
@@ -23,7 +23,6 @@ from slurm_shockwave.cli.live_options import (
     running_config,
     service,
 )
-from slurm_shockwave.config import shared_file
 from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
@@ -50,8 +49,8 @@ log = logging.getLogger("shockwave.service")
 @click.option("--listen", type=HOST_PORT, default=None,
               help="HOST:PORT of the progress API, port 0 for any free port "
                    "[config service.listen: 127.0.0.1:7817].")
-@click.option("--endpoint-file", default=None, help="Where the progress API writes its URL "
-              "[config service.endpoint_file].")
+@click.option("--endpoint-file", type=PATH_TEXT, default=None,
+              help="Where the progress API writes its URL [config service.endpoint_file].")
 @click.option("--admin-uid", "admin_uids", type=Bounded(0, MAX_SLURM_ID, integer=True),
               multiple=True,
               help="A uid that may report for any job (repeatable; root always may), "
@@ -69,14 +68,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     name = policy or svc.policy
     path = store_path or svc.store
     period = env.settings.slurm.round_s
-    # a dry run writes no heartbeat and no endpoint file unless one is named
-    written = {"--store" if store_path else "service.store": path}
-    if not dry_run:
-        written["service.heartbeat"] = svc.heartbeat
-    if endpoint_file or not dry_run:
-        written["--endpoint-file" if endpoint_file else "service.endpoint_file"] = \
-            endpoint_file or svc.endpoint_file
-    if (same := shared_file(written)) is not None:  # before anything is opened
+    if (same := svc.own_files(store=store_path, endpoint_file=endpoint_file)) is not None:
         raise InputError(f"{same[0]}: is the file {same[1]} names: each needs its own")
     conf = None if dry_run else running_config(env)  # None: Slurm does not answer
     if not dry_run:

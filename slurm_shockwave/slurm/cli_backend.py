@@ -222,7 +222,7 @@ class CliBackend:
             first = errors[0] if isinstance(errors, list) else errors
             if not isinstance(first, dict):
                 first = {"description": str(first)}
-            text = first.get("description") or first.get("error") or str(first)
+            text = str(first.get("description") or first.get("error") or first)
             if first.get("source"):
                 text += f" ({first['source']}: {first.get('error', '')}; is slurmctld running?)"
             raise SlurmError(f"{' '.join(args[:2])}: {text}".replace("\n", " "))

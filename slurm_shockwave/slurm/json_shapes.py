@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist, expand_indices
-from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
+from slurm_shockwave.slurm.protocol import MAX_NODE_GPUS, SlurmError, SlurmJob, SlurmNode
 
 # one item of a TRES request (tres_per_node / tres_per_job), comma-separated:
 # gres:gpu:4, gres/gpu:a100:4, gres:gpu:a100_3g.20gb:2 (MIG), gres:gpu and gres:gpu:a100
@@ -110,7 +110,7 @@ def gres_gpu_indices(text: str) -> tuple[int, ...] | None:
             if int(m.group(1)):
                 return None
             continue
-        found.update(expand_indices(m.group(2)))
+        found.update(expand_indices(m.group(2), most=MAX_NODE_GPUS))
     return tuple(sorted(found))
 
 

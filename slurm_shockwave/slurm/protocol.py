@@ -63,7 +63,8 @@ class SlurmNode:
     """Indices of the node's GPUs in use by any job (any partition), sorted."""
 
     def __post_init__(self) -> None:
-        if not (0 <= self.gpus <= MAX_NODE_GPUS and 0 <= self.gpus_used <= MAX_NODE_GPUS):
+        if not (0 <= self.gpus <= MAX_NODE_GPUS and 0 <= self.gpus_used <= MAX_NODE_GPUS
+                and len(self.gpus_used_idx) <= MAX_NODE_GPUS):
             raise SlurmError(f"node {self.name}: Slurm lists {self.gpus} GPUs, "
                              f"{self.gpus_used} in use; at most {MAX_NODE_GPUS} are read")
 

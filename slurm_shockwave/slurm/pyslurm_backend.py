@@ -27,6 +27,7 @@ from slurm_shockwave.slurm.hostlist import expand_indices
 from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held, job_state
 from slurm_shockwave.slurm.protocol import (
     LISTED_STATES,
+    MAX_NODE_GPUS,
     SlurmError,
     SlurmJob,
     SlurmNode,
@@ -75,7 +76,8 @@ def alloc_from_layout(layout: Any) -> Alloc:
         for key, val in (gres or {}).items():
             if _is_gpu_key(key) and isinstance(val, Mapping):
                 try:
-                    found.update(expand_indices(str(val.get("indexes") or "")))
+                    found.update(expand_indices(str(val.get("indexes") or ""),
+                                                most=MAX_NODE_GPUS))
                 except ValueError:
                     continue
         if found:
