@@ -186,19 +186,21 @@ class ServiceConfig:
             return same[0], f"is the file service.{same[1]} names: each needs its own"
         return None
 
-    def own_files(self, *, store: str | None = None,
-                  endpoint_file: str | None = None) -> tuple[str, str] | None:
+    def own_files(self, *, store: str | None = None, endpoint_file: str | None = None,
+                  dry_run: bool = False) -> tuple[str, str] | None:
         """``shared_file`` for a command that writes ``store`` or ``endpoint_file`` given
         on its command line: neither may be a file the running service uses for something
         else (a dry run's ``--endpoint-file`` naming the live store wrote the URL over it:
-        found by a review), whatever its own files are."""
+        found by a review), whatever its own files are; a dry run's endpoint file not the
+        live service's either (the jobs' reports went to the dry run, then nowhere)."""
         files = [("service.store", "store", self.store),
                  ("service.heartbeat", "heartbeat", self.heartbeat),
                  ("service.endpoint_file", "endpoint_file", self.endpoint_file)]
         if store:
             files.append(("--store", "store", store))
         if endpoint_file:
-            files.append(("--endpoint-file", "endpoint_file", endpoint_file))
+            role = "dry run's endpoint_file" if dry_run else "endpoint_file"
+            files.append(("--endpoint-file", role, endpoint_file))
         return shared_file(files)
 
 
@@ -207,7 +209,8 @@ def shared_file(files: Sequence[tuple[str, str, str]]) -> tuple[str, str] | None
     for another role, and that one's name: one typo wrote the URL over the store."""
     seen: dict[str, tuple[str, str]] = {}
     for name, role, path in files:
-        other = seen.setdefault(os.path.realpath(os.path.expanduser(path)), (name, role))
+        # as the files are opened: "~" is not expanded there, nor here
+        other = seen.setdefault(os.path.realpath(path), (name, role))
         if other[1] != role:
             return name, other[0]
     return None

@@ -164,6 +164,13 @@ def test_serve_refuses_a_command_line_path_that_is_another_of_its_files(
                str(store), check=False)
     assert proc.returncode == 2, proc.stderr
     assert "--endpoint-file: is the file service.store names" in proc.stderr
+    live_endpoint = tmp_path / "ep"  # the live service's: its URL, which the jobs read
+    cfg.write_text(f"service: {{store: {store}, heartbeat: {tmp_path / 'hb'}, "
+                   f"endpoint_file: {live_endpoint}}}\n")
+    proc = run(*base, "--dry-run", "--store", str(tmp_path / "dry.db"), "--endpoint-file",
+               str(live_endpoint), check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "--endpoint-file: is the file service.endpoint_file names" in proc.stderr
     proc = run("plan", "--apply", "--config", str(cfg), "--slurm-conf",
                str(tmp_path / "slurm.conf"), "--store", str(tmp_path / "hb"), check=False)
     assert proc.returncode == 2, proc.stderr

@@ -145,6 +145,16 @@ def test_gpu_indices_past_what_a_node_has_are_not_expanded() -> None:
     with pytest.raises(ValueError, match="more than 1024"):
         expand_indices("0-511,1000-1600", most=1024)
     assert len(expand_indices("0-511,1000-1511", most=1024)) == 1024
+    # two types' lists whose union passes it: dropped the same way, the node kept
+    doc["nodes"][0]["gres_used"] = "gpu:a:1(IDX:0-999),gpu:b:1(IDX:1000-1999)"
+    node = nodes_from(doc)[0]  # type: ignore[index]
+    assert node.gpus_used == 2 and node.gpus_used_idx == ()
+    # host lists: one budget for the whole list, products included (10^9 names in 22
+    # bytes, two million in 23: found by a review)
+    for text in ("n[0-999][0-999][0-999]", "n[0-999999],m[0-999999]"):
+        with pytest.raises(ValueError, match="more than"):
+            expand_hostlist(text)
+    assert len(expand_hostlist("n[0-999][0-99],m[1-5]")) == 100_005
 
 
 def test_versions_and_number_shapes() -> None:

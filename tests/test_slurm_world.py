@@ -354,6 +354,18 @@ def test_a_signalled_job_slurm_has_purged_is_named_not_forgotten_silently(caplog
     assert len(named) == 1 and "no longer lists it" in named[0]
     assert log.load_intents() == {}
 
+    class Unwritable(MemoryIntents):  # a full disk: the intent stays, said when forgotten
+        def forget_intent(self, job_id):  # type: ignore[no-untyped-def]
+            raise OSError("disk full")
+
+    caplog.clear()
+    world = SlurmCluster(fake, Clock(), intents=Unwritable(
+        {7: CheckpointIntent(7, "USR1", 500.0, 530.0, 0)}))
+    with caplog.at_level("WARNING"):
+        world.observe()
+        world.observe()
+    assert not [r for r in caplog.records if "no longer lists it" in r.getMessage()]
+
 
 def test_an_intent_is_not_taken_for_another_job_given_the_same_id() -> None:
     """Slurm's state reset while the service was down gives ids out again: a new job 1,

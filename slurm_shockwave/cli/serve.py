@@ -68,7 +68,8 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     name = policy or svc.policy
     path = store_path or svc.store
     period = env.settings.slurm.round_s
-    if (same := svc.own_files(store=store_path, endpoint_file=endpoint_file)) is not None:
+    if (same := svc.own_files(store=store_path, endpoint_file=endpoint_file,
+                              dry_run=dry_run)) is not None:
         raise InputError(f"{same[0]}: is the file {same[1]} names: each needs its own")
     conf = None if dry_run else running_config(env)  # None: Slurm does not answer
     if not dry_run:

@@ -8,6 +8,7 @@ padding kept; several bracket groups in one name expand as their product, like S
 from __future__ import annotations
 
 import itertools
+import math
 import re
 
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
@@ -57,16 +58,18 @@ def _ranges(body: str, *, keep_width: bool, most: int = _MAX_EXPAND) -> list[str
     return out
 
 
-def _expand_one(name: str) -> list[str]:
+def _expand_one(name: str, most: int) -> list[str]:
     pieces = re.split(r"(\[[^\]]*\])", name)
     choices: list[list[str]] = []
     for piece in pieces:
         if piece.startswith("[") and piece.endswith("]"):
-            choices.append(_ranges(piece[1:-1], keep_width=True))
+            choices.append(_ranges(piece[1:-1], keep_width=True, most=most))
         elif "[" in piece or "]" in piece:
             raise ValueError(f"bad host name {name!r}")
         else:
             choices.append([piece])
+    if math.prod(len(c) for c in choices) > most:  # n[0-999][0-999][0-999]: 10^9 names
+        raise ValueError(f"more than {most} names in {name[:40]!r}")
     return ["".join(p) for p in itertools.product(*choices)]
 
 
@@ -76,11 +79,11 @@ def expand_hostlist(text: str) -> list[str]:
     if not text or text in ("(null)", "None"):
         return []
     out: list[str] = []
-    for part in _split_top(text):
+    for part in _split_top(text):  # one budget for the whole list (found by a review)
         part = part.strip()
         if not part:
             raise ValueError(f"empty name in host list {text!r}")
-        out.extend(_expand_one(part))
+        out.extend(_expand_one(part, _MAX_EXPAND - len(out)))
     return out
 
 

@@ -111,6 +111,8 @@ def gres_gpu_indices(text: str) -> tuple[int, ...] | None:
                 return None
             continue
         found.update(expand_indices(m.group(2), most=MAX_NODE_GPUS))
+    if len(found) > MAX_NODE_GPUS:  # the union of several types' lists, as one list
+        raise ValueError(f"more than {MAX_NODE_GPUS} GPU indices")
     return tuple(sorted(found))
 
 

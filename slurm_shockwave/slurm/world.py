@@ -685,17 +685,19 @@ class SlurmCluster:
                     if job.partition == self.partition:
                         self._killed.append(jid)
                     continue  # another partition's: its service runs it again
-            if job is None:
-                # it may have been killed by the signal and purged (MinJobAge, 300 s by
-                # default) while the service was down: lost, and said so, not silently
-                log.warning("job %d: signalled for its checkpoint, and Slurm no longer "
-                            "lists it (purged after MinJobAge while the service was down?): "
-                            "not run again; if it did not finish, its owner must resubmit "
-                            "it", jid)
             try:
                 self._forget(jid)
             except Exception as exc:  # the store's: kept in both, forgotten later
                 log.error("job %d: checkpoint intent not forgotten (%s)", jid, exc)
+                continue
+            if job is None:
+                # it ended and was purged (MinJobAge, 300 s by default) before it was seen
+                # how: killed by the signal while the service was down, it is lost; said
+                # once, not silently
+                log.warning("job %d: signalled for its checkpoint, and Slurm no longer "
+                            "lists it (purged after MinJobAge before it was seen how it "
+                            "ended): not run again; if the signal killed it, its owner "
+                            "must resubmit it", jid)
 
     def _rerun_killed(self) -> None:
         """Requeue and hold each job the checkpoint signal killed (``_sync_intents``). It
