@@ -39,14 +39,23 @@ def verdicts(show: str, want: Expected = WANT) -> dict[str, Status]:
 
 def test_each_setting_is_judged() -> None:
     assert verdicts(SHOW) == {"JobSubmitPlugins": Status.OK, "JobRequeue": Status.OK,
-                              "cred_expire": Status.OK, "PriorityType": Status.OK,
+                              "cred_expire": Status.OK, "MinJobAge": Status.OK,
+                              "PriorityType": Status.OK,
                               "partition shockwave": Status.WARN}  # g2 is drained
     broken = (SHOW.replace("= lua", "= (null)").replace("JobRequeue              = 1",
                                                          "JobRequeue = 0")
               .replace("cred_expire=10", "").replace("multifactor", "basic"))
     assert verdicts(broken) == {"JobSubmitPlugins": Status.FAIL, "JobRequeue": Status.FAIL,
-                                "cred_expire": Status.WARN, "PriorityType": Status.WARN,
+                                "cred_expire": Status.WARN, "MinJobAge": Status.OK,
+                                "PriorityType": Status.WARN,
                                 "partition shockwave": Status.WARN}
+    # a job the checkpoint signal killed is run again only while Slurm lists it: purged
+    # within a round, it is lost (0: never purged)
+    for age, status in (("300 sec", Status.OK), ("0 sec", Status.OK), ("30 sec", Status.WARN),
+                        ("240 sec", Status.WARN)):
+        assert verdicts(SHOW + f"MinJobAge               = {age}\n")["MinJobAge"] == status
+    long_round = Expected("shockwave", 600, "/h", "/e", "/s")
+    assert verdicts(SHOW + "MinJobAge = 300 sec\n", long_round)["MinJobAge"] == Status.WARN
     assert verdicts(SHOW.replace("= lua", "= job_submit/lua,pbs"))["JobSubmitPlugins"] \
         == Status.OK
     cpu_only = Expected("cpu", 120, "/h", "/e", "/s")

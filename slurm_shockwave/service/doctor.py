@@ -11,6 +11,7 @@ an edit not yet applied is not what Slurm does. Checks of the pieces on this hos
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -28,7 +29,7 @@ from slurm_shockwave.slurm.plugin_files import (
 )
 from slurm_shockwave.slurm.protocol import SlurmNode
 from slurm_shockwave.slurm.root_only import root_only_problem
-from slurm_shockwave.slurm.slurm_conf import SlurmSettings
+from slurm_shockwave.slurm.slurm_conf import DEFAULT_MIN_JOB_AGE_S, SlurmSettings
 
 SCRIPTS_DIR = "/opt/slurm-shockwave/plugin_scripts"
 """Where docs/admin.md and etc/slurm.conf.shockwave put the node scripts."""
@@ -94,6 +95,16 @@ def slurm_checks(conf: SlurmSettings, partitions: Mapping[str, Mapping[str, str]
                      f"requeued job waits {cred + 1} s, a whole {want.round_s:g} s round "
                      "or more, before it may start again",
                      "slurm.conf: AuthInfo=cred_expire=10, then restart slurmctld"))
+    age = conf.min_job_age_s()
+    keep = max(DEFAULT_MIN_JOB_AGE_S, 2 * math.ceil(want.round_s))
+    out.append(ok("MinJobAge", f"{age} s: a job the checkpoint signal kills is still "
+                  "listed, and run again, when the service sees it within that")
+               if age == 0 or age >= keep else
+               Check("MinJobAge", Status.WARN,
+                     f"is {age} s: a job the checkpoint signal kills is purged before "
+                     f"the service may see it (a {want.round_s:g} s round, or a restart), "
+                     "and is lost instead of run again",
+                     f"slurm.conf: MinJobAge={keep}, then scontrol reconfigure"))
     prio = conf.get("PriorityType")
     out.append(ok("PriorityType", prio) if prio == "priority/multifactor" else
                Check("PriorityType", Status.WARN,

@@ -18,6 +18,7 @@ from slurm_shockwave.workloads.input_files import read_text
 
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
 DEFAULT_CRED_EXPIRE_S = 120
+DEFAULT_MIN_JOB_AGE_S = 300
 """Slurm's default ``AuthInfo=cred_expire``: a requeued job waits this long + 1 s."""
 
 _SHOW_LINE = re.compile(r"^(\S+)\s+=\s?(.*)$")
@@ -48,6 +49,12 @@ class SlurmSettings:
         """``AuthInfo=cred_expire=N`` (Slurm's default 120 when not set)."""
         found = re.search(r"(?:^|,)cred_expire=(\d+)", self.get("AuthInfo"))
         return int(found.group(1)) if found else DEFAULT_CRED_EXPIRE_S
+
+    def min_job_age_s(self) -> int:
+        """``MinJobAge`` (``300 sec`` in scontrol's config; Slurm's default 300 when not
+        set; 0: records never purged)."""
+        found = re.match(r"\s*(\d+)", self.get("MinJobAge"))
+        return int(found.group(1)) if found else DEFAULT_MIN_JOB_AGE_S
 
     @property
     def conf_path(self) -> str:
