@@ -185,6 +185,37 @@ def test_the_answer_asks_for_the_checkpoint_a_signal_may_have_missed(
     assert send(restart_count=1)["checkpoint"] is False
 
 
+def test_only_the_acknowledgement_a_checkpoint_waits_for_calls_the_round_loop(
+        tmp_path: Path) -> None:
+    """Found by a red-team: every acknowledgement went to the round loop, which called
+    Slurm twice for each (a requeue and a listing): a flood of them from a job whose
+    requeue Slurm refuses kept the loop from planning. Only the first of a run a
+    checkpoint was asked of does now; the rest are stored, as before."""
+    path = str(tmp_path / "state.db")
+    store = Store(path)
+    jobs(store, {103: "root"})
+    called: list[int] = []
+    server = ProgressAPI(path, listen="127.0.0.1:0", endpoint_file=str(tmp_path / "ep"),
+                         on_checkpointed=lambda r: called.append(r.restart_count))
+    server.start()
+    try:
+        def ack(restart: int) -> None:
+            body = body_of(job_id=103, kind="checkpointed", restart_count=restart)
+            status, answer = post(server, body, munge.encode(body_digest(body).encode()))
+            assert status == 202, answer
+        ack(1)  # nothing asked
+        signalled = time.time()
+        store.record_intent(CheckpointIntent(103, "USR1", signalled, signalled + 30.0, 1))
+        for _ in range(5):
+            ack(1)
+        ack(0)  # another run's
+        assert called == [1]
+        assert sum(r.kind == ReportKind.CHECKPOINTED for r in stored(store)) == 7
+    finally:
+        server.stop()
+        store.close()
+
+
 def test_every_answer_to_a_report_carries_the_services_credential_over_it(
         api: tuple[ProgressAPI, Store], users: tuple[str, str]) -> None:
     """Found by a review: a job believed any answer on the service's port, and whoever
@@ -286,6 +317,10 @@ def test_a_job_that_a_later_round_saw_is_known_at_once(api: tuple[ProgressAPI, S
     (b'{"job_id": true, "kind": "progress"}', "job_id"),
     (b'{"job_id": "101", "kind": "progress"}', "job_id"),
     (b'{"job_id": 101, "kind": "finished"}', "kind"),
+    # found by a red-team: a kind that is not a string raised in the handler (no answer,
+    # a traceback in the service's log per request)
+    (b'{"job_id": 101, "kind": ["progress"]}', "kind"),
+    (b'{"job_id": 101, "kind": {}}', "kind"),
     (b'{"kind": "progress"}', "job_id"),
     (b'[101]', "body"),
     (b'{"job_id": 101,', "body"),

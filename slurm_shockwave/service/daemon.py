@@ -243,9 +243,11 @@ class Service:
         return False
 
     def _requeue_acknowledged(self) -> None:
-        while not self._acked.empty():
+        latest: dict[int, ProgressReport] = {}  # one requeue a job per wake, however many
+        while not self._acked.empty():         # acknowledgements came
             report = self._acked.get()
-            job_id = report.job_id
+            latest[report.job_id] = report
+        for job_id, report in latest.items():
             if self.dry_run:
                 continue
             try:

@@ -151,7 +151,7 @@ def parse_report(body: bytes, *, uid: int, at_s: float) -> ProgressReport:
             raise Refused(400, "missing", name)
     job_id = _int(data, "job_id", nullable=False)
     kind = data["kind"]
-    if kind not in {k.value for k in ReportKind}:
+    if not isinstance(kind, str) or kind not in {k.value for k in ReportKind}:
         raise Refused(400, "must be progress, checkpointed or end", "kind")
     age = _float(data, "age_s") or 0.0  # a spooled report, sent late
     return ProgressReport(
@@ -313,23 +313,33 @@ class ProgressAPI:
         if uid not in self.admin_uids and (not user or self.uid_of(user) != uid):
             raise Refused(403, f"uid {uid} is not the owner of job {report.job_id}",
                           "job_id")
+        # an acknowledgement asks the round loop for a requeue (Slurm calls) only when it
+        # answers a checkpoint this run was asked for and had not acknowledged: each ack
+        # of a flood was two Slurm calls on the round loop's thread, and no round ran
+        # while they came (found by a red-team)
+        answers = report.kind == ReportKind.CHECKPOINTED and bool(self._wanted(report))
         try:
             report_id = int(self._on_db(lambda s: self._add_within_cap(s, report)))
         except Exception as exc:
             log.error("progress API: could not write a report: %s", exc)
             raise Refused(503, "store unavailable", None) from None
-        checkpoint: bool | None = None
-        if report.kind == ReportKind.PROGRESS:
-            try:  # the report is kept: a failure here must not make the job send it again
-                checkpoint = bool(self._on_db(
-                    lambda s: s.checkpoint_wanted(report.job_id, report.restart_count)))
-            except Exception as exc:
-                log.error("progress API: could not read the checkpoint intents: %s", exc)
-        if report.kind == ReportKind.CHECKPOINTED and self.on_checkpointed is not None:
+        # the report is kept: a failure to read must not make the job send it again
+        checkpoint = self._wanted(report) if report.kind == ReportKind.PROGRESS else None
+        if answers and self.on_checkpointed is not None:
             self.on_checkpointed(report)
         if report.kind == ReportKind.END and self.on_ended is not None:
             self.on_ended(report)
         return report_id, checkpoint
+
+    def _wanted(self, report: ProgressReport) -> bool | None:
+        """Whether a checkpoint of the report's run is asked for and not yet acknowledged
+        (``Store.checkpoint_wanted``); None when the store cannot say."""
+        try:
+            return bool(self._on_db(
+                lambda s: s.checkpoint_wanted(report.job_id, report.restart_count)))
+        except Exception as exc:
+            log.error("progress API: could not read the checkpoint intents: %s", exc)
+            return None
 
     def _add_within_cap(self, store: Store, report: ProgressReport) -> int:
         """Store ``report``, the job's oldest going first at the cap; its id. On the
