@@ -121,6 +121,37 @@ def test_spools_while_the_service_is_down_and_flushes_when_back(
     assert at[2] - at[0] >= 0.45
 
 
+def test_a_report_the_spool_cannot_hold_leaves_no_empty_file(
+        env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a red-team: on a full disk the spool file was made and its write failed
+    silently, leaving an empty file that no flush sends and the cap counts. (A full disk
+    is stood in for: the write raises ENOSPC.)"""
+    import errno
+
+    monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{free_port()}")
+    real = os.fdopen
+
+    class Full:
+        def __init__(self, fd: int, mode: str) -> None:
+            self.f = real(fd, mode)
+
+        def __enter__(self) -> Full:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+        def write(self, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(reporter.os, "fdopen", Full)
+    assert reporter.report(epoch=1.0) is False
+    assert reporter.report(epoch=2.0) is False
+    assert list(env.iterdir()) == []
+    warned = [ln for ln in capsys.readouterr().err.splitlines() if "could not be written" in ln]
+    assert len(warned) == 1 and "No space left on device" in warned[0]
+
+
 def test_an_unsafe_spool_is_refused(env: Path, store: Store, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{free_port()}")
@@ -916,6 +947,13 @@ def test_a_service_trickling_its_answer_does_not_hold_the_job(head: bytes, drip:
     srv.close()
     assert status == (outcome, {})
     assert time.monotonic() - started < 3.5
+    # found by a red-team: the report's thread and socket lived on, reading a byte a
+    # second for ever, one of each for every report: closed when it is given up
+    deadline = time.monotonic() + 3.0
+    while any(t.name == "shockwave-report" for t in threading.enumerate()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(t.name == "shockwave-report" for t in threading.enumerate())
 
 
 def test_a_name_lookup_that_hangs_does_not_hold_the_job(

@@ -49,6 +49,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import hashlib
+import http.client
 import itertools
 import json
 import math
@@ -318,8 +319,14 @@ class _Client:
             name = f"{time.time_ns():020d}-{os.getpid()}-{seq:06d}-{self.job_id}.json"
             fd = os.open(path / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                          0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+            except OSError as exc:  # a full disk: an empty file was left, counted, never sent
+                with contextlib.suppress(OSError):
+                    os.unlink(path / name)
+                _warn_once("unwritten", f"the service is away and a report could not be "
+                           f"written to the spool {self.spool!r} ({exc.strerror}): dropped")
 
     def flush(self, deadline: float) -> tuple[int, bool]:
         """(reports sent, service reachable): this job's spooled reports, oldest first;
@@ -580,12 +587,18 @@ def _post(url: str, data: bytes, deadline: float,
             done.append(_exchange(url, data, cred, deadline, took, trusted))
         except Exception:  # refused connection, timeout, DNS, a reset
             done.append(("unreachable", {}))
+        finally:
+            _CONNECTIONS.pop(threading.get_ident(), None)
 
     worker = threading.Thread(target=exchange, name="shockwave-report", daemon=True)
     worker.start()
     worker.join(max(0.0, deadline - time.monotonic()))
     if done:
         return done[0]
+    held = _CONNECTIONS.pop(worker.ident or 0, None)
+    if held is not None and held.sock is not None:
+        with contextlib.suppress(OSError):  # its blocked read returns: the thread ends
+            held.sock.shutdown(socket.SHUT_RDWR)
     return ("accepted", {}) if took.is_set() else ("unreachable", {})
 
 
@@ -602,7 +615,26 @@ class _EveryStatus(urllib.request.HTTPErrorProcessor):
 # Never a proxy: a job's $http_proxy (set for pip or a tracker) would carry its reports
 # and credentials to the site's proxy, whose 403 for an inner address read as a refusal
 # and dropped them with the spool.
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}), _EveryStatus())
+_CONNECTIONS: dict[int, http.client.HTTPConnection] = {}
+"""Each report thread's open connection, by thread: ``_post`` closes one it stopped
+waiting for. A socket's timeout bounds each read, so a status line sent a byte a second
+held the thread and its socket for ever: one of each leaked per report (found by a
+red-team: a job reporting every minute would reach its file limit in a day)."""
+
+
+class _Tracked(http.client.HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        _CONNECTIONS[threading.get_ident()] = self
+
+
+class _TrackedHTTP(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_Tracked, req)
+
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}), _TrackedHTTP(),
+                                        _EveryStatus())
 
 
 def _exchange(url: str, data: bytes, cred: str, deadline: float, took: threading.Event,
