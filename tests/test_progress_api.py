@@ -292,6 +292,31 @@ def test_an_unknown_job_is_404(api: tuple[ProgressAPI, Store], users: tuple[str,
     assert stored(store) == []
 
 
+def test_until_the_service_lists_its_jobs_an_unknown_job_is_503_not_404(
+        tmp_path: Path, users: tuple[str, str]) -> None:
+    """Found by a red-team: a job that started while the service was down was answered
+    404 until the first round listed it (a round that waits while Slurm is unreachable),
+    and the client dropped its spooled reports with it; an owner whose name did not
+    resolve for a moment got a final 403. Both are 503 (spooled, sent again) until a round
+    is saved after the start."""
+    path = str(tmp_path / "state.db")
+    store = Store(path)
+    jobs(store, {101: "swtest1", 102: "nosuchuser-sw"})
+    server = ProgressAPI(path, listen="127.0.0.1:0", endpoint_file=str(tmp_path / "ep"),
+                         listed_by=store.last_round_id())
+    server.start()
+    try:
+        def send(job: int) -> int:
+            body = body_of(job_id=job)
+            return post(server, body, cred_as(users[0], body_digest(body)))[0]
+        assert [send(104), send(102), send(101)] == [503, 503, 202]
+        jobs(store, {101: "swtest1", 102: "nosuchuser-sw"}, index=1)
+        assert [send(104), send(102)] == [404, 403]
+    finally:
+        server.stop()
+        store.close()
+
+
 def test_a_job_that_a_later_round_saw_is_known_at_once(api: tuple[ProgressAPI, Store],
                                                        users: tuple[str, str]) -> None:
     server, store = api

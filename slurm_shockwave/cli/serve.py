@@ -95,7 +95,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
                           endpoint_file=endpoint_file or (None if dry_run
                                                           else svc.endpoint_file),
                           admin_uids={0, *admin_uids}, on_checkpointed=loop.checkpointed,
-                          on_ended=loop.ended)
+                          on_ended=loop.ended, listed_by=loop.store.last_round_id())
         metrics = ServiceMetrics(policy=name, partition=env.partition,
                                  backend=env.backend_in_use,
                                  heartbeat=None if dry_run else svc.heartbeat,

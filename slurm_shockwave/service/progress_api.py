@@ -210,8 +210,16 @@ class ProgressAPI:
                  uid_of: Callable[[str], int | None] = uid_of,
                  metrics: Callable[[], tuple[bytes, str]] | None = None,
                  on_checkpointed: Callable[[ProgressReport], None] | None = None,
-                 on_ended: Callable[[ProgressReport], None] | None = None) -> None:
+                 on_ended: Callable[[ProgressReport], None] | None = None,
+                 listed_by: int | None = None) -> None:
         self.store_path = store_path
+        self.listed_by = listed_by
+        """The store's last round when the service started (None: not known). Until a
+        later round is saved, its jobs are an earlier listing: a job that is not there, or
+        whose owner's name does not resolve, may be one that started while the service was
+        down, or a directory service away for a moment, so its reports are answered 503
+        (spooled, sent again), not 404 or 403, which the client drops with its spool
+        (found by a red-team)."""
         self.on_checkpointed = on_checkpointed
         """Told each accepted `checkpointed` report (the loop requeues its job at once)."""
         self.on_ended = on_ended
@@ -308,9 +316,13 @@ class ProgressAPI:
         except Exception as exc:
             log.error("progress API: store unreadable: %s", exc)
             raise Refused(503, "store unavailable", None) from None
+        owner = None if not user else self.uid_of(user)
+        if (user is None or (user and owner is None)) and self._not_listed_yet():
+            raise Refused(503, "the service has not listed its jobs since it started: "
+                          "send it again", None)
         if user is None:
             raise Refused(404, "not a job the service manages", "job_id")
-        if uid not in self.admin_uids and (not user or self.uid_of(user) != uid):
+        if uid not in self.admin_uids and (not user or owner != uid):
             raise Refused(403, f"uid {uid} is not the owner of job {report.job_id}",
                           "job_id")
         # an acknowledgement asks the round loop for a requeue (Slurm calls) only when it
@@ -330,6 +342,15 @@ class ProgressAPI:
         if report.kind == ReportKind.END and self.on_ended is not None:
             self.on_ended(report)
         return report_id, checkpoint
+
+    def _not_listed_yet(self) -> bool:
+        """No round saved since the service started (``listed_by``)."""
+        if self.listed_by is None:
+            return False
+        try:
+            return bool(self._on_db(lambda s: s.last_round_id() <= (self.listed_by or 0)))
+        except Exception:  # the store's own 503 comes with the next read
+            return True
 
     def _wanted(self, report: ProgressReport) -> bool | None:
         """Whether a checkpoint of the report's run is asked for and not yet acknowledged
