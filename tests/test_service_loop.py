@@ -260,6 +260,39 @@ def test_an_acknowledged_checkpoint_is_requeued_between_rounds(tmp_path: Path) -
     assert fake.signals == [(1, "USR1")]
 
 
+def test_a_flood_of_acknowledgements_asks_slurm_once_a_round(tmp_path: Path) -> None:
+    """Found by a red-team: a job whose requeue Slurm refuses (``--no-requeue``) that
+    acknowledged again and again cost two Slurm calls each on the loop's thread, and no
+    round ran while they came. The loop tries the job once a round, its newest
+    acknowledgement; a stale one (older than the signal) does not use the round's try."""
+    fake, store, _clock, svc = srtf_preempting_job_1(tmp_path)
+    sent = store.load_intents()[1].sent_s
+    calls: list[str] = []
+    real_requeue, real_list = fake.requeue, fake.list_jobs
+
+    def refused(job_ids):  # type: ignore[no-untyped-def]
+        calls.append("requeue")
+        raise SlurmError("Requested operation is presently disabled for job 1")
+
+    def listing(partition=None):  # type: ignore[no-untyped-def]
+        calls.append("list")
+        return real_list(partition)
+
+    fake.requeue, fake.list_jobs = refused, listing  # type: ignore[method-assign]
+    svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent - 5))  # stale
+    svc._requeue_acknowledged()  # as the loop does on each wake
+    assert calls == []
+    for i in range(50):
+        svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + i))
+        svc._requeue_acknowledged()
+    assert calls.count("requeue") == 1
+    fake.requeue = real_requeue  # type: ignore[method-assign]
+    svc.world.round_index += 1  # the next round: tried again
+    svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + 60))
+    svc._requeue_acknowledged()
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1
+
+
 def test_an_acknowledged_checkpoint_waits_while_the_partition_is_down(tmp_path: Path) -> None:
     """A round in a DOWN partition defers the requeue, and so does the acknowledgement
     between rounds: Slurm starts nothing there, so the GPUs would only idle. The first

@@ -596,9 +596,11 @@ def _post(url: str, data: bytes, deadline: float,
     if done:
         return done[0]
     held = _CONNECTIONS.pop(worker.ident or 0, None)
-    if held is not None and held.sock is not None:
-        with contextlib.suppress(OSError):  # its blocked read returns: the thread ends
-            held.sock.shutdown(socket.SHUT_RDWR)
+    if held is not None:
+        held.abandoned = True
+        if held.sock is not None:
+            with contextlib.suppress(OSError):  # its blocked read returns: the thread ends
+                held.sock.shutdown(socket.SHUT_RDWR)
     return ("accepted", {}) if took.is_set() else ("unreachable", {})
 
 
@@ -615,7 +617,7 @@ class _EveryStatus(urllib.request.HTTPErrorProcessor):
 # Never a proxy: a job's $http_proxy (set for pip or a tracker) would carry its reports
 # and credentials to the site's proxy, whose 403 for an inner address read as a refusal
 # and dropped them with the spool.
-_CONNECTIONS: dict[int, http.client.HTTPConnection] = {}
+_CONNECTIONS: dict[int, _Tracked] = {}
 """Each report thread's open connection, by thread: ``_post`` closes one it stopped
 waiting for. A socket's timeout bounds each read, so a status line sent a byte a second
 held the thread and its socket for ever: one of each leaked per report (found by a
@@ -623,9 +625,14 @@ red-team: a job reporting every minute would reach its file limit in a day)."""
 
 
 class _Tracked(http.client.HTTPConnection):
+    abandoned = False
+
     def connect(self) -> None:
+        _CONNECTIONS[threading.get_ident()] = self  # before: a connect may outlast the wait
         super().connect()
-        _CONNECTIONS[threading.get_ident()] = self
+        if self.abandoned:  # given up on while it connected
+            self.close()
+            raise OSError("the report was given up on")
 
 
 class _TrackedHTTP(urllib.request.HTTPHandler):

@@ -32,6 +32,7 @@ from slurm_shockwave.model.job import JobId
 from slurm_shockwave.model.plan import ActionKind, Memory
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.policies.base import Policy
+from slurm_shockwave.prediction.observed import acknowledged
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.heartbeat import read_heartbeat, write_heartbeat
 from slurm_shockwave.service.records import action_rows, job_rows, round_record
@@ -78,6 +79,8 @@ class Service:
         self.fill_poll_s = fill_poll_s
         self.memory: Memory = store.memory(policy_name)
         self._acked: queue.SimpleQueue[ProgressReport] = queue.SimpleQueue()
+        self._tried: dict[JobId, int] = {}
+        """Job -> the round whose acknowledgement of it was tried: once a round each."""
         self._ended = threading.Event()
         self._wake = threading.Event()
         self._idle_gpus = 0
@@ -243,13 +246,23 @@ class Service:
         return False
 
     def _requeue_acknowledged(self) -> None:
-        latest: dict[int, ProgressReport] = {}  # one requeue a job per wake, however many
-        while not self._acked.empty():         # acknowledgements came
+        """Requeue each acknowledged job once a round, its newest acknowledgement tried
+        (an older one, flushed late from a spool, answers no signal of this run): a job
+        whose requeue Slurm refuses, acknowledging again and again, asked two Slurm
+        calls of each (found by a red-team); the round tries it again."""
+        latest: dict[int, ProgressReport] = {}
+        while not self._acked.empty():
             report = self._acked.get()
-            latest[report.job_id] = report
+            if report.at_s >= latest.get(report.job_id, report).at_s:
+                latest[report.job_id] = report
+        now = self.world.round_index
+        self._tried = {j: r for j, r in self._tried.items() if r == now}
         for job_id, report in latest.items():
-            if self.dry_run:
+            if self.dry_run or self._tried.get(job_id) == now:
                 continue
+            ck = self.world.intents.get(job_id)
+            if ck is not None and acknowledged((report,), ck.sent_s):  # it asks Slurm
+                self._tried[job_id] = now
             try:
                 done = self.world.complete_checkpoint(report)
             except SlurmError as exc:

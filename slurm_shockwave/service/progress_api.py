@@ -215,13 +215,14 @@ class ProgressAPI:
         self.store_path = store_path
         self.listed_by = listed_by
         """The store's last round when the service started (None: not known). Until a
-        later round is saved, its jobs are an earlier listing: a job that is not there, or
-        whose owner's name does not resolve, may be one that started while the service was
-        down, or a directory service away for a moment, so its reports are answered 503
-        (spooled, sent again), not 404 or 403, which the client drops with its spool
-        (found by a red-team)."""
+        later round is saved, its jobs are an earlier listing: a job that is not there may
+        be one that started while the service was down, so its reports are answered 503
+        (spooled, sent again), not 404, which the client drops with its spool (found by a
+        red-team). A job whose owner's name does not resolve (or Slurm gave none) is 503
+        at any time: a directory service away for a moment, not a stranger."""
         self.on_checkpointed = on_checkpointed
-        """Told each accepted `checkpointed` report (the loop requeues its job at once)."""
+        """Told each accepted `checkpointed` report that answers a checkpoint signal sent
+        to its run (the loop requeues its job at once; the round reads the rest)."""
         self.on_ended = on_ended
         """Told each accepted `end` report (the loop gives the job's GPUs out at once)."""
         self.metrics = metrics
@@ -316,20 +317,23 @@ class ProgressAPI:
         except Exception as exc:
             log.error("progress API: store unreadable: %s", exc)
             raise Refused(503, "store unavailable", None) from None
-        owner = None if not user else self.uid_of(user)
-        if (user is None or (user and owner is None)) and self._not_listed_yet():
+        if user is None and self._not_listed_yet():
             raise Refused(503, "the service has not listed its jobs since it started: "
                           "send it again", None)
         if user is None:
             raise Refused(404, "not a job the service manages", "job_id")
-        if uid not in self.admin_uids and (not user or owner != uid):
+        owner = self.uid_of(user) if user else None
+        if uid not in self.admin_uids and owner != uid:
+            if owner is None:  # a directory service away for a moment (Slurm's, or ours)
+                raise Refused(503, f"the owner of job {report.job_id} cannot be told now: "
+                              "send it again", None)
             raise Refused(403, f"uid {uid} is not the owner of job {report.job_id}",
                           "job_id")
         # an acknowledgement asks the round loop for a requeue (Slurm calls) only when it
-        # answers a checkpoint this run was asked for and had not acknowledged: each ack
-        # of a flood was two Slurm calls on the round loop's thread, and no round ran
-        # while they came (found by a red-team)
-        answers = report.kind == ReportKind.CHECKPOINTED and bool(self._wanted(report))
+        # answers a checkpoint signal sent to this run, and the loop tries each job once a
+        # round: each ack of a flood was two Slurm calls on the loop's thread, and no round
+        # ran while they came (found by a red-team)
+        answers = report.kind == ReportKind.CHECKPOINTED and self._signalled(report)
         try:
             report_id = int(self._on_db(lambda s: self._add_within_cap(s, report)))
         except Exception as exc:
@@ -351,6 +355,17 @@ class ProgressAPI:
             return bool(self._on_db(lambda s: s.last_round_id() <= (self.listed_by or 0)))
         except Exception:  # the store's own 503 comes with the next read
             return True
+
+    def _signalled(self, report: ProgressReport) -> bool:
+        """A checkpoint signal went to the report's run, no earlier than it (an ack older
+        than the signal answers an earlier one); the store unread: as if it had, the loop
+        checks again."""
+        try:
+            sent = self._on_db(lambda s: s.signalled_s(report.job_id, report.restart_count))
+        except Exception as exc:
+            log.error("progress API: could not read the checkpoint intents: %s", exc)
+            return True
+        return sent is not None and report.at_s >= sent
 
     def _wanted(self, report: ProgressReport) -> bool | None:
         """Whether a checkpoint of the report's run is asked for and not yet acknowledged

@@ -396,20 +396,26 @@ class Store:
         with self._transaction():
             self.db.execute("DELETE FROM intents WHERE job_id = ?", (job_id,))
 
+    def signalled_s(self, job_id: int, restart_count: int) -> float | None:
+        """When a checkpoint signal went to this run of the job, if one did and its intent
+        is not forgotten."""
+        row = self.db.execute(
+            "SELECT sent_s FROM intents WHERE job_id = ? AND restart_count = ?",
+            (job_id, restart_count)).fetchone()
+        return None if row is None else float(row[0])
+
     def checkpoint_wanted(self, job_id: int, restart_count: int) -> bool:
         """A checkpoint signal went to this run of the job (``restart_count``) and no
         acknowledgement of this run came since: the progress API tells the job in its
         answer, so a signal that reached no handler (sent as the job was starting) still
         reaches the job at its next report."""
-        row = self.db.execute(
-            "SELECT sent_s FROM intents WHERE job_id = ? AND restart_count = ?",
-            (job_id, restart_count)).fetchone()
-        if row is None:
+        sent = self.signalled_s(job_id, restart_count)
+        if sent is None:
             return False
         acked = self.db.execute(
             "SELECT 1 FROM reports WHERE job_id = ? AND restart_count = ? "
             "AND kind = 'checkpointed' AND at_s >= ? LIMIT 1",
-            (job_id, restart_count, float(row[0]))).fetchone()
+            (job_id, restart_count, sent)).fetchone()
         return acked is None
 
     # -- runs: the GPU count an elastic job ran on in each run (restart), as seen ---------
