@@ -20,6 +20,7 @@ from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import (
     gres_gpu_indices,
     holds_alloc,
+    is_count,
     is_held,
     job_gpus,
     job_state,
@@ -57,7 +58,6 @@ _KEY = {k: re.compile(rf"(?:^| ){k}=(\S*)") for k in ("JobState", "Restarts", "S
 _NODE_GROUP = re.compile(r"(?<![A-Za-z_])Nodes=(\S+)(.*?)(?= Nodes=| MinCPUsNode=|$)")
 _GROUP_GRES = re.compile(r"(?<![A-Za-z_])GRES=(\S*)")
 _FEW = 20
-_ASCII_DIGITS = re.compile(r"[0-9]+")
 _DEFAULT_CONF = "/etc/slurm/slurm.conf"
 
 
@@ -73,12 +73,6 @@ def slurm_conf_problem(slurm_conf: str | None = None,
     return f"no Slurm configuration: {conf} {what} (set SLURM_CONF or --slurm-conf)"
 
 
-def _is_count(text: str) -> bool:
-    """ASCII digits only: ``isdigit`` takes "²", which ``int`` then refuses (a traceback
-    from a listing with one in it: found by a red-team)."""
-    return _ASCII_DIGITS.fullmatch(text) is not None
-
-
 def time_limit_text_s(text: str) -> int:
     """Slurm's [days-]hours:minutes:seconds (or minutes:seconds) -> seconds; UNLIMITED,
     Partition_Limit, N/A and anything unreadable -> 0."""
@@ -87,11 +81,11 @@ def time_limit_text_s(text: str) -> int:
     has_days = "-" in text
     if has_days:
         head, _, text = text.partition("-")
-        if not _is_count(head):
+        if not is_count(head):
             return 0
         days = int(head)
     parts = text.split(":")
-    if not parts or not all(_is_count(p) for p in parts) or len(parts) > 3:
+    if not parts or not all(is_count(p) for p in parts) or len(parts) > 3:
         return 0
     nums = [int(p) for p in parts]
     if has_days:  # days-hours[:minutes[:seconds]]
@@ -149,7 +143,7 @@ def detail_from_line(line: str) -> JobDetail | None:
 def _count(text: str, default: int = 0) -> int:
     """A listed count; ``default`` where squeue prints none (N/A, empty)."""
     text = text.strip()
-    return int(text) if _is_count(text) else default
+    return int(text) if is_count(text) else default
 
 
 def _epoch(text: str) -> int:
@@ -243,7 +237,7 @@ class CliBackend:
             return [j for j in jobs_from(self._json(["squeue", "--json"]))
                     if j.partition == partition]
         rows = [r for r in (line.split("|", len(_FIELDS) - 1) for line in text.splitlines()
-                            if line) if len(r) == len(_FIELDS) and _is_count(r[0])]
+                            if line) if len(r) == len(_FIELDS) and is_count(r[0])]
         c = _COL
         self._load_details((int(r[0]), r[c["State"]].strip(), r[c["RestartCnt"]].strip(),
                             r[c["StartTime"]].strip()) for r in rows)
@@ -318,7 +312,7 @@ class CliBackend:
         text = self._run(["squeue", "-h", "-t", "R,CG,S", "-O", _ALLOC_FORMAT])
         rows = [r for r in (line.split("|", len(_ALLOC_FIELDS) - 1)
                             for line in text.splitlines() if line)
-                if len(r) == len(_ALLOC_FIELDS) and _is_count(r[0])]
+                if len(r) == len(_ALLOC_FIELDS) and is_count(r[0])]
         self._load_details((int(r[0]), r[1].strip(), r[2].strip(), r[3].strip())
                            for r in rows)
         used: dict[str, set[int]] = {}
@@ -339,7 +333,7 @@ class CliBackend:
         wanted = set(job_ids)
         rows = (line.split("|", 4) for line in text.splitlines())
         return {int(r[0]): job_gpus("", r[2], _count(r[1], 1), r[3], _count(r[4]))
-                for r in rows if len(r) == 5 and _is_count(r[0]) and int(r[0]) in wanted}
+                for r in rows if len(r) == 5 and is_count(r[0]) and int(r[0]) in wanted}
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = nodes_from(self._json(["sinfo", "--json"]))

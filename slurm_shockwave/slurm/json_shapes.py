@@ -35,6 +35,12 @@ _INFINITE_MINUTES = 0xFFFFFFFE
 T = TypeVar("T")
 
 
+def is_count(text: str) -> bool:
+    """ASCII digits only: ``isdigit`` takes "²", which ``int`` then refuses (a traceback
+    from a listing with one in it: found by a red-team)."""
+    return _DIGITS.fullmatch(text) is not None
+
+
 def number(value: Any, default: int = 0) -> int:
     """A plain number, null, or 24.x's {set, infinite, number} as an int."""
     if value is None:
@@ -80,7 +86,7 @@ def _gpu_item(item: str) -> int:
         return 1
     fields = rest[1:].split(":") if rest[0] == ":" else []
     if len(fields) == 1:
-        if _DIGITS.fullmatch(fields[0]):  # a count (at most 7 digits), never a type
+        if is_count(fields[0]):  # a count (at most 7 digits), never a type
             return int(fields[0]) if _GPU_COUNT.fullmatch(fields[0]) else 0
         return 1 if _GPU_TYPE.fullmatch(fields[0]) else 0
     if len(fields) == 2 and _GPU_TYPE.fullmatch(fields[0]) and _GPU_COUNT.fullmatch(fields[1]):
