@@ -179,20 +179,20 @@ class ServiceConfig:
             return "heartbeat", PATH_PROBLEM
         if not (math.isfinite(self.fill_poll_s) and 0.1 <= self.fill_poll_s <= 3600):
             return "fill_poll_s", "must be from 0.1 to 3600 seconds"
-        same = shared_file([(name, name, path) for name, path in (
-            ("store", self.store), ("heartbeat", self.heartbeat),
-            ("endpoint_file", self.endpoint_file))])
+        same = self.own_files()
         if same is not None:
-            return same[0], f"is the file service.{same[1]} names: each needs its own"
+            return same[0].removeprefix("service."), \
+                f"is the file {same[1]} names: each needs its own"
         return None
 
     def own_files(self, *, store: str | None = None, endpoint_file: str | None = None,
                   dry_run: bool = False) -> tuple[str, str] | None:
-        """``shared_file`` for a command that writes ``store`` or ``endpoint_file`` given
-        on its command line: neither may be a file the running service uses for something
-        else (a dry run's ``--endpoint-file`` naming the live store wrote the URL over it:
-        found by a review), whatever its own files are; a dry run's endpoint file not the
-        live service's either (the jobs' reports went to the dry run, then nowhere)."""
+        """``shared_file`` of the three, and of a command's ``store`` or
+        ``endpoint_file`` given on its command line: neither may be a file the running
+        service uses for something else (a dry run's ``--endpoint-file`` naming the live
+        store wrote the URL over it: found by a review), whatever its own files are; a dry
+        run's endpoint file not the live service's either (the jobs' reports went to the
+        dry run, then nowhere)."""
         files = [("service.store", "store", self.store),
                  ("service.heartbeat", "heartbeat", self.heartbeat),
                  ("service.endpoint_file", "endpoint_file", self.endpoint_file)]
