@@ -867,41 +867,54 @@ def test_an_acknowledged_requeue_whose_reply_is_lost_is_still_held() -> None:
     assert fake.jobs[1].restart_count == 1 and fake.jobs[1].held
 
 
-def test_a_requeue_whose_reply_and_relisting_are_lost_still_holds_the_job() -> None:
-    """Found by a review: the batch requeue was applied but its reply lost, and the queue
-    could not be read after it, and the job was left requeued, unheld, at its pinned
-    priority. Each job's own ``requeue Incomplete`` then passes without an error (Slurm
-    leaves a job no longer running as it is: measured on 22.05), so the preemption is
-    applied and the job held. A controller that stops answering is asked no more."""
+class _LostReply(FakeSlurm):
+    """The batch requeue is done but its reply lost (no answer), and the listing after it
+    too; a running job of ``no_requeue`` is refused as Slurm refuses a ``--no-requeue``
+    one ("Requested operation is presently disabled", measured on 22.05)."""
 
-    class Busy(FakeSlurm):
-        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-            super().__init__(*args, **kwargs)
-            self.busy = False
-            self.requeues = 0
+    def __init__(self, *args, no_requeue: frozenset[int] = frozenset(),
+                 **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.no_requeue = no_requeue
+        self.lost = False
+        self.requeues = 0
 
-        def requeue(self, job_ids):  # type: ignore[no-untyped-def]
-            self.requeues += 1
-            super().requeue(job_ids)
-            if len(job_ids) > 1:
-                self.busy = True  # the reply is lost, and the next listing too
-                raise SlurmUnanswered("scontrol requeue: no answer within 30 s")
+    def requeue(self, job_ids):  # type: ignore[no-untyped-def]
+        self.requeues += 1
+        refused = [j for j in job_ids if j in self.no_requeue
+                   and self.jobs[j].state == "RUNNING"]
+        super().requeue([j for j in job_ids if j not in refused])
+        if len(job_ids) > 1:
+            self.lost = True  # the reply is lost, and the next listing too
+            raise SlurmUnanswered("scontrol requeue: no answer within 30 s")
+        if refused:
+            raise SlurmError(f"Requested operation is presently disabled for job {refused[0]}")
 
-        def list_jobs(self, partition=None):  # type: ignore[no-untyped-def]
-            if self.busy:
-                self.busy = False
-                raise SlurmUnanswered("squeue: no answer within 30 s")
-            return super().list_jobs(partition)
+    def list_jobs(self, partition=None):  # type: ignore[no-untyped-def]
+        if self.lost:
+            self.lost = False
+            raise SlurmUnanswered("squeue: no answer within 30 s")
+        return super().list_jobs(partition)
 
-    fake = Busy([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+
+def _two_preempted(fake: _LostReply) -> dict[int, Outcome]:
     plain = HINT.removesuffix(" signal=USR1 grace=30")  # requeued at once, no signal
     fake.add(replace(running(1), admin_comment=plain))
     fake.add(replace(running(2), admin_comment=plain))
     world = SlurmCluster(fake, Clock())
     world.observe()
     result = world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.PREEMPT, 2)])
-    assert {r.action.job_id: r.outcome for r in result.results} == {
-        1: Outcome.APPLIED, 2: Outcome.APPLIED}
+    return {r.action.job_id: r.outcome for r in result.results}
+
+
+def test_a_requeue_whose_reply_and_relisting_are_lost_still_holds_the_job() -> None:
+    """Found by a review: the batch requeue was applied but its reply lost, and the queue
+    could not be read after it, and the job was left requeued, unheld, at its pinned
+    priority. Each job's own ``requeue Incomplete`` then passes without an error (Slurm
+    leaves a job no longer running as it is: measured on 22.05), so the preemption is
+    applied and the job held. A controller that stops answering is asked no more."""
+    fake = _LostReply([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    assert _two_preempted(fake) == {1: Outcome.APPLIED, 2: Outcome.APPLIED}
     assert all(fake.jobs[j].held and fake.jobs[j].restart_count == 1 for j in (1, 2))
     assert fake.requeues == 3  # the batch, then each alone (no error: not running)
 
@@ -911,38 +924,11 @@ def test_a_job_slurm_will_not_requeue_is_rejected_not_held_when_the_listing_is_l
     """Found by a review: with the batch's reply and the listing after it lost, a job whose
     own requeue Slurm refused was held and its preemption reported applied, a hold taken
     for proof of a requeue. ``requeue Incomplete`` refuses only a job still running that
-    cannot be requeued (``--no-requeue``: "Requested operation is presently disabled"),
-    and Slurm holds a running job too (both measured on 22.05): it ran on, held."""
-
-    class NoRequeue(FakeSlurm):
-        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-            super().__init__(*args, **kwargs)
-            self.lost = False
-
-        def requeue(self, job_ids):  # type: ignore[no-untyped-def]
-            if 2 in job_ids and self.jobs[2].state == "RUNNING":
-                super().requeue([j for j in job_ids if j != 2])
-                if len(job_ids) > 1:
-                    self.lost = True
-                    raise SlurmUnanswered("scontrol requeue: no answer within 30 s")
-                raise SlurmError("Requested operation is presently disabled for job 2")
-            super().requeue(job_ids)
-
-        def list_jobs(self, partition=None):  # type: ignore[no-untyped-def]
-            if self.lost:
-                self.lost = False
-                raise SlurmUnanswered("squeue: no answer within 30 s")
-            return super().list_jobs(partition)
-
-    fake = NoRequeue([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
-    plain = HINT.removesuffix(" signal=USR1 grace=30")
-    fake.add(replace(running(1), admin_comment=plain))
-    fake.add(replace(running(2), admin_comment=plain))
-    world = SlurmCluster(fake, Clock())
-    world.observe()
-    result = world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.PREEMPT, 2)])
-    assert {r.action.job_id: r.outcome for r in result.results} == {
-        1: Outcome.APPLIED, 2: Outcome.REJECTED}
+    cannot be requeued, and Slurm holds a running job too (measured on 22.05): it ran on,
+    held."""
+    fake = _LostReply([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))],
+                      no_requeue=frozenset({2}))
+    assert _two_preempted(fake) == {1: Outcome.APPLIED, 2: Outcome.REJECTED}
     assert fake.jobs[1].held and fake.jobs[1].restart_count == 1
     assert (fake.jobs[2].state, fake.jobs[2].held) == ("RUNNING", False)
 
