@@ -47,6 +47,7 @@ from typing import Any
 from slurm_shockwave.client import reporter
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.report import ProgressReport, ReportKind
+from slurm_shockwave.prediction.observed import acknowledged
 from slurm_shockwave.service import munge
 from slurm_shockwave.service.progress_server import (
     RequestServer,
@@ -365,7 +366,7 @@ class ProgressAPI:
         except Exception as exc:
             log.error("progress API: could not read the checkpoint intents: %s", exc)
             return True
-        return sent is not None and report.at_s >= sent
+        return sent is not None and acknowledged((report,), sent)
 
     def _wanted(self, report: ProgressReport) -> bool | None:
         """Whether a checkpoint of the report's run is asked for and not yet acknowledged
