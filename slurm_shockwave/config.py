@@ -180,10 +180,7 @@ class ServiceConfig:
         if not (math.isfinite(self.fill_poll_s) and 0.1 <= self.fill_poll_s <= 3600):
             return "fill_poll_s", "must be from 0.1 to 3600 seconds"
         same = self.own_files()
-        if same is not None:
-            return same[0].removeprefix("service."), \
-                f"is the file {same[1]} names: each needs its own"
-        return None
+        return None if same is None else (same[0].removeprefix("service."), same[1])
 
     def own_files(self, *, store: str | None = None, endpoint_file: str | None = None,
                   dry_run: bool = False) -> tuple[str, str] | None:
@@ -192,7 +189,7 @@ class ServiceConfig:
         service uses for something else (a dry run's ``--endpoint-file`` naming the live
         store wrote the URL over it: found by a review), whatever its own files are; a dry
         run's endpoint file not the live service's either (the jobs' reports went to the
-        dry run, then nowhere)."""
+        dry run, then nowhere). (the name, its problem) or None."""
         files = [("service.store", "store", self.store),
                  ("service.heartbeat", "heartbeat", self.heartbeat),
                  ("service.endpoint_file", "endpoint_file", self.endpoint_file)]
@@ -201,7 +198,9 @@ class ServiceConfig:
         if endpoint_file:
             role = "dry run's endpoint_file" if dry_run else "endpoint_file"
             files.append(("--endpoint-file", role, endpoint_file))
-        return shared_file(files)
+        same = shared_file(files)
+        return None if same is None else \
+            (same[0], f"is the file {same[1]} names: each needs its own")
 
 
 def shared_file(files: Sequence[tuple[str, str, str]]) -> tuple[str, str] | None:

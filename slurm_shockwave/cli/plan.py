@@ -49,7 +49,7 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
     path = store_path or env.settings.service.store
     if do_apply:
         if (same := env.settings.service.own_files(store=store_path)) is not None:
-            raise InputError(f"{same[0]}: is the file {same[1]} names: each needs its own")
+            raise InputError(f"{same[0]}: {same[1]}")
         check_job_submit_lua(env, running_config(env),
                              "--partition" if partition else "slurm.partition")
         with ServiceLock(path, env.settings.service.heartbeat):

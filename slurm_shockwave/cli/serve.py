@@ -70,7 +70,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     period = env.settings.slurm.round_s
     if (same := svc.own_files(store=store_path, endpoint_file=endpoint_file,
                               dry_run=dry_run)) is not None:
-        raise InputError(f"{same[0]}: is the file {same[1]} names: each needs its own")
+        raise InputError(f"{same[0]}: {same[1]}")
     conf = None if dry_run else running_config(env)  # None: Slurm does not answer
     if not dry_run:
         check_job_submit_lua(env, conf, "--partition" if partition else "slurm.partition")
