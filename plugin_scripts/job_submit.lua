@@ -179,10 +179,14 @@ function shockwave_gpus_in(spec)
   return total
 end
 
+-- `scontrol release` asks for priority INFINITE, a hold for 0; NO_VAL leaves it (slurm.h).
+local RELEASE = 4294967295
+local NO_VAL = 4294967294
+
 -- A count Slurm passes (min_nodes, num_tasks): a whole number from 1 below NO_VAL, else
 -- the default (unset, NO_VAL).
 local function given_count(value, default)
-  if type(value) == "number" and value >= 1 and value < 4294967294
+  if type(value) == "number" and value >= 1 and value < NO_VAL
       and value == math.floor(value) then
     return value
   end
@@ -289,10 +293,6 @@ end
 
 local MIXED = "shockwave: the " .. SHOCKWAVE_PARTITION .. " partition cannot be combined "
               .. "with other partitions; submit to it alone"
-
--- `scontrol release` asks for priority INFINITE, a hold for 0; NO_VAL leaves it (slurm.h).
-local RELEASE = 4294967295
-local NO_VAL = 4294967294
 
 local ARRAY = "shockwave: job arrays are not planned in the " .. SHOCKWAVE_PARTITION
               .. " partition (one hold and one priority would act on every task at once);"
