@@ -49,7 +49,7 @@ def test_a_running_job_slurm_prints_as_configuring_is_running_on_its_gpus(
         return "|".join([str(jid), state, "None", "4294901757", "alice", "1", "n1",
                          "2026-11-29T09:01:00", "gres:gpu:4", "N/A", "0",
                          f"2026-11-29T09:0{jid}:00", "2026-11-29T09:01:00", "4:00:00",
-                         "N/A", "1", f"j{jid}", ""])
+                         "N/A", "1", "1", f"j{jid}", ""])
 
     def detail(jid: int, state: str, idx: str) -> str:
         return (f"JobId={jid} JobName=j{jid} UserId=alice(1000) JobState={state} "

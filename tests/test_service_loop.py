@@ -960,6 +960,32 @@ def test_a_job_that_asked_for_no_gpu_runs_to_its_end_once_started(policy: str) -
         1: "without_gpus(asked for no GPU: left to Slurm until it ends)"}
 
 
+@pytest.mark.parametrize("policy", ["srtf", "shockwave"])
+def test_a_job_slurm_will_not_requeue_runs_to_its_end_once_started(policy: str) -> None:
+    """A ``--no-requeue`` job moved into the partition (job_submit.lua sees no requeue
+    flag of a job record) was preempted round after round once it ran: each requeue
+    refused, while the plan counted its GPUs free for the job it stopped it for. Once
+    running it is left to Slurm, never signalled, shown as such, and its GPUs go to no
+    other job."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(with_state(job(1, 4, epochs=500), requeue=False))
+    store, clock = Store(":memory:"), Clock()
+    svc = service(fake, store, clock, policy=policy)
+    svc.round_once()
+    fake.tick()
+    fake.add(job(2, 4, epochs=1))  # shorter: SRTF stops job 1 for it
+    for _ in range(4):
+        clock.t += 60
+        done = svc.round_once()
+        assert not done.report.result.count(Outcome.REJECTED)
+        fake.tick(20)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 0
+    assert fake.signals == [] and fake.jobs[2].state == "PENDING"
+    assert {r.job_id: r.reason for r in unplanned_rows(svc.world.left_out)} == {
+        1: "not_requeueable(submitted --no-requeue: Slurm will not requeue it, so it is "
+           "left to run to its end)"}
+
+
 def test_the_heartbeat_names_the_services_uid_before_the_first_round(tmp_path: Path) -> None:
     """Found by a review: the first round's holds went out before any heartbeat named the
     service's uid, so job_submit.lua took them, for a service run as an operator's

@@ -159,7 +159,8 @@ def test_a_missing_slurm_conf_is_one_line(monkeypatch, tmp_path) -> None:
 # What the world reads of a job and a node; both backends must say the same of each.
 _JOB_FIELDS = ("job_id", "name", "user", "partition", "state", "held", "priority", "comment",
                "admin_comment", "gpus", "node_count", "nodes", "restart_count",
-               "submit_time", "start_time", "eligible_time", "gpu_alloc", "time_limit_s")
+               "submit_time", "start_time", "eligible_time", "gpu_alloc", "time_limit_s",
+               "requeue")
 _NODE_FIELDS = ("name", "state", "gpus", "gpus_used", "gpus_used_idx", "partitions")
 
 
@@ -167,8 +168,8 @@ _NODE_FIELDS = ("name", "state", "gpus", "gpus_used", "gpus_used_idx", "partitio
 @pytest.mark.usefixtures("managed_heartbeat")
 def test_both_backends_give_the_same_answers(tmp_path) -> None:
     """On one cluster, the CLI and pyslurm backends list the same jobs (held and pending
-    with --gres, --gpus or --gpus-per-task, running on one node and on two) and the same
-    nodes."""
+    with --gres, --gpus or --gpus-per-task, running on one node and on two, one of them
+    ``--no-requeue``) and the same nodes."""
     cli, py = _backend("cli"), _backend("pyslurm")
     script = tmp_path / "w.sh"
     script.write_text("#!/bin/sh\nsleep 600\n")
@@ -177,7 +178,8 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
                                      "--comment=model=lm bs=10 epochs=3"]),
             cli.submit(str(script), [*out, "--gpus=3", "-t", "90",
                                      "--comment=model=lm bs=20 epochs=2"]),
-            cli.submit(str(script), [*out, "-p", "other", "--gres=gpu:2", "-J", "one node"]),
+            cli.submit(str(script), [*out, "-p", "other", "--gres=gpu:2", "-J", "one node",
+                                     "--no-requeue"]),
             cli.submit(str(script), [*out, "-p", "other", "-N", "2", "--gres=gpu:8"]),
             cli.submit(str(script), [*out, "-n", "2", "--gpus-per-task=2",
                                      "--comment=model=lm bs=10 epochs=3"])]
@@ -196,6 +198,9 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
             for name in _JOB_FIELDS:
                 assert getattr(by_py[jid], name) == getattr(by_cli[jid], name), (jid, name)
         assert [by_cli[j].gpus for j in mine] == [1, 3, 2, 16, 4]
+        assert [by_cli[j].requeue for j in mine] == [True, True, False, True, True]
+        listed = {j.job_id: j.requeue for j in cli.list_jobs("other")}  # the round's listing
+        assert (listed[mine[2]], listed[mine[3]]) == (False, True)
         assert len(by_cli[mine[3]].gpu_alloc) == 2
         nodes_cli = {n.name: n for n in cli.list_nodes()}
         nodes_py = {n.name: n for n in py.list_nodes()}

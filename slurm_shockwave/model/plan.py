@@ -25,6 +25,7 @@ class ReasonCode(str, Enum):
     HELD_BY_OWNER = "held_by_owner"
     ON_CLOSED_NODE = "on_closed_node"
     WITHOUT_GPUS = "without_gpus"
+    NOT_REQUEUEABLE = "not_requeueable"
     ENDING = "ending"
     SUSPENDED = "suspended"
     SOLVER_TIMEOUT_FALLBACK = "solver_timeout_fallback"

@@ -39,7 +39,8 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
     hint (left to Slurm), pending jobs Slurm will not start before their eligible time
     (a requeued job's cred_expire + 1 s, a ``--begin``), out of the plan until then, jobs
     an admin or their owner holds, running jobs on a node Slurm gives no new work
-    (drained, not responding), left to finish there, and running jobs without GPUs."""
+    (drained, not responding), left to finish there, running jobs without GPUs, and
+    running jobs Slurm will not requeue."""
     user = left.users.get
     rows = [JobRow(job_id=jid, user=user(jid, ""), phase="not planned",
                    reason=f"{ReasonCode.BAD_HINT.value}({msg})")
@@ -56,6 +57,10 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
                     reason=f"{ReasonCode.WITHOUT_GPUS.value}(asked for no GPU: left to "
                            "Slurm until it ends)")
              for jid in sorted(left.without_gpus)]
+    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="running",
+                    reason=f"{ReasonCode.NOT_REQUEUEABLE.value}(submitted --no-requeue: "
+                           "Slurm will not requeue it, so it is left to run to its end)")
+             for jid in sorted(left.not_requeueable)]
     rows += [JobRow(job_id=jid, user=user(jid, ""), phase="ending",
                     reason=f"{ReasonCode.ENDING.value}(COMPLETING: its Epilog runs)")
              for jid in sorted(left.ending)]

@@ -43,7 +43,8 @@ from slurm_shockwave.slurm.slurm_conf import (
 # One line per job for the per-round listing; Comment last, since it may hold anything.
 _FIELDS = ("JobID", "State", "Reason", "PriorityLong", "UserName", "NumNodes", "NodeList",
            "SubmitTime", "tres-per-node", "tres-per-job", "RestartCnt", "StartTime",
-           "EligibleTime", "TimeLimit", "tres-per-task", "NumTasks", "Name", "Comment")
+           "EligibleTime", "TimeLimit", "tres-per-task", "NumTasks", "Requeue", "Name",
+           "Comment")
 _FORMAT = ",".join(f"{f}:|" for f in _FIELDS[:-1]) + f",{_FIELDS[-1]}:"
 _COL = {name: i for i, name in enumerate(_FIELDS)}
 # jobs of every partition holding nodes, for the GPU indices a node listing lacks
@@ -272,7 +273,8 @@ class CliBackend:
             submit_time=_epoch(r[c["SubmitTime"]].strip()),
             start_time=_epoch(r[c["StartTime"]].strip()) if holds_alloc(state) else 0,
             eligible_time=_epoch(r[c["EligibleTime"]].strip()),  # N/A: 0, eligible
-            gpu_alloc=alloc, time_limit_s=time_limit_text_s(r[c["TimeLimit"]]))
+            gpu_alloc=alloc, time_limit_s=time_limit_text_s(r[c["TimeLimit"]]),
+            requeue=r[c["Requeue"]].strip() != "0")
 
     @staticmethod
     def _current(detail: JobDetail, restarts: str, start: str) -> bool:

@@ -200,9 +200,13 @@ class FakeSlurm:
 
     def requeue(self, job_ids: Sequence[int]) -> None:
         """As ``scontrol requeue Incomplete``: running jobs only; any other is left as it
-        is, without an error (measured on 22.05), an unknown id refused."""
+        is, without an error (measured on 22.05), an unknown id refused, and a running
+        ``--no-requeue`` one (``requeue=False``) refused as Slurm does."""
         def one(jid: int) -> None:
             if self._get(jid).state == "RUNNING":
+                if not self.jobs[jid].requeue:
+                    raise SlurmError("Requested operation is presently disabled for "
+                                     f"job {jid}")
                 self._requeue(jid)
         _each(job_ids, one)
 

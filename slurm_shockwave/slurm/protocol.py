@@ -44,6 +44,10 @@ class SlurmJob:
     exit_signal: int = 0
     """The signal that ended the job's last run (WTERMSIG of its batch script); 0 when
     none or unknown. Read only from full listings (``list_jobs()``)."""
+    requeue: bool = True
+    """Whether Slurm requeues the job when asked: False for one submitted
+    ``--no-requeue`` (Slurm refuses its requeue, "Requested operation is presently
+    disabled"), which the planner therefore cannot stop once it runs."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.gpus <= MAX_LISTED_JOB_GPUS:

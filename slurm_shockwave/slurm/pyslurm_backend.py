@@ -155,7 +155,8 @@ class PyslurmBackend:
                 eligible_time=int(_get(j, "eligible_time", default=0) or 0),
                 gpu_alloc=alloc,
                 time_limit_s=int(limit) * 60 if isinstance(limit, int) and limit > 0 else 0,
-                exit_signal=int(_get(j, "exit_code_signal", default=0) or 0)))
+                exit_signal=int(_get(j, "exit_code_signal", default=0) or 0),
+                requeue=_get(j, "is_requeueable", default=True) is not False))
         return self._with_per_job_gpus(out)
 
     def _with_per_job_gpus(self, jobs: list[SlurmJob]) -> list[SlurmJob]:

@@ -263,6 +263,12 @@ class LeftOut:
     """Job -> its owner, for every job listed: its rows name the owner, whose reports
     the progress API accepts only for a job the store shows as theirs (found by a
     review: a job on a drained node got 403, an ending one's end report 404)."""
+    not_requeueable: frozenset[int] = frozenset()
+    """Running jobs Slurm will not requeue (``SlurmJob.requeue``: submitted
+    ``--no-requeue`` and moved into the partition, which job_submit.lua cannot see):
+    the planner cannot stop them, so they are left to Slurm until they end and their
+    GPUs are given to no other job. Planned while pending, such a job was preempted
+    round after round, each refused, while the plan counted its GPUs free."""
 
 
 @dataclass
@@ -413,6 +419,7 @@ class SlurmCluster:
         """The managed partition's state at the last observation (CLOSED: apply waits)."""
         self._ending: frozenset[int] = frozenset()
         self._without_gpus: frozenset[int] = frozenset()
+        self._not_requeueable: frozenset[int] = frozenset()
         self._suspended: frozenset[int] = frozenset()
         self._users: dict[int, str] = {}
         self.queued_ids: frozenset[int] = frozenset()
@@ -448,7 +455,8 @@ class SlurmCluster:
     def left_out(self) -> LeftOut:
         return LeftOut(dict(self.bad_hints), dict(self.not_eligible), dict(self.admin_held),
                        dict(self.on_closed_node), self._without_gpus, self._ending,
-                       self._suspended, dict(self.owner_held), dict(self._users))
+                       self._suspended, dict(self.owner_held), dict(self._users),
+                       self._not_requeueable)
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -494,8 +502,10 @@ class SlurmCluster:
         self._without_gpus = frozenset(j.job_id for j in listed
                                        if j.state == "RUNNING" and j.gpus == 0
                                        and not job_slots(j))
+        self._not_requeueable = frozenset(j.job_id for j in listed
+                                          if j.state == "RUNNING" and not j.requeue)
         for j in listed:
-            if j.job_id in self._without_gpus:
+            if j.job_id in self._without_gpus or j.job_id in self._not_requeueable:
                 continue
             if self._plannable(j, now):
                 jobs.append(j)
