@@ -472,3 +472,54 @@ def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path
         return
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "service.store" in done.stderr, done.stderr
+
+
+def test_reports_over_the_budget_for_all_jobs_cost_the_jobs_with_the_most(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a red-team: the cap was per job only, so an owner of many jobs could grow
+    the store and the round's feed without bound. Over the budget for all jobs, the jobs
+    with the most reports lose their oldest, down to one level (each keeps its newest);
+    a job with few loses none. The store and the feed keep the same ones."""
+    import slurm_shockwave.service.feed as feed
+    import slurm_shockwave.service.report_budget as budget
+    import slurm_shockwave.service.store as store_module
+    from slurm_shockwave.model.report import ProgressReport, ReportKind
+    from slurm_shockwave.service.feed import ReportFeed
+    from slurm_shockwave.slurm.world import table_progress
+    from slurm_shockwave.workloads.bundled import bundled_table
+
+    for module in (store_module, feed):
+        monkeypatch.setattr(module, "MAX_REPORTS", 10)
+    monkeypatch.setattr(budget, "MIN_REPORTS_KEPT", 1)
+    store = Store(tmp_path / "s.db")
+    store.save_round(record(0), [row(1), row(2)], [], {}, read_round_id=0)
+    reports = [(1, e) for e in range(3)] + [(2, e) for e in range(20)]
+    for jid, epoch in reports:
+        store.add_report(ProgressReport(jid, ReportKind.PROGRESS, 1000.0 + epoch,
+                                        epoch=float(epoch)))
+    fed = ReportFeed(lambda since: store.reports(since_id=since),
+                     table_progress(bundled_table("tacc")))
+    fed.refresh()
+    store.save_round(record(1), [row(1), row(2)], [], {}, read_round_id=store.last_round_id())
+    kept = {jid: [r.epoch for r in rs] for jid, rs in store.reports().items()}
+    assert kept == {1: [0.0, 1.0, 2.0], 2: [float(e) for e in range(13, 20)]}
+    assert {jid: [r.epoch for r in rs] for jid, rs in fed.reports.items()} == kept
+
+
+@pytest.mark.parametrize("counts", [[], [5], [3, 20], [1] * 50, [7, 7, 7, 100, 2],
+                                    list(range(40)), [10 ** 6, 1, 10 ** 5]])
+@pytest.mark.parametrize("budget_size", [10, 100, 1000])
+def test_the_budgets_level_is_the_highest_that_fits(counts: list[int],
+                                                     budget_size: int) -> None:
+    """Every job keeps min(its count, level): the highest level that fits the budget,
+    None when all fit, never below MIN_REPORTS_KEPT."""
+    from slurm_shockwave.service.report_budget import MIN_REPORTS_KEPT, level
+
+    got = level(counts, budget_size)
+    if sum(counts) <= budget_size:
+        assert got is None
+        return
+    assert got is not None and got >= MIN_REPORTS_KEPT
+    if got > MIN_REPORTS_KEPT:
+        assert sum(min(c, got) for c in counts) <= budget_size
+        assert sum(min(c, got + 1) for c in counts) > budget_size

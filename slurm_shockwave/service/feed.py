@@ -15,7 +15,8 @@ from slurm_shockwave.prediction.observed import (
     observed_elastic,
     observed_progress,
 )
-from slurm_shockwave.service.store import MAX_REPORTS_PER_JOB, Run
+from slurm_shockwave.service.report_budget import MAX_REPORTS, MAX_REPORTS_PER_JOB, level
+from slurm_shockwave.service.store import Run
 from slurm_shockwave.slurm.hints import Hint
 from slurm_shockwave.slurm.protocol import SlurmJob
 from slurm_shockwave.slurm.world import CLOCK_SKEW_S, ProgressFn, first_submitted
@@ -92,6 +93,10 @@ class ReportFeed:
                     new += 1
             kept.sort(key=made)
             del kept[:-MAX_REPORTS_PER_JOB]  # as the store keeps them: the oldest go
+        keep = level((len(kept) for kept in self.reports.values()), MAX_REPORTS)
+        if keep is not None:  # over the budget for all jobs: as the store, the most go
+            for kept in self.reports.values():
+                del kept[:-keep]
         return new
 
     def keep_only(self, job_ids: Iterable[int]) -> None:

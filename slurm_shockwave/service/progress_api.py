@@ -54,8 +54,9 @@ from slurm_shockwave.service.progress_server import (
     WholeRequestHandler,
     body_length,
 )
+from slurm_shockwave.service.report_budget import MAX_REPORTS_PER_JOB
 from slurm_shockwave.service.shared_file import write_shared
-from slurm_shockwave.service.store import MAX_REPORTS_PER_JOB, Store
+from slurm_shockwave.service.store import Store
 
 log = logging.getLogger("shockwave.progress")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -33,7 +34,10 @@ from typing import Any, NamedTuple
 
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.report import ProgressReport, ReportKind
+from slurm_shockwave.service.report_budget import MAX_REPORTS, level
 from slurm_shockwave.slurm.world import CheckpointIntent
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 MIGRATED = ("1",)
@@ -70,19 +74,11 @@ CREATE TABLE IF NOT EXISTS reports (
     epoch REAL, batch_size INTEGER, samples_per_s REAL, restart_count INTEGER NOT NULL,
     exit_code INTEGER, uid INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS reports_job ON reports(job_id, id);
+CREATE INDEX IF NOT EXISTS reports_at ON reports(at_s);
 CREATE TABLE IF NOT EXISTS runs (
     job_id INTEGER NOT NULL, restart_count INTEGER NOT NULL, gpus INTEGER NOT NULL,
     submitted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job_id, restart_count));
 """
-
-
-MAX_REPORTS_PER_JOB = 50_000
-"""Reports the store keeps for one job, of any kind: past it, each new one takes the place
-of the job's oldest. A job's owner flooding reports would otherwise grow the store, and
-the feed every round reads, without bound (a review measured a round 0.48 s slower with
-200,000); a job reporting every few seconds for days loses only its oldest reports,
-never its latest progress, acknowledgements or end (a refusal at the cap, tried first,
-froze such a job's progress and lost its checkpoint requests)."""
 
 
 @dataclass(frozen=True)
@@ -569,6 +565,7 @@ class Store:
     def _expire(self, now_s: float) -> None:
         self.db.execute("DELETE FROM reports WHERE at_s < ? AND job_id NOT IN "
                         "(SELECT job_id FROM job_now)", (now_s - self.retention_s,))
+        self._within_budget()
         # a run's count serves its reports: kept while the job is planned or has some
         self.db.execute("DELETE FROM runs WHERE job_id NOT IN (SELECT job_id FROM job_now) "
                         "AND NOT EXISTS (SELECT 1 FROM reports WHERE reports.job_id = "
@@ -580,6 +577,23 @@ class Store:
         for table in ("actions", "job_history"):
             self.db.execute(f"DELETE FROM {table} WHERE round_id < ?", (cut,))
         self.db.execute("DELETE FROM rounds WHERE id < ?", (cut,))
+
+    def _within_budget(self) -> None:
+        """Over ``MAX_REPORTS`` for all jobs, the jobs with the most lose their oldest down
+        to one level (``report_budget.level``); one warning names the biggest."""
+        if self.db.execute("SELECT COUNT(*) FROM reports").fetchone()[0] <= MAX_REPORTS:
+            return
+        counts = dict(self.db.execute("SELECT job_id, COUNT(*) FROM reports GROUP BY job_id"))
+        keep = level(counts.values(), MAX_REPORTS)
+        if keep is None:
+            return
+        over = {jid: n - keep for jid, n in counts.items() if n > keep}
+        self.db.executemany("DELETE FROM reports WHERE id IN (SELECT id FROM reports "
+                            "WHERE job_id = ? ORDER BY id LIMIT ?)", over.items())
+        top = max(counts, key=counts.__getitem__)
+        log.warning("progress reports over the store's budget of %d: %d job(s) lost their "
+                    "oldest, down to %d each (job %d had %d)", MAX_REPORTS, len(over), keep,
+                    top, counts[top])
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self.db)
