@@ -3,6 +3,7 @@ and a command that cannot run is a SlurmError (one line), never a traceback."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,8 @@ def test_a_running_job_slurm_prints_as_configuring_is_running_on_its_gpus(
                 f"Mem=1000 GRES=gpu:4(IDX:{idx}) MinCPUsNode=1 AdminComment={hint}")
 
     rows = [row(7, "RUNNING"), row(8, "CONFIGURING")]
-    alloc = ["|".join(r.split("|")[i] for i in (0, 1, 10, 11, 6)) for r in rows]
+    alloc = ["|".join([*(r.split("|")[i] for i in (0, 1, 10, 11, 7)), "shockwave",
+                       r.split("|")[6]]) for r in rows]
     (tmp_path / "squeue").write_text(
         "#!/bin/sh\ncase \"$*\" in\n"
         f"  *'-p shockwave'*) printf '%s\\n' '{rows[0]}' '{rows[1]}' ;;\n"
@@ -94,3 +96,66 @@ def test_odd_listings_are_read_or_one_line(tmp_path: Path) -> None:
     assert cli.list_jobs("shockwave") == []
     with pytest.raises(SlurmError, match=r"^sinfo --json: odd$"):
         cli.list_nodes()
+
+
+_STAND_IN_SQUEUE = '''#!/usr/bin/env python3
+import json, os, sys
+args = " ".join(sys.argv[1:])
+for j in json.load(open(os.environ["FAKE_STATE"])):
+    run = j["state"] == "RUNNING"
+    if "-p shockwave" in args:
+        print("|".join([str(j["id"]), j["state"], "None", "0", "alice", "1",
+                        "n1" if run else "", j["submit"], "gres:gpu:1", "N/A", "0",
+                        "2026-01-01T10:01:00" if run else "N/A", "N/A", "4:00:00",
+                        "N/A", "1", "1", "j", ""]))
+    elif run:
+        print(f'{j["id"]}|RUNNING|0|2026-01-01T10:01:00|{j["submit"]}|shockwave|n1')
+'''
+_STAND_IN_SCONTROL = '''#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["FAKE_STATE"] + ".calls", "a") as calls:
+    calls.write(" ".join(sys.argv[1:]) + "\\n")
+for j in json.load(open(os.environ["FAKE_STATE"])):
+    if sys.argv[-1].isdigit() and str(j["id"]) != sys.argv[-1]:
+        continue
+    run = j["state"] == "RUNNING"
+    print(f'JobId={j["id"]} JobName=j UserId=alice(1000) JobState={j["state"]} Restarts=0 '
+          f'SubmitTime={j["submit"]} StartTime={"2026-01-01T10:01:00" if run else "Unknown"} '
+          f'TimeLimit=04:00:00 Partition=shockwave NodeList={"n1" if run else "(null)"} '
+          'CoreSpec=* ' + ('Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:0) ' if run else '')
+          + f'MinCPUsNode=1 AdminComment={j["admin"]}')
+'''
+
+
+def test_a_job_id_given_out_again_is_read_as_the_new_job(tmp_path: Path) -> None:
+    """Found by a red-team: each job's ``scontrol show job`` detail (its admin comment:
+    hint and ``submitted=`` stamp) was cached by id and read again only at a start, and
+    the entry of a job last seen running was never dropped: a new pending job under an
+    ended job's id (Slurm gives ids out again) was planned with the earlier job's model,
+    epochs and signal. A listing whose submit time is not the cached one is read again;
+    a job listed as before is not; a job gone is forgotten."""
+    state = tmp_path / "jobs.json"
+    for tool, text in (("squeue", _STAND_IN_SQUEUE), ("scontrol", _STAND_IN_SCONTROL)):
+        (tmp_path / tool).write_text(text)
+        (tmp_path / tool).chmod(0o755)
+    cli = CliBackend(env={"PATH": f"{tmp_path}:/usr/bin:/bin", "FAKE_STATE": str(state)},
+                     check_conf=False)
+    old = "shockwave:v1 model=LM bs=80 epochs=40 signal=USR1 grace=30 submitted=1700000000"
+    new = "shockwave:v1 model=ResNet-18 bs=32 epochs=3 submitted=1800000000"
+
+    def listed(*jobs: dict[str, str | int]) -> dict[int, str]:
+        state.write_text(json.dumps(jobs))
+        return {j.job_id: j.admin_comment for j in cli.list_jobs("shockwave")}
+
+    assert listed({"id": 500, "state": "RUNNING", "submit": "2026-01-01T10:00:00",
+                   "admin": old}) == {500: old}
+    cli._alloc_of_all_jobs()
+    calls = (tmp_path / "jobs.json.calls").read_text().count("show job")
+    assert listed({"id": 500, "state": "RUNNING", "submit": "2026-01-01T10:00:00",
+                   "admin": old}) == {500: old}
+    assert (tmp_path / "jobs.json.calls").read_text().count("show job") == calls  # cached
+    assert listed() == {}
+    assert listed({"id": 500, "state": "PENDING", "submit": "2026-03-01T08:00:00",
+                   "admin": new}) == {500: new}
+    cli._alloc_of_all_jobs()  # nothing holds nodes now
+    assert listed() == {} and cli._details == {}

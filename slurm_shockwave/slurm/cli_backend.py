@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import (
@@ -48,12 +48,14 @@ _FIELDS = ("JobID", "State", "Reason", "PriorityLong", "UserName", "NumNodes", "
 _FORMAT = ",".join(f"{f}:|" for f in _FIELDS[:-1]) + f",{_FIELDS[-1]}:"
 _COL = {name: i for i, name in enumerate(_FIELDS)}
 # jobs of every partition holding nodes, for the GPU indices a node listing lacks
-_ALLOC_FIELDS = ("JobID", "State", "RestartCnt", "StartTime", "NodeList")
+_ALLOC_FIELDS = ("JobID", "State", "RestartCnt", "StartTime", "SubmitTime", "Partition",
+                 "NodeList")
 _ALLOC_FORMAT = ",".join(f"{f}:|" for f in _ALLOC_FIELDS[:-1]) + f",{_ALLOC_FIELDS[-1]}:"
 # scontrol -o: Key=value pairs; Slurm's keys are capitalised, the hint's are not
 _ADMIN_COMMENT = re.compile(r"(?:^| )AdminComment=(.*?)(?= [A-Z][A-Za-z]*=|$)")
 _JOB_ID = re.compile(r"(?:^| )JobId=(\d+)")
-_KEY = {k: re.compile(rf"(?:^| ){k}=(\S*)") for k in ("JobState", "Restarts", "StartTime")}
+_KEY = {k: re.compile(rf"(?:^| ){k}=(\S*)") for k in ("JobState", "Restarts", "StartTime",
+                                                       "SubmitTime", "Partition")}
 # scontrol -o -d: one "Nodes=<hostlist> CPU_IDs=.. Mem=.. GRES=<per-node gres>" group per
 # set of nodes with the same layout, between CoreSpec= and MinCPUsNode=
 _NODE_GROUP = re.compile(r"(?<![A-Za-z_])Nodes=(\S+)(.*?)(?= Nodes=| MinCPUsNode=|$)")
@@ -109,6 +111,22 @@ class JobDetail:
     """StartTime as Slurm prints it: with ``restarts``, which start this allocation is."""
     gpu_alloc: tuple[tuple[str, tuple[int, ...]], ...]
     time_limit_s: int
+    submit: str = ""
+    """SubmitTime and Partition as Slurm prints them: a listing that shows others is of
+    another job under the same id (Slurm gives ids out again), or of the job requeued or
+    moved into another partition since, whose admin comment job_submit.lua rewrote."""
+    partition: str = ""
+
+
+class _Listed(NamedTuple):
+    """What a listing row says of a job, to tell whether its cached detail is current."""
+
+    job_id: int
+    state: str
+    restarts: str
+    start: str
+    submit: str
+    partition: str
 
 
 def detail_from_line(line: str) -> JobDetail | None:
@@ -138,7 +156,8 @@ def detail_from_line(line: str) -> JobDetail | None:
         job_id=int(jid.group(1)), admin_comment=comment.group(1).strip() if comment else "",
         state=state, restarts=_count(values["Restarts"]),
         start=values["StartTime"], gpu_alloc=tuple(alloc),
-        time_limit_s=time_limit_text_s(limit.group(1)) if limit else 0)
+        time_limit_s=time_limit_text_s(limit.group(1)) if limit else 0,
+        submit=values["SubmitTime"], partition=values["Partition"])
 
 
 def _count(text: str, default: int = 0) -> int:
@@ -184,6 +203,9 @@ class CliBackend:
         # per job: its admin comment (the normalised hint, read once) and, for a job
         # holding nodes, its GPU indices (read once per start: key restarts + StartTime)
         self._details: dict[int, JobDetail] = {}
+        self._holding: set[int] = set()
+        """Jobs of every partition holding nodes at the last look (``_alloc_of_all_jobs``):
+        their details are kept for the GPU indices a node listing lacks."""
 
     def _run(self, args: Sequence[str]) -> str:
         try:
@@ -240,13 +262,14 @@ class CliBackend:
         rows = [r for r in (line.split("|", len(_FIELDS) - 1) for line in text.splitlines()
                             if line) if len(r) == len(_FIELDS) and is_count(r[0])]
         c = _COL
-        self._load_details((int(r[0]), r[c["State"]].strip(), r[c["RestartCnt"]].strip(),
-                            r[c["StartTime"]].strip()) for r in rows)
+        self._load_details(_Listed(int(r[0]), r[c["State"]].strip(), r[c["RestartCnt"]].strip(),
+                                   r[c["StartTime"]].strip(), r[c["SubmitTime"]].strip(),
+                                   partition) for r in rows)
         jobs = [self._job_from_row(r, partition) for r in rows]
-        if len(self._details) > 4 * len(rows) + 1000:  # a long-running service: forget the gone
-            listed = {j.job_id for j in jobs}
-            self._details = {jid: d for jid, d in self._details.items()
-                             if jid in listed or d.state in ("RUNNING", "COMPLETING")}
+        # a long-running service forgets the jobs gone: neither in this listing nor holding
+        # nodes at the last look (every job that ever ran stayed, found by a red-team)
+        listed = {j.job_id for j in jobs} | self._holding
+        self._details = {jid: d for jid, d in self._details.items() if jid in listed}
         return jobs
 
     def _job_from_row(self, r: list[str], partition: str) -> SlurmJob:
@@ -282,17 +305,20 @@ class CliBackend:
         return (holds_alloc(detail.state) and str(detail.restarts) == restarts.strip()
                 and detail.start == start.strip())
 
-    def _load_details(self, rows: Iterable[tuple[int, str, str, str]]) -> None:
+    def _load_details(self, rows: Iterable[_Listed]) -> None:
         """One ``scontrol -o -d show job`` per job when it is first seen (its admin
-        comment, which does not change) and once per start of a job holding nodes (its
-        GPU indices); one listing of all jobs when many are needed at once (22.05's
-        scontrol takes one job id per call)."""
+        comment), again when its submit time or partition is not the cached one (another
+        job under its id, or the job requeued or moved in, its admin comment rewritten),
+        and once per start of a job holding nodes (its GPU indices); one listing of all
+        jobs when many are needed at once (22.05's scontrol takes one job id per call)."""
         missing = []
-        for jid, state, restarts, start in rows:
-            detail = self._details.get(jid)
-            if detail is None or (holds_alloc(job_state(state)[0])
-                                  and not self._current(detail, restarts, start)):
-                missing.append(jid)
+        for row in rows:
+            detail = self._details.get(row.job_id)
+            if (detail is None or (detail.submit, detail.partition) != (row.submit,
+                                                                          row.partition)
+                    or (holds_alloc(job_state(row.state)[0])
+                        and not self._current(detail, row.restarts, row.start))):
+                missing.append(row.job_id)
         if not missing:
             return
         lines: list[str] = []
@@ -315,13 +341,13 @@ class CliBackend:
         rows = [r for r in (line.split("|", len(_ALLOC_FIELDS) - 1)
                             for line in text.splitlines() if line)
                 if len(r) == len(_ALLOC_FIELDS) and is_count(r[0])]
-        self._load_details((int(r[0]), r[1].strip(), r[2].strip(), r[3].strip())
-                           for r in rows)
+        self._load_details(_Listed(int(r[0]), *(v.strip() for v in r[1:6])) for r in rows)
+        self._holding = {int(r[0]) for r in rows}
         used: dict[str, set[int]] = {}
         for r in rows:
             detail = self._details.get(int(r[0]))
             if detail and self._current(detail, r[2], r[3]):
-                for node, idx in _within(detail.gpu_alloc, r[4].strip()):
+                for node, idx in _within(detail.gpu_alloc, r[6].strip()):
                     used.setdefault(node, set()).update(idx)
         return used
 
