@@ -321,6 +321,15 @@ local function asked(job_desc, job_rec)
                             field("tres_per_task"), field("num_tasks"))
 end
 
+local INTERACTIVE = "shockwave: interactive jobs (salloc, srun) are not planned in the "
+                    .. SHOCKWAVE_PARTITION .. " partition: Slurm requeues only batch jobs,"
+                    .. " so the planner could never stop one; submit it with sbatch"
+
+local HETEROGENEOUS = "shockwave: heterogeneous jobs are not planned in the "
+                      .. SHOCKWAVE_PARTITION .. " partition (a hold, a release or a"
+                      .. " requeue acts on every component at once); submit each"
+                      .. " component as its own job"
+
 local NO_REQUEUE = "shockwave: a job in the " .. SHOCKWAVE_PARTITION .. " partition must be"
                    .. " requeueable: the planner stops a job by requeueing it (after its"
                    .. " checkpoint signal); submit it without --no-requeue"
@@ -335,7 +344,24 @@ local function admit(job_desc, comment, job_id, job_rec)
   if job_desc.array_inx ~= nil and job_desc.array_inx ~= "" then
     return reject(job_id, "%s", ARRAY)
   end
-  local normalised, field, problem = shockwave_parse_hint((shockwave_split_mark(comment)))
+  -- Slurm refuses the requeue of a job with no batch script, and a het job's holds,
+  -- releases and requeues act on all its components (job_mgr.c)
+  if job_rec == nil and job_desc.script == nil or job_rec ~= nil and job_rec.script == nil then
+    return reject(job_id, "%s", INTERACTIVE)
+  end
+  -- at submit, het_job_offset is NO_VAL unless a het job (its leader's: 0); an update
+  -- gives 0 (measured on 22.05), so a job moved in is asked its record's het_job_id
+  local offset = job_desc.het_job_offset
+  if job_rec == nil and type(offset) == "number" and offset >= 0 and offset < NO_VAL
+      or job_rec ~= nil and given_count(job_rec.het_job_id, nil) ~= nil then
+    return reject(job_id, "%s", HETEROGENEOUS)
+  end
+  -- a hold mark is this plugin's and the service's to write: one the user wrote into
+  -- the comment is dropped, or the owner's release would pass as if of their own hold
+  -- (found by a red-team); `sbatch --hold` is marked again below
+  local text, mark = shockwave_split_mark(comment)
+  if mark ~= nil then comment, job_desc.comment = text, text end
+  local normalised, field, problem = shockwave_parse_hint(comment)
   if not normalised then
     return reject(job_id, "shockwave: bad hint in --comment: field '%s': %s", field, problem)
   end
@@ -363,7 +389,7 @@ local function admit(job_desc, comment, job_id, job_rec)
     -- `sbatch --hold`, or a job held before it was moved in (not by this update's
     -- release): a user's own hold, which Slurm records as the planner's (both a user
     -- hold): marked as `scontrol hold` by its owner is, so the planner keeps it
-    job_desc.comment = shockwave_with_mark((shockwave_split_mark(comment)), "owner")
+    job_desc.comment = shockwave_with_mark(comment, "owner")
   elseif shockwave_service_alive() then
     job_desc.priority = 0 -- held until the planner releases it
   else

@@ -158,6 +158,12 @@ slurm = { SUCCESS = 0, ERROR = -1,
   log_info = function() end }
 SHOCKWAVE_HEARTBEAT = arg[2]
 dofile(arg[1])
+-- sbatch's jobs have a batch script, salloc's and srun's none: a record is a batch job
+-- unless a case marks it interactive
+local submit_job, modify_job = slurm_job_submit, slurm_job_modify
+local function batch(t) if t.script == nil and not t.interactive then t.script = "#!/bin/sh" end end
+function slurm_job_submit(d, parts, uid) batch(d) return submit_job(d, parts, uid) end
+function slurm_job_modify(d, rec, parts, uid) batch(rec) return modify_job(d, rec, parts, uid) end
 local function part(default) return { flag_default = default } end
 local function show(rc, desc)
   -- the submission stamp is checked here and left out of the printed comment
@@ -750,3 +756,69 @@ modify({ partition = "shockwave" }, rec(C, { partition = "other", priority = 5 }
 """, beat)
     # released and moved in: the planner's hold, as for any job moved in
     assert out == ["0\tbs=10 epochs=3 held=owner\tnil\t", "0\tnil\t0\t", "0\tnil\t0\t"]
+
+
+def test_lua_drops_a_hold_mark_the_user_wrote_into_the_comment(tmp_path: Path) -> None:
+    """Found by a red-team: ``--comment "... held=requeue"`` passed and was kept, so the
+    owner's release of the planner's hold went through as if of a requeue-hold, and the
+    job could start ahead of the plan. The mark is the plugin's and the service's to
+    write: dropped at submit and when moved in; ``sbatch --hold`` is still marked."""
+    import time
+    beat = tmp_path / "heartbeat"
+    beat.write_text(f"{int(time.time())} 60\n")
+    out = _run("""
+local parts = { shockwave = part(1), other = part(0) }
+for _, mark in ipairs({ "requeue", "owner" }) do
+  local d = { partition = "shockwave", comment = "model=lm bs=10 epochs=3 held=" .. mark }
+  show(slurm_job_submit(d, parts, 1000), d)
+  print(d.comment)
+  local r = { priority = RELEASE }
+  show(slurm_job_modify(r, { partition = "shockwave", comment = d.comment, job_id = 7,
+                             user_id = 1000, priority = 0 }, parts, 1000), r)
+end
+local m = { partition = "shockwave" }
+show(slurm_job_modify(m, { partition = "other", comment = "bs=1 epochs=1 held=requeue",
+                           job_id = 8, priority = 5 }, parts, 0), m)
+print(m.comment)
+""".replace("RELEASE", "4294967295"), beat)
+    refused = ("-1\tnil\t4294967295\tshockwave: job 7 is held for the shockwave "
+               "partition's planner")
+    for i in (0, 3):
+        assert out[i] == f"0\t{GOOD}\t0\t" and out[i + 1] == "model=lm bs=10 epochs=3"
+        assert out[i + 2].startswith(refused)
+    assert out[6:] == ["0\tshockwave:v1 bs=1 epochs=1 mode=static\t0\t", "bs=1 epochs=1"]
+
+
+def test_lua_refuses_interactive_and_heterogeneous_jobs(tmp_path: Path) -> None:
+    """Found by a red-team: Slurm requeues only batch jobs and refuses the requeue of a
+    het job's component that is not its leader, and a hold or release of the leader acts
+    on every component: an interactive job (salloc, srun: no batch script) and a het job
+    could never be stopped. Refused at submit and when moved in; another partition's
+    are untouched."""
+    out = _run("""
+local parts = { shockwave = part(1), other = part(0) }
+local hint = "model=lm bs=10 epochs=3"
+local cases = {
+  { partition = "shockwave", comment = hint, interactive = true },
+  { partition = "shockwave", comment = hint, het_job_offset = 0 },
+  { partition = "shockwave", comment = hint, het_job_offset = 1 },
+  { partition = "shockwave", comment = hint, het_job_offset = 4294967294 },
+  { partition = "other", comment = "", interactive = true, het_job_offset = 0 },
+}
+for _, d in ipairs(cases) do show(slurm_job_submit(d, parts, 0), d) end
+local recs = { { interactive = true }, { het_job_id = 12 }, { het_job_id = 0 } }
+-- an update's het_job_offset is 0 whatever the job (measured on 22.05)
+for i, rec in ipairs(recs) do
+  rec.partition, rec.comment, rec.job_id = "other", hint, 20 + i
+  local m = { partition = "shockwave", het_job_offset = 0 }
+  show(slurm_job_modify(m, rec, parts, 0), m)
+end
+""", tmp_path / "heartbeat")
+    interactive = ("-1\tnil\tnil\tshockwave: interactive jobs (salloc, srun) are not planned "
+                   "in the shockwave partition: Slurm requeues only batch jobs, so the "
+                   "planner could never stop one; submit it with sbatch")
+    het = ("-1\tnil\tnil\tshockwave: heterogeneous jobs are not planned in the shockwave "
+           "partition (a hold, a release or a requeue acts on every component at once); "
+           "submit each component as its own job")
+    assert out == [interactive, het, het, f"0\t{GOOD}\tnil\t", "0\tnil\tnil\t",
+                   interactive, het, f"0\t{GOOD}\tnil\t"]

@@ -197,6 +197,37 @@ def test_a_job_that_cannot_be_requeued_is_refused(backend, jobs, heartbeat) -> N
     assert " Requeue=1 " in shown
 
 
+def test_interactive_and_heterogeneous_jobs_are_refused(backend, jobs, heartbeat,
+                                                         tmp_path: Path) -> None:
+    """Slurm requeues only batch jobs, and a het job's hold or requeue acts on all its
+    components, so the planner could never stop either: ``salloc``, ``srun`` and a het
+    ``sbatch`` are refused in the managed partition (job_submit.lua's ``script`` and
+    ``het_job_offset``, checked on the real slurmctld); another partition's het job is
+    not."""
+    heartbeat.fresh()
+    for tool in ("salloc", "srun"):
+        proc = subprocess.run([tool, "-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}",
+                               "true"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0 and "interactive jobs (salloc, srun)" in proc.stderr, \
+            proc.stderr
+    with pytest.raises(SlurmError, match="heterogeneous jobs are not planned"):
+        jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}", ":", "-p",
+             "shockwave", "--gres=gpu:1")
+    jobs("-p", "other", "--begin=now+3600", "--gres=gpu:1", ":", "-p", "other",
+         "--gres=gpu:1")
+
+
+def test_a_hold_mark_in_the_users_comment_is_dropped(backend, jobs, heartbeat) -> None:
+    """Found by a red-team: a comment ending in ``held=requeue`` was kept, so the owner's
+    release of the planner's hold passed as if of a requeue-hold. The mark is dropped
+    (checked on the real slurmctld) and the job is the planner's to release."""
+    heartbeat.fresh()
+    jid = jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD} held=requeue")
+    listed = job(backend, jid)
+    assert listed.comment == GOOD and stamped(listed.admin_comment)
+    assert listed.held and listed.reason == "JobHeldUser"
+
+
 def test_a_job_array_is_refused_in_the_managed_partition(backend, jobs, heartbeat) -> None:
     """``sbatch --array`` reaches job_submit.lua as ``array_inx`` (checked here on the real
     slurmctld): refused with what to do instead; moved in later, refused too; another
