@@ -50,7 +50,7 @@ def test_a_running_job_slurm_prints_as_configuring_is_running_on_its_gpus(
         return "|".join([str(jid), state, "None", "4294901757", "alice", "1", "n1",
                          "2026-11-29T09:01:00", "gres:gpu:4", "N/A", "0",
                          f"2026-11-29T09:0{jid}:00", "2026-11-29T09:01:00", "4:00:00",
-                         "N/A", "1", "1", f"j{jid}", ""])
+                         "N/A", "1", "1", "(null)", f"j{jid}", ""])
 
     def detail(jid: int, state: str, idx: str) -> str:
         return (f"JobId={jid} JobName=j{jid} UserId=alice(1000) JobState={state} "
@@ -107,7 +107,7 @@ for j in json.load(open(os.environ["FAKE_STATE"])):
         print("|".join([str(j["id"]), j["state"], "None", "0", "alice", "1",
                         "n1" if run else "", j["submit"], "gres:gpu:1", "N/A", "0",
                         "2026-01-01T10:01:00" if run else "N/A", "N/A", "4:00:00",
-                        "N/A", "1", "1", "j", ""]))
+                        "N/A", "1", "1", j.get("dependency", "(null)"), "j", ""]))
     elif run:
         print(f'{j["id"]}|RUNNING|0|2026-01-01T10:01:00|{j["submit"]}|shockwave|n1')
 '''

@@ -28,11 +28,10 @@ from slurm_shockwave.emulate.submit import (
     job_script,
 )
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
-from slurm_shockwave.service.handback import PINNED_BAND
 from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.slurm.cli_backend import CliBackend
 from slurm_shockwave.slurm.protocol import SlurmJob
-from slurm_shockwave.slurm.world import TOP_PRIORITY
+from slurm_shockwave.slurm.world import PINNED_BAND, TOP_PRIORITY
 from tests.live_cluster import Submitter, heartbeat_path, job, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,6 +201,32 @@ def test_jobs_that_ask_gpus_per_task_run_on_their_whole_count_and_stay(env: Env)
         assert sum(len(idx) for _, idx in j.gpu_alloc) == gpus
         assert "start restart=0 gpus=" in env.output(jid)
     assert env.query("SELECT COUNT(*) FROM actions WHERE kind = 'preempt'")[0][0] == 0
+    assert "Traceback" not in env.log()
+
+
+def test_a_job_waiting_for_its_dependency_runs_after_it(env: Env) -> None:
+    """Found by a red-team: a ``--dependency`` job was planned, and Slurm tests no
+    dependency of a held job (measured here on 22.05): under SRTF the short job waiting
+    for the long whole-cluster one was started every round and the long one held, so
+    nothing ran. On the real slurmctld the job waiting is released and left to Slurm,
+    the one it waits for runs, and once that ends the waiting job runs."""
+    write_heartbeat(env.heartbeat, time.time(), 600)
+    first = env.submit("-N", "4", "--gres=gpu:8", f"--comment={HINT.format(e=400)}")
+    after = env.submit("-N", "4", "--gres=gpu:8", f"--dependency=afterany:{first}",
+                       f"--comment={HINT.format(e=5)}")
+    proc = env.serve("srtf")
+    wait_for(lambda: env.job(first).state == "RUNNING", 60, "the job waited for running")
+    done = env.query("SELECT COUNT(*) FROM rounds")[0][0]
+    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] >= done + 3, 60,
+             "3 more rounds")
+    waiting = env.job(after)
+    assert (waiting.state, waiting.held, waiting.reason) == ("PENDING", False, "Dependency")
+    assert env.job(first).restart_count == 0
+    rows = {r["job_id"]: r for r in map(json.loads, env.cli("queue", "--json").splitlines())}
+    assert rows[after]["reason"].startswith("held_back(waits for its dependency afterany:")
+    env.backend.cancel(first)
+    wait_for(lambda: env.job(after).state == "RUNNING", 60, "the waiting job running")
+    assert stop(proc) == 0
     assert "Traceback" not in env.log()
 
 

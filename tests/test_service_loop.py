@@ -24,6 +24,7 @@ from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
 from slurm_shockwave.slurm.world import (
+    PINNED_BAND,
     TOP_PRIORITY,
     WAITING_BAND,
     SlurmCluster,
@@ -984,6 +985,85 @@ def test_a_job_slurm_will_not_requeue_runs_to_its_end_once_started(policy: str) 
     assert {r.job_id: r.reason for r in unplanned_rows(svc.world.left_out)} == {
         1: "not_requeueable(submitted --no-requeue: Slurm will not requeue it, so it is "
            "left to run to its end)"}
+
+
+def _rounds_over(fake: FakeSlurm, policy: str, n: int) -> Service:
+    svc = service(fake, Store(":memory:"), Clock(), policy=policy)
+    for _ in range(n):
+        svc.round_once()
+        fake.tick(20)
+        svc.world.clock.t += 60  # type: ignore[attr-defined]
+    return svc
+
+
+@pytest.mark.parametrize("policy", ["fifo", "srtf", "shockwave"])
+def test_a_job_waiting_for_its_dependency_is_left_to_slurm_until_it_is_met(
+        policy: str) -> None:
+    """Found by a red-team: a ``--dependency`` job was planned (its eligible time reads
+    0), and Slurm tests no dependency of a held job (measured on 22.05): under SRTF the
+    short job waiting for the long one was started every round and the long one held,
+    so nothing ran; under FIFO a job whose dependency can never be met kept its GPUs.
+    Such a job is left out of the plan and released until Slurm clears its dependency,
+    then planned as any other."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 4, epochs=200))
+    fake.add(with_state(job(2, 4, epochs=1), dependency="afterok:1(unfulfilled)"))
+    svc = _rounds_over(fake, policy, 3)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[2].state == "PENDING"
+    assert not fake.jobs[2].held and fake.jobs[2].reason == "Dependency"
+    assert {r.job_id: r.reason for r in unplanned_rows(svc.world.left_out)} == {
+        2: "held_back(waits for its dependency afterok:1(unfulfilled): left to Slurm, "
+           "released, until it lets the job go)"}
+    fake.finish(1)
+    for _ in range(3):
+        svc.round_once()
+        fake.tick(20)
+        svc.world.clock.t += 60  # type: ignore[attr-defined]
+    assert fake.jobs[2].state == "RUNNING" and not fake.jobs[2].dependency
+
+    never = fake_cluster(nodes=1, gpus=4)
+    never.add(job(1, 4, epochs=200))
+    never.finish(1, "FAILED")
+    never.add(with_state(job(3, 4, epochs=5), dependency="afterok:1(unfulfilled)"))
+    never.add(job(4, 4, epochs=5))
+    svc = _rounds_over(never, policy, 3)
+    assert never.jobs[4].state == "RUNNING" and never.jobs[3].state == "PENDING"
+    assert never.jobs[3].reason == "DependencyNeverSatisfied"
+
+
+class _UserLimit(FakeSlurm):
+    """A QOS limit on GPUs per user (``QOSMaxGRESPerUser``): a released job of ``limited``
+    stays pending with that reason while another job of its owner's is queued."""
+
+    limited: frozenset[int] = frozenset({2})
+
+    def tick(self, seconds: int = 1) -> None:
+        kept = {jid: j for jid in self.limited if (j := self.jobs[jid]).state == "PENDING"
+                and not j.held and any(o.user == j.user and o.job_id != jid
+                                       and o.state in ("PENDING", "RUNNING")
+                                       for o in self.jobs.values())}
+        for jid, j in kept.items():  # out of the scheduler's sight while it runs
+            self.jobs[jid] = with_state(j, held=True)
+        super().tick(seconds)
+        for jid in kept:
+            self.jobs[jid] = with_state(self.jobs[jid], held=False, reason="QOSMaxGRESPerUser")
+
+
+def test_a_job_slurm_holds_back_for_a_limit_is_left_to_slurm_and_unpinned() -> None:
+    """Found by a red-team: a job released by the plan that Slurm keeps pending for a
+    limit of its owner's (a QOS or association limit, licences, a reservation) kept the
+    GPUs the plan gave it, idle round after round, while another user's job waited held.
+    Seen held back, it is left out of the plan, its pinned priority given back, and its
+    GPUs go to the next job."""
+    fake = _UserLimit([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake.add(job(1, 4, epochs=500))
+    fake.add(job(2, 4, epochs=5))
+    fake.add(with_state(job(3, 4, epochs=50), user="bob"))
+    svc = _rounds_over(fake, "fifo", 4)
+    assert fake.jobs[2].state == "PENDING" and fake.jobs[2].reason == "QOSMaxGRESPerUser"
+    assert fake.jobs[2].priority < TOP_PRIORITY - PINNED_BAND
+    assert fake.jobs[3].state == "RUNNING"
+    assert svc.world.left_out.held_back == {2: "Slurm holds it back: QOSMaxGRESPerUser"}
 
 
 def test_the_heartbeat_names_the_services_uid_before_the_first_round(tmp_path: Path) -> None:

@@ -183,10 +183,12 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
             cli.submit(str(script), [*out, "-p", "other", "-N", "2", "--gres=gpu:8"]),
             cli.submit(str(script), [*out, "-n", "2", "--gpus-per-task=2",
                                      "--comment=model=lm bs=10 epochs=3"])]
+    mine.append(cli.submit(str(script), [*out, "-p", "other", "--gres=gpu:1",
+                                         f"--dependency=afterok:{mine[2]}"]))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            running = [j for j in cli.list_jobs("other") if j.job_id in mine[2:]]
+            running = [j for j in cli.list_jobs("other") if j.job_id in mine[2:4]]
             if len(running) == 2 and all(j.state == "RUNNING" and j.gpu_alloc
                                          for j in running):
                 break
@@ -197,10 +199,16 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
         for jid in mine:
             for name in _JOB_FIELDS:
                 assert getattr(by_py[jid], name) == getattr(by_cli[jid], name), (jid, name)
-        assert [by_cli[j].gpus for j in mine] == [1, 3, 2, 16, 4]
-        assert [by_cli[j].requeue for j in mine] == [True, True, False, True, True]
-        listed = {j.job_id: j.requeue for j in cli.list_jobs("other")}  # the round's listing
-        assert (listed[mine[2]], listed[mine[3]]) == (False, True)
+        assert [by_cli[j].gpus for j in mine] == [1, 3, 2, 16, 4, 1]
+        assert [by_cli[j].requeue for j in mine] == [True, True, False, True, True, True]
+        # one dependency reads alike (of several, pyslurm's dict has its own order)
+        assert by_cli[mine[5]].dependency == f"afterok:{mine[2]}(unfulfilled)"
+        assert by_py[mine[5]].dependency == by_cli[mine[5]].dependency
+        assert [j for j in mine if by_cli[j].dependency or by_py[j].dependency] == [mine[5]]
+        listed = {j.job_id: j for j in cli.list_jobs("other")}  # the round's listing
+        assert (listed[mine[2]].requeue, listed[mine[3]].requeue) == (False, True)
+        assert listed[mine[5]].dependency == by_cli[mine[5]].dependency
+        assert listed[mine[2]].dependency == ""
         assert len(by_cli[mine[3]].gpu_alloc) == 2
         nodes_cli = {n.name: n for n in cli.list_nodes()}
         nodes_py = {n.name: n for n in py.list_nodes()}

@@ -26,6 +26,7 @@ class ReasonCode(str, Enum):
     ON_CLOSED_NODE = "on_closed_node"
     WITHOUT_GPUS = "without_gpus"
     NOT_REQUEUEABLE = "not_requeueable"
+    HELD_BACK = "held_back"
     ENDING = "ending"
     SUSPENDED = "suspended"
     SOLVER_TIMEOUT_FALLBACK = "solver_timeout_fallback"

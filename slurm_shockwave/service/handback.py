@@ -17,16 +17,13 @@ from dataclasses import dataclass, field
 from slurm_shockwave.service.heartbeat import remove_heartbeat
 from slurm_shockwave.slurm.protocol import SlurmBackend
 from slurm_shockwave.slurm.world import (
-    TOP_PRIORITY,
     each_job,
     held_by_admin,
     held_by_owner,
     managed,
+    pinned,
     requeue_held,
 )
-
-PINNED_BAND = 100_000
-"""Priorities in (TOP_PRIORITY - PINNED_BAND, TOP_PRIORITY] are the planner's."""
 
 
 @dataclass(frozen=True)
@@ -64,12 +61,11 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
     owners = [j.job_id for j in pending
               if held_by_owner(j) and not (earlier_build and requeue_held(j))]
     held = [j.job_id for j in pending if j.held and j.job_id not in admins + owners]
-    pinned = [j.job_id for j in listed if j.state in ("PENDING", "RUNNING")
-              and not j.held and TOP_PRIORITY - PINNED_BAND < j.priority <= TOP_PRIORITY]
-    errors = {jid: err for jid, err in each_job(held + pinned, backend.release).items()
+    unpin = [j.job_id for j in listed if pinned(j)]
+    errors = {jid: err for jid, err in each_job(held + unpin, backend.release).items()
               if err}
     errors.update({jid: f"still completing after {wait_s:g} s: run handback again once "
                         "it is pending" for jid in completing})
     return HandBack(tuple(j for j in held if j not in errors),
-                    tuple(j for j in pinned if j not in errors), errors, tuple(admins),
+                    tuple(j for j in unpin if j not in errors), errors, tuple(admins),
                     tuple(owners))

@@ -39,8 +39,9 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
     hint (left to Slurm), pending jobs Slurm will not start before their eligible time
     (a requeued job's cred_expire + 1 s, a ``--begin``), out of the plan until then, jobs
     an admin or their owner holds, running jobs on a node Slurm gives no new work
-    (drained, not responding), left to finish there, running jobs without GPUs, and
-    running jobs Slurm will not requeue."""
+    (drained, not responding), left to finish there, running jobs without GPUs, running
+    jobs Slurm will not requeue, and pending jobs Slurm holds back (a dependency, a
+    limit)."""
     user = left.users.get
     rows = [JobRow(job_id=jid, user=user(jid, ""), phase="not planned",
                    reason=f"{ReasonCode.BAD_HINT.value}({msg})")
@@ -61,6 +62,10 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
                     reason=f"{ReasonCode.NOT_REQUEUEABLE.value}(submitted --no-requeue: "
                            "Slurm will not requeue it, so it is left to run to its end)")
              for jid in sorted(left.not_requeueable)]
+    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="pending",
+                    reason=f"{ReasonCode.HELD_BACK.value}({why}: left to Slurm, released, "
+                           "until it lets the job go)")
+             for jid, why in sorted(left.held_back.items())]
     rows += [JobRow(job_id=jid, user=user(jid, ""), phase="ending",
                     reason=f"{ReasonCode.ENDING.value}(COMPLETING: its Epilog runs)")
              for jid in sorted(left.ending)]

@@ -43,8 +43,8 @@ from slurm_shockwave.slurm.slurm_conf import (
 # One line per job for the per-round listing; Comment last, since it may hold anything.
 _FIELDS = ("JobID", "State", "Reason", "PriorityLong", "UserName", "NumNodes", "NodeList",
            "SubmitTime", "tres-per-node", "tres-per-job", "RestartCnt", "StartTime",
-           "EligibleTime", "TimeLimit", "tres-per-task", "NumTasks", "Requeue", "Name",
-           "Comment")
+           "EligibleTime", "TimeLimit", "tres-per-task", "NumTasks", "Requeue", "Dependency",
+           "Name", "Comment")
 _FORMAT = ",".join(f"{f}:|" for f in _FIELDS[:-1]) + f",{_FIELDS[-1]}:"
 _COL = {name: i for i, name in enumerate(_FIELDS)}
 # jobs of every partition holding nodes, for the GPU indices a node listing lacks
@@ -116,6 +116,12 @@ class JobDetail:
     another job under the same id (Slurm gives ids out again), or of the job requeued or
     moved into another partition since, whose admin comment job_submit.lua rewrote."""
     partition: str = ""
+
+
+def _unset(text: str) -> str:
+    """A text field squeue prints as "(null)" when it has none: empty then."""
+    text = text.strip()
+    return "" if text in ("(null)", "N/A") else text
 
 
 class _Listed(NamedTuple):
@@ -297,7 +303,8 @@ class CliBackend:
             start_time=_epoch(r[c["StartTime"]].strip()) if holds_alloc(state) else 0,
             eligible_time=_epoch(r[c["EligibleTime"]].strip()),  # N/A: 0, eligible
             gpu_alloc=alloc, time_limit_s=time_limit_text_s(r[c["TimeLimit"]]),
-            requeue=r[c["Requeue"]].strip() != "0")
+            requeue=r[c["Requeue"]].strip() != "0",
+            dependency=_unset(r[c["Dependency"]]))
 
     @staticmethod
     def _current(detail: JobDetail, restarts: str, start: str) -> bool:

@@ -261,6 +261,7 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
         gpu_alloc=alloc, time_limit_s=time_limit_s(obj.get("time_limit")),
         exit_signal=exit_signal(obj.get("exit_code")),
         requeue=obj.get("requeue") is not False,
+        dependency=str(obj.get("dependency") or ""),
     )
 
 

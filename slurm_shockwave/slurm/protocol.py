@@ -44,6 +44,11 @@ class SlurmJob:
     exit_signal: int = 0
     """The signal that ended the job's last run (WTERMSIG of its batch script); 0 when
     none or unknown. Read only from full listings (``list_jobs()``)."""
+    dependency: str = ""
+    """Its dependencies Slurm has not found satisfied yet (``afterok:141(unfulfilled)``;
+    empty once they are, as Slurm clears them). Slurm does not test them while the job
+    is held (measured on 22.05: a held job's stays unfulfilled after the job it waits
+    for completed)."""
     requeue: bool = True
     """Whether Slurm requeues the job when asked: False for one submitted
     ``--no-requeue`` (Slurm refuses its requeue, "Requested operation is presently

@@ -98,6 +98,19 @@ def _get(obj: Any, *names: str, default: Any = None) -> Any:
     return default
 
 
+def dependency_text(deps: Any) -> str:
+    """pyslurm's dict of a job's dependencies written back as Slurm writes them
+    (``afterok:5(unfulfilled)``: pyslurm keeps the mark with the id), kinds in the
+    dict's order; empty when it has none (Slurm clears them once satisfied)."""
+    if not isinstance(deps, dict):
+        return ""
+    kinds = [k for k, v in deps.items() if isinstance(v, list) and v]
+    out = [":".join([kind, *map(str, deps[kind])]) for kind in kinds]
+    if deps.get("singleton"):
+        out.append("singleton")
+    return ("?" if deps.get("satisfy") == "any" else ",").join(out)
+
+
 class PyslurmBackend:
     def __init__(self, slurm_conf: str | None = None) -> None:
         problem = pyslurm_problem(slurm_conf)
@@ -156,7 +169,8 @@ class PyslurmBackend:
                 gpu_alloc=alloc,
                 time_limit_s=int(limit) * 60 if isinstance(limit, int) and limit > 0 else 0,
                 exit_signal=int(_get(j, "exit_code_signal", default=0) or 0),
-                requeue=_get(j, "is_requeueable", default=True) is not False))
+                requeue=_get(j, "is_requeueable", default=True) is not False,
+                dependency=dependency_text(_get(j, "dependencies"))))
         return self._with_per_job_gpus(out)
 
     def _with_per_job_gpus(self, jobs: list[SlurmJob]) -> list[SlurmJob]:

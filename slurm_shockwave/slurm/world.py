@@ -100,6 +100,8 @@ the service is alive, leaves the planner's hold (a requeue-held job is released:
 reason stays through any hold, so only a release ends it)."""
 TOP_PRIORITY = 1_000_000
 """Priorities the planner pins are TOP_PRIORITY - rank; hand-back unpins them."""
+PINNED_BAND = 100_000
+"""Priorities in (TOP_PRIORITY - PINNED_BAND, TOP_PRIORITY] are the planner's (``pinned``)."""
 WAITING_BAND = 50_000
 """A start whose GPUs a running job still holds (its checkpoint under way) ranks this far
 below every start that can run now: Slurm's main scheduler stops at the first job of a
@@ -263,6 +265,8 @@ class LeftOut:
     """Job -> its owner, for every job listed: its rows name the owner, whose reports
     the progress API accepts only for a job the store shows as theirs (found by a
     review: a job on a drained node got 403, an ending one's end report 404)."""
+    held_back: Mapping[int, str] = field(default_factory=dict)
+    """Pending jobs Slurm will not start whatever the plan (``held_back``): job -> why."""
     not_requeueable: frozenset[int] = frozenset()
     """Running jobs Slurm will not requeue (``SlurmJob.requeue``: submitted
     ``--no-requeue`` and moved into the partition, which job_submit.lua cannot see):
@@ -344,6 +348,38 @@ def held_by_someone(job: SlurmJob) -> bool:
     return held_by_admin(job) or held_by_owner(job)
 
 
+def pinned(job: SlurmJob) -> bool:
+    """Queued, not held, at a priority the planner set (``TOP_PRIORITY - rank``)."""
+    return (job.state in ("PENDING", "RUNNING") and not job.held
+            and TOP_PRIORITY - PINNED_BAND < job.priority <= TOP_PRIORITY)
+
+
+HELD_BACK_REASONS = ("Dependency", "QOS", "Assoc", "Licenses", "Reservation",
+                     "ReqNodeNotAvail", "PartitionTimeLimit", "PartitionNodeLimit",
+                     "InvalidQOS", "InvalidAccount", "AccountNotAllowed", "BadConstraints",
+                     "MaxMemPer")
+"""Reasons Slurm gives a released job it will not start for what the plan cannot see or
+change: a dependency, a QOS or association limit (``QOSMaxGRESPerUser``), licences, a
+reservation, nodes it asked for that are unavailable, a limit of the partition, a bad
+account or constraint."""
+
+
+def held_back(job: SlurmJob) -> str | None:
+    """Why Slurm will not start a pending job whatever the plan says, or None. Found by a
+    red-team: such a job was planned, its GPUs kept idle round after round (a job waiting
+    for another that the plan held behind it never ran at all), and a held job's
+    dependency is never tested, so it is read from the listing. Such a job is left out
+    of the plan and to Slurm, released, until Slurm lets it go: then it is planned as
+    any other."""
+    if job.state != "PENDING":
+        return None
+    if job.dependency:
+        return f"waits for its dependency {job.dependency}"
+    if not job.held and job.reason.startswith(HELD_BACK_REASONS):
+        return f"Slurm holds it back: {job.reason}"
+    return None
+
+
 def job_slots(job: SlurmJob) -> tuple[str, ...]:
     """The GPUs a running job holds, as ``node:index``. Without Slurm's per-node detail,
     the job's GPUs are spread over its nodes from index 0 (stable from round to round)."""
@@ -402,6 +438,9 @@ class SlurmCluster:
         """Each queued job's first submission seen (``_arrival``)."""
         self.bad_hints: dict[int, str] = {}
         self.not_eligible: dict[int, int] = {}
+        self.held_back: dict[int, tuple[SlurmJob, str]] = {}
+        """Pending jobs of the partition Slurm will not start whatever the plan
+        (``held_back``): out of the view, released, left to Slurm until it lets them go."""
         """Pending jobs of the partition left out of the view until their eligible time
         (epoch seconds): listed so that queue and explain still show them."""
         self.admin_held: dict[int, SlurmJob] = {}
@@ -456,6 +495,7 @@ class SlurmCluster:
         return LeftOut(dict(self.bad_hints), dict(self.not_eligible), dict(self.admin_held),
                        dict(self.on_closed_node), self._without_gpus, self._ending,
                        self._suspended, dict(self.owner_held), dict(self._users),
+                       {jid: why for jid, (_j, why) in self.held_back.items()},
                        self._not_requeueable)
 
     # -- ClusterSource ----------------------------------------------------------------------
@@ -472,6 +512,7 @@ class SlurmCluster:
         simulator's preempted jobs rejoin after ``requeue_delay_s``. A job the plan moves
         or resizes stays: its new GPUs are the plan's, not a fill step's to give away."""
         return job.state == "RUNNING" or (job.state == "PENDING" and not held_by_someone(job)
+                                          and held_back(job) is None
                                           and (job.eligible_time <= now
                                                or job.job_id in self._moving))
 
@@ -492,6 +533,7 @@ class SlurmCluster:
         now = self.clock.now()
         jobs: list[SlurmJob] = []
         self.not_eligible = {}
+        self.held_back = {}
         self.admin_held = {j.job_id: j for j in listed if held_by_admin(j)}
         self.owner_held = {j.job_id: j for j in listed if held_by_owner(j)}
         self._users = {j.job_id: j.user for j in listed}
@@ -510,7 +552,10 @@ class SlurmCluster:
             if self._plannable(j, now):
                 jobs.append(j)
             elif j.state == "PENDING" and not held_by_someone(j):
-                self.not_eligible[j.job_id] = j.eligible_time
+                if (why := held_back(j)) is not None:
+                    self.held_back[j.job_id] = (j, why)
+                else:
+                    self.not_eligible[j.job_id] = j.eligible_time
         # a job the last observation saw running and Slurm now requeues (COMPLETING, its
         # restart count grown: its Epilog runs) is back in a moment, as one in its delay
         self._requeuing = {j.job_id for j in listed if j.state == "COMPLETING" and (
@@ -781,6 +826,7 @@ class SlurmCluster:
     def apply(self, actions: Sequence[Action]) -> ApplyResult:
         self._rerun_killed()
         self._mark_requeue_holds()
+        self._let_go_held_back()
         if self.partition_state in CLOSED:
             # Slurm starts nothing in it: a preemption would only idle the GPUs it frees
             why = (f"partition {self.partition} is {self.partition_state}: nothing is "
@@ -918,6 +964,16 @@ class SlurmCluster:
             return {}
         return {a.job_id: "an admin" if held_by_admin(j) else "its owner" for a in releases
                 if (j := now.get(a.job_id)) is not None and held_by_someone(j)}
+
+    def _let_go_held_back(self) -> None:
+        """Release the jobs Slurm holds back that the planner holds or pinned: Slurm tests
+        a dependency only of a job not held, and a pinned one would start ahead of the
+        plan's once Slurm lets it go. One warning a job that cannot be."""
+        ours = [jid for jid, (j, _why) in self.held_back.items() if j.held or pinned(j)]
+        for jid, err in each_job(ours, self.backend.release).items():
+            if err:
+                log.warning("job %d: held back by Slurm (%s), and its hold or priority "
+                            "could not be given back: %s", jid, self.held_back[jid][1], err)
 
     def _mark_requeue_holds(self) -> None:
         """Mark each requeue-held job of the last observation ``held=requeue`` in its
