@@ -6,10 +6,13 @@
 # is bounded in time; exits 0.
 ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"
 SERVICE_URL=""  # for nodes that cannot read the endpoint file, as in task_prolog.sh
+PARTITION="shockwave"  # the managed partition, as in task_prolog.sh
 case "$0" in */*) HERE="${0%/*}" ;; *) HERE=. ;; esac
 if [ -r "$HERE/events.sh" ] && command . "$HERE/events.sh" 2>/dev/null; then
   event "$(date +%s) end job=$JOB user=${SLURM_JOB_USER:-?} node=$(hostname -s 2>/dev/null)" 2>/dev/null
 fi
+# another partition's job has no spool and no end to report (the event above is kept)
+case "${SLURM_JOB_PARTITION:-}" in ""|"$PARTITION") ;; *) exit 0 ;; esac
 # the shockwave command; install-scripts writes its path (Slurm gives an Epilog its own PATH)
 SHOCKWAVE_BIN=""
 BIN="$SHOCKWAVE_BIN"
@@ -41,7 +44,7 @@ if [ -n "$BIN" ]; then
          left=$(( 10 - ($(date +%s) - began) ))
          [ "$left" -gt 1 ] || break
          [ "$left" -le 5 ] || left=5
-         timeout "$left" "$BIN" report --flush-spool "$spool" --job-id "$SLURM_JOB_ID" \
+         timeout -k 1 "$left" "$BIN" report --flush-spool "$spool" --job-id "$SLURM_JOB_ID" \
            </dev/null >/dev/null 2>&1
        done
        # then every spool of the job goes, sent or not, by its owner's hand (never
@@ -73,6 +76,6 @@ if [ -n "$BIN" ]; then
   case "$sig" in ''|*[!0-9]*|????*) sig=0 ;; esac
   if [ "$code" -eq 0 ] && [ "$sig" -gt 0 ] && [ "$sig" -lt 128 ]; then code=$((128 + sig)); fi
   [ "$code" -le 255 ] || code=-1
-  SLURM_JOB_ID="$SLURM_JOB_ID" timeout 5 "$BIN" report --end "$code" >/dev/null 2>&1
+  SLURM_JOB_ID="$SLURM_JOB_ID" timeout -k 1 5 "$BIN" report --end "$code" >/dev/null 2>&1
 fi
 exit 0

@@ -16,6 +16,11 @@ ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"
 # The service's URL for nodes that cannot read the endpoint file (the service on another
 # host and no shared file system): `shockwave install-scripts --service-url`. The file wins.
 SERVICE_URL=""
+# The managed partition (`shockwave install-scripts` writes it): another partition's
+# jobs get nothing, and slurmctld is not asked about them (a red-team: a 1,000-node job
+# of any partition asked it 1,000 times at once)
+PARTITION="shockwave"
+case "${SLURM_JOB_PARTITION:-}" in ""|"$PARTITION") ;; *) exit 0 ;; esac
 url="$(head -c 256 "$ENDPOINT_FILE" 2>/dev/null | head -n 1)"
 owner=""
 [ -z "$url" ] || owner="$(stat -c %u "$ENDPOINT_FILE" 2>/dev/null)"
@@ -61,6 +66,14 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
       "JobId=$SLURM_JOB_ID "*)
         sig="$(printf '%s\n' "$job" | sed -n -E \
           's/.*AdminComment=shockwave:v1 (model=[^ ]+ )?bs=[0-9]+ epochs=[0-9]+ mode=[a-z]+ (gpus=[0-9]+-[0-9]+ )?signal=([A-Z0-9]+) .*/\3/p')"
+        case "$job" in
+          *" AdminComment="*) ;;
+          *) # no admin comment (submitted while job_submit.lua was not loaded): the
+             # service plans it from its raw comment, and signals it (a red-team found
+             # such a job got no handler and died of the signal): read as it reads it
+             sig="$(printf '%s\n' "$job" | sed -n -E \
+               's/.* Comment=(.* )?signal=(sig)?([a-z0-9]+)( .*)?$/\3/Ip' | tr a-z A-Z)" ;;
+        esac
         [ -n "$sig" ] || sig=none
         [ -z "$spool" ] || (printf '%s\n' "$sig" > "$spool/.signal.$$" \
                             && mv -f "$spool/.signal.$$" "$spool/.signal") 2>/dev/null ;;

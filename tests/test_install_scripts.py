@@ -37,7 +37,9 @@ def test_settings_lines_are_written_and_read_back() -> None:
     lua = render("job_submit.lua", s)
     assert settings_in(lua) == {"partition": "gpu-a", "heartbeat": "/srv/sw/beat"}
     assert "SHOCKWAVE_IS_DEFAULT = true" in lua.splitlines()
-    assert settings_in(render("task_prolog.sh", s)) == {"endpoint_file": "/srv/sw/endpoint"}
+    for name, extra in (("task_prolog.sh", {}), ("epilog.sh", {"shockwave_bin": ""})):
+        assert settings_in(render(name, s)) == {"endpoint_file": "/srv/sw/endpoint",
+                                                "partition": "gpu-a", **extra}
     assert version_of("job_submit.lua", lua) == "current"
     assert version_of("job_submit.lua", lua.replace("MAX_BYTES = 1000",
                                                     "MAX_BYTES = 999")) == "other version"

@@ -106,6 +106,88 @@ def test_the_signal_is_read_from_every_form_of_the_normalised_hint(tmp_path: Pat
         assert exported == ([f"export SHOCKWAVE_SIGNAL={signal}"] if signal else []), hint
 
 
+def test_the_signal_of_a_job_planned_from_its_raw_comment_is_exported(tmp_path: Path) -> None:
+    """Found by a red-team: a job submitted while job_submit.lua was not loaded has no
+    admin comment; the service plans it from its raw comment and sends it the signal
+    named there, but the TaskProlog read only the admin comment, so the job got no
+    handler and died of the signal. Read as the service reads it (``world.hint_text``);
+    a job whose admin comment names no signal gets none from its comment."""
+    from slurm_shockwave.slurm.hints import parse_hint
+    from slurm_shockwave.slurm.world import read_hint
+
+    bin_dir = _no_endpoint(tmp_path)
+    scontrol = bin_dir / "scontrol"
+    cases = [("Comment=model=resnet18 bs=32 epochs=9 signal=usr1 grace=10 StdErr=/x", "USR1"),
+             ("Comment=bs=32 epochs=9 signal=SIGusr2 held=owner StdErr=/x", "USR2"),
+             ("Comment=bs=32 epochs=9 signal=KILL StdErr=/x", None),
+             ("Comment=bs=32 epochs=9 StdErr=/x", None),
+             ("AdminComment=shockwave:v1 bs=32 epochs=9 mode=static submitted=1 "
+              "Comment=bs=32 epochs=9 signal=USR1 StdErr=/x", None)]
+    for fields, signal in cases:
+        scontrol.write_text("#!/bin/sh\necho 'JobId=987654323 JobName=t UserId=alice(1000) "
+                            f"{fields}'\n")
+        scontrol.chmod(0o755)
+        env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "987654323"}
+        try:
+            out = subprocess.run(["sh", str(tmp_path / "task_prolog.sh")],
+                                 capture_output=True, text=True, env=env, timeout=30,
+                                 check=True).stdout
+        finally:
+            shutil.rmtree("/tmp/shockwave-spool-987654323")
+        exported = [line for line in out.splitlines() if "SHOCKWAVE_SIGNAL" in line]
+        assert exported == ([f"export SHOCKWAVE_SIGNAL={signal}"] if signal else []), fields
+        if fields.startswith("Comment=") and signal:  # what the service reads there
+            hint = read_hint(fields.removeprefix("Comment=").split(" StdErr=")[0]
+                             .removesuffix(" held=owner"))
+            assert not isinstance(hint, str) and hint.signal == signal
+    assert parse_hint("bs=1 epochs=1 signal=SIGusr2").signal == "USR2"
+
+
+def test_another_partitions_jobs_get_nothing_and_ask_slurmctld_nothing(
+        tmp_path: Path) -> None:
+    """Found by a red-team: the TaskProlog and the Epilog acted on every job of the
+    cluster, and a 1,000-node MPI job of any partition asked slurmctld 1,000 times at
+    once. Another partition's job gets no export, no spool and no call; the managed
+    partition's (and one Slurm names no partition of) as before."""
+    from slurm_shockwave.slurm.plugin_files import ScriptSettings, render
+
+    bin_dir = _no_endpoint(tmp_path)
+    (tmp_path / "task_prolog.sh").write_text(render(
+        "task_prolog.sh", ScriptSettings(partition="gpu-a",
+                                         endpoint_file=str(tmp_path / "none"))))
+    calls = tmp_path / "calls"
+    (bin_dir / "scontrol").write_text(
+        f"#!/bin/sh\necho x >> {calls}\necho 'JobId=987654324 AdminComment=shockwave:v1 "
+        "bs=32 epochs=9 mode=gns signal=USR2 grace=10 submitted=1 Comment=x'\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    for partition, exported in (("cpu", False), ("gpu-a", True), (None, True)):
+        env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "987654324"}
+        if partition:
+            env["SLURM_JOB_PARTITION"] = partition
+        try:
+            out = subprocess.run(["sh", str(tmp_path / "task_prolog.sh")],
+                                 capture_output=True, text=True, env=env, timeout=30,
+                                 check=True).stdout
+        finally:
+            shutil.rmtree("/tmp/shockwave-spool-987654324", ignore_errors=True)
+        assert ("export SHOCKWAVE_SIGNAL=USR2" in out) == exported, partition
+        assert ("SHOCKWAVE_SPOOL" in out) == exported, partition
+        assert calls.exists() == exported, partition
+        calls.unlink(missing_ok=True)
+    epilog = tmp_path / "epilog.sh"
+    epilog.write_text(render("epilog.sh", ScriptSettings(partition="gpu-a")))
+    shockwave = bin_dir / "shockwave"
+    shockwave.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\n")
+    shockwave.chmod(0o755)
+    for partition, reported in (("cpu", False), ("gpu-a", True)):
+        env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "987654324",
+               "SLURM_JOB_PARTITION": partition, "SLURM_JOB_EXIT_CODE2": "0:0"}
+        subprocess.run(["sh", str(epilog)], env=env, timeout=30, check=True)
+        assert calls.exists() == reported and (not reported or "--end 0" in
+                                               calls.read_text()), partition
+        calls.unlink(missing_ok=True)
+
+
 def test_the_signal_is_asked_of_slurmctld_once_per_job_and_node(tmp_path: Path) -> None:
     """The TaskProlog runs before every task: a 64-task step asked slurmctld 64 times (a
     red-team finding). The first asks, and keeps the answer in the job's spool."""

@@ -85,7 +85,8 @@ def _lua_lines(s: ScriptSettings) -> dict[str, str]:
 
 def _sh_lines(s: ScriptSettings) -> dict[str, str]:
     return {r"^ENDPOINT_FILE=.*$": f'ENDPOINT_FILE="{s.endpoint_file}"',
-            r"^SERVICE_URL=.*$": f'SERVICE_URL="{s.service_url}"'}
+            r"^SERVICE_URL=.*$": f'SERVICE_URL="{s.service_url}"',
+            r"^PARTITION=\S*": f'PARTITION="{s.partition}"'}
 
 
 def _settings_lines(name: str, s: ScriptSettings) -> dict[str, str]:
@@ -139,6 +140,7 @@ def settings_in(text: str) -> dict[str, str]:
     """The values of the settings lines of an installed script (quoted strings only)."""
     out = {}
     for key, pattern in (("partition", r'^SHOCKWAVE_PARTITION = .*"([^"]*)"\s*$'),
+                         ("partition", r'^PARTITION="([^"]*)"(?:\s|$)'),
                          ("heartbeat", r'^SHOCKWAVE_HEARTBEAT = .*"([^"]*)"\s*$'),
                          ("endpoint_file", r'^ENDPOINT_FILE="([^"]*)"\s*$'),
                          ("shockwave_bin", r'^SHOCKWAVE_BIN="([^"]*)"\s*$')):
