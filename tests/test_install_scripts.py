@@ -507,3 +507,28 @@ def test_the_python_a_console_script_runs_is_read_as_the_epilog_would(tmp_path: 
                          ("import sys\n", None)):
         script.write_text(head)
         assert interpreter(script) == python, head
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
+def test_scripts_are_not_installed_where_another_user_can_change_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a red-team: ``--dest`` a folder another user owns took the scripts Slurm
+    runs as root, and that user could put their own prolog.sh in its place. Refused in
+    one line, nothing written; and doctor's check of an installed script fails for it."""
+    import pwd
+
+    from slurm_shockwave.slurm.plugin_files import file_problem
+    uid = pwd.getpwnam("swtest1").pw_uid
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, uid, -1)
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "none" / "slurm.conf"))
+    done = _install("--dest", str(theirs / "opt"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"{theirs} is owned by uid {uid}" in done.stderr and "gets root" in done.stderr
+    assert list(theirs.iterdir()) == []
+    script = theirs / "prolog.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    problem = file_problem(str(script), executable=True)
+    assert problem is not None and f"{theirs} is owned by uid {uid}" in problem

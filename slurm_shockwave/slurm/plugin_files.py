@@ -22,6 +22,7 @@ from pathlib import Path
 
 from slurm_shockwave.model.bounds import PARTITION_PROBLEM, is_partition_name
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.slurm.root_only import changeable_by_others
 from slurm_shockwave.slurm.slurm_conf import SlurmSettings
 
 SCRIPT_NAMES = ("job_submit.lua", "prolog.sh", "epilog.sh", "task_prolog.sh", "events.sh")
@@ -262,6 +263,11 @@ def check(target: Target, *, force: bool = False, writing: bool = True) -> str |
                          f"{target.setting} elsewhere, or --force to replace it)")
         if writing and parent is not None and not os.access(parent, os.W_OK):
             raise refuse(f"{parent} is not writable")
+        problem = changeable_by_others(parent) if parent is not None else None
+        if problem:  # found by a red-team: a folder a user owns took root's scripts
+            raise refuse(f"{problem}: Slurm runs this script as root (job_submit.lua "
+                         "inside slurmctld), so whoever can change its folder gets root; "
+                         "pick a folder only root can write")
     except OSError as exc:
         raise refuse(f"cannot write here ({exc.strerror or exc})") from None
     return old
@@ -336,6 +342,11 @@ def file_problem(path: str, *, executable: bool) -> str | None:
         return f"{path}: owned by uid {st.st_uid}, not root"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{path}: writable by group or others (mode {oct(stat.S_IMODE(st.st_mode))[2:]})"
+    # a folder above it another user may write lets them put their own file in its place
+    # (found by a red-team: scripts root runs, installed into a user's folder)
+    problem = changeable_by_others(path)
+    if problem:
+        return f"{path}: {problem}"
     if executable and not st.st_mode & stat.S_IXOTH:
         return f"{path}: not executable by all (mode {oct(stat.S_IMODE(st.st_mode))[2:]})"
     return None
