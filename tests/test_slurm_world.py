@@ -109,6 +109,25 @@ def test_only_a_running_job_that_holds_no_gpu_is_left_to_slurm_without_gpus() ->
     assert set(world.left_out.not_eligible) == {3} and not world.left_out.bad_hints
 
 
+def test_a_node_whose_cpus_are_all_taken_offers_only_the_planned_jobs_gpus() -> None:
+    """Found by a red-team: a node Slurm lists ALLOCATED (an ``--exclusive`` job of
+    another partition, or jobs that took every core) still offered its free GPUs, and a
+    job planned there waited while they idled. Only the GPUs of the planned jobs that
+    hold them count there; a MIXED node's free GPUs still do."""
+    plain = HINT.replace(" signal=USR1 grace=30", "")
+    fake = FakeSlurm([SlurmNode("n1", ("ALLOCATED",), 8, 0, ("shockwave", "other")),
+                      SlurmNode("n2", ("ALLOCATED",), 8, 0, ("shockwave",)),
+                      SlurmNode("n3", ("MIXED",), 8, 0, ("shockwave",))])
+    fake.add(SlurmJob(1, "x", "bob", "other", "RUNNING", gpus=3, nodes="n1"))
+    fake.add(SlurmJob(2, "j2", "alice", "shockwave", "RUNNING", gpus=2, nodes="n2",
+                      admin_comment=plain, submit_time=900))
+    fake.add(SlurmJob(3, "j3", "alice", "shockwave", "RUNNING", gpus=2, nodes="n3",
+                      admin_comment=plain, submit_time=900))
+    fake.add(held(4, gpus=4))
+    view = SlurmCluster(fake, Clock()).observe()
+    assert [(n.name, n.gpus) for n in view.nodes] == [("n2", 2), ("n3", 8)]
+
+
 def test_a_job_on_a_node_taken_out_of_the_partition_is_left_to_finish_there() -> None:
     """Found by a review: a node taken out of the partition (scontrol update partition
     nodes=...) keeps running its jobs, but the view knew no such node, so even FIFO

@@ -397,7 +397,12 @@ def job_slots(job: SlurmJob) -> tuple[str, ...]:
 
 def usable_gpus(node: SlurmNode, planned: set[int]) -> tuple[int, ...]:
     """The node's GPU indices the planner may count: all but those held by jobs it does not
-    plan (other partitions sharing the node, or this partition's unplanned jobs)."""
+    plan (other partitions sharing the node, or this partition's unplanned jobs). On a node
+    Slurm lists ALLOCATED (every CPU taken: an ``--exclusive`` job, or jobs that took its
+    cores) only the planned jobs' GPUs: Slurm starts nothing on its free ones (found by a
+    red-team: a job planned there waited while its GPUs idled)."""
+    if node.state[:1] == ("ALLOCATED",):
+        return tuple(i for i in range(node.gpus) if i in planned)
     if node.gpus_used_idx or not node.gpus_used:
         others = set(node.gpus_used_idx) - planned
     else:  # a count without indices: the others hold that many, outside our own
