@@ -124,6 +124,22 @@ def test_moving_a_job_into_the_managed_partition_validates_it(backend, jobs,
     assert stamped(j.admin_comment)
 
 
+def test_a_job_moved_out_of_the_managed_partition_leaves_the_planners_hold(
+        backend, jobs, heartbeat) -> None:
+    """Found by a red-team: a job moved out kept the planner's hold, and the service, which
+    lists its own partition only, never released it. Released as it leaves (checked on
+    the real slurmctld); the owner's own hold stays."""
+    heartbeat.fresh()
+    jid = jobs("-p", "shockwave", "--begin=now+3600", "--gres=gpu:1", f"--comment={GOOD}")
+    assert job(backend, jid).held
+    assert scontrol_update(jid, "partition=other").returncode == 0
+    moved = job(backend, jid)
+    assert moved.partition == "other" and not moved.held and moved.priority > 0
+    own = jobs("-p", "shockwave", "--hold", "--gres=gpu:1", f"--comment={GOOD}")
+    assert scontrol_update(own, "partition=other").returncode == 0
+    assert job(backend, own).held
+
+
 def test_the_hint_of_a_managed_job_cannot_change(backend, jobs, heartbeat) -> None:
     heartbeat.fresh()
     jid = jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}")
