@@ -6,7 +6,7 @@
 #   sudo docker-slurm/start.sh [--nodes 4] [--gpus-per-node 8] [--state-dir DIR]
 #                              [--ctld-port 16817] [--node-port-base 16900]
 #                              [--cred-expire 10] [--timeout 90] [--heartbeat PATH]
-#                              [--managed-default yes|no]
+#                              [--managed-default yes|no] [--gpu-types T1,T2,...]
 # Prints `export SHOCKWAVE_HEARTBEAT=...` and, last, `export SLURM_CONF=...` (for eval).
 # The heartbeat file (default $STATE/heartbeat) is what the scheduler service writes;
 # job_submit.lua holds new managed jobs only while it is fresh. docker-slurm/stop.sh
@@ -22,6 +22,7 @@ CRED_EXPIRE=10
 TIMEOUT=90
 HEARTBEAT=
 MANAGED_DEFAULT=yes
+GPU_TYPES=
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
 
@@ -37,6 +38,7 @@ while [ $# -gt 0 ]; do
     --timeout) TIMEOUT="$2"; shift 2 ;;
     --heartbeat) HEARTBEAT="$2"; shift 2 ;;
     --managed-default) MANAGED_DEFAULT="$2"; shift 2 ;;
+    --gpu-types) GPU_TYPES="$2"; shift 2 ;;
     -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -48,6 +50,12 @@ done
 [[ "$NODES" =~ ^[1-9][0-9]*$ ]] || die "--nodes must be a positive integer"
 [[ "$GPUS" =~ ^[1-9][0-9]*$ ]] || die "--gpus-per-node must be a positive integer"
 [[ "$MANAGED_DEFAULT" =~ ^(yes|no)$ ]] || die "--managed-default must be yes or no"
+# one GPU type a node (Gres=gpu:TYPE:N), as sites with several kinds of GPU have; none:
+# untyped GPUs
+IFS=, read -r -a TYPES <<< "$GPU_TYPES"
+[ -z "$GPU_TYPES" ] || [ "${#TYPES[@]}" = "$NODES" ] \
+  || die "--gpu-types needs one type for each of the $NODES nodes"
+for t in "${TYPES[@]}"; do [[ "$t" =~ ^[a-z0-9_]+$ ]] || die "--gpu-types: bad type '$t'"; done
 if [ -f "$STATE/run/slurmctld.pid" ] && kill -0 "$(cat "$STATE/run/slurmctld.pid")" 2>/dev/null; then
   # its own exit code: the caller must not stop the cluster it refused to disturb
   echo "start.sh: a cluster from $STATE is already running (docker-slurm/stop.sh --state-dir $STATE)" >&2
@@ -156,13 +164,19 @@ fi
   echo "Epilog=$STATE/etc/epilog.sh"
   echo "TaskProlog=$STATE/etc/task_prolog.sh"
   for ((n = 1; n <= NODES; n++)); do
-    echo "NodeName=sw-node$n NodeHostname=sw-node$n NodeAddr=127.0.0.1 Port=$((NODE_PORT_BASE + n)) CPUs=16 RealMemory=64000 Gres=gpu:$GPUS State=UNKNOWN"
+    echo "NodeName=sw-node$n NodeHostname=sw-node$n NodeAddr=127.0.0.1 Port=$((NODE_PORT_BASE + n)) CPUs=16 RealMemory=64000 Gres=gpu:${TYPES[$((n - 1))]:+${TYPES[$((n - 1))]}:}$GPUS State=UNKNOWN"
   done
   if [ "$MANAGED_DEFAULT" = yes ]; then OTHER_DEFAULT=NO; else OTHER_DEFAULT=YES; fi
   echo "PartitionName=shockwave Nodes=$NODELIST Default=${MANAGED_DEFAULT^^} MaxTime=INFINITE State=UP"
   echo "PartitionName=other Nodes=$NODELIST Default=$OTHER_DEFAULT MaxTime=INFINITE State=UP"
 } > "$CONF"
-echo "NodeName=$NODELIST Name=gpu File=$STATE/dev/nvidia[0-$((GPUS - 1))]" > "$STATE/etc/gres.conf"
+if [ -z "$GPU_TYPES" ]; then
+  echo "NodeName=$NODELIST Name=gpu File=$STATE/dev/nvidia[0-$((GPUS - 1))]" > "$STATE/etc/gres.conf"
+else
+  for ((n = 1; n <= NODES; n++)); do
+    echo "NodeName=sw-node$n Name=gpu Type=${TYPES[$((n - 1))]} File=$STATE/dev/nvidia[0-$((GPUS - 1))]"
+  done > "$STATE/etc/gres.conf"
+fi
 # 24.x needs cgroup.conf to say there are no cgroups here; 22.05 knows no "disabled".
 SLURM_MAJOR="$(slurmd -V | sed -E 's/^slurm[^0-9]*([0-9]+)\..*/\1/')"
 if [ "${SLURM_MAJOR:-0}" -ge 23 ]; then

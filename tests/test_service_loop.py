@@ -1082,3 +1082,23 @@ def test_the_heartbeat_names_the_services_uid_before_the_first_round(tmp_path: P
     beat.write_text("1796000000 600\n")  # an earlier build's, fresh
     svc.run(threading.Event(), max_rounds=0)
     assert beat.read_text() == f"1796000000 600\nuid {os.geteuid()}\n"
+
+
+@pytest.mark.parametrize("policy", ["fifo", "shockwave"])
+def test_a_job_asking_a_gpu_type_is_planned_on_nodes_of_that_type(policy: str) -> None:
+    """Found by a red-team: the GPU type a job named (``--gres=gpu:v100:4``) was dropped,
+    so the plan placed it on another type's node, where Slurm never starts it, and held
+    the job that could have run there. A typed job is placed on its type's nodes only,
+    and one asking more than its type has is refused as too large."""
+    fake = FakeSlurm([SlurmNode("a1", ("IDLE",), 4, 0, ("shockwave",), gpu_type="a100"),
+                      SlurmNode("v1", ("IDLE",), 4, 0, ("shockwave",), gpu_type="v100")])
+    fake.add(SlurmJob(5, "x", "bob", "shockwave", "RUNNING", gpus=4, nodes="v1",
+                      admin_comment=PLAIN.format(e=500), submit_time=800, gpu_type="v100"))
+    fake.add(with_state(job(1, 4, epochs=5), gpu_type="v100"))
+    fake.add(with_state(job(2, 4, epochs=50), gpu_type="a100"))
+    fake.add(with_state(job(3, 8, epochs=5), gpu_type="a100"))
+    svc = _rounds_over(fake, policy, 2)
+    assert fake.jobs[2].state == "RUNNING" and fake.jobs[2].nodes == "a1"
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[5].state == "RUNNING"
+    rows = {r.job_id: r.reason for r in svc.store.jobs_now().values()}
+    assert rows[3].startswith("rejected_too_large(gpus=8 a100=4")

@@ -420,6 +420,61 @@ def test_a_cluster_in_a_long_directory_still_launches_jobs(tmp_path: Path) -> No
     assert not Path(root).exists()  # stopped and purged with the cluster
 
 
+def test_jobs_asking_a_gpu_type_run_on_nodes_of_that_type(tmp_path: Path) -> None:
+    """Found by a red-team: the GPU type a job named was dropped, so FIFO placed a v100
+    job on the a100 node's GPUs in its plan, where Slurm never starts it, and held the
+    a100 job that could run there. On a cluster of an a100 node and two v100 nodes, each
+    v100 node half taken by another partition's job (4 v100 GPUs free, none on one
+    node), the real service's FIFO starts the a100 job and the v100 one waits; the
+    listings read the types."""
+    import subprocess
+
+    from slurm_shockwave.live.cluster import LocalCluster
+    from slurm_shockwave.policies.registry import make_policy
+    from slurm_shockwave.service.daemon import Service
+    from slurm_shockwave.service.heartbeat import write_heartbeat
+    from slurm_shockwave.service.store import Store
+    from slurm_shockwave.slurm.world import SlurmCluster
+    from tests.builders import WallLikeClock
+
+    offset = int(os.environ.get("SHOCKWAVE_TEST_PORT_OFFSET", "0") or 0)
+    with LocalCluster(tmp_path / "typed", nodes=3, gpus_per_node=4,
+                      gpu_types=("a100", "v100", "v100"), ctld_port=17817 + offset + 90,
+                      node_port_base=17900 + offset + 90) as env:
+        backend = CliBackend(slurm_conf=env["SLURM_CONF"], env=env)
+        write_heartbeat(env["SHOCKWAVE_HEARTBEAT"], time.time(), 600)
+        script = tmp_path / "w.sh"
+        script.write_text("#!/bin/sh\nwhile true; do sleep 1; done\n")
+        script.chmod(0o755)
+
+        def submit(*args: str) -> int:
+            return backend.submit(str(script), ["-o", "/dev/null", *args])
+
+        busy = [submit("-p", "other", "-w", node, "--gres=gpu:v100:2")
+                for node in ("sw-node2", "sw-node3")]
+        wait_for(lambda: all(job(backend, j).state == "RUNNING" for j in busy), 30,
+                 "the v100 nodes half taken")
+        v100 = submit("-p", "shockwave", "--gres=gpu:v100:4", f"--comment={HINT}")
+        time.sleep(1.1)  # first in FIFO's order by its submission (whole seconds)
+        a100 = submit("-p", "shockwave", "--gpus=a100:4", f"--comment={HINT}")
+        assert [job(backend, j).gpu_type for j in (*busy, v100, a100)] == [
+            "v100", "v100", "v100", "a100"]
+        assert {n.name: n.gpu_type for n in backend.list_nodes()} == {
+            "sw-node1": "a100", "sw-node2": "v100", "sw-node3": "v100"}
+        world = SlurmCluster(backend, WallLikeClock(), round_s=2.0)
+        svc = Service(world, make_policy("fifo", None), "fifo", Store(tmp_path / "s.db"),
+                      round_s=2.0)
+        first = svc.round_once()  # the a100 job started, in the first round
+        assert [(a.kind.value, a.job_id) for a in first.report.actions] == [("start", a100)]
+        for _ in range(2):
+            time.sleep(2)
+            svc.round_once()
+        wait_for(lambda: job(backend, a100).state == "RUNNING", 30, "the a100 job running")
+        assert job(backend, a100).nodes == "sw-node1"
+        assert job(backend, v100).state == "PENDING"
+        subprocess.run(["scancel", *map(str, busy)], env=env, check=True, timeout=30)
+
+
 def test_a_dry_run_plan_reads_a_store_many_rounds_on(backend, jobs, tmp_path: Path) -> None:
     """`shockwave plan` (no --apply) over a service's store: the stored memory's window
     plan started at the service's round, so the dry run must count rounds from the store

@@ -160,8 +160,9 @@ def test_a_missing_slurm_conf_is_one_line(monkeypatch, tmp_path) -> None:
 _JOB_FIELDS = ("job_id", "name", "user", "partition", "state", "held", "priority", "comment",
                "admin_comment", "gpus", "node_count", "nodes", "restart_count",
                "submit_time", "start_time", "eligible_time", "gpu_alloc", "time_limit_s",
-               "requeue")
-_NODE_FIELDS = ("name", "state", "gpus", "gpus_used", "gpus_used_idx", "partitions")
+               "requeue", "gpu_type")
+_NODE_FIELDS = ("name", "state", "gpus", "gpus_used", "gpus_used_idx", "partitions",
+                "gpu_type")
 
 
 @pytest.mark.slurm

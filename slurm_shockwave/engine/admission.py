@@ -12,12 +12,18 @@ from slurm_shockwave.model.plan import Reason, ReasonCode
 def admit(view: ClusterView) -> tuple[ClusterView, dict[JobId, Reason]]:
     """Drop jobs that could never be placed, with a reason, so policies need not care."""
     total = view.total_gpus
+    of_type: dict[str, int] = {}
+    for node in view.nodes:
+        of_type[node.gpu_type] = of_type.get(node.gpu_type, 0) + node.gpus
     rejected: dict[JobId, Reason] = {}
     kept = []
     for job in view.jobs:
-        if job.gpus > total or job.gpus < 1:
+        kind = job.spec.gpu_type
+        room = of_type.get(kind, 0) if kind else total  # a typed job: its type's GPUs
+        if job.gpus > room or job.gpus < 1:
             rejected[job.job_id] = Reason(ReasonCode.REJECTED_TOO_LARGE,
-                                          f"gpus={job.gpus} cluster={total}")
+                                          f"gpus={job.gpus} cluster={total}" if not kind
+                                          else f"gpus={job.gpus} {kind}={room}")
         else:
             kept.append(job)
     if not rejected:

@@ -50,6 +50,13 @@ class _FreeSlots:
         self.free: dict[str, list[str]] = {n.name: list(n.slots()) for n in view.nodes}
         self.size = {n.name: n.gpus for n in view.nodes}
         self.total = sum(self.size.values())
+        self.kind = {n.name: n.gpu_type for n in view.nodes}
+
+    def _open(self, kind: str) -> dict[str, list[str]]:
+        """The free slots of the nodes a job asking GPU type ``kind`` may run on (all for
+        "": Slurm gives a job that names a type only GPUs of that type)."""
+        return self.free if not kind else {n: s for n, s in self.free.items()
+                                           if self.kind[n] == kind}
 
     def take_exact(self, slots: tuple[str, ...], whole: bool = True) -> bool:
         """These slots, if all free. A job on several nodes takes them whole, the GPUs it
@@ -73,25 +80,29 @@ class _FreeSlots:
             self.free[node] = left
         return True
 
-    def take(self, gpus: int, nodes: int = 0, *, even: bool = False) -> tuple[str, ...] | None:
+    def take(self, gpus: int, nodes: int = 0, *, even: bool = False,
+             kind: str = "") -> tuple[str, ...] | None:
         """``gpus`` slots: on one node (best fit) where they fit on one; for a job that
         asked for ``nodes`` nodes (a fixed ``-N``), gpus/nodes on each of that many;
         wider than a node, whole nodes: split evenly for an elastic job (``even``: the
         service sets its count per node, ``_whole_nodes``), else taken by name until they
-        hold enough, as Slurm spreads a fixed ``--gpus=N`` (5 on nodes of 4: 4 + 1)."""
+        hold enough, as Slurm spreads a fixed ``--gpus=N`` (5 on nodes of 4: 4 + 1).
+        ``kind``: only on nodes of that GPU type."""
+        free = self._open(kind)
         if nodes > 1:
-            return self._spread(gpus, nodes)
+            return self._spread(gpus, nodes, free)
         if gpus <= self.per_node:
-            fits = [n for n, s in self.free.items() if len(s) >= gpus]
+            fits = [n for n, s in free.items() if len(s) >= gpus]
             if not fits:
                 return None
             node = min(fits, key=lambda n: (len(self.free[n]), n))  # best fit
             got, self.free[node] = self.free[node][:gpus], self.free[node][gpus:]
             self.total -= gpus
             return tuple(got)
-        return self._whole_nodes(gpus) if even else self._whole_nodes_by_name(gpus)
+        return self._whole_nodes(gpus, free) if even else self._whole_nodes_by_name(gpus, free)
 
-    def _spread(self, gpus: int, nodes: int) -> tuple[str, ...] | None:
+    def _spread(self, gpus: int, nodes: int, free: dict[str, list[str]]
+                ) -> tuple[str, ...] | None:
         """The same count on each of ``nodes`` nodes, as Slurm places ``-N 2
         --gres=gpu:4`` (4 + 4), on the nodes with the fewest free GPUs that have room
         (best fit). Before, such a job was placed as 8 GPUs on one node, which Slurm
@@ -99,7 +110,7 @@ class _FreeSlots:
         per = gpus // nodes
         if per * nodes != gpus:
             return None
-        fits = sorted((n for n, s in self.free.items() if len(s) >= per),
+        fits = sorted((n for n, s in free.items() if len(s) >= per),
                       key=lambda n: (len(self.free[n]), n))[:nodes]
         return None if len(fits) < nodes else self._take_on(fits, per, whole=False)
 
@@ -114,11 +125,12 @@ class _FreeSlots:
             self.free[n] = left
         return tuple(taken)
 
-    def _whole_nodes_by_name(self, gpus: int) -> tuple[str, ...] | None:
+    def _whole_nodes_by_name(self, gpus: int, free: dict[str, list[str]]
+                             ) -> tuple[str, ...] | None:
         """Whole free nodes by name until they hold ``gpus``: the last may give fewer."""
         names: list[str] = []
         held = 0
-        for n in sorted(n for n, s in self.free.items() if s and len(s) == self.size[n]):
+        for n in sorted(n for n, s in free.items() if s and len(s) == self.size[n]):
             if held >= gpus:
                 break
             names.append(n)
@@ -128,13 +140,13 @@ class _FreeSlots:
         taken = self._take_on(names, max(self.size.values()), whole=True)
         return taken[:gpus]
 
-    def _whole_nodes(self, gpus: int) -> tuple[str, ...] | None:
+    def _whole_nodes(self, gpus: int, free: dict[str, list[str]]) -> tuple[str, ...] | None:
         """Whole free nodes for a job wider than a node, the same count on each: Slurm
         gives every node of a job the same count (``numnodes=K-K gres=gpu:G/K``). The
         fewest nodes that split ``gpus`` evenly and each hold their share, the smallest
         such nodes first: 16 as 8 + 8 on nodes of 6, 8 and 8, where whole nodes taken by
         name until they held enough gave 6 + 8 + 2, which the world had to refuse."""
-        whole = [n for n, s in self.free.items() if s and len(s) == self.size[n]]
+        whole = [n for n, s in free.items() if s and len(s) == self.size[n]]
         for count in range(max(-(-gpus // max(self.per_node, 1)), 2), len(whole) + 1):
             per = gpus // count
             if per * count != gpus:
@@ -148,7 +160,7 @@ class _FreeSlots:
 
 def _take(free: _FreeSlots, job: Job, gpus: int) -> tuple[str, ...] | None:
     """``gpus`` free slots for ``job``, as Slurm would give them (``_FreeSlots.take``)."""
-    return free.take(gpus, _nodes(job), even=job.spec.is_elastic)
+    return free.take(gpus, _nodes(job), even=job.spec.is_elastic, kind=job.spec.gpu_type)
 
 
 def _nodes(job: Job) -> int:

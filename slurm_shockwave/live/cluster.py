@@ -50,12 +50,14 @@ class LocalCluster:
 
     def __init__(self, state_dir: Path, *, nodes: int, gpus_per_node: int = 8,
                  ctld_port: int = 21817, node_port_base: int = 21900,
-                 cred_expire_s: int = 5) -> None:
+                 cred_expire_s: int = 5, gpu_types: tuple[str, ...] = ()) -> None:
         self.state_dir = state_dir
         self.args = ["--state-dir", str(state_dir), "--nodes", str(nodes),
                      "--gpus-per-node", str(gpus_per_node), "--ctld-port", str(ctld_port),
                      "--node-port-base", str(node_port_base),
                      "--cred-expire", str(cred_expire_s)]
+        if gpu_types:  # one a node (Gres=gpu:TYPE:N)
+            self.args += ["--gpu-types", ",".join(gpu_types)]
         self.env: dict[str, str] = {}
 
     def __enter__(self) -> dict[str, str]:

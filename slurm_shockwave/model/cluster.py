@@ -18,6 +18,9 @@ class GpuNode:
     name: str
     gpus: int
     indices: tuple[int, ...] = ()
+    gpu_type: str = ""
+    """The one GPU type the node has (``Gres=gpu:a100:8``); "": untyped, unknown, or
+    several types (where no job asking a type is placed)."""
 
     def slots(self) -> tuple[str, ...]:
         return tuple(f"{self.name}:{i}" for i in (self.indices or range(self.gpus)))

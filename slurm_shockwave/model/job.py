@@ -58,6 +58,9 @@ class JobSpec:
     it (``sbatch -N 2 --gres=gpu:4``: 4 on each of 2 nodes); 0: placement chooses (one
     node where the job fits on one, else whole nodes), as for every elastic job, whose
     node count the service sets with its count."""
+    gpu_type: str = ""
+    """The GPU type the job asked for (``--gres=gpu:v100:4``): placed only on nodes of that
+    type; "": any."""
 
     @property
     def is_elastic(self) -> bool:

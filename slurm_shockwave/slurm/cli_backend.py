@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import (
+    gpu_type_in,
     gres_gpu_indices,
     holds_alloc,
     is_count,
@@ -303,6 +304,8 @@ class CliBackend:
             start_time=_epoch(r[c["StartTime"]].strip()) if holds_alloc(state) else 0,
             eligible_time=_epoch(r[c["EligibleTime"]].strip()),  # N/A: 0, eligible
             gpu_alloc=alloc, time_limit_s=time_limit_text_s(r[c["TimeLimit"]]),
+            gpu_type=gpu_type_in(*(r[c[k]].strip() for k in
+                                   ("tres-per-node", "tres-per-job", "tres-per-task"))),
             requeue=r[c["Requeue"]].strip() != "0",
             dependency=_unset(r[c["Dependency"]]))
 

@@ -121,13 +121,15 @@ class FakeSlurm:
 
     def _candidates(self, job: SlurmJob, named_only: bool) -> list[SlurmNode]:
         """Nodes the job may use: those it names (-w; a running job's own nodes even if
-        drained since), else the usable nodes of its partition."""
+        drained since), else the usable nodes of its partition (of its GPU type, when
+        it names one)."""
         if named_only:
             names = set(expand_hostlist(job.nodes))
             return [n for n in self.nodes if n.name in names
                     and (n.usable or holds_alloc(job.state))]
         return [n for n in self.nodes if n.usable
-                and (not n.partitions or job.partition in n.partitions)]
+                and (not n.partitions or job.partition in n.partitions)
+                and (not job.gpu_type or n.gpu_type == job.gpu_type)]
 
     def _place(self, job: SlurmJob, used: dict[str, set[int]], *,
                named_only: bool) -> Alloc | None:

@@ -29,6 +29,7 @@ _DIGITS = re.compile(r"[0-9]+")
 _GRES_ITEM = re.compile(
     r"(?<![A-Za-z0-9_])gpu(?::(?:\(null\)|[A-Za-z0-9_.-]+))?:(\d+)"
     r"(?:\(IDX:([^)]*)\)|\([^)]*\))?")
+_GRES_TYPE = re.compile(r"(?<![A-Za-z0-9_])gpu(?::(\(null\)|[A-Za-z0-9_.-]+))?:\d+")
 # states whose job still holds its allocation
 _HOLDS_ALLOC = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED"}
 _INFINITE_MINUTES = 0xFFFFFFFE
@@ -99,6 +100,32 @@ def gpus_in(spec: str) -> int:
     types summed; 0 if none). From 23.x a per-task request reads ``name=count``
     (cpu=2,gres/gpu:a100=1; measured on 25.11): the same with ``=`` for ``:``."""
     return sum(_gpu_item(item) for item in (spec or "").replace("=", ":").split(","))
+
+
+def _one_type(types: set[str]) -> str:
+    """The one GPU type named, or "" (none, or several)."""
+    return next(iter(types)) if len(types) == 1 else ""
+
+
+def gpu_type_in(*specs: str) -> str:
+    """The GPU type a job's TRES requests name (``gres:gpu:v100:4``, ``gres/gpu:a100=1``):
+    "" when they name none, or several (a job asking two types is not given one)."""
+    types: set[str] = set()
+    for spec in specs:
+        for item in (spec or "").replace("=", ":").split(","):
+            fields = item[9:].split(":") if item[:9] in ("gres:gpu:", "gres/gpu:") else []
+            if fields and _GPU_TYPE.fullmatch(fields[0]) and not is_count(fields[0]):
+                types.add(fields[0])
+            elif fields or item[:8] in ("gres:gpu", "gres/gpu"):
+                types.add("")
+    return _one_type(types)
+
+
+def gres_gpu_type(text: str) -> str:
+    """The one GPU type of a node's gres (``gpu:a100:8(S:0-1)``); "" when untyped
+    (``gpu:8``, ``gpu:(null):8``), none, or several types."""
+    types = {m.group(1) or "" for m in _GRES_TYPE.finditer(text or "")}
+    return _one_type(types - {"(null)"} | ({""} if "(null)" in types else set()))
 
 
 def gres_gpu_count(text: str) -> int:
@@ -260,6 +287,8 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
         eligible_time=number(obj.get("eligible_time")),
         gpu_alloc=alloc, time_limit_s=time_limit_s(obj.get("time_limit")),
         exit_signal=exit_signal(obj.get("exit_code")),
+        gpu_type=gpu_type_in(*(str(obj.get(k) or "") for k in
+                               ("tres_per_node", "tres_per_job", "tres_per_task"))),
         requeue=obj.get("requeue") is not False,
         dependency=str(obj.get("dependency") or ""),
     )
@@ -307,7 +336,7 @@ def _node_from(obj: Mapping[str, Any]) -> SlurmNode:
     return SlurmNode(name=str(obj.get("name") or obj.get("hostname") or ""), state=state,
                      gpus=gres_gpu_count(str(obj.get("gres") or "")),
                      gpus_used=gres_gpu_count(gres_used), partitions=tuple(partitions),
-                     gpus_used_idx=used_idx)
+                     gpus_used_idx=used_idx, gpu_type=gres_gpu_type(str(obj.get("gres") or "")))
 
 
 def nodes_from(doc: Mapping[str, Any]) -> list[SlurmNode] | None:

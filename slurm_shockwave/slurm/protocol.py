@@ -44,6 +44,8 @@ class SlurmJob:
     exit_signal: int = 0
     """The signal that ended the job's last run (WTERMSIG of its batch script); 0 when
     none or unknown. Read only from full listings (``list_jobs()``)."""
+    gpu_type: str = ""
+    """The GPU type its request names (``--gres=gpu:v100:4``); "": none, or several."""
     dependency: str = ""
     """Its dependencies Slurm has not found satisfied yet (``afterok:141(unfulfilled)``;
     empty once they are, as Slurm clears them). Slurm does not test them while the job
@@ -70,6 +72,8 @@ class SlurmNode:
     partitions: tuple[str, ...] = field(default=())
     gpus_used_idx: tuple[int, ...] = ()
     """Indices of the node's GPUs in use by any job (any partition), sorted."""
+    gpu_type: str = ""
+    """The one GPU type it has (``Gres=gpu:a100:8``); "": untyped, or several types."""
 
     def __post_init__(self) -> None:
         if not (0 <= self.gpus <= MAX_NODE_GPUS and 0 <= self.gpus_used <= MAX_NODE_GPUS

@@ -24,7 +24,13 @@ from slurm_shockwave.slurm.backend_choice import (
 )
 from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.hostlist import expand_indices
-from slurm_shockwave.slurm.json_shapes import gpus_in, holds_alloc, is_held, job_state
+from slurm_shockwave.slurm.json_shapes import (
+    gpu_type_in,
+    gpus_in,
+    holds_alloc,
+    is_held,
+    job_state,
+)
 from slurm_shockwave.slurm.protocol import (
     LISTED_STATES,
     MAX_NODE_GPUS,
@@ -41,6 +47,21 @@ def _is_gpu_key(key: Any) -> bool:
     """pyslurm's GRES dict keys: gpu, gpu:a100, gres/gpu, gres/gpu:a100 (gres: stripped)."""
     name = str(key).removeprefix("gres/").removeprefix("gres:")
     return name == "gpu" or name.startswith("gpu:")
+
+
+def gres_gpu_type_of(value: Any) -> str:
+    """The one GPU type in pyslurm's GRES dict or string (``{'gpu:a100': 4}``); "" when
+    untyped, none or several."""
+    if isinstance(value, Mapping):
+        keys = [str(k).removeprefix("gres/").removeprefix("gres:") for k in value
+                if _is_gpu_key(k)]
+        types = {k.split(":", 1)[1] if ":" in k else "" for k in keys}
+        types = {"" if t == "(null)" else t for t in types}
+        return next(iter(types)) if len(types) == 1 else ""
+    if value is None:
+        return ""
+    text = str(value)
+    return gpu_type_in(text if text.startswith("gres") else "gres/" + text)
 
 
 def gres_gpus(value: Any) -> int:
@@ -167,6 +188,7 @@ class PyslurmBackend:
                 start_time=int(_get(j, "start_time", default=0) or 0) if state_ok else 0,
                 eligible_time=int(_get(j, "eligible_time", default=0) or 0),
                 gpu_alloc=alloc,
+                gpu_type=gres_gpu_type_of(_get(j, "gres_per_node")),
                 time_limit_s=int(limit) * 60 if isinstance(limit, int) and limit > 0 else 0,
                 exit_signal=int(_get(j, "exit_code_signal", default=0) or 0),
                 requeue=_get(j, "is_requeueable", default=True) is not False,
@@ -206,7 +228,8 @@ class PyslurmBackend:
                 gpus=gres_gpus(_get(n, "configured_gres")),
                 gpus_used=max(gres_gpus(_get(n, "allocated_gres")), len(idx)),
                 gpus_used_idx=idx,
-                partitions=tuple(_get(n, "partitions", default=()) or ())))
+                partitions=tuple(_get(n, "partitions", default=()) or ()),
+                gpu_type=gres_gpu_type_of(_get(n, "configured_gres"))))
         return out
 
     def set_priority(self, job_id: int, priority: int) -> None:

@@ -625,7 +625,7 @@ class SlurmCluster:
             if n.usable and self.partition in n.partitions and n.gpus > 0:
                 idx = usable_gpus(n, planned.get(n.name, set()))
                 if idx:
-                    nodes.append(GpuNode(n.name, len(idx), idx))
+                    nodes.append(GpuNode(n.name, len(idx), idx, n.gpu_type))
         self._node_gpus = {n.name: n.gpus for n in nodes}
         # this round's starts still waiting for GPUs, and moves in their requeue delay:
         # a fill step of the round places them first (engine.fill)
@@ -650,7 +650,8 @@ class SlurmCluster:
         spec = JobSpec(j.job_id, hint.model, hint.bs, request_gpus(j, hint), hint.mode,
                        self._arrival(j), hint.epochs, user=j.user,
                        gpus_range=self._allowed_range(j, hint),
-                       nodes=0 if hint.gpus_range else asked_nodes(j))
+                       nodes=0 if hint.gpus_range else asked_nodes(j),
+                       gpu_type=j.gpu_type)
         slots = job_slots(j) if j.state == "RUNNING" else ()
         run_s, gpu_s = self._attained(j, now)
         return Job(spec, replace(self.progress(j, hint), run_s=run_s, attained_gpu_s=gpu_s),
