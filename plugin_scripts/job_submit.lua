@@ -333,6 +333,15 @@ local HETEROGENEOUS = "shockwave: heterogeneous jobs are not planned in the "
                       .. " requeue acts on every component at once); submit each"
                       .. " component as its own job"
 
+local NAME = "shockwave: a job name in the " .. SHOCKWAVE_PARTITION .. " partition may not"
+             .. " hold a control character (a newline, a tab) or '|': the service reads"
+             .. " jobs from Slurm's one-line listings, which such a name breaks"
+
+-- Whether a job name is one the service's listings read whole (nil and "" are).
+local function readable_name(name)
+  return type(name) ~= "string" or not string.find(name, "[%c|]")
+end
+
 local NO_REQUEUE = "shockwave: a job in the " .. SHOCKWAVE_PARTITION .. " partition must be"
                    .. " requeueable: the planner stops a job by requeueing it (after its"
                    .. " checkpoint signal); submit it without --no-requeue"
@@ -358,6 +367,9 @@ local function admit(job_desc, comment, job_id, job_rec)
   if job_rec == nil and type(offset) == "number" and offset >= 0 and offset < NO_VAL
       or job_rec ~= nil and given_count(job_rec.het_job_id, nil) ~= nil then
     return reject(job_id, "%s", HETEROGENEOUS)
+  end
+  if not readable_name(job_field(job_desc, job_rec, "name")) then
+    return reject(job_id, "%s", NAME)
   end
   -- a hold mark is this plugin's and the service's to write: one the user wrote into
   -- the comment is dropped, or the owner's release would pass as if of their own hold
@@ -506,6 +518,9 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   end
   if was == "managed" and job_desc.requeue == 0 then
     return reject(job_rec.job_id, "%s", NO_REQUEUE)
+  end
+  if was == "managed" and not readable_name(job_desc.name) then
+    return reject(job_rec.job_id, "%s", NAME)
   end
   if was == "managed" and job_desc.priority ~= nil then
     local rc = hold_or_release(job_desc, job_rec, owner, privileged)

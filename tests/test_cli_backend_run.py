@@ -54,7 +54,7 @@ def test_a_running_job_slurm_prints_as_configuring_is_running_on_its_gpus(
 
     def detail(jid: int, state: str, idx: str) -> str:
         return (f"JobId={jid} JobName=j{jid} UserId=alice(1000) JobState={state} "
-                f"Reason=None Requeue=1 Restarts=0 BatchFlag=1 "
+                f"Reason=None Requeue=1 Restarts=0 BatchFlag=1 SubmitTime=2026-11-29T09:01:00 "
                 f"StartTime=2026-11-29T09:0{jid}:00 TimeLimit=04:00:00 Partition=shockwave "
                 "NodeList=n1 NumNodes=1 CoreSpec=* JOB_GRES=gpu:4 Nodes=n1 CPU_IDs=0-3 "
                 f"Mem=1000 GRES=gpu:4(IDX:{idx}) MinCPUsNode=1 AdminComment={hint}")

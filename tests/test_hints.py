@@ -857,3 +857,25 @@ print(TOP_PRIORITY == nil)
                    "true"]
     text = SCRIPT.read_text()
     assert f"local TOP_PRIORITY, PINNED_BAND = {TOP_PRIORITY}, {PINNED_BAND}" in text
+
+
+def test_lua_refuses_a_job_name_the_listings_cannot_read(tmp_path: Path) -> None:
+    """Found by a review: a name holding a newline breaks Slurm's one-line listings (the
+    job was not listed at all, and its second line could pass for another job's), and
+    one holding '|' the squeue columns. Refused in the managed partition at submit, when
+    moved in and on a rename; another partition's names are untouched."""
+    out = _run(r"""
+local parts = { shockwave = part(1), other = part(0) }
+for _, name in ipairs({ "a\nb", "a|b", "a\tb", "plain name", "" }) do
+  local d = { partition = "shockwave", comment = "model=lm bs=10 epochs=3", name = name }
+  print(slurm_job_submit(d, parts, 0))
+end
+print(slurm_job_submit({ partition = "other", comment = "", name = "a\nb" }, parts, 0))
+print(slurm_job_modify({ partition = "shockwave" }, { partition = "other", job_id = 8,
+                       comment = "bs=1 epochs=1", name = "x|y" }, parts, 0))
+print(slurm_job_modify({ name = "x\ny" }, { partition = "shockwave", job_id = 9,
+                       comment = "bs=1 epochs=1", user_id = 1000 }, parts, 1000))
+print(slurm_job_modify({ name = "fine" }, { partition = "shockwave", job_id = 9,
+                       comment = "bs=1 epochs=1", user_id = 1000 }, parts, 1000))
+""", tmp_path / "heartbeat")
+    assert out == ["-1", "-1", "-1", "0", "0", "0", "-1", "-1", "0"]

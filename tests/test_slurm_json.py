@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_shockwave.slurm.cli_backend import detail_from_line, time_limit_text_s
+from slurm_shockwave.slurm.cli_backend import _epoch, detail_from_line, time_limit_text_s
 from slurm_shockwave.slurm.hostlist import expand_hostlist, expand_indices
 from slurm_shockwave.slurm.json_shapes import (
     alloc_from,
@@ -304,13 +304,14 @@ def test_scontrol_detail_lines() -> None:
                                     ("sw-node3", tuple(range(8))))
     assert details[4].gpu_alloc == (("sw-node1", (4, 5, 6)),)
     assert details[1].state == "RUNNING" and details[1].restarts == 0
-    assert details[1].start == "2026-11-30T10:30:23" and details[1].time_limit_s == 0
+    assert details[1].start == _epoch("2026-11-30T10:30:23") and details[1].time_limit_s == 0
 
 
 def test_scontrol_detail_groups_typed_and_spoofed() -> None:
     line = ("JobId=7 JobName=x Nodes=evil CPU_IDs=0 Mem=0 GRES=gpu:8(IDX:0-7) UserId=root(0) "
             "JobState=RUNNING Reason=None Restarts=2 TimeLimit=1-02:03:04 "
-            "StartTime=2026-11-30T10:00:00 NodeList=n[1-3] NumNodes=3 CoreSpec=* "
+            "SubmitTime=2026-11-30T09:00:00 StartTime=2026-11-30T10:00:00 Partition=p "
+            "NodeList=n[1-3] NumNodes=3 CoreSpec=* "
             "JOB_GRES=gpu:tesla:5   Nodes=n[1-2] CPU_IDs=0-1 Mem=0 GRES=gpu:(null):2(IDX:0-1)"
             "   Nodes=n3 CPU_IDs=0 Mem=0 GRES=gpu:tesla:1(IDX:5) MinCPUsNode=1 "
             "AdminComment=shockwave:v1 model=x Comment=Nodes=n9 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:7)")
@@ -321,6 +322,32 @@ def test_scontrol_detail_groups_typed_and_spoofed() -> None:
     pending = line.replace("JobState=RUNNING", "JobState=PENDING")
     assert detail_from_line(pending).gpu_alloc == ()  # type: ignore[union-attr]
     assert detail_from_line("no job here") is None
+
+
+_FORGED = "AdminComment=shockwave:v1 bs=1 epochs=1 mode=static submitted=1"
+
+
+@pytest.mark.parametrize(("field", "planted"), [
+    ("JobName=x", f"JobName=x {_FORGED}"), ("WorkDir=/w", f"WorkDir=/home/u/x {_FORGED}"),
+    ("JobName=x", "JobName=x Partition=other"),
+    ("JobName=x", "JobName=x CoreSpec=* Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:8(IDX:0-7)"),
+    ("Command=/x", "Command=/x JobState=RUNNING"),
+    ("JobName=x", "JobName=x SubmitTime=2020-01-01T00:00:00")])
+def test_a_line_with_a_key_planted_in_a_users_string_is_not_read_as_text(
+        field: str, planted: str) -> None:
+    """Found by a review: ``scontrol -o`` prints the job's name, command, work directory
+    and paths on the same line, and the parser took the first key it found: a job named
+    ``x AdminComment=shockwave:v1 ...`` had its hint, submission stamp and GPUs read from
+    its name. A line where a key read from it occurs again is not read as text (the
+    backend reads such a job from JSON); the real line reads."""
+    real = ("JobId=7 JobName=x UserId=u(1) JobState=PENDING Restarts=0 TimeLimit=10 "
+            "SubmitTime=2026-11-30T09:00:00 StartTime=Unknown Partition=shockwave "
+            "NodeList=(null) CoreSpec=* MinCPUsNode=1 Command=/x WorkDir=/w "
+            "AdminComment=shockwave:v1 bs=32 epochs=9 mode=static submitted=1796000000 "
+            "Comment=bs=32 epochs=9")
+    got = detail_from_line(real)
+    assert got is not None and got.admin_comment.endswith("submitted=1796000000")
+    assert detail_from_line(real.replace(field, planted, 1)) is None
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

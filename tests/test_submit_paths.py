@@ -140,6 +140,30 @@ def test_a_job_moved_out_of_the_managed_partition_leaves_the_planners_hold(
     assert job(backend, own).held
 
 
+def test_a_job_name_holding_a_key_does_not_forge_the_admin_comment(
+        backend, jobs, heartbeat) -> None:
+    """Found by a review: ``scontrol -o`` prints the job's name first, and the backend
+    took the first ``AdminComment=`` it found, so a job named ``x AdminComment=shockwave:v1
+    ... submitted=1`` was planned with the hint, submission time and GPUs of its name.
+    Such a line is read from Slurm's JSON instead (on the real slurmctld), and a name
+    holding a newline, which breaks Slurm's one-line listings (the job was not listed at
+    all, and its line could pass for another job's), is refused, and so is a rename to
+    one; another partition's such job forges nothing."""
+    heartbeat.fresh()
+    forged = "x AdminComment=shockwave:v1 bs=1 epochs=1 mode=static submitted=1"
+    jid = jobs("-p", "shockwave", "-J", forged, "--gres=gpu:1", f"--comment={GOOD}")
+    victim = jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}")
+    line = f"y\nJobId={victim} JobName=z {forged.removeprefix('x ')} Partition=shockwave"
+    with pytest.raises(SlurmError, match="may not hold a control character"):
+        jobs("-p", "shockwave", "-J", line, "--gres=gpu:1", f"--comment={GOOD}")
+    assert scontrol_update(victim, f"name={line}").returncode != 0
+    jobs("-p", "other", "--begin=now+3600", "-J", line, "--gres=gpu:1")
+    listed = {j.job_id: j for j in backend.list_jobs("shockwave")}
+    for j in (jid, victim):
+        assert stamped(listed[j].admin_comment), (j, listed[j].admin_comment)
+        assert asked_gpus(listed[j].admin_comment) == 1
+
+
 def test_the_hint_of_a_managed_job_cannot_change(backend, jobs, heartbeat) -> None:
     heartbeat.fresh()
     jid = jobs("-p", "shockwave", "--gres=gpu:1", f"--comment={GOOD}")

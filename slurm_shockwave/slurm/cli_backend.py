@@ -7,6 +7,7 @@ SlurmError carrying Slurm's own one-line message, including a controller that is
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -54,6 +55,7 @@ _ALLOC_FIELDS = ("JobID", "State", "RestartCnt", "StartTime", "SubmitTime", "Par
 _ALLOC_FORMAT = ",".join(f"{f}:|" for f in _ALLOC_FIELDS[:-1]) + f",{_ALLOC_FIELDS[-1]}:"
 # scontrol -o: Key=value pairs; Slurm's keys are capitalised, the hint's are not
 _ADMIN_COMMENT = re.compile(r"(?:^| )AdminComment=(.*?)(?= [A-Z][A-Za-z]*=|$)")
+log = logging.getLogger(__name__)
 _JOB_ID = re.compile(r"(?:^| )JobId=(\d+)")
 _KEY = {k: re.compile(rf"(?:^| ){k}=(\S*)") for k in ("JobState", "Restarts", "StartTime",
                                                        "SubmitTime", "Partition")}
@@ -108,12 +110,13 @@ class JobDetail:
     admin_comment: str
     state: str
     restarts: int
-    start: str
-    """StartTime as Slurm prints it: with ``restarts``, which start this allocation is."""
+    start: int
+    """StartTime (epoch seconds; 0 unknown): with ``restarts``, which start this
+    allocation is."""
     gpu_alloc: tuple[tuple[str, tuple[int, ...]], ...]
     time_limit_s: int
-    submit: str = ""
-    """SubmitTime and Partition as Slurm prints them: a listing that shows others is of
+    submit: int = 0
+    """SubmitTime (epoch seconds) and Partition: a listing that shows others is of
     another job under the same id (Slurm gives ids out again), or of the job requeued or
     moved into another partition since, whose admin comment job_submit.lua rewrote."""
     partition: str = ""
@@ -131,15 +134,42 @@ class _Listed(NamedTuple):
     job_id: int
     state: str
     restarts: str
-    start: str
-    submit: str
+    start: int
+    submit: int
     partition: str
 
 
+_ONCE = ("JobId", "JobState", "Restarts", "SubmitTime", "StartTime", "TimeLimit", "Partition",
+         "CoreSpec", "MinCPUsNode")
+"""Keys every ``scontrol -o -d show job`` line has once; with AdminComment (at most once),
+the ones read from it."""
+
+
+def unambiguous(line: str) -> bool:
+    """Whether the keys read from a line occur there as often as Slurm prints them. A
+    job's name, command, work directory and paths are printed on the same line and may
+    hold anything: a red-team named a job ``x AdminComment=shockwave:v1 ...`` and the
+    parser took it for the admin comment job_submit.lua wrote (the hint, its submission
+    stamp, its GPUs). A line where one of them occurs again is read from JSON instead."""
+    counts = {key: len(re.findall(rf"(?:^| ){re.escape(key)}=", line))
+              for key in (*_ONCE, "AdminComment")}
+    return all(counts[k] == 1 for k in _ONCE) and counts["AdminComment"] <= 1
+
+
+def detail_of(job: SlurmJob) -> JobDetail:
+    """The detail of a job read from Slurm's JSON (``squeue --json``), exact whatever its
+    strings hold."""
+    return JobDetail(job_id=job.job_id, admin_comment=job.admin_comment, state=job.state,
+                     restarts=job.restart_count, start=job.start_time,
+                     gpu_alloc=job.gpu_alloc, time_limit_s=job.time_limit_s,
+                     submit=job.submit_time, partition=job.partition)
+
+
 def detail_from_line(line: str) -> JobDetail | None:
-    """Parse one ``scontrol -o -d show job`` line (None if it is not a job)."""
+    """Parse one ``scontrol -o -d show job`` line (None if it is not a job, or not one to
+    read from text: ``unambiguous``)."""
     jid = _JOB_ID.search(line)
-    if not jid:
+    if not jid or not unambiguous(line):
         return None
     values = {k: (m.group(1) if (m := rx.search(line)) else "") for k, rx in _KEY.items()}
     comment = _ADMIN_COMMENT.search(line)
@@ -162,9 +192,9 @@ def detail_from_line(line: str) -> JobDetail | None:
     return JobDetail(
         job_id=int(jid.group(1)), admin_comment=comment.group(1).strip() if comment else "",
         state=state, restarts=_count(values["Restarts"]),
-        start=values["StartTime"], gpu_alloc=tuple(alloc),
+        start=_epoch(values["StartTime"]), gpu_alloc=tuple(alloc),
         time_limit_s=time_limit_text_s(limit.group(1)) if limit else 0,
-        submit=values["SubmitTime"], partition=values["Partition"])
+        submit=_epoch(values["SubmitTime"]), partition=values["Partition"])
 
 
 def _count(text: str, default: int = 0) -> int:
@@ -270,8 +300,9 @@ class CliBackend:
                             if line) if len(r) == len(_FIELDS) and is_count(r[0])]
         c = _COL
         self._load_details(_Listed(int(r[0]), r[c["State"]].strip(), r[c["RestartCnt"]].strip(),
-                                   r[c["StartTime"]].strip(), r[c["SubmitTime"]].strip(),
-                                   partition) for r in rows)
+                                   _epoch(r[c["StartTime"]].strip()),
+                                   _epoch(r[c["SubmitTime"]].strip()), partition)
+                           for r in rows)
         jobs = [self._job_from_row(r, partition) for r in rows]
         # a long-running service forgets the jobs gone: neither in this listing nor holding
         # nodes at the last look (every job that ever ran stayed, found by a red-team)
@@ -287,8 +318,8 @@ class CliBackend:
         detail = self._details.get(jid)
         nodelist = r[c["NodeList"]].strip()
         alloc: tuple[tuple[str, tuple[int, ...]], ...] = ()
-        if detail and holds_alloc(state) and self._current(detail, r[c["RestartCnt"]],
-                                                            r[c["StartTime"]]):
+        if detail and holds_alloc(state) and self._current(
+                detail, r[c["RestartCnt"]], _epoch(r[c["StartTime"]].strip())):
             alloc = _within(detail.gpu_alloc, nodelist)
         return SlurmJob(
             job_id=jid, name=r[c["Name"]].strip(), user=r[c["UserName"]].strip(),
@@ -310,10 +341,10 @@ class CliBackend:
             dependency=_unset(r[c["Dependency"]]))
 
     @staticmethod
-    def _current(detail: JobDetail, restarts: str, start: str) -> bool:
+    def _current(detail: JobDetail, restarts: str, start: int) -> bool:
         """Whether a cached detail describes the job's current start."""
         return (holds_alloc(detail.state) and str(detail.restarts) == restarts.strip()
-                and detail.start == start.strip())
+                and detail.start == start)
 
     def _load_details(self, rows: Iterable[_Listed]) -> None:
         """One ``scontrol -o -d show job`` per job when it is first seen (its admin
@@ -335,15 +366,29 @@ class CliBackend:
         if len(missing) <= _FEW:
             for jid in missing:
                 try:
-                    lines.append(self._run(["scontrol", "-o", "-d", "show", "job", str(jid)]))
+                    # the job's own line only: a name holding a newline prints a second
+                    # line that may start as another job's
+                    out = self._run(["scontrol", "-o", "-d", "show", "job", str(jid)])
+                    lines += [ln for ln in out.splitlines() if ln.startswith(f"JobId={jid} ")]
                 except SlurmError:  # ended and purged since the listing: nothing to add
                     continue
         else:
             lines = self._run(["scontrol", "-o", "-d", "show", "job"]).splitlines()
+        read: dict[int, JobDetail | None] = {}
         for line in lines:
-            detail = detail_from_line(line)
-            if detail:
-                self._details[detail.job_id] = detail
+            found = _JOB_ID.match(line)
+            job_id = int(found.group(1)) if found else -1
+            if job_id in missing:
+                # a job on two lines (one forged by another job's name) is read from JSON
+                read[job_id] = None if job_id in read else detail_from_line(line)
+        self._details.update((jid, d) for jid, d in read.items() if d is not None)
+        unread = [jid for jid in missing if jid in read and read[jid] is None]
+        if unread:
+            log.info("jobs %s: their scontrol lines are not to be read as text (a name or "
+                     "path holding a key): read from JSON", unread[:5])
+            by_id = {j.job_id: j for j in jobs_from(self._json(["squeue", "--json"]))}
+            self._details.update((jid, detail_of(by_id[jid])) for jid in unread
+                                 if jid in by_id)
 
     def _alloc_of_all_jobs(self) -> dict[str, set[int]]:
         """GPU indices in use per node, from every partition's jobs holding nodes."""
@@ -351,12 +396,13 @@ class CliBackend:
         rows = [r for r in (line.split("|", len(_ALLOC_FIELDS) - 1)
                             for line in text.splitlines() if line)
                 if len(r) == len(_ALLOC_FIELDS) and is_count(r[0])]
-        self._load_details(_Listed(int(r[0]), *(v.strip() for v in r[1:6])) for r in rows)
+        self._load_details(_Listed(int(r[0]), r[1].strip(), r[2].strip(), _epoch(r[3].strip()),
+                                   _epoch(r[4].strip()), r[5].strip()) for r in rows)
         self._holding = {int(r[0]) for r in rows}
         used: dict[str, set[int]] = {}
         for r in rows:
             detail = self._details.get(int(r[0]))
-            if detail and self._current(detail, r[2], r[3]):
+            if detail and self._current(detail, r[2], _epoch(r[3].strip())):
                 for node, idx in _within(detail.gpu_alloc, r[6].strip()):
                     used.setdefault(node, set()).update(idx)
         return used
