@@ -479,7 +479,9 @@ def test_reports_over_the_budget_for_all_jobs_cost_the_jobs_with_the_most(
     """Found by a red-team: the cap was per job only, so an owner of many jobs could grow
     the store and the round's feed without bound. Over the budget for all jobs, the jobs
     with the most reports lose their oldest, down to one level (each keeps its newest);
-    a job with few loses none. The store and the feed keep the same ones."""
+    a job with few loses none. The store and the feed keep the same ones, the newest as
+    made (a review found the store cutting by arrival: after a late spool flush it kept
+    the stale reports and dropped the job's latest progress)."""
     import slurm_shockwave.service.feed as feed
     import slurm_shockwave.service.report_budget as budget
     import slurm_shockwave.service.store as store_module
@@ -493,7 +495,8 @@ def test_reports_over_the_budget_for_all_jobs_cost_the_jobs_with_the_most(
     monkeypatch.setattr(budget, "MIN_REPORTS_KEPT", 1)
     store = Store(tmp_path / "s.db")
     store.save_round(record(0), [row(1), row(2)], [], {}, read_round_id=0)
-    reports = [(1, e) for e in range(3)] + [(2, e) for e in range(20)]
+    reports = [(1, e) for e in range(3)] + [(2, e) for e in range(13, 20)]
+    reports += [(2, e) for e in range(13)]  # flushed late from a spool: made earlier
     for jid, epoch in reports:
         store.add_report(ProgressReport(jid, ReportKind.PROGRESS, 1000.0 + epoch,
                                         epoch=float(epoch)))

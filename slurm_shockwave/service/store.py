@@ -464,8 +464,7 @@ class Store:
         with self._transaction():
             over = stored + 1 - keep if keep is not None else 0
             if over > 0:
-                self.db.execute("DELETE FROM reports WHERE id IN (SELECT id FROM reports "
-                                "WHERE job_id = ? ORDER BY id LIMIT ?)", (r.job_id, over))
+                self.db.execute(_OLDEST_OF_JOB, (r.job_id, over))
             cur = self.db.execute(
                 "INSERT INTO reports (job_id, at_s, kind, epoch, batch_size, samples_per_s, "
                 "restart_count, exit_code, uid) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -588,8 +587,7 @@ class Store:
         if keep is None:
             return
         over = {jid: n - keep for jid, n in counts.items() if n > keep}
-        self.db.executemany("DELETE FROM reports WHERE id IN (SELECT id FROM reports "
-                            "WHERE job_id = ? ORDER BY id LIMIT ?)", over.items())
+        self.db.executemany(_OLDEST_OF_JOB, over.items())
         top = max(counts, key=counts.__getitem__)
         log.warning("progress reports over the store's budget of %d: %d job(s) lost their "
                     "oldest, down to %d each (job %d had %d)", MAX_REPORTS, len(over), keep,
@@ -598,6 +596,12 @@ class Store:
     def _transaction(self) -> _Transaction:
         return _Transaction(self.db)
 
+
+_OLDEST_OF_JOB = ("DELETE FROM reports WHERE id IN (SELECT id FROM reports WHERE job_id = ? "
+                  "ORDER BY restart_count, at_s, id LIMIT ?)")
+"""Delete a job's N oldest reports in the order they were made (run, time, arrival), as
+the round's feed keeps them (``feed.made``): by arrival alone, a report flushed late from
+a spool stayed while the job's latest progress went (found by a review)."""
 
 _TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 _LATER_TABLES = ("runs",)
