@@ -113,7 +113,9 @@ def test_a_node_whose_cpus_are_all_taken_offers_only_the_planned_jobs_gpus() -> 
     """Found by a red-team: a node Slurm lists ALLOCATED (an ``--exclusive`` job of
     another partition, or jobs that took every core) still offered its free GPUs, and a
     job planned there waited while they idled. Only the GPUs of the planned jobs that
-    hold them count there; a MIXED node's free GPUs still do."""
+    hold them count where a job the plan does not hold is there too, or no planned job
+    runs; where planned jobs alone take it all count (stopping one frees its CPUs), and
+    a MIXED node's free GPUs still do."""
     plain = HINT.replace(" signal=USR1 grace=30", "")
     fake = FakeSlurm([SlurmNode("n1", ("ALLOCATED",), 8, 0, ("shockwave", "other")),
                       SlurmNode("n2", ("ALLOCATED",), 8, 0, ("shockwave",)),
@@ -124,8 +126,10 @@ def test_a_node_whose_cpus_are_all_taken_offers_only_the_planned_jobs_gpus() -> 
     fake.add(SlurmJob(3, "j3", "alice", "shockwave", "RUNNING", gpus=2, nodes="n3",
                       admin_comment=plain, submit_time=900))
     fake.add(held(4, gpus=4))
+    fake.nodes.append(SlurmNode("n4", ("ALLOCATED",), 8, 0, ("shockwave",)))  # CPU jobs
     view = SlurmCluster(fake, Clock()).observe()
-    assert [(n.name, n.gpus) for n in view.nodes] == [("n2", 2), ("n3", 8)]
+    # n2: only the planned job 2 there, which the plan may stop to free its CPUs: all 8
+    assert [(n.name, n.gpus) for n in view.nodes] == [("n2", 8), ("n3", 8)]
 
 
 def test_a_job_on_a_node_taken_out_of_the_partition_is_left_to_finish_there() -> None:

@@ -398,10 +398,15 @@ def job_slots(job: SlurmJob) -> tuple[str, ...]:
 def usable_gpus(node: SlurmNode, planned: set[int]) -> tuple[int, ...]:
     """The node's GPU indices the planner may count: all but those held by jobs it does not
     plan (other partitions sharing the node, or this partition's unplanned jobs). On a node
-    Slurm lists ALLOCATED (every CPU taken: an ``--exclusive`` job, or jobs that took its
-    cores) only the planned jobs' GPUs: Slurm starts nothing on its free ones (found by a
-    red-team: a job planned there waited while its GPUs idled)."""
-    if node.state[:1] == ("ALLOCATED",):
+    Slurm lists ALLOCATED (every CPU taken) where a job the planner does not plan holds
+    GPUs, or no planned job runs, only the planned jobs' GPUs: Slurm starts nothing on
+    its free ones, and stopping the planned jobs would not free them (found by a
+    red-team: a job planned there waited while its GPUs idled). Where planned jobs alone
+    hold it, all count as before: stopping one frees its CPUs (a review found the
+    planner's own whole-node jobs never stopped for a job that would fit)."""
+    used = set(node.gpus_used_idx)
+    others = used - planned if used or not node.gpus_used else node.gpus_used > len(planned)
+    if node.state[:1] == ("ALLOCATED",) and (others or not planned):
         return tuple(i for i in range(node.gpus) if i in planned)
     if node.gpus_used_idx or not node.gpus_used:
         others = set(node.gpus_used_idx) - planned
