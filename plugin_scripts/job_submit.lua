@@ -182,9 +182,6 @@ end
 -- `scontrol release` asks for priority INFINITE, a hold for 0; NO_VAL leaves it (slurm.h).
 local RELEASE = 4294967295
 local NO_VAL = 4294967294
--- the priorities the planner pins, (TOP_PRIORITY - PINNED_BAND, TOP_PRIORITY]: the same
--- as slurm/world.py's (tests/test_hints.py checks they agree)
-local TOP_PRIORITY, PINNED_BAND = 1000000, 100000
 
 -- A count Slurm passes (min_nodes, num_tasks): a whole number from 1 below NO_VAL, else
 -- the default (unset, NO_VAL).
@@ -529,19 +526,6 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   if job_desc.partition ~= nil and job_desc.partition ~= "" then
     local kind = shockwave_partition_kind(job_desc.partition, part_list)
     if kind == "mixed" then return reject(job_rec.job_id, "%s", MIXED) end
-    if was == "managed" and kind ~= "managed" then
-      -- leaving: the planner's hold or pinned priority goes with it (the service lists
-      -- its own partition only, so nothing would ever release it: a red-team's find);
-      -- an owner's marked hold stays, and so would an admin's (Slurm refuses the whole
-      -- update from a user who may not release it)
-      local prio = job_rec.priority
-      local _, mark = shockwave_split_mark(job_rec.comment)
-      if (job_desc.priority == nil or job_desc.priority == NO_VAL)
-          and type(prio) == "number" and (prio == 0 and mark == nil
-            or prio > TOP_PRIORITY - PINNED_BAND and prio <= TOP_PRIORITY) then
-        job_desc.priority = RELEASE
-      end
-    end
     if kind == "managed" and was ~= "managed" then
       if job_rec.array_job_id ~= nil and job_rec.array_job_id ~= 0 then
         return reject(job_rec.job_id, "%s", ARRAY)

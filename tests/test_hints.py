@@ -824,41 +824,6 @@ end
                    interactive, het, f"0\t{GOOD}\tnil\t"]
 
 
-def test_lua_gives_back_the_planners_hold_of_a_job_moved_out(tmp_path: Path) -> None:
-    """Found by a red-team: a job moved out of the managed partition kept the planner's
-    hold (priority 0) or pinned priority, and the service, which lists its own partition
-    only, never gave it back: held for ever, or ahead of every job of the other
-    partition. Released as it leaves; an owner's marked hold stays, and so does an
-    update that names its own priority; jobs moved between other partitions are not
-    touched. The pinned band is the service's."""
-    from slurm_shockwave.slurm.world import PINNED_BAND, TOP_PRIORITY
-
-    out = _run(f"""
-local parts = {{ shockwave = part(1), other = part(0), cpu = part(0) }}
-local cases = {{
-  {{ {{ partition = "other" }}, {{ partition = "shockwave", priority = 0, comment = "x" }} }},
-  {{ {{ partition = "other" }}, {{ partition = "shockwave", priority = {TOP_PRIORITY - 3},
-                                comment = "x" }} }},
-  {{ {{ partition = "other" }}, {{ partition = "shockwave", priority = 0,
-                                comment = "x held=owner" }} }},
-  {{ {{ partition = "other" }}, {{ partition = "shockwave", priority = 4321, comment = "x" }} }},
-  {{ {{ partition = "other", priority = 7 }}, {{ partition = "shockwave", priority = 0,
-                                              comment = "x" }} }},
-  {{ {{ partition = "cpu" }}, {{ partition = "other", priority = 0, comment = "x" }} }},
-}}
-for i, c in ipairs(cases) do
-  c[2].job_id, c[2].user_id = i, 1000
-  print(slurm_job_modify(c[1], c[2], parts, 0), tostring(c[1].priority))
-end
-print(TOP_PRIORITY == nil)
-""", tmp_path / "heartbeat")
-    release = "4294967295"
-    assert out == [f"0\t{release}", f"0\t{release}", "0\tnil", "0\tnil", "0\t7", "0\tnil",
-                   "true"]
-    text = SCRIPT.read_text()
-    assert f"local TOP_PRIORITY, PINNED_BAND = {TOP_PRIORITY}, {PINNED_BAND}" in text
-
-
 def test_lua_refuses_a_job_name_the_listings_cannot_read(tmp_path: Path) -> None:
     """Found by a review: a name holding a newline breaks Slurm's one-line listings (the
     job was not listed at all, and its second line could pass for another job's), and

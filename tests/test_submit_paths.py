@@ -127,17 +127,26 @@ def test_moving_a_job_into_the_managed_partition_validates_it(backend, jobs,
 def test_a_job_moved_out_of_the_managed_partition_leaves_the_planners_hold(
         backend, jobs, heartbeat) -> None:
     """Found by a red-team: a job moved out kept the planner's hold, and the service, which
-    lists its own partition only, never released it. Released as it leaves (checked on
-    the real slurmctld); the owner's own hold stays."""
+    lists its own partition only, never released it. The service's next apply gives it
+    back (on the real slurmctld); the owner's own hold and an admin's stay."""
+    from slurm_shockwave.slurm.world import SlurmCluster
+    from tests.builders import WallLikeClock
+
     heartbeat.fresh()
-    jid = jobs("-p", "shockwave", "--begin=now+3600", "--gres=gpu:1", f"--comment={GOOD}")
-    assert job(backend, jid).held
-    assert scontrol_update(jid, "partition=other").returncode == 0
-    moved = job(backend, jid)
+    planner = jobs("-p", "shockwave", "--begin=now+3600", "--gres=gpu:1", f"--comment={GOOD}")
+    owner = jobs("-p", "shockwave", "--hold", "--gres=gpu:1", f"--comment={GOOD}")
+    admin = jobs("-p", "shockwave", "--begin=now+3600", "--gres=gpu:1", f"--comment={GOOD}")
+    assert scontrol_update(admin, "priority=0").returncode == 0  # root's: an admin hold
+    world = SlurmCluster(backend, WallLikeClock())
+    world.observe()
+    for jid in (planner, owner, admin):
+        assert job(backend, jid).held
+        assert scontrol_update(jid, "partition=other").returncode == 0
+    world.observe()
+    world.apply([])
+    moved = job(backend, planner)
     assert moved.partition == "other" and not moved.held and moved.priority > 0
-    own = jobs("-p", "shockwave", "--hold", "--gres=gpu:1", f"--comment={GOOD}")
-    assert scontrol_update(own, "partition=other").returncode == 0
-    assert job(backend, own).held
+    assert job(backend, owner).held and job(backend, admin).held
 
 
 def test_a_job_name_holding_a_key_does_not_forge_the_admin_comment(

@@ -469,6 +469,8 @@ class SlurmCluster:
         self._ending: frozenset[int] = frozenset()
         self._without_gpus: frozenset[int] = frozenset()
         self._not_requeueable: frozenset[int] = frozenset()
+        self._pending: frozenset[int] = frozenset()
+        self._gone_pending: frozenset[int] = frozenset()
         self._suspended: frozenset[int] = frozenset()
         self._users: dict[int, str] = {}
         self.queued_ids: frozenset[int] = frozenset()
@@ -536,6 +538,10 @@ class SlurmCluster:
     def observe(self) -> ClusterView:
         listed = self._listed()
         self._read_partition_state()
+        # pending jobs gone since the last observation: cancelled, or moved to another
+        # partition (``_give_back_moved_out``)
+        self._gone_pending |= self._pending - {j.job_id for j in listed}
+        self._pending = frozenset(j.job_id for j in listed if j.state == "PENDING")
         self.queued_ids = frozenset(j.job_id for j in listed)
         self.mark_failures = {jid: err for jid, err in self.mark_failures.items()
                               if jid in self.queued_ids}
@@ -838,6 +844,7 @@ class SlurmCluster:
         self._rerun_killed()
         self._mark_requeue_holds()
         self._let_go_held_back()
+        self._give_back_moved_out()
         if self.partition_state in CLOSED:
             # Slurm starts nothing in it: a preemption would only idle the GPUs it frees
             why = (f"partition {self.partition} is {self.partition_state}: nothing is "
@@ -985,6 +992,34 @@ class SlurmCluster:
             if err:
                 log.warning("job %d: held back by Slurm (%s), and its hold or priority "
                             "could not be given back: %s", jid, self.held_back[jid][1], err)
+
+    def _give_back_moved_out(self) -> None:
+        """Release the jobs moved out of the partition while pending that still carry the
+        planner's hold (a user hold its comment does not mark) or pinned priority: the
+        service lists its own partition only, so nothing else ever would (found by a
+        red-team: held for ever, or ahead of every job of the other partition). An
+        admin's hold, an owner's marked one and a requeue-hold stay. One listing of every
+        partition, only when a pending job has gone (cancelled jobs too)."""
+        gone, self._gone_pending = self._gone_pending, frozenset()
+        if not gone:
+            return
+        try:
+            everyone = self.backend.list_jobs()
+        except SlurmError as exc:
+            log.warning("pending jobs %s left the partition; not checked for the planner's "
+                        "hold (%s)", sorted(gone)[:5], exc)
+            return
+        ours = [j.job_id for j in everyone if j.job_id in gone and j.state == "PENDING"
+                and j.partition != self.partition
+                and ((j.held and j.reason == "JobHeldUser"
+                      and split_hold_mark(j.comment)[1] is None) or pinned(j))]
+        for jid, err in each_job(ours, self.backend.release).items():
+            if err:
+                log.warning("job %d: moved out of %s, its planner's hold or priority could "
+                            "not be given back: %s", jid, self.partition, err)
+            else:
+                log.info("job %d: moved out of %s; the planner's hold or priority given "
+                         "back", jid, self.partition)
 
     def _mark_requeue_holds(self) -> None:
         """Mark each requeue-held job of the last observation ``held=requeue`` in its
