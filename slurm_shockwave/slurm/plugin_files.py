@@ -265,9 +265,9 @@ def check(target: Target, *, force: bool = False, writing: bool = True) -> str |
             raise refuse(f"{parent} is not writable")
         problem = changeable_by_others(parent) if parent is not None else None
         if problem:  # found by a red-team: a folder a user owns took root's scripts
-            raise refuse(f"{problem}: Slurm runs this script as root (job_submit.lua "
-                         "inside slurmctld), so whoever can change its folder gets root; "
-                         "pick a folder only root can write")
+            raise refuse(f"{problem}: Slurm runs this script as root (job_submit.lua as "
+                         "slurmctld's SlurmUser), so whoever can change its folder takes "
+                         "over that account; pick a folder only root can write")
     except OSError as exc:
         raise refuse(f"cannot write here ({exc.strerror or exc})") from None
     return old

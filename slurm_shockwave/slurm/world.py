@@ -470,6 +470,8 @@ class SlurmCluster:
         self._without_gpus: frozenset[int] = frozenset()
         self._not_requeueable: frozenset[int] = frozenset()
         self._pending: frozenset[int] = frozenset()
+        self._let_go_failed: set[int] = set()
+        """Held-back jobs whose release failed, warned about once."""
         self._gone_pending: frozenset[int] = frozenset()
         self._suspended: frozenset[int] = frozenset()
         self._users: dict[int, str] = {}
@@ -989,9 +991,12 @@ class SlurmCluster:
         plan's once Slurm lets it go. One warning a job that cannot be."""
         ours = [jid for jid, (j, _why) in self.held_back.items() if j.held or pinned(j)]
         for jid, err in each_job(ours, self.backend.release).items():
-            if err:
+            if err and jid not in self._let_go_failed:
                 log.warning("job %d: held back by Slurm (%s), and its hold or priority "
                             "could not be given back: %s", jid, self.held_back[jid][1], err)
+            if err:
+                self._let_go_failed.add(jid)
+        self._let_go_failed &= set(self.held_back)
 
     def _give_back_moved_out(self) -> None:
         """Release the jobs moved out of the partition while pending that still carry the
