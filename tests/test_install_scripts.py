@@ -525,7 +525,7 @@ def test_scripts_are_not_installed_where_another_user_can_change_them(
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "none" / "slurm.conf"))
     done = _install("--dest", str(theirs / "opt"))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert f"{theirs} is owned by uid {uid}" in done.stderr and "takes over" in done.stderr
+    assert f"{theirs} is owned by uid {uid}" in done.stderr and "gets root" in done.stderr
     assert list(theirs.iterdir()) == []
     script = theirs / "prolog.sh"
     script.write_text("#!/bin/sh\nexit 0\n")

@@ -879,10 +879,11 @@ def test_a_gpu_count_slurm_refuses_an_elastic_job_is_not_asked_for_again(
     round."""
 
     class Limited(FakeSlurm):
-        def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
+        def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
+                        gpu_type: str = "") -> None:
             if gpus * (nodes or 1) > 4:
                 raise SlurmError("Job violates accounting/QOS policy")
-            super().update_gpus(job_id, gpus, nodes=nodes)
+            super().update_gpus(job_id, gpus, nodes=nodes, gpu_type=gpu_type)
 
     fake = Limited([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
     fake.add(job(1, 2, epochs=50, hint=PLAIN + " gpus=1-8"))
@@ -1102,3 +1103,48 @@ def test_a_job_asking_a_gpu_type_is_planned_on_nodes_of_that_type(policy: str) -
     assert fake.jobs[1].state == "PENDING" and fake.jobs[5].state == "RUNNING"
     rows = {r.job_id: r.reason for r in svc.store.jobs_now().values()}
     assert rows[3].startswith("rejected_too_large(gpus=8 a100=4")
+
+
+def test_typed_jobs_fit_their_own_nodes_and_nodes_of_several_types() -> None:
+    """Found by a review: a typed job wider than its type's nodes looked for one node as
+    wide as the cluster's widest (another type's), and never started; a node of several
+    types (MIG) read as untyped, and a job asking one of them waited for ever; an
+    elastic typed job was refused over its request though its fewest fit."""
+    fake = FakeSlurm([SlurmNode("a1", ("IDLE",), 8, 0, ("shockwave",), gpu_type="a100"),
+                      SlurmNode("v1", ("IDLE",), 4, 0, ("shockwave",), gpu_type="v100"),
+                      SlurmNode("v2", ("IDLE",), 4, 0, ("shockwave",), gpu_type="v100"),
+                      SlurmNode("m1", ("IDLE",), 4, 0, ("shockwave",), gpu_type="*")])
+    fake.add(with_state(job(1, 8, epochs=5), gpu_type="v100"))
+    fake.add(with_state(job(2, 2, epochs=5), gpu_type="1g.10gb"))
+    _rounds_over(fake, "fifo", 2)
+    assert fake.jobs[1].state == "RUNNING" and sorted(n for n, _ in fake.jobs[1].gpu_alloc) \
+        == ["v1", "v2"]
+    assert fake.jobs[2].state == "RUNNING" and fake.jobs[2].nodes == "m1"
+    from slurm_shockwave.engine.admission import admit
+    from slurm_shockwave.model.cluster import ClusterView, GpuNode
+    from slurm_shockwave.model.job import AdaptationMode, Job, JobProgress, JobSpec
+    elastic = Job(JobSpec(9, "LM", 8, 4, AdaptationMode.STATIC, 0.0, 9, gpus_range=(2, 4),
+                          gpu_type="v100"), JobProgress(epoch_s=10.0))
+    view = ClusterView(now_s=0.0, round_index=0, round_s=60.0,
+                       nodes=(GpuNode("v1", 2, (0, 1), "v100"),), jobs=(elastic,))
+    assert admit(view)[1] == {}
+
+
+def test_a_resized_elastic_job_keeps_its_gpu_type() -> None:
+    """Found by a review: the GRES update wrote ``gres=gpu:N``, and Slurm replaces a job's
+    GRES with what it is given, so a resized typed job became untyped and could start on
+    another type's node. The update names the type."""
+    fake = FakeSlurm([SlurmNode("v1", ("IDLE",), 8, 0, ("shockwave",), gpu_type="v100")])
+    fake.add(with_state(job(1, 2, epochs=50, hint=PLAIN + " gpus=1-8"), gpu_type="v100"))
+    calls: list[tuple[int, str]] = []
+    real = fake.update_gpus
+
+    def update(job_id: int, gpus: int, *, nodes: int | None = None,
+               gpu_type: str = "") -> None:
+        calls.append((gpus, gpu_type))
+        real(job_id, gpus, nodes=nodes, gpu_type=gpu_type)
+
+    fake.update_gpus = update  # type: ignore[method-assign]
+    _rounds_over(fake, "shockwave", 2)
+    assert calls and all(kind == "v100" for _, kind in calls), calls
+    assert fake.jobs[1].gpu_type == "v100" and fake.jobs[1].state == "RUNNING"

@@ -389,3 +389,22 @@ def test_a_requeue_held_job_is_held() -> None:
     assert is_held("PENDING", 0, "job requeued in special exit state")
     assert is_held("PENDING", 0, "user env retrieval failed requeued held")
     assert not is_held("PENDING", 5, "Priority") and not is_held("RUNNING", 0, "JobHeldUser")
+
+
+@pytest.mark.parametrize(("specs", "kind"), [
+    (("gres:gpu:v100:4",), "v100"), (("gres/gpu:a100=1",), "a100"), (("gres:gpu:4",), ""),
+    (("gres/gpu:a100:4,gres/gpumem:16G",), "a100"), (("gres:gpu:a100:2,gres:gpu:v100:2",), ""),
+    (("gres:gpu:a100_3g.20gb:2",), "a100_3g.20gb"), (("", "gres/gpu:h100:8", "N/A"), "h100")])
+def test_the_gpu_type_a_job_asks(specs: tuple[str, ...], kind: str) -> None:
+    """One type named across a job's requests; none, or two (a review: ``gpumem`` beside
+    the type read as untyped)."""
+    from slurm_shockwave.slurm.json_shapes import gpu_type_in
+    assert gpu_type_in(*specs) == kind
+
+
+def test_the_gpu_type_of_a_node() -> None:
+    from slurm_shockwave.model.cluster import SEVERAL_TYPES
+    from slurm_shockwave.slurm.json_shapes import gres_gpu_type
+    assert gres_gpu_type("gpu:a100:8(S:0-1)") == "a100"
+    assert gres_gpu_type("gpu:8") == gres_gpu_type("gpu:(null):8") == gres_gpu_type("") == ""
+    assert gres_gpu_type("gpu:a100:4,gpu:1g.10gb:7") == SEVERAL_TYPES

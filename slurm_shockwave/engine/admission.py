@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from slurm_shockwave.model.cluster import ClusterView
+from slurm_shockwave.model.cluster import SEVERAL_TYPES, ClusterView
 from slurm_shockwave.model.job import JobId
 from slurm_shockwave.model.plan import Reason, ReasonCode
 
@@ -19,8 +19,12 @@ def admit(view: ClusterView) -> tuple[ClusterView, dict[JobId, Reason]]:
     kept = []
     for job in view.jobs:
         kind = job.spec.gpu_type
-        room = of_type.get(kind, 0) if kind else total  # a typed job: its type's GPUs
-        if job.gpus > room or job.gpus < 1:
+        # a typed job: its type's GPUs, and those of nodes of several types
+        room = of_type.get(kind, 0) + of_type.get(SEVERAL_TYPES, 0) if kind else total
+        # an elastic typed job fits on its fewest (the type's free GPUs shrink whenever
+        # another partition's job runs there: a review)
+        asked = min(job.spec.gpu_counts()) if kind and job.spec.is_elastic else job.gpus
+        if asked > room or job.gpus < 1:
             rejected[job.job_id] = Reason(ReasonCode.REJECTED_TOO_LARGE,
                                           f"gpus={job.gpus} cluster={total}" if not kind
                                           else f"gpus={job.gpus} {kind}={room}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from slurm_shockwave.model.cluster import ClusterView, slot_node
+from slurm_shockwave.model.cluster import SEVERAL_TYPES, ClusterView, slot_node
 from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Plan
@@ -56,7 +56,7 @@ class _FreeSlots:
         """The free slots of the nodes a job asking GPU type ``kind`` may run on (all for
         "": Slurm gives a job that names a type only GPUs of that type)."""
         return self.free if not kind else {n: s for n, s in self.free.items()
-                                           if self.kind[n] == kind}
+                                           if self.kind[n] in (kind, SEVERAL_TYPES)}
 
     def take_exact(self, slots: tuple[str, ...], whole: bool = True) -> bool:
         """These slots, if all free. A job on several nodes takes them whole, the GPUs it
@@ -89,9 +89,10 @@ class _FreeSlots:
         hold enough, as Slurm spreads a fixed ``--gpus=N`` (5 on nodes of 4: 4 + 1).
         ``kind``: only on nodes of that GPU type."""
         free = self._open(kind)
+        widest = max((self.size[n] for n in free), default=0)  # of the job's type's nodes
         if nodes > 1:
             return self._spread(gpus, nodes, free)
-        if gpus <= self.per_node:
+        if gpus <= widest:
             fits = [n for n, s in free.items() if len(s) >= gpus]
             if not fits:
                 return None
@@ -147,7 +148,8 @@ class _FreeSlots:
         such nodes first: 16 as 8 + 8 on nodes of 6, 8 and 8, where whole nodes taken by
         name until they held enough gave 6 + 8 + 2, which the world had to refuse."""
         whole = [n for n, s in free.items() if s and len(s) == self.size[n]]
-        for count in range(max(-(-gpus // max(self.per_node, 1)), 2), len(whole) + 1):
+        widest = max((self.size[n] for n in free), default=1)
+        for count in range(max(-(-gpus // max(widest, 1)), 2), len(whole) + 1):
             per = gpus // count
             if per * count != gpus:
                 continue

@@ -19,11 +19,16 @@ class GpuNode:
     gpus: int
     indices: tuple[int, ...] = ()
     gpu_type: str = ""
-    """The one GPU type the node has (``Gres=gpu:a100:8``); "": untyped, unknown, or
-    several types (where no job asking a type is placed)."""
+    """The one GPU type the node has (``Gres=gpu:a100:8``); "": untyped or unknown;
+    ``SEVERAL_TYPES``: several (a MIG node, a node of two kinds), where a job asking any
+    type may be placed (its GPUs of that type are not told apart)."""
 
     def slots(self) -> tuple[str, ...]:
         return tuple(f"{self.name}:{i}" for i in (self.indices or range(self.gpus)))
+
+
+SEVERAL_TYPES = "*"
+"""``GpuNode.gpu_type`` of a node with GPUs of several types."""
 
 
 def slot_node(slot: str) -> str:

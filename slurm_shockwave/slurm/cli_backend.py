@@ -386,7 +386,8 @@ class CliBackend:
         if unread:
             log.info("jobs %s: their scontrol lines are not to be read as text (a name or "
                      "path holding a key): read from JSON", unread[:5])
-            by_id = {j.job_id: j for j in jobs_from(self._json(["squeue", "--json"]))}
+            # --all: a hidden partition's jobs too (25.11 lists them only so)
+            by_id = {j.job_id: j for j in jobs_from(self._json(["squeue", "--json", "--all"]))}
             self._details.update((jid, detail_of(by_id[jid])) for jid in unread
                                  if jid in by_id)
 
@@ -477,9 +478,11 @@ class CliBackend:
     def requeue_ended(self, job_id: int) -> None:
         self._run(["scontrol", "requeue", str(job_id)])
 
-    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
+    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
+                    gpu_type: str = "") -> None:
         count = [] if nodes is None else [f"numnodes={nodes}-{nodes}"]
-        self._run(["scontrol", "update", f"jobid={job_id}", *count, f"gres=gpu:{gpus}"])
+        kind = f"{gpu_type}:" if gpu_type else ""
+        self._run(["scontrol", "update", f"jobid={job_id}", *count, f"gres=gpu:{kind}{gpus}"])
 
     def cancel(self, job_id: int) -> None:
         self._run(["scancel", str(job_id)])

@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from slurm_shockwave.model.cluster import SEVERAL_TYPES
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import holds_alloc
 from slurm_shockwave.slurm.protocol import LISTED_STATES, SlurmError, SlurmJob, SlurmNode
@@ -129,7 +130,7 @@ class FakeSlurm:
                     and (n.usable or holds_alloc(job.state))]
         return [n for n in self.nodes if n.usable
                 and (not n.partitions or job.partition in n.partitions)
-                and (not job.gpu_type or n.gpu_type == job.gpu_type)]
+                and (not job.gpu_type or n.gpu_type in (job.gpu_type, SEVERAL_TYPES))]
 
     def _place(self, job: SlurmJob, used: dict[str, set[int]], *,
                named_only: bool) -> Alloc | None:
@@ -247,12 +248,15 @@ class FakeSlurm:
             eligible_time=self.now + self.cred_expire_s + 1,
             submit_time=max(self.now, j.submit_time + 1))
 
-    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
+    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
+                    gpu_type: str = "") -> None:
+        """As ``scontrol update gres=gpu[:TYPE]:N``: the job's GRES is what it is given,
+        its type too (none: untyped)."""
         j = self._get(job_id)
         if j.state != "PENDING":
             raise SlurmError(f"Job {job_id} is not pending: GRES can change only before it runs")
         count = nodes if nodes is not None else max(j.node_count, 1)
-        self.jobs[job_id] = replace(j, gpus=gpus * count, node_count=count)
+        self.jobs[job_id] = replace(j, gpus=gpus * count, node_count=count, gpu_type=gpu_type)
 
     def submit(self, script: str, args: Sequence[str] = ()) -> int:
         """sbatch's -p/--partition, --gres=gpu:N, -N/--nodes and -w/--nodelist are read;

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from slurm_shockwave.model.cluster import SEVERAL_TYPES
 from slurm_shockwave.slurm.hostlist import expand_hostlist, expand_indices
 from slurm_shockwave.slurm.protocol import MAX_NODE_GPUS, SlurmError, SlurmJob, SlurmNode
 
@@ -113,19 +114,22 @@ def gpu_type_in(*specs: str) -> str:
     types: set[str] = set()
     for spec in specs:
         for item in (spec or "").replace("=", ":").split(","):
-            fields = item[9:].split(":") if item[:9] in ("gres:gpu:", "gres/gpu:") else []
-            if fields and _GPU_TYPE.fullmatch(fields[0]) and not is_count(fields[0]):
-                types.add(fields[0])
-            elif fields or item[:8] in ("gres:gpu", "gres/gpu"):
-                types.add("")
+            if item not in ("gres:gpu", "gres/gpu") and item[:9] not in ("gres:gpu:",
+                                                                      "gres/gpu:"):
+                continue  # not a GPU (gpumem, shard, cpu: a review)
+            fields = item[9:].split(":")
+            named = fields[0] if len(fields) > 1 or not is_count(fields[0]) else ""
+            types.add(named if named and _GPU_TYPE.fullmatch(named) else "")
     return _one_type(types)
 
 
 def gres_gpu_type(text: str) -> str:
     """The one GPU type of a node's gres (``gpu:a100:8(S:0-1)``); "" when untyped
-    (``gpu:8``, ``gpu:(null):8``), none, or several types."""
-    types = {m.group(1) or "" for m in _GRES_TYPE.finditer(text or "")}
-    return _one_type(types - {"(null)"} | ({""} if "(null)" in types else set()))
+    (``gpu:8``, ``gpu:(null):8``) or none; ``SEVERAL_TYPES`` when several (a MIG node's
+    ``gpu:a100:4,gpu:1g.10gb:7``)."""
+    types = {"" if m.group(1) in (None, "(null)") else m.group(1)
+             for m in _GRES_TYPE.finditer(text or "")}
+    return SEVERAL_TYPES if len(types) > 1 else _one_type(types)
 
 
 def gres_gpu_count(text: str) -> int:

@@ -152,9 +152,12 @@ class SlurmBackend(Protocol):
         the requeue of done jobs): only for one that died of the checkpoint signal the
         service sent it (world.py, ``_sync_intents``)."""
         ...
-    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
+    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
+                    gpu_type: str = "") -> None:
         """A pending job's GPUs per node (Slurm's GRES is per node); with ``nodes``, its
-        node count too (a job on several nodes changes both together)."""
+        node count too (a job on several nodes changes both together). ``gpu_type``: the
+        type it asked (Slurm replaces the job's GRES with what it is given: without it a
+        typed job became untyped, found by a review)."""
         ...
     def submit(self, script: str, args: Sequence[str] = ()) -> int: ...
     def cancel(self, job_id: int) -> None: ...

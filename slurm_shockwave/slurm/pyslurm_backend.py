@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from slurm_shockwave.model.cluster import SEVERAL_TYPES
 from slurm_shockwave.slurm.backend_choice import (
     BACKENDS,
     BackendChoice,
@@ -51,13 +52,13 @@ def _is_gpu_key(key: Any) -> bool:
 
 def gres_gpu_type_of(value: Any) -> str:
     """The one GPU type in pyslurm's GRES dict or string (``{'gpu:a100': 4}``); "" when
-    untyped, none or several."""
+    untyped or none, ``SEVERAL_TYPES`` when several (a node's; a job's reads "" then)."""
     if isinstance(value, Mapping):
         keys = [str(k).removeprefix("gres/").removeprefix("gres:") for k in value
                 if _is_gpu_key(k)]
         types = {k.split(":", 1)[1] if ":" in k else "" for k in keys}
         types = {"" if t == "(null)" else t for t in types}
-        return next(iter(types)) if len(types) == 1 else ""
+        return SEVERAL_TYPES if len(types) > 1 else next(iter(types), "")
     if value is None:
         return ""
     text = str(value)
@@ -262,9 +263,11 @@ class PyslurmBackend:
     def requeue_ended(self, job_id: int) -> None:
         self._call(f"requeue {job_id}", self._ps.Job(job_id).requeue)
 
-    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None) -> None:
+    def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
+                    gpu_type: str = "") -> None:
         extra = {} if nodes is None else {"nodes": nodes}
-        desc = self._ps.JobSubmitDescription(gres_per_node=f"gpu:{gpus}", **extra)
+        kind = f"{gpu_type}:" if gpu_type else ""
+        desc = self._ps.JobSubmitDescription(gres_per_node=f"gpu:{kind}{gpus}", **extra)
         self._call(f"gres {job_id}", self._ps.Job(job_id).modify, desc)
 
     def submit(self, script: str, args: Sequence[str] = ()) -> int:

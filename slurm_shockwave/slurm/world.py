@@ -540,10 +540,12 @@ class SlurmCluster:
     def observe(self) -> ClusterView:
         listed = self._listed()
         self._read_partition_state()
-        # pending jobs gone since the last observation: cancelled, or moved to another
-        # partition (``_give_back_moved_out``)
+        # jobs the planner held gone since the last observation: cancelled, or moved to
+        # another partition (``_give_back_moved_out``); not the released ones, which
+        # vanish whenever a short job starts and ends between two looks (a review)
         self._gone_pending |= self._pending - {j.job_id for j in listed}
-        self._pending = frozenset(j.job_id for j in listed if j.state == "PENDING")
+        self._pending = frozenset(j.job_id for j in listed if j.state == "PENDING"
+                                  and j.held and not held_by_someone(j))
         self.queued_ids = frozenset(j.job_id for j in listed)
         self.mark_failures = {jid: err for jid, err in self.mark_failures.items()
                               if jid in self.queued_ids}
@@ -999,20 +1001,22 @@ class SlurmCluster:
         self._let_go_failed &= set(self.held_back)
 
     def _give_back_moved_out(self) -> None:
-        """Release the jobs moved out of the partition while pending that still carry the
-        planner's hold (a user hold its comment does not mark) or pinned priority: the
-        service lists its own partition only, so nothing else ever would (found by a
-        red-team: held for ever, or ahead of every job of the other partition). An
-        admin's hold, an owner's marked one and a requeue-hold stay. One listing of every
-        partition, only when a pending job has gone (cancelled jobs too)."""
+        """Release the jobs moved out of the partition while held by the planner (a user
+        hold its comment does not mark) that still carry that hold: the service lists
+        its own partition only, so nothing else ever would (found by a red-team: held
+        for ever). An admin's hold, an owner's marked one and a requeue-hold stay. One
+        listing of every partition, only when a held job has gone (cancelled jobs too);
+        a job released and pinned that is moved out before it starts keeps its pinned
+        priority, and one moved while the service was down is not seen."""
         gone, self._gone_pending = self._gone_pending, frozenset()
         if not gone:
             return
         try:
             everyone = self.backend.list_jobs()
-        except SlurmError as exc:
-            log.warning("pending jobs %s left the partition; not checked for the planner's "
-                        "hold (%s)", sorted(gone)[:5], exc)
+        except SlurmError as exc:  # asked again at the next apply
+            self._gone_pending |= gone
+            log.warning("pending jobs %s left the partition; not yet checked for the "
+                        "planner's hold (%s)", sorted(gone)[:5], exc)
             return
         ours = [j.job_id for j in everyone if j.job_id in gone and j.state == "PENDING"
                 and j.partition != self.partition
@@ -1095,7 +1099,7 @@ class SlurmCluster:
                                      " Slurm gives every node of a job the same count")
                 self.backend.update_gpus(a.job_id, count // nodes,
                                          nodes=None if nodes == max(job.node_count, 1)
-                                         else nodes)
+                                         else nodes, gpu_type=job.gpu_type)
             except SlurmUnanswered as exc:
                 failed[a.job_id] = ActionResult(a, Outcome.REJECTED, str(exc))
             except SlurmError as exc:
