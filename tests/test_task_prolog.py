@@ -77,6 +77,22 @@ def _no_endpoint(tmp_path: Path) -> Path:
     return bin_dir
 
 
+def _signals_exported(tmp_path: Path, bin_dir: Path, job_id: int, fields: str) -> list[str]:
+    """The TaskProlog's SHOCKWAVE_SIGNAL lines for a job whose ``scontrol -o show job``
+    line is ``JobId=<job_id> JobName=t UserId=alice(1000) <fields>`` (its spool removed)."""
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\necho 'JobId={job_id} JobName=t UserId=alice(1000) "
+                        f"{fields}'\n")
+    scontrol.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": str(job_id)}
+    try:
+        out = subprocess.run(["sh", str(tmp_path / "task_prolog.sh")], capture_output=True,
+                             text=True, env=env, timeout=30, check=True).stdout
+    finally:  # the spool it makes for the job (the signal kept in it)
+        shutil.rmtree(f"/tmp/shockwave-spool-{job_id}")
+    return [line for line in out.splitlines() if "SHOCKWAVE_SIGNAL" in line]
+
+
 def test_the_signal_is_read_from_every_form_of_the_normalised_hint(tmp_path: Path) -> None:
     """The TaskProlog reads the signal from the hint job_submit.lua wrote (the same normal
     form as ``Hint.normalised``), an elastic job's range included: found by a review, a
@@ -85,24 +101,14 @@ def test_the_signal_is_read_from_every_form_of_the_normalised_hint(tmp_path: Pat
     from slurm_shockwave.slurm.hints import parse_hint
 
     bin_dir = _no_endpoint(tmp_path)
-    scontrol = bin_dir / "scontrol"
     for hint, signal in [("model=ResNet-18 bs=32 epochs=9 signal=USR1", "USR1"),
                          ("bs=32 epochs=9 mode=gns signal=USR2 grace=10", "USR2"),
                          ("model=ResNet-18 bs=32 epochs=9 gpus=1-4 signal=USR1", "USR1"),
                          ("bs=32 epochs=9 mode=accordion gpus=2-8 signal=TERM", "TERM"),
                          ("model=ResNet-18 bs=32 epochs=9 gpus=1-4", None)]:
         comment = parse_hint(hint).normalised() + " submitted=1796122478"
-        scontrol.write_text("#!/bin/sh\necho 'JobId=987654321 JobName=t UserId=alice(1000) "
-                            f"AdminComment={comment} Comment=x OverSubscribe=OK'\n")
-        scontrol.chmod(0o755)
-        env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "987654321"}
-        try:
-            out = subprocess.run(["sh", str(tmp_path / "task_prolog.sh")],
-                                 capture_output=True, text=True, env=env, timeout=30,
-                                 check=True).stdout
-        finally:  # the spool it makes for the job (the signal kept in it)
-            shutil.rmtree("/tmp/shockwave-spool-987654321")
-        exported = [line for line in out.splitlines() if "SHOCKWAVE_SIGNAL" in line]
+        exported = _signals_exported(tmp_path, bin_dir, 987654321,
+                                     f"AdminComment={comment} Comment=x OverSubscribe=OK")
         assert exported == ([f"export SHOCKWAVE_SIGNAL={signal}"] if signal else []), hint
 
 
@@ -116,7 +122,6 @@ def test_the_signal_of_a_job_planned_from_its_raw_comment_is_exported(tmp_path: 
     from slurm_shockwave.slurm.world import read_hint
 
     bin_dir = _no_endpoint(tmp_path)
-    scontrol = bin_dir / "scontrol"
     cases = [("Comment=model=resnet18 bs=32 epochs=9 signal=usr1 grace=10 StdErr=/x", "USR1"),
              ("Comment=bs=32 epochs=9 signal=SIGusr2 held=owner StdErr=/x", "USR2"),
              ("Comment=bs=32 epochs=9 signal=KILL StdErr=/x", None),
@@ -124,17 +129,7 @@ def test_the_signal_of_a_job_planned_from_its_raw_comment_is_exported(tmp_path: 
              ("AdminComment=shockwave:v1 bs=32 epochs=9 mode=static submitted=1 "
               "Comment=bs=32 epochs=9 signal=USR1 StdErr=/x", None)]
     for fields, signal in cases:
-        scontrol.write_text("#!/bin/sh\necho 'JobId=987654323 JobName=t UserId=alice(1000) "
-                            f"{fields}'\n")
-        scontrol.chmod(0o755)
-        env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "987654323"}
-        try:
-            out = subprocess.run(["sh", str(tmp_path / "task_prolog.sh")],
-                                 capture_output=True, text=True, env=env, timeout=30,
-                                 check=True).stdout
-        finally:
-            shutil.rmtree("/tmp/shockwave-spool-987654323")
-        exported = [line for line in out.splitlines() if "SHOCKWAVE_SIGNAL" in line]
+        exported = _signals_exported(tmp_path, bin_dir, 987654323, fields)
         assert exported == ([f"export SHOCKWAVE_SIGNAL={signal}"] if signal else []), fields
         if fields.startswith("Comment=") and signal:  # what the service reads there
             hint = read_hint(fields.removeprefix("Comment=").split(" StdErr=")[0]
