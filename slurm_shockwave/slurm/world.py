@@ -404,15 +404,13 @@ def usable_gpus(node: SlurmNode, planned: set[int]) -> tuple[int, ...]:
     red-team: a job planned there waited while its GPUs idled). Where planned jobs alone
     hold it, all count as before: stopping one frees its CPUs (a review found the
     planner's own whole-node jobs never stopped for a job that would fit)."""
-    used = set(node.gpus_used_idx)
-    others = used - planned if used or not node.gpus_used else node.gpus_used > len(planned)
-    if node.state[:1] == ("ALLOCATED",) and (others or not planned):
-        return tuple(i for i in range(node.gpus) if i in planned)
     if node.gpus_used_idx or not node.gpus_used:
         others = set(node.gpus_used_idx) - planned
     else:  # a count without indices: the others hold that many, outside our own
         free = [i for i in reversed(range(node.gpus)) if i not in planned]
         others = set(free[:max(node.gpus_used - len(planned), 0)])
+    if node.state[:1] == ("ALLOCATED",) and (others or not planned):
+        return tuple(i for i in range(node.gpus) if i in planned)
     return tuple(i for i in range(node.gpus) if i not in others)
 
 
@@ -448,11 +446,11 @@ class SlurmCluster:
         """Each queued job's first submission seen (``_arrival``)."""
         self.bad_hints: dict[int, str] = {}
         self.not_eligible: dict[int, int] = {}
+        """Pending jobs of the partition left out of the view until their eligible time
+        (epoch seconds): listed so that queue and explain still show them."""
         self.held_back: dict[int, tuple[SlurmJob, str]] = {}
         """Pending jobs of the partition Slurm will not start whatever the plan
         (``held_back``): out of the view, released, left to Slurm until it lets them go."""
-        """Pending jobs of the partition left out of the view until their eligible time
-        (epoch seconds): listed so that queue and explain still show them."""
         self.admin_held: dict[int, SlurmJob] = {}
         """Pending jobs of the partition an admin holds: out of the view until released."""
         self.owner_held: dict[int, SlurmJob] = {}
@@ -1019,16 +1017,15 @@ class SlurmCluster:
                         "planner's hold (%s)", sorted(gone)[:5], exc)
             return
         ours = [j.job_id for j in everyone if j.job_id in gone and j.state == "PENDING"
-                and j.partition != self.partition
-                and ((j.held and j.reason == "JobHeldUser"
-                      and split_hold_mark(j.comment)[1] is None) or pinned(j))]
+                and j.partition != self.partition and j.held and j.reason == "JobHeldUser"
+                and split_hold_mark(j.comment)[1] is None]
         for jid, err in each_job(ours, self.backend.release).items():
             if err:
-                log.warning("job %d: moved out of %s, its planner's hold or priority could "
-                            "not be given back: %s", jid, self.partition, err)
+                log.warning("job %d: moved out of %s, the planner's hold could not be "
+                            "given back: %s", jid, self.partition, err)
             else:
-                log.info("job %d: moved out of %s; the planner's hold or priority given "
-                         "back", jid, self.partition)
+                log.info("job %d: moved out of %s; the planner's hold given back", jid,
+                         self.partition)
 
     def _mark_requeue_holds(self) -> None:
         """Mark each requeue-held job of the last observation ``held=requeue`` in its
