@@ -28,9 +28,8 @@ _DIGITS = re.compile(r"[0-9]+")
 # gpu:a100:4(IDX:0-3), gpu:(null):3(IDX:0-2), gpu:3(IDX:0,2,5), gpu:v100:0(IDX:N/A),
 # gpu:4(S:0-1) (sockets, not indices)
 _GRES_ITEM = re.compile(
-    r"(?<![A-Za-z0-9_])gpu(?::(?:\(null\)|[A-Za-z0-9_.-]+))?:(\d+)"
-    r"(?:\(IDX:([^)]*)\)|\([^)]*\))?")
-_GRES_TYPE = re.compile(r"(?<![A-Za-z0-9_])gpu(?::(\(null\)|[A-Za-z0-9_.-]+))?:\d+")
+    r"(?<![A-Za-z0-9_])gpu(?::(?P<type>\(null\)|[A-Za-z0-9_.-]+))?:(?P<count>\d+)"
+    r"(?:\(IDX:(?P<idx>[^)]*)\)|\([^)]*\))?")
 # states whose job still holds its allocation
 _HOLDS_ALLOC = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED"}
 _INFINITE_MINUTES = 0xFFFFFFFE
@@ -127,14 +126,14 @@ def gres_gpu_type(text: str) -> str:
     """The one GPU type of a node's gres (``gpu:a100:8(S:0-1)``); "" when untyped
     (``gpu:8``, ``gpu:(null):8``) or none; ``SEVERAL_TYPES`` when several (a MIG node's
     ``gpu:a100:4,gpu:1g.10gb:7``)."""
-    types = {"" if m.group(1) in (None, "(null)") else m.group(1)
-             for m in _GRES_TYPE.finditer(text or "")}
+    types = {"" if m["type"] in (None, "(null)") else m["type"]
+             for m in _GRES_ITEM.finditer(text or "")}
     return SEVERAL_TYPES if len(types) > 1 else _one_type(types)
 
 
 def gres_gpu_count(text: str) -> int:
     """GPUs in a node's gres/gres_used or a per-node GRES string (all types summed)."""
-    return sum(int(m.group(1)) for m in _GRES_ITEM.finditer(text or ""))
+    return sum(int(m["count"]) for m in _GRES_ITEM.finditer(text or ""))
 
 
 def gres_gpu_indices(text: str) -> tuple[int, ...] | None:
@@ -143,11 +142,11 @@ def gres_gpu_indices(text: str) -> tuple[int, ...] | None:
     ``gres_used`` says ``gpu:7``). Raises ValueError on a malformed index list."""
     found: set[int] = set()
     for m in _GRES_ITEM.finditer(text or ""):
-        if m.group(2) is None:
-            if int(m.group(1)):
+        if m["idx"] is None:
+            if int(m["count"]):
                 return None
             continue
-        found.update(expand_indices(m.group(2), most=MAX_NODE_GPUS))
+        found.update(expand_indices(m["idx"], most=MAX_NODE_GPUS))
     if len(found) > MAX_NODE_GPUS:  # the union of several types' lists, as one list
         raise ValueError(f"more than {MAX_NODE_GPUS} GPU indices")
     return tuple(sorted(found))
