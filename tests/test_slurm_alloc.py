@@ -99,9 +99,10 @@ def test_fake_gpus_held_outside_and_submit_options() -> None:
 # -- the CLI backend asks scontrol once per job start ---------------------------------------
 
 ROW = "{jid}|{state}|None|100|alice|1|{nodes}|2026-11-30T10:00:00|gres:gpu:2||{restarts}|" \
-      "{start}|2026-11-30T10:00:00|1:00:00|N/A|1|name|model=x bs=1 epochs=1"
+      "{start}|2026-11-30T10:00:00|1:00:00|N/A|1|1|(null)|name|model=x bs=1 epochs=1"
 DETAIL = ("JobId={jid} JobName=name UserId=alice(1) JobState={state} Restarts={restarts} "
-          "TimeLimit=01:00:00 StartTime={start} NodeList={nodes} CoreSpec=* JOB_GRES=gpu:2 "
+          "TimeLimit=01:00:00 SubmitTime=2026-11-30T10:00:00 StartTime={start} "
+          "Partition=shockwave NodeList={nodes} CoreSpec=* JOB_GRES=gpu:2 "
           "  Nodes={nodes} CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:{idx}) MinCPUsNode=1 "
           "AdminComment=shockwave:v1 model=x Comment=model=x bs=1 epochs=1")
 

@@ -89,10 +89,9 @@ class _FreeSlots:
         hold enough, as Slurm spreads a fixed ``--gpus=N`` (5 on nodes of 4: 4 + 1).
         ``kind``: only on nodes of that GPU type."""
         free = self._open(kind)
-        widest = max((self.size[n] for n in free), default=0)  # of the job's type's nodes
         if nodes > 1:
             return self._spread(gpus, nodes, free)
-        if gpus <= widest:
+        if gpus <= self.per_node:
             fits = [n for n, s in free.items() if len(s) >= gpus]
             if not fits:
                 return None
@@ -148,8 +147,7 @@ class _FreeSlots:
         such nodes first: 16 as 8 + 8 on nodes of 6, 8 and 8, where whole nodes taken by
         name until they held enough gave 6 + 8 + 2, which the world had to refuse."""
         whole = [n for n, s in free.items() if s and len(s) == self.size[n]]
-        widest = max((self.size[n] for n in free), default=1)
-        for count in range(max(-(-gpus // max(widest, 1)), 2), len(whole) + 1):
+        for count in range(max(-(-gpus // max(self.per_node, 1)), 2), len(whole) + 1):
             per = gpus // count
             if per * count != gpus:
                 continue
