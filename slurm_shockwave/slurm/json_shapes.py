@@ -122,13 +122,17 @@ def gpu_type_in(*specs: str) -> str:
     return _one_type(types)
 
 
-def gres_gpu_type(text: str) -> str:
-    """The one GPU type of a node's gres (``gpu:a100:8(S:0-1)``); "" when untyped
-    (``gpu:8``, ``gpu:(null):8``) or none; ``SEVERAL_TYPES`` when several (a MIG node's
-    ``gpu:a100:4,gpu:1g.10gb:7``)."""
-    types = {"" if m["type"] in (None, "(null)") else m["type"]
-             for m in _GRES_ITEM.finditer(text or "")}
+def node_gpu_type(names: Iterable[str | None]) -> str:
+    """A node's GPU type from the type named by each of its GPU GRES (None or
+    ``(null)``: untyped): the one type, "" when untyped or none, ``SEVERAL_TYPES`` when
+    several (a MIG node's ``gpu:a100:4,gpu:1g.10gb:7``). Both backends' rule."""
+    types = {"" if name in (None, "(null)") else str(name) for name in names}
     return SEVERAL_TYPES if len(types) > 1 else _one_type(types)
+
+
+def gres_gpu_type(text: str) -> str:
+    """The GPU type of a node's gres string (``gpu:a100:8(S:0-1)``): ``node_gpu_type``."""
+    return node_gpu_type(m["type"] for m in _GRES_ITEM.finditer(text or ""))
 
 
 def gres_gpu_count(text: str) -> int:

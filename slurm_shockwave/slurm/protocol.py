@@ -73,7 +73,8 @@ class SlurmNode:
     gpus_used_idx: tuple[int, ...] = ()
     """Indices of the node's GPUs in use by any job (any partition), sorted."""
     gpu_type: str = ""
-    """The one GPU type it has (``Gres=gpu:a100:8``); "": untyped, or several types."""
+    """The one GPU type it has (``Gres=gpu:a100:8``); "": untyped; ``SEVERAL_TYPES``
+    (model/cluster.py) when several (``json_shapes.node_gpu_type``)."""
 
     def __post_init__(self) -> None:
         if not (0 <= self.gpus <= MAX_NODE_GPUS and 0 <= self.gpus_used <= MAX_NODE_GPUS

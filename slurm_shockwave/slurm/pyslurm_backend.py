@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from slurm_shockwave.model.cluster import SEVERAL_TYPES
 from slurm_shockwave.slurm.backend_choice import (
     BACKENDS,
     BackendChoice,
@@ -31,6 +30,7 @@ from slurm_shockwave.slurm.json_shapes import (
     holds_alloc,
     is_held,
     job_state,
+    node_gpu_type,
 )
 from slurm_shockwave.slurm.protocol import (
     LISTED_STATES,
@@ -51,14 +51,12 @@ def _is_gpu_key(key: Any) -> bool:
 
 
 def gres_gpu_type_of(value: Any) -> str:
-    """The one GPU type in pyslurm's GRES dict or string (``{'gpu:a100': 4}``); "" when
-    untyped or none, ``SEVERAL_TYPES`` when several (a node's; a job's reads "" then)."""
+    """The GPU type in pyslurm's GRES dict (``{'gpu:a100': 4}``: ``node_gpu_type`` of its
+    GPU keys) or string (a job's request: ``gpu_type_in``)."""
     if isinstance(value, Mapping):
         keys = [str(k).removeprefix("gres/").removeprefix("gres:") for k in value
                 if _is_gpu_key(k)]
-        types = {k.split(":", 1)[1] if ":" in k else "" for k in keys}
-        types = {"" if t == "(null)" else t for t in types}
-        return SEVERAL_TYPES if len(types) > 1 else next(iter(types), "")
+        return node_gpu_type(k.split(":", 1)[1] if ":" in k else None for k in keys)
     if value is None:
         return ""
     text = str(value)
