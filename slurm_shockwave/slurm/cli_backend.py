@@ -374,11 +374,12 @@ class CliBackend:
                     continue
         else:
             lines = self._run(["scontrol", "-o", "-d", "show", "job"]).splitlines()
+        wanted = set(missing)  # the full listing has every job's line: a set to look up
         read: dict[int, JobDetail | None] = {}
         for line in lines:
             found = _JOB_ID.match(line)
             job_id = int(found.group(1)) if found else -1
-            if job_id in missing:
+            if job_id in wanted:
                 # a job on two lines (one forged by another job's name) is read from JSON
                 read[job_id] = None if job_id in read else detail_from_line(line)
         self._details.update((jid, d) for jid, d in read.items() if d is not None)
