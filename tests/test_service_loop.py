@@ -1105,6 +1105,49 @@ def test_a_job_asking_a_gpu_type_is_planned_on_nodes_of_that_type(policy: str) -
     assert rows[3].startswith("rejected_too_large(gpus=8 a100=4")
 
 
+def test_a_typed_job_wider_than_its_types_nodes_is_spread_over_them() -> None:
+    """A ``--gpus=v100:8`` job on nodes of 4 v100 looked for one node as wide as the
+    cluster's widest (an a100 node of 8) and never started; Slurm spreads it 4 + 4."""
+    fake = FakeSlurm([SlurmNode("a1", ("IDLE",), 8, 0, ("shockwave",), gpu_type="a100"),
+                      SlurmNode("v1", ("IDLE",), 4, 0, ("shockwave",), gpu_type="v100"),
+                      SlurmNode("v2", ("IDLE",), 4, 0, ("shockwave",), gpu_type="v100")])
+    fake.add(with_state(job(1, 8, epochs=5), gpu_type="v100"))
+    _rounds_over(fake, "fifo", 2)
+    assert fake.jobs[1].state == "RUNNING"
+    assert sorted(n for n, _ in fake.jobs[1].gpu_alloc) == ["v1", "v2"]
+
+
+def test_a_typed_request_a_node_of_its_type_holds_is_not_spread() -> None:
+    """The width of a type's nodes is all their GPUs, not what other partitions leave:
+    with 2 of each a100 node of 8 held, ``a100:8`` (which Slurm gives one node) was
+    planned as 6 + 2 and released, where Slurm cannot start it."""
+    fake = FakeSlurm([SlurmNode(f"a{i}", ("IDLE",), 8, 0, ("shockwave", "other"),
+                                gpu_type="a100") for i in (1, 2)])
+    for jid, node in ((8, "a1"), (9, "a2")):
+        fake.add(SlurmJob(jid, "o", "bob", "other", "RUNNING", gpus=2, nodes=node,
+                          submit_time=800, gpu_type="a100"))
+    fake.add(with_state(job(2, 8, epochs=5), gpu_type="a100"))
+    svc = _rounds_over(fake, "fifo", 2)
+    assert fake.jobs[2].held
+    rows = {r.job_id: r.reason for r in svc.store.jobs_now().values()}
+    assert rows[2].startswith("waiting_fragmentation(gpus=8")
+
+
+def test_defragmentation_clears_a_node_of_the_waiting_jobs_gpu_type() -> None:
+    """Defragmentation cleared the node holding the fewest GPUs whatever its type: for a
+    v100 job that was the a100 node, where it cannot run, and it waited until the v100
+    node's jobs ended. It clears a node of the job's type, and their jobs move."""
+    fake = FakeSlurm([SlurmNode("a1", ("IDLE",), 4, 0, ("shockwave",), gpu_type="a100"),
+                      SlurmNode("v1", ("IDLE",), 4, 0, ("shockwave",), gpu_type="v100")])
+    for jid, node in ((5, "a1"), (6, "v1"), (7, "v1")):
+        fake.add(SlurmJob(jid, f"r{jid}", "bob", "shockwave", "RUNNING", gpus=1, nodes=node,
+                          admin_comment=SIGNAL.format(e=500), submit_time=800 + jid,
+                          start_time=800 + jid))
+    fake.add(with_state(job(1, 4, epochs=1), gpu_type="v100"))
+    _rounds_over(fake, "srtf", 6)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].nodes == "v1"
+
+
 def test_typed_jobs_fit_nodes_of_several_types() -> None:
     """Found by a review: a node of several types (MIG) read as untyped, and a job asking
     one of them waited for ever; an elastic typed job was refused over its request

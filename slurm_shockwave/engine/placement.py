@@ -51,12 +51,23 @@ class _FreeSlots:
         self.size = {n.name: n.gpus for n in view.nodes}
         self.total = sum(self.size.values())
         self.kind = {n.name: n.gpu_type for n in view.nodes}
+        self.width = {n.name: n.width or n.gpus for n in view.nodes}
 
     def _open(self, kind: str) -> dict[str, list[str]]:
         """The free slots of the nodes a job asking GPU type ``kind`` may run on (all for
         "": Slurm gives a job that names a type only GPUs of that type)."""
         return self.free if not kind else {n: s for n, s in self.free.items()
                                            if self.kind[n] in (kind, SEVERAL_TYPES)}
+
+    def _one_node(self, kind: str, free: dict[str, list[str]]) -> int:
+        """The most GPUs a job may get on one node: the cluster's widest node for an
+        untyped job; for a typed one, the widest node of its type by all its GPUs (other
+        partitions' too, so a per-node request is never spread while they hold some). A
+        ``--gpus=v100:8`` job on nodes of 4 v100 looked for one node of 8 (another
+        type's) and never started; Slurm spreads it 4 + 4."""
+        if not kind:
+            return self.per_node
+        return max((self.width[n] for n in free), default=0)
 
     def take_exact(self, slots: tuple[str, ...], whole: bool = True) -> bool:
         """These slots, if all free. A job on several nodes takes them whole, the GPUs it
@@ -91,7 +102,7 @@ class _FreeSlots:
         free = self._open(kind)
         if nodes > 1:
             return self._spread(gpus, nodes, free)
-        if gpus <= self.per_node:
+        if gpus <= self._one_node(kind, free):
             fits = [n for n, s in free.items() if len(s) >= gpus]
             if not fits:
                 return None
@@ -209,8 +220,9 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     holding the fewest GPUs first; their jobs move elsewhere. For a job in ``moves_for``
     (Plan.moves_for) any node may be cleared, nodes of later jobs first: a job ranked
     above it is moved, not stopped; a node holding a ``pinned`` job is never cleared.
-    Kept only when every job placed before still is and more of the selection runs;
-    without it a wide job can wait until the cluster drains."""
+    A job that names a GPU type has nodes of its type cleared, not the others (it cannot
+    run there). Kept only when every job placed before still is and more of the selection
+    runs; without it a wide job can wait until the cluster drains."""
     rank = {j.job_id: i for i, j in enumerate(selected)}
     jobs = {j.job_id: j for j in selected}
     held: dict[str, list[JobId]] = {n.name: [] for n in view.nodes}
@@ -223,7 +235,9 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     for jid in sorted(out.fragmented, key=lambda j: (-want[j], rank[j])):
         need = max(-(-want[jid] // max(view.gpus_per_node, 1)), _nodes(jobs[jid]))
         later = {n: all(rank[j] > rank[jid] for j in jids) for n, jids in held.items()}
+        kind = jobs[jid].spec.gpu_type
         movable = sorted((n for n in held if n not in cleared
+                          and (not kind or free.kind[n] in (kind, SEVERAL_TYPES))
                           and (jid in moves_for or later[n])
                           and not pinned.intersection(held[n])),
                          key=lambda n: (not later[n], used[n], n))

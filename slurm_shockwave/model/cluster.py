@@ -22,6 +22,9 @@ class GpuNode:
     """The one GPU type the node has (``Gres=gpu:a100:8``); "": untyped or unknown;
     ``SEVERAL_TYPES``: several (a MIG node, a node of two kinds), where a job asking any
     type may be placed (its GPUs of that type are not told apart)."""
+    width: int = 0
+    """The node's GPUs in all, other partitions' included (0: ``gpus``): how many one job
+    may ask of it, while ``gpus`` are what is usable now."""
 
     def slots(self) -> tuple[str, ...]:
         return tuple(f"{self.name}:{i}" for i in (self.indices or range(self.gpus)))

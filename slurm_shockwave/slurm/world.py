@@ -638,7 +638,7 @@ class SlurmCluster:
             if n.usable and self.partition in n.partitions and n.gpus > 0:
                 idx = usable_gpus(n, planned.get(n.name, set()))
                 if idx:
-                    nodes.append(GpuNode(n.name, len(idx), idx, n.gpu_type))
+                    nodes.append(GpuNode(n.name, len(idx), idx, n.gpu_type, n.gpus))
         self._node_gpus = {n.name: n.gpus for n in nodes}
         # this round's starts still waiting for GPUs, and moves in their requeue delay:
         # a fill step of the round places them first (engine.fill)
