@@ -234,7 +234,7 @@ def test_gpus_per_job_reads_what_gpus_asked(tmp_path) -> None:
     jid = cli.submit(str(script), ["-o", "/dev/null", "--gpus=3", "-H",
                                    "--comment=model=lm bs=20 epochs=2"])
     try:
-        assert cli.gpus_per_job([jid, 999999]) == {jid: 3}
+        assert cli.gpus_per_job([jid, 999999]) == {jid: (3, "")}
         assert next(j for j in cli.list_jobs() if j.job_id == jid).gpus == 3
     finally:
         cli.cancel(jid)

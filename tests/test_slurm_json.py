@@ -376,6 +376,35 @@ def test_pyslurm_resource_layout() -> None:
     assert alloc_from_layout(None) == () and alloc_from_layout({"n1": {"gres": {"gpu": 2}}}) == ()
 
 
+def test_pyslurm_reads_the_type_of_a_per_job_gpu_request_from_squeue() -> None:
+    """pyslurm reads no TresPerJob: a pending ``--gpus=a100:4`` job read as untyped was
+    planned on any node's GPUs. Its count and type come from the CLI's one listing; a
+    ``--gres`` job keeps what pyslurm read, and only pending jobs without GPUs are asked."""
+    from types import SimpleNamespace
+
+    from slurm_shockwave.slurm.cli_backend import CliBackend
+    from slurm_shockwave.slurm.pyslurm_backend import PyslurmBackend
+
+    jobs = {i: SimpleNamespace(id=i, state=state, partition="shockwave", num_nodes=1,
+                               gres_per_node=gres, priority=5)
+            for i, state, gres in ((1, "PENDING", None), (2, "PENDING", {"gpu:v100": 2}),
+                                   (3, "RUNNING", None))}
+    cli = object.__new__(CliBackend)
+    asked: list[list[str]] = []
+
+    def run(args: list[str]) -> str:
+        asked.append(args)
+        return "1|1|gres:gpu:a100:4|N/A|1\n2|1|N/A|N/A|1\n"
+
+    cli._run = run  # type: ignore[method-assign]
+    backend = object.__new__(PyslurmBackend)
+    backend._ps = SimpleNamespace(Jobs=SimpleNamespace(load=lambda: jobs))
+    backend._cli = cli
+    listed = {j.job_id: (j.gpus, j.gpu_type) for j in backend.list_jobs("shockwave")}
+    assert listed == {1: (4, "a100"), 2: (2, "v100"), 3: (0, "")}
+    assert len(asked) == 1
+
+
 def test_a_requeue_held_job_is_held() -> None:
     """scontrol requeuehold leaves priority 0 and this reason (measured on 22.05)."""
     from slurm_shockwave.slurm.json_shapes import is_held

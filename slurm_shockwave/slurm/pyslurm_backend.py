@@ -199,13 +199,15 @@ class PyslurmBackend:
         ``--gpus=N``: its TRES parser expects ``name=count``) or its per-task GPUs, and
         the job's requested TRES count GPUs only where slurmdbd tracks gres/gpu. So a
         pending job that shows no GPUs per node is asked of squeue, all such jobs in one
-        call."""
+        call: its count and the GPU type it names (``--gpus=a100:4`` read as untyped was
+        placed on any node)."""
         unknown = [j.job_id for j in jobs if not j.gpus and j.state == "PENDING"]
         if not unknown:
             return jobs
         per_job = self._cli.gpus_per_job(unknown)
-        return [replace(j, gpus=per_job[j.job_id]) if per_job.get(j.job_id) else j
-                for j in jobs]
+        return [replace(j, gpus=per_job[j.job_id][0],
+                        gpu_type=j.gpu_type or per_job[j.job_id][1])
+                if per_job.get(j.job_id, (0, ""))[0] else j for j in jobs]
 
     def partition_state(self, partition: str) -> str:
         return self._cli.partition_state(partition)
