@@ -1105,6 +1105,27 @@ def test_a_job_asking_a_gpu_type_is_planned_on_nodes_of_that_type(policy: str) -
     assert rows[3].startswith("rejected_too_large(gpus=8 a100=4")
 
 
+def test_a_job_moved_out_while_the_service_was_down_gets_its_hold_back(
+        tmp_path: Path) -> None:
+    """The service gave back the planner's hold of a job moved out of the partition only
+    when it saw the job leave between two of its rounds: one moved while it was down
+    stayed held for ever. A restarted service looks for the jobs its store last saw
+    pending; the owner's hold of another such job (marked) stays."""
+    fake = fake_cluster(nodes=1)
+    for jid in (1, 2, 3):
+        fake.add(job(jid, 8, epochs=50))
+    svc = service(fake, Store(tmp_path / "s.db"), Clock())
+    svc.round_once()
+    assert fake.jobs[2].held and fake.jobs[3].held and not fake.jobs[1].held
+    # the service is down: jobs 2 and 3 are moved out, 3 held by its owner (marked)
+    fake.jobs[2] = with_state(fake.jobs[2], partition="other")
+    fake.jobs[3] = with_state(fake.jobs[3], partition="other",
+                              comment=fake.jobs[3].comment + " held=owner")
+    again = service(fake, Store(tmp_path / "s.db"), Clock())
+    again.round_once()
+    assert not fake.jobs[2].held and fake.jobs[3].held
+
+
 def test_a_typed_job_wider_than_its_types_nodes_is_spread_over_them() -> None:
     """A ``--gpus=v100:8`` job on nodes of 4 v100 looked for one node as wide as the
     cluster's widest (an a100 node of 8) and never started; Slurm spreads it 4 + 4."""

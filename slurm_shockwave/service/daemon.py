@@ -29,6 +29,7 @@ from slurm_shockwave.engine.fill import round_due
 from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import RoundReport, run_round
 from slurm_shockwave.model.job import JobId
+from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ActionKind, Memory
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.policies.base import Policy
@@ -48,6 +49,10 @@ class RoundDone:
     report: RoundReport
     record: RoundRecord
     round_id: int
+
+
+_WAITING = frozenset(p.value for p in (Phase.PENDING, Phase.HELD, Phase.REQUEUED))
+"""The phases of a job row that is not running (``Service.__init__``)."""
 
 
 class Service:
@@ -91,6 +96,9 @@ class Service:
         """The store is an earlier build's: its admin holds are taken over at the first
         round that reaches Slurm (read once here, not at every round and fill step)."""
         world.origin_s = store.origin_s(world.clock.now())
+        if not dry_run:
+            world.remember_pending(jid for jid, row in store.jobs_now().items()
+                                   if row.phase in _WAITING)
 
     def round_once(self, *, fill: bool = False) -> RoundDone:
         """One whole round (``fill``: a fill step of the last one, engine/fill.py); raises

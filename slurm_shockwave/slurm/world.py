@@ -41,7 +41,7 @@ import logging
 import math
 import signal
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -998,6 +998,13 @@ class SlurmCluster:
                 self._let_go_failed.add(jid)
         self._let_go_failed &= set(self.held_back)
 
+    def remember_pending(self, job_ids: Iterable[int]) -> None:
+        """Jobs an earlier process last saw pending (the store's job_now rows): one moved
+        out of the partition while the service was down is then looked for at the first
+        apply, as if it had left between two rounds (``_give_back_moved_out``), instead of
+        keeping the planner's hold for ever."""
+        self._pending |= frozenset(job_ids)
+
     def _give_back_moved_out(self) -> None:
         """Release the jobs moved out of the partition while held by the planner (a user
         hold its comment does not mark) that still carry that hold: the service lists
@@ -1005,7 +1012,8 @@ class SlurmCluster:
         for ever). An admin's hold, an owner's marked one and a requeue-hold stay. One
         listing of every partition, only when a held job has gone (cancelled jobs too);
         a job released and pinned that is moved out before it starts keeps its pinned
-        priority, and one moved while the service was down is not seen."""
+        priority. A job moved while the service was down is found from the store's
+        last rows (``remember_pending``)."""
         gone, self._gone_pending = self._gone_pending, frozenset()
         if not gone:
             return
