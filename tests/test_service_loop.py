@@ -1126,6 +1126,23 @@ def test_a_job_moved_out_while_the_service_was_down_gets_its_hold_back(
     assert not fake.jobs[2].held and fake.jobs[3].held
 
 
+def test_a_pinned_job_moved_out_before_it_starts_gets_its_priority_back() -> None:
+    """A job the planner released at its pinned priority (the top of the queue) and moved
+    to another partition before it started kept that priority there, ahead of every job
+    of that partition. The service's next apply gives back the priority Slurm
+    computes."""
+    from slurm_shockwave.slurm.world import TOP_PRIORITY
+
+    fake = fake_cluster(nodes=1)
+    fake.add(with_state(job(1, 8), held=False, reason="Resources", priority=TOP_PRIORITY - 1))
+    world = SlurmCluster(fake, Clock(), round_s=60.0)
+    world.observe()
+    fake.jobs[1] = with_state(fake.jobs[1], partition="other")
+    world.observe()
+    world.apply([])
+    assert fake.jobs[1].priority == 100_000 - 1
+
+
 def test_a_typed_job_wider_than_its_types_nodes_is_spread_over_them() -> None:
     """A ``--gpus=v100:8`` job on nodes of 4 v100 looked for one node as wide as the
     cluster's widest (an a100 node of 8) and never started; Slurm spreads it 4 + 4."""

@@ -128,8 +128,9 @@ def test_a_job_moved_out_of_the_managed_partition_leaves_the_planners_hold(
         backend, jobs, heartbeat) -> None:
     """Found by a red-team: a job moved out kept the planner's hold, and the service, which
     lists its own partition only, never released it. The service's next apply gives it
-    back (on the real slurmctld); the owner's own hold and an admin's stay."""
-    from slurm_shockwave.slurm.world import SlurmCluster
+    back (on the real slurmctld), and the priority Slurm computes to a job released at the
+    planner's pinned priority; the owner's own hold and an admin's stay."""
+    from slurm_shockwave.slurm.world import PINNED_BAND, TOP_PRIORITY, SlurmCluster
     from tests.builders import WallLikeClock
 
     heartbeat.fresh()
@@ -137,16 +138,21 @@ def test_a_job_moved_out_of_the_managed_partition_leaves_the_planners_hold(
     owner = jobs("-p", "shockwave", "--hold", "--gres=gpu:1", f"--comment={GOOD}")
     admin = jobs("-p", "shockwave", "--begin=now+3600", "--gres=gpu:1", f"--comment={GOOD}")
     assert scontrol_update(admin, "priority=0").returncode == 0  # root's: an admin hold
+    pin = jobs("-p", "shockwave", "--begin=now+3600", "--gres=gpu:1", f"--comment={GOOD}")
+    # released at the planner's priority, as the service starts a job
+    backend.release([pin])
+    assert scontrol_update(pin, f"priority={TOP_PRIORITY - 1}").returncode == 0
     world = SlurmCluster(backend, WallLikeClock())
     world.observe()
-    for jid in (planner, owner, admin):
-        assert job(backend, jid).held
+    for jid in (planner, owner, admin, pin):
+        assert job(backend, jid).held == (jid != pin)
         assert scontrol_update(jid, "partition=other").returncode == 0
     world.observe()
     world.apply([])
     moved = job(backend, planner)
     assert moved.partition == "other" and not moved.held and moved.priority > 0
     assert job(backend, owner).held and job(backend, admin).held
+    assert 0 < job(backend, pin).priority < TOP_PRIORITY - PINNED_BAND
 
 
 def test_a_job_name_holding_a_key_does_not_forge_the_admin_comment(

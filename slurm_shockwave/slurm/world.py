@@ -538,12 +538,13 @@ class SlurmCluster:
     def observe(self) -> ClusterView:
         listed = self._listed()
         self._read_partition_state()
-        # jobs the planner held gone since the last observation: cancelled, or moved to
-        # another partition (``_give_back_moved_out``); not the released ones, which
-        # vanish whenever a short job starts and ends between two looks (a review)
+        # jobs the planner held or pinned gone since the last observation: cancelled, or
+        # moved to another partition (``_give_back_moved_out``); not the other released
+        # ones, which vanish whenever a short job starts and ends between two looks (a
+        # review)
         self._gone_pending |= self._pending - {j.job_id for j in listed}
-        self._pending = frozenset(j.job_id for j in listed if j.state == "PENDING"
-                                  and j.held and not held_by_someone(j))
+        self._pending = frozenset(j.job_id for j in listed if j.state == "PENDING" and (
+            (j.held and not held_by_someone(j)) or pinned(j)))
         self.queued_ids = frozenset(j.job_id for j in listed)
         self.mark_failures = {jid: err for jid, err in self.mark_failures.items()
                               if jid in self.queued_ids}
@@ -1007,13 +1008,14 @@ class SlurmCluster:
 
     def _give_back_moved_out(self) -> None:
         """Release the jobs moved out of the partition while held by the planner (a user
-        hold its comment does not mark) that still carry that hold: the service lists
-        its own partition only, so nothing else ever would (found by a red-team: held
-        for ever). An admin's hold, an owner's marked one and a requeue-hold stay. One
-        listing of every partition, only when a held job has gone (cancelled jobs too);
-        a job released and pinned that is moved out before it starts keeps its pinned
-        priority. A job moved while the service was down is found from the store's
-        last rows (``remember_pending``)."""
+        hold its comment does not mark) that still carry that hold, or pinned at the
+        planner's priority, which ranked them above every job of their new partition:
+        the service lists its own partition only, so nothing else ever would (found by a
+        red-team: held for ever). A release gives back the priority Slurm computes. An
+        admin's hold, an owner's marked one and a requeue-hold stay. One listing of every
+        partition, only when a held or pinned job has gone (cancelled and started ones
+        too). A job moved while the service was down is found from the store's last rows
+        (``remember_pending``)."""
         gone, self._gone_pending = self._gone_pending, frozenset()
         if not gone:
             return
@@ -1025,15 +1027,16 @@ class SlurmCluster:
                         "planner's hold (%s)", sorted(gone)[:5], exc)
             return
         ours = [j.job_id for j in everyone if j.job_id in gone and j.state == "PENDING"
-                and j.partition != self.partition and j.held and j.reason == "JobHeldUser"
-                and split_hold_mark(j.comment)[1] is None]
+                and j.partition != self.partition and (pinned(j) or (
+                    j.held and j.reason == "JobHeldUser"
+                    and split_hold_mark(j.comment)[1] is None))]
         for jid, err in each_job(ours, self.backend.release).items():
             if err:
-                log.warning("job %d: moved out of %s, the planner's hold could not be "
-                            "given back: %s", jid, self.partition, err)
+                log.warning("job %d: moved out of %s, the planner's hold or priority "
+                            "could not be given back: %s", jid, self.partition, err)
             else:
-                log.info("job %d: moved out of %s; the planner's hold given back", jid,
-                         self.partition)
+                log.info("job %d: moved out of %s; the planner's hold or priority given "
+                         "back", jid, self.partition)
 
     def _mark_requeue_holds(self) -> None:
         """Mark each requeue-held job of the last observation ``held=requeue`` in its
