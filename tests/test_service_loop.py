@@ -1186,6 +1186,68 @@ def test_defragmentation_clears_a_node_of_the_waiting_jobs_gpu_type() -> None:
     assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].nodes == "v1"
 
 
+def _typed_cluster(*nodes: tuple[str, int, str], other: tuple[str, ...] = ()) -> FakeSlurm:
+    return FakeSlurm([SlurmNode(name, ("IDLE",), gpus, 0,
+                                ("shockwave", "other") if name in other else ("shockwave",),
+                                gpu_type=kind) for name, gpus, kind in nodes])
+
+
+def _small_running(fake: FakeSlurm, *where: tuple[int, str]) -> None:
+    for jid, node in where:
+        fake.add(SlurmJob(jid, f"r{jid}", "bob", "shockwave", "RUNNING", gpus=1, nodes=node,
+                          admin_comment=SIGNAL.format(e=500), submit_time=800 + jid,
+                          start_time=800 + jid))
+
+
+@pytest.mark.parametrize("small_on_v4", [1, 3])
+def test_defragmentation_clears_nodes_wide_enough_and_enough_of_them(
+        small_on_v4: int) -> None:
+    """Found by a review: defragmentation cleared ceil(want / the cluster's widest node)
+    nodes, whatever their type's width (one v100 node of 4 for a ``v100:8`` job beside
+    an a100 node of 8), and the node holding the fewest GPUs even where it was narrower
+    than the job. Both waited until the small jobs ended."""
+    fake = _typed_cluster(("a1", 8, "a100"), ("v1", 4, "v100"), ("v2", 4, "v100"))
+    _small_running(fake, (6, "v1"), (7, "v2"))
+    fake.add(with_state(job(1, 8, epochs=1), gpu_type="v100"))
+    _rounds_over(fake, "srtf", 8)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].nodes == "v1,v2"
+    fake = _typed_cluster(("a1", 8, "a100"), ("v8", 8, "v100"), ("v4", 4, "v100"))
+    _small_running(fake, (5, "v8"), (6, "v8"), *((10 + k, "v4") for k in range(small_on_v4)))
+    fake.add(with_state(job(1, 8, epochs=1), gpu_type="v100"))
+    _rounds_over(fake, "srtf", 8)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].nodes == "v8"
+
+
+@pytest.mark.parametrize("held", [8, 7])
+def test_a_typed_nodes_width_counts_when_other_partitions_hold_all_of_it(held: int) -> None:
+    """Found by a review: a node whose GPUs another partition held all of was out of the
+    view, and with it the width of its type: ``a100:8`` was spread 4 + 4 over two a100
+    nodes of 4 and released, where Slurm does not start it, and the ``a100:4`` job behind
+    it was held. The type's width is read from every node of the partition."""
+    fake = _typed_cluster(("a1", 8, "a100"), ("a3", 4, "a100"), ("a4", 4, "a100"),
+                          other=("a1",))
+    fake.add(SlurmJob(9, "o", "bob", "other", "RUNNING", gpus=held, nodes="a1",
+                      submit_time=800, gpu_type="a100"))
+    fake.add(with_state(job(1, 8, epochs=5), gpu_type="a100"))
+    fake.add(with_state(job(2, 4, epochs=5), gpu_type="a100"))
+    svc = _rounds_over(fake, "fifo", 3)
+    assert fake.jobs[1].held and fake.jobs[2].state == "RUNNING"
+    assert svc.store.jobs_now()[1].reason.startswith("waiting_")
+
+
+def test_an_elastic_typed_job_spreads_over_what_its_types_nodes_leave() -> None:
+    """Found by a review: the width of a type's nodes by all their GPUs kept an elastic
+    ``gpus=8-16`` a100 job, which the service spreads itself, waiting for one node of 8
+    while other partitions held 2 of each: it runs 4 + 4."""
+    fake = _typed_cluster(("a1", 8, "a100"), ("a2", 8, "a100"), other=("a1", "a2"))
+    for jid, node in ((8, "a1"), (9, "a2")):
+        fake.add(SlurmJob(jid, "o", "bob", "other", "RUNNING", gpus=2, nodes=node,
+                          submit_time=800, gpu_type="a100"))
+    fake.add(with_state(job(1, 8, epochs=50, hint=PLAIN + " gpus=8-16"), gpu_type="a100"))
+    _rounds_over(fake, "fifo", 3)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].nodes == "a1,a2"
+
+
 def test_typed_jobs_fit_nodes_of_several_types() -> None:
     """Found by a review: a node of several types (MIG) read as untyped, and a job asking
     one of them waited for ever; an elastic typed job was refused over its request

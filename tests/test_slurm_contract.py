@@ -227,7 +227,7 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
 @pytest.mark.usefixtures("managed_heartbeat")
 def test_gpus_per_job_reads_what_gpus_asked(tmp_path) -> None:
     """What the pyslurm backend asks of squeue for a pending --gpus job (on 22.05 too);
-    a job id that is not pending is left out."""
+    a job id not listed is left out."""
     cli = _backend("cli")
     script = tmp_path / "w.sh"
     script.write_text("#!/bin/sh\nsleep 600\n")

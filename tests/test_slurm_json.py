@@ -378,8 +378,9 @@ def test_pyslurm_resource_layout() -> None:
 
 def test_pyslurm_reads_the_type_of_a_per_job_gpu_request_from_squeue() -> None:
     """pyslurm reads no TresPerJob: a pending ``--gpus=a100:4`` job read as untyped was
-    planned on any node's GPUs. Its count and type come from the CLI's one listing; a
-    ``--gres`` job keeps what pyslurm read, and only pending jobs without GPUs are asked."""
+    planned on any node's GPUs. Its count and type come from the CLI's one listing, and a
+    running one's type (its count is what it was given); a ``--gres`` job keeps what
+    pyslurm read."""
     from types import SimpleNamespace
 
     from slurm_shockwave.slurm.cli_backend import CliBackend
@@ -394,14 +395,14 @@ def test_pyslurm_reads_the_type_of_a_per_job_gpu_request_from_squeue() -> None:
 
     def run(args: list[str]) -> str:
         asked.append(args)
-        return "1|1|gres:gpu:a100:4|N/A|1\n2|1|N/A|N/A|1\n"
+        return "1|1|gres:gpu:a100:4|N/A|1\n2|1|N/A|N/A|1\n3|1|gres:gpu:v100:2|N/A|1\n"
 
     cli._run = run  # type: ignore[method-assign]
     backend = object.__new__(PyslurmBackend)
     backend._ps = SimpleNamespace(Jobs=SimpleNamespace(load=lambda: jobs))
     backend._cli = cli
     listed = {j.job_id: (j.gpus, j.gpu_type) for j in backend.list_jobs("shockwave")}
-    assert listed == {1: (4, "a100"), 2: (2, "v100"), 3: (0, "")}
+    assert listed == {1: (4, "a100"), 2: (2, "v100"), 3: (0, "v100")}
     assert len(asked) == 1
 
 

@@ -51,7 +51,7 @@ class _FreeSlots:
         self.size = {n.name: n.gpus for n in view.nodes}
         self.total = sum(self.size.values())
         self.kind = {n.name: n.gpu_type for n in view.nodes}
-        self.width = {n.name: n.width or n.gpus for n in view.nodes}
+        self.type_width = dict(view.type_widths)
 
     def _open(self, kind: str) -> dict[str, list[str]]:
         """The free slots of the nodes a job asking GPU type ``kind`` may run on (all for
@@ -59,15 +59,20 @@ class _FreeSlots:
         return self.free if not kind else {n: s for n, s in self.free.items()
                                            if self.kind[n] in (kind, SEVERAL_TYPES)}
 
-    def _one_node(self, kind: str, free: dict[str, list[str]]) -> int:
+    def one_node(self, kind: str, *, even: bool = False) -> int:
         """The most GPUs a job may get on one node: the cluster's widest node for an
-        untyped job; for a typed one, the widest node of its type by all its GPUs (other
-        partitions' too, so a per-node request is never spread while they hold some). A
+        untyped job. A fixed typed one: the widest node of its type by all its GPUs
+        (``ClusterView.type_widths``: other partitions' too, and full or drained nodes,
+        so a per-node request is never spread while a node of its type could hold it); a
         ``--gpus=v100:8`` job on nodes of 4 v100 looked for one node of 8 (another
-        type's) and never started; Slurm spreads it 4 + 4."""
+        type's) and never started, where Slurm spreads it 4 + 4. An elastic typed job
+        (``even``: the service sets its count per node): the widest usable node of its
+        type. Nodes of several types count where the type has no node of its own."""
         if not kind:
             return self.per_node
-        return max((self.width[n] for n in free), default=0)
+        own = [n for n in self.free if self.kind[n] == kind]
+        usable = max((self.size[n] for n in (own or self._open(kind))), default=0)
+        return usable if even else max(self.type_width.get(kind, 0), usable)
 
     def take_exact(self, slots: tuple[str, ...], whole: bool = True) -> bool:
         """These slots, if all free. A job on several nodes takes them whole, the GPUs it
@@ -102,7 +107,7 @@ class _FreeSlots:
         free = self._open(kind)
         if nodes > 1:
             return self._spread(gpus, nodes, free)
-        if gpus <= self._one_node(kind, free):
+        if gpus <= self.one_node(kind, even=even):
             fits = [n for n, s in free.items() if len(s) >= gpus]
             if not fits:
                 return None
@@ -110,7 +115,11 @@ class _FreeSlots:
             got, self.free[node] = self.free[node][:gpus], self.free[node][gpus:]
             self.total -= gpus
             return tuple(got)
-        return self._whole_nodes(gpus, free) if even else self._whole_nodes_by_name(gpus, free)
+        # spread over its own type's nodes where it has any: a node of several types
+        # holds an unknown count of each, and 7 of one such node + 1 was never Slurm's
+        own = {n: s for n, s in free.items() if self.kind[n] == kind} if kind else free
+        pool = own if own else free
+        return self._whole_nodes(gpus, pool) if even else self._whole_nodes_by_name(gpus, pool)
 
     def _spread(self, gpus: int, nodes: int, free: dict[str, list[str]]
                 ) -> tuple[str, ...] | None:
@@ -174,6 +183,20 @@ def _take(free: _FreeSlots, job: Job, gpus: int) -> tuple[str, ...] | None:
     return free.take(gpus, _nodes(job), even=job.spec.is_elastic, kind=job.spec.gpu_type)
 
 
+def _shape(job: Job, wanted: int, free: _FreeSlots) -> tuple[int, int]:
+    """How a job would sit on nodes cleared for it: (nodes, GPUs each) for a job on a
+    fixed count of nodes (its ``-N``, or one where a node of its type can hold it), so
+    only nodes that wide are cleared; (0, 0) for one spread over whole nodes until they
+    hold enough. Before, the count was the job over the cluster's widest node, whatever
+    its type: one v100 node of 4 was cleared for a ``v100:8`` job, which could not help."""
+    nodes = _nodes(job)
+    if nodes > 1:
+        return nodes, wanted // nodes
+    if wanted <= free.one_node(job.spec.gpu_type, even=job.spec.is_elastic):
+        return 1, wanted
+    return 0, 0
+
+
 def _nodes(job: Job) -> int:
     """The nodes a fixed job asked for (``JobSpec.nodes``); 0 for an elastic job, whose
     node count the service sets with its count."""
@@ -233,16 +256,25 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     used = {n: sum(len(jobs[j].gpu_slots) for j in jids) for n, jids in held.items()}
     cleared: set[str] = set()
     for jid in sorted(out.fragmented, key=lambda j: (-want[j], rank[j])):
-        need = max(-(-want[jid] // max(view.gpus_per_node, 1)), _nodes(jobs[jid]))
         later = {n: all(rank[j] > rank[jid] for j in jids) for n, jids in held.items()}
+        count, per = _shape(jobs[jid], want[jid], free)
         kind = jobs[jid].spec.gpu_type
-        movable = sorted((n for n in held if n not in cleared
+        movable = sorted((n for n in held if n not in cleared and free.size[n] >= per
                           and (not kind or free.kind[n] in (kind, SEVERAL_TYPES))
                           and (jid in moves_for or later[n])
                           and not pinned.intersection(held[n])),
                          key=lambda n: (not later[n], used[n], n))
-        if len(movable) >= need:
-            cleared.update(movable[:need])
+        if count:
+            if len(movable) >= count:
+                cleared.update(movable[:count])
+            continue
+        took: list[str] = []
+        for n in movable:  # whole nodes until they hold enough
+            if sum(free.size[t] for t in took) >= want[jid]:
+                break
+            took.append(n)
+        if sum(free.size[t] for t in took) >= want[jid]:
+            cleared.update(took)
     if not cleared:
         return out, free
     again, left = _place_selected(view, selected, want, frozenset(cleared))

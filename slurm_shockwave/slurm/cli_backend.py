@@ -410,11 +410,11 @@ class CliBackend:
         return used
 
     def gpus_per_job(self, job_ids: Sequence[int]) -> dict[int, tuple[int, str]]:
-        """GPUs, and the GPU type they name, that each pending job of ``job_ids`` asked
-        for with ``--gpus`` (its TresPerJob) or ``--gpus-per-task``, for the pyslurm
-        backend, which reads neither. One listing of the pending jobs: ``squeue -j``
-        fails whole when one of the ids has gone."""
-        text = self._run(["squeue", "-h", "-t", "PD", "-O",
+        """GPUs, and the GPU type they name, that each pending or running job of
+        ``job_ids`` asked for with ``--gpus`` (its TresPerJob) or ``--gpus-per-task``,
+        for the pyslurm backend, which reads neither. One listing of those states:
+        ``squeue -j`` fails whole when one of the ids has gone."""
+        text = self._run(["squeue", "-h", "-t", "PD,R", "-O",
                           "JobID:|,NumNodes:|,tres-per-job:|,tres-per-task:|,NumTasks:"])
         wanted = set(job_ids)
         rows = (line.split("|", 4) for line in text.splitlines())

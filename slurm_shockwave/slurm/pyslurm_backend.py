@@ -192,22 +192,30 @@ class PyslurmBackend:
                 exit_signal=int(_get(j, "exit_code_signal", default=0) or 0),
                 requeue=_get(j, "is_requeueable", default=True) is not False,
                 dependency=dependency_text(_get(j, "dependencies"))))
-        return self._with_per_job_gpus(out)
+        return self._with_per_job_gpus(out, {int(j.id) for j in jobs.values()
+                                             if not _get(j, "gres_per_node")})
 
-    def _with_per_job_gpus(self, jobs: list[SlurmJob]) -> list[SlurmJob]:
+    def _with_per_job_gpus(self, jobs: list[SlurmJob], per_job_ids: set[int]
+                           ) -> list[SlurmJob]:
         """pyslurm 25.11 does not read a job's TresPerJob (``gres/gpu:N``, from
         ``--gpus=N``: its TRES parser expects ``name=count``) or its per-task GPUs, and
-        the job's requested TRES count GPUs only where slurmdbd tracks gres/gpu. So a
-        pending job that shows no GPUs per node is asked of squeue, all such jobs in one
-        call: its count and the GPU type it names (``--gpus=a100:4`` read as untyped was
-        placed on any node)."""
-        unknown = [j.job_id for j in jobs if not j.gpus and j.state == "PENDING"]
+        the job's requested TRES count GPUs only where slurmdbd tracks gres/gpu. So the
+        pending and running jobs that ask no GPUs per node (``per_job_ids``) are asked of
+        squeue, all in one call: a pending one's count, and the GPU type they name
+        (``--gpus=a100:4`` read as untyped was placed on any node, and a running one
+        moved onto any)."""
+        unknown = [j.job_id for j in jobs if j.job_id in per_job_ids
+                   and j.state in ("PENDING", "RUNNING")]
         if not unknown:
             return jobs
         per_job = self._cli.gpus_per_job(unknown)
-        return [replace(j, gpus=per_job[j.job_id][0],
-                        gpu_type=j.gpu_type or per_job[j.job_id][1])
-                if per_job.get(j.job_id, (0, ""))[0] else j for j in jobs]
+        out = []
+        for j in jobs:
+            gpus, kind = per_job.get(j.job_id, (0, ""))
+            if j.state == "PENDING" and not j.gpus and gpus:
+                j = replace(j, gpus=gpus)
+            out.append(replace(j, gpu_type=kind) if kind and not j.gpu_type else j)
+        return out
 
     def partition_state(self, partition: str) -> str:
         return self._cli.partition_state(partition)

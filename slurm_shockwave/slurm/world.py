@@ -639,8 +639,12 @@ class SlurmCluster:
             if n.usable and self.partition in n.partitions and n.gpus > 0:
                 idx = usable_gpus(n, planned.get(n.name, set()))
                 if idx:
-                    nodes.append(GpuNode(n.name, len(idx), idx, n.gpu_type, n.gpus))
+                    nodes.append(GpuNode(n.name, len(idx), idx, n.gpu_type))
         self._node_gpus = {n.name: n.gpus for n in nodes}
+        widths: dict[str, int] = {}
+        for n in listed_nodes:  # full and drained nodes too: what Slurm checks a request by
+            if self.partition in n.partitions and n.gpu_type:
+                widths[n.gpu_type] = max(widths.get(n.gpu_type, 0), n.gpus)
         # this round's starts still waiting for GPUs, and moves in their requeue delay:
         # a fill step of the round places them first (engine.fill)
         reserved = frozenset(v.job_id for v in views if not v.is_running and (
@@ -653,7 +657,8 @@ class SlurmCluster:
                            round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
                            restart_cost_s=self.restart_cost_s,
                            reserved=reserved | starting, starting=starting,
-                           returning=tuple(returning), fills=self.fill_freed)
+                           returning=tuple(returning), fills=self.fill_freed,
+                           type_widths=tuple(sorted(widths.items())))
         return view
 
     def _job_view(self, j: SlurmJob, hint: Hint, now: float) -> Job:
