@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import (
+    gpu_gres,
     gpu_type_in,
     gres_gpu_indices,
     holds_alloc,
@@ -483,8 +484,8 @@ class CliBackend:
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
                     gpu_type: str = "") -> None:
         count = [] if nodes is None else [f"numnodes={nodes}-{nodes}"]
-        kind = f"{gpu_type}:" if gpu_type else ""
-        self._run(["scontrol", "update", f"jobid={job_id}", *count, f"gres=gpu:{kind}{gpus}"])
+        self._run(["scontrol", "update", f"jobid={job_id}", *count,
+                   f"gres={gpu_gres(gpus, gpu_type)}"])
 
     def cancel(self, job_id: int) -> None:
         self._run(["scancel", str(job_id)])

@@ -93,10 +93,11 @@ class FakeSlurm:
         for j in list(self.jobs.values()):
             if j.state != "PENDING" or j.held or not j.dependency:
                 continue
-            kind, _, ids = j.dependency.split("(")[0].partition(":")
-            ended = [self.jobs[int(i)].state for i in ids.split(":")
-                     if int(i) in self.jobs and self.jobs[int(i)].state not in LISTED_STATES]
-            if len(ended) < len(ids.split(":")):
+            kind, _, text = j.dependency.split("(")[0].partition(":")
+            ids = [int(i) for i in text.split(":")]
+            ended = [self.jobs[i].state for i in ids
+                     if i in self.jobs and self.jobs[i].state not in LISTED_STATES]
+            if len(ended) < len(ids):
                 self.jobs[j.job_id] = replace(j, reason="Dependency")
             elif kind == "afterok" and any(state != "COMPLETED" for state in ended):
                 self.jobs[j.job_id] = replace(j, reason="DependencyNeverSatisfied")

@@ -107,6 +107,13 @@ def _one_type(types: set[str]) -> str:
     return next(iter(types)) if len(types) == 1 else ""
 
 
+def gpu_gres(gpus: int, gpu_type: str = "") -> str:
+    """A GRES request of ``gpus`` GPUs per node, of ``gpu_type`` if named
+    (``gpu:a100:4``): what a resize writes, naming the type, since Slurm replaces a job's
+    GRES with what it is given."""
+    return f"gpu:{gpu_type}:{gpus}" if gpu_type else f"gpu:{gpus}"
+
+
 def gpu_type_in(*specs: str) -> str:
     """The GPU type a job's TRES requests name (``gres:gpu:v100:4``, ``gres/gpu:a100=1``):
     "" when they name none, or several (a job asking two types is not given one)."""

@@ -25,6 +25,7 @@ from slurm_shockwave.slurm.backend_choice import (
 from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.hostlist import expand_indices
 from slurm_shockwave.slurm.json_shapes import (
+    gpu_gres,
     gpu_type_in,
     gpus_in,
     holds_alloc,
@@ -274,8 +275,7 @@ class PyslurmBackend:
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
                     gpu_type: str = "") -> None:
         extra = {} if nodes is None else {"nodes": nodes}
-        kind = f"{gpu_type}:" if gpu_type else ""
-        desc = self._ps.JobSubmitDescription(gres_per_node=f"gpu:{kind}{gpus}", **extra)
+        desc = self._ps.JobSubmitDescription(gres_per_node=gpu_gres(gpus, gpu_type), **extra)
         self._call(f"gres {job_id}", self._ps.Job(job_id).modify, desc)
 
     def submit(self, script: str, args: Sequence[str] = ()) -> int:
