@@ -297,6 +297,50 @@ def test_a_claim_left_by_a_dead_sender_is_sent_again(env: Path, store: Store,
     assert epochs(store) == [1.0, 2.0, 3.0] and list(env.iterdir()) == []
 
 
+def test_what_else_a_spool_holds_never_stops_a_report(env: Path, store: Store,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a red-team: a directory named like a spooled report made every later
+    report fail unsent and unspooled, leaking a descriptor each, and a claim naming a pid
+    no process can have raised out of the flush the same way. Neither stops a report: the
+    directory is left alone, the impossible claimant is gone."""
+    port = free_port()
+    monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{port}")
+    env.mkdir(mode=0o700, exist_ok=True)
+    (env / f"{time.time_ns():020d}-1-000001-7.json").mkdir()
+    later = f"{time.time_ns() + 10**18}"  # never stale by its age
+    claim = env / (f"{time.time_ns():020d}-1-000002-7.json.{later}.9999999999.1."
+                   f"{reporter._host()}.claim")
+    claim.write_text('{"job_id": 7, "kind": "progress", "epoch": 0.5}')
+    fds = len(os.listdir("/proc/self/fd"))
+    with ProgressAPI(store.path, listen=f"127.0.0.1:{port}"):
+        assert [reporter.report(epoch=float(e)) for e in range(1, 21)] == [True] * 20
+    assert epochs(store) == [0.5, *map(float, range(1, 21))]
+    assert len(os.listdir("/proc/self/fd")) - fds < 5  # no descriptor a report
+    assert [p.is_dir() for p in env.iterdir()] == [True]
+
+
+def test_a_forked_child_reports_though_a_lock_was_held_as_it_forked(
+        env: Path, store: Store) -> None:
+    """Found by a red-team: a child forked while another thread held the client's lock
+    (a warning, a report's count) inherited it held for ever, and its report blocked."""
+    program = (
+        "import os, sys, threading\n"
+        "from slurm_shockwave.client import reporter\n"
+        "reporter._state_lock.acquire()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    answered = reporter.report(epoch=1.0) is not None\n"
+        "    os._exit(0 if answered else 1)\n"
+        "reporter._state_lock.release()\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "sys.exit(os.waitstatus_to_exitcode(status))\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT),
+                              "SHOCKWAVE_URL": f"http://127.0.0.1:{free_port()}"},
+                         timeout=30, check=False)
+    assert out.returncode == 0, out.stderr
+
+
 def test_a_flush_with_only_a_moment_left_sends_nothing(env: Path, store: Store,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A report sent with a timeout of a moment may be stored, answered too late, spooled

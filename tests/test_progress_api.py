@@ -92,13 +92,15 @@ def cred_as(user: str | None, payload: str) -> str:
 
 
 def post(server: ProgressAPI | str, body: bytes,
-         cred: str | None) -> tuple[int, dict[str, Any]]:
+         cred: str | None, key: str | None = None) -> tuple[int, dict[str, Any]]:
     url = server if isinstance(server, str) else server.url
     host, port = url.removeprefix("http://").rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=5)
     headers = {"Content-Type": "application/json"}
     if cred is not None:
         headers[CRED_HEADER] = cred
+    if key is not None:
+        headers[reporter.KEY_HEADER] = key
     conn.request("POST", "/v1/report", body=body, headers=headers)
     resp = conn.getresponse()
     answer = json.loads(resp.read() or b"{}")  # a 503 of a full server has no body
@@ -251,6 +253,57 @@ def test_root_may_report_for_any_job_and_end_reports_are_kept(
     assert post(server, body, munge.encode(body_digest(body).encode()))[0] == 202
     [report] = store.reports([102])[102]
     assert report.kind == ReportKind.END and report.exit_code == 0 and report.restart_count == 2
+
+
+def test_a_report_sent_again_under_its_name_is_kept_once(
+        api: tuple[ProgressAPI, Store], users: tuple[str, str]) -> None:
+    """Found by a red-team: a report the job sent again (its answer not believed, or too
+    late) was stored again each time, and a job whose answers it could not believe had
+    its oldest report stored at every call. Sent under its name (``KEY_HEADER``) it is
+    kept once, its first id answered; a bad name is a 400 naming the header."""
+    server, store = api
+    body = body_of(epoch=1.0)
+    first = post(server, body, cred_as(users[0], body_digest(body)), "1-2-3")
+    again = post(server, body, cred_as(users[0], body_digest(body)), "1-2-3")
+    other = post(server, body, cred_as(users[0], body_digest(body)), "1-2-4")
+    unnamed = post(server, body, cred_as(users[0], body_digest(body)))
+    assert first[0] == again[0] == other[0] == unnamed[0] == 202
+    assert first[1]["accepted"] == again[1]["accepted"] != other[1]["accepted"]
+    assert len(stored(store)) == 3
+    status, answer = post(server, body, cred_as(users[0], body_digest(body)), "x y")
+    assert (status, answer["field"]) == (400, reporter.KEY_HEADER)
+    assert len(stored(store)) == 3
+
+
+def test_a_job_that_cannot_believe_the_answers_has_each_report_stored_once(
+        tmp_path: Path, users: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a red-team: a service whose answers the job cannot believe (another uid's
+    credential over them, no SHOCKWAVE_SERVICE_UID) stored the job's oldest spooled
+    report again at every call: 5 reports were 5 copies of the first. Each is sent under
+    its name, its spooled file's, and kept once."""
+    path = str(tmp_path / "state.db")
+    store = Store(path)
+    jobs(store, {103: "root"})
+
+    def as_another_uid(payload: bytes) -> str:
+        return cred_as(users[1], payload.decode())
+
+    server = ProgressAPI(path, listen="127.0.0.1:0", endpoint_file=str(tmp_path / "ep"),
+                         encode=as_another_uid)
+    server.start()
+    try:
+        spool = tmp_path / "spool"
+        monkeypatch.setenv("SHOCKWAVE_URL", server.url)
+        monkeypatch.setenv("SLURM_JOB_ID", "103")
+        monkeypatch.setenv("SHOCKWAVE_SPOOL", str(spool))
+        monkeypatch.delenv("SHOCKWAVE_SERVICE_UID", raising=False)
+        for epoch in range(1, 6):
+            assert reporter.report(epoch=float(epoch)) is False  # not believed
+        assert [r.epoch for r in stored(store)] == [1.0]
+        assert len(list(spool.iterdir())) == 5
+    finally:
+        server.stop()
+        store.close()
 
 
 def test_a_replayed_credential_is_refused(api: tuple[ProgressAPI, Store],

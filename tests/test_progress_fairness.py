@@ -52,6 +52,20 @@ def store_path(tmp_path: Path) -> Iterator[str]:
 
 # -- the logic ------------------------------------------------------------------------------
 
+def test_a_hosts_addresses_share_one_share() -> None:
+    """Found by a red-team: a local user sending from 300 addresses of 127/8 took 300
+    shares of the workers and had other nodes' reports answered 503. Every loopback
+    address is one client, an IPv4-mapped address its IPv4 one, an IPv6 host its /64."""
+    from slurm_shockwave.service.progress_server import client_key
+
+    assert {client_key(a) for a in ("127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.9")} \
+        == {"loopback"}
+    assert client_key("::ffff:10.0.0.5") == client_key("10.0.0.5") == "10.0.0.5"
+    assert client_key("2001:db8::1") == client_key("2001:db8::ffff:1") == "2001:db8::/64"
+    assert client_key("2001:db8:0:1::1") != client_key("2001:db8::1")
+    assert client_key("fe80::1%eth0") == "fe80::/64" and client_key("not an ip") == "not an ip"
+
+
 def test_the_queue_serves_addresses_in_turn_and_the_busiest_loses_its_oldest() -> None:
     queue: FairQueue[str] = FairQueue(limit=5)
     for item in ("a1", "a2", "a3", "b1", "c1"):
@@ -116,7 +130,8 @@ def test_a_flood_of_whole_requests_from_one_address_keeps_no_report_of_another_o
         decoded.release()
         return munge.decode(cred)
 
-    with ProgressAPI(store_path, listen="127.0.0.1:0", decode=loaded_munged) as api:
+    with ProgressAPI(store_path, listen="127.0.0.1:0", decode=loaded_munged,
+                     peer_key=str) as api:  # each address of 127/8 a client of its own
         host, port = api.url.removeprefix("http://").rsplit(":", 1)
         flood = subprocess.Popen([sys.executable, "-c", FLOOD, host, port, "8", "300"],
                                  stdout=subprocess.PIPE, text=True)

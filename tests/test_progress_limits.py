@@ -48,7 +48,8 @@ def test_a_full_worker_pool_queues_and_past_the_queue_the_busiest_address_loses(
         release.wait(10)
         raise munge.MungeError("refused")
 
-    with ProgressAPI(str(tmp_path / "s.db"), listen="127.0.0.1:0", decode=decode) as api:
+    with ProgressAPI(str(tmp_path / "s.db"), listen="127.0.0.1:0", decode=decode,
+                     peer_key=str) as api:  # each address of 127/8 a client of its own
         host, port = api.url.removeprefix("http://").rsplit(":", 1)
         stall = socket.create_connection((host, int(port)))
         stall.sendall(b"POST /v1/report HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")  # and waits
@@ -98,7 +99,7 @@ def test_past_the_reading_bound_the_busiest_address_loses_its_oldest(
     """One idle connection from 127.0.0.2, then more from 127.0.0.1 than the bound: the
     oldest of 127.0.0.1's are closed, never the older one of the other address."""
     monkeypatch.setattr(progress_server, "MAX_READING", 3)
-    with ProgressAPI(str(tmp_path / "s.db"), listen="127.0.0.1:0") as api:
+    with ProgressAPI(str(tmp_path / "s.db"), listen="127.0.0.1:0", peer_key=str) as api:
         port = int(api.url.rsplit(":", 1)[1])
         other = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0))
         time.sleep(0.2)  # accepted first: the oldest of all

@@ -83,7 +83,8 @@ def test_a_store_stopped_while_it_is_made_is_not_taken_for_an_earlier_builds(
 
 
 def _schema_1_store(path: Path) -> None:
-    """A store as schema 1 left it: runs without ``submitted``; job 7 (elastic) ran
+    """A store as schema 1 left it: runs without ``submitted``, reports without
+    ``report_key``; job 7 (elastic) ran
     run 0 on 8 GPUs, reported 5 epochs, and is in job_now."""
     Store(path).close()
     db = sqlite3.connect(path)
@@ -93,6 +94,14 @@ def _schema_1_store(path: Path) -> None:
             job_id INTEGER NOT NULL, restart_count INTEGER NOT NULL, gpus INTEGER NOT NULL,
             PRIMARY KEY (job_id, restart_count));
         INSERT INTO runs VALUES (7, 0, 8);
+        DROP TABLE reports;
+        CREATE TABLE reports (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL,
+            at_s REAL NOT NULL, kind TEXT NOT NULL, epoch REAL, batch_size INTEGER,
+            samples_per_s REAL, restart_count INTEGER NOT NULL, exit_code INTEGER,
+            uid INTEGER NOT NULL);
+        CREATE INDEX reports_job ON reports(job_id, id);
+        CREATE INDEX reports_at ON reports(at_s);
         UPDATE meta SET value = '1' WHERE key = 'schema_version';
         INSERT INTO job_now VALUES (7, 1, '{"job_id": 7, "user": "alice"}');""")
     db.executemany("INSERT INTO reports (job_id, at_s, kind, epoch, batch_size, "
@@ -105,7 +114,7 @@ def _schema_1_store(path: Path) -> None:
 def test_a_schema_1_store_is_read_as_it_is_and_migrated_in_place(tmp_path: Path) -> None:
     """A store an earlier release made (schema 1, its runs without the job's first
     submission): its readers (queue, plan) and doctor read it as it is, and the first
-    writer (the service) brings it to schema 2 in place, losing nothing: job 7's run
+    writer (the service) brings it to schema 3 in place, losing nothing: job 7's run
     kept before (no submission known) still counts for job 7, now stamped, and its
     reports are its own."""
     from slurm_shockwave.service.doctor_host import store_check
@@ -124,8 +133,8 @@ def test_a_schema_1_store_is_read_as_it_is_and_migrated_in_place(tmp_path: Path)
     assert "schema 1" in store_check(str(path)).detail
     assert store_check(str(path)).status.name == "OK"
     store = Store(path)
-    assert store.meta_value("schema_version") == "2"
-    assert Store(path).meta_value("schema_version") == "2"  # a second writer: as it is
+    assert store.meta_value("schema_version") == "3"
+    assert Store(path).meta_value("schema_version") == "3"  # a second writer: as it is
     assert store.load_runs() == {7: {0: (8, 0)}} and len(store.reports([7])[7]) == 6
     assert "7" in str(store.jobs_now())
     hint = parse_hint("shockwave: model=my-gpt bs=16 epochs=100 gpus=1-8")

@@ -75,6 +75,12 @@ TIMEOUT_S = 2.0
 MIN_SEND_S = 0.5  # a spooled report is not sent with less time than this left for it
 CRED_HEADER = "X-Munge-Credential"
 ANSWER_HEADER = "X-Munge-Answer"  # the service's credential over its answer
+# the report's own name, the same each time it is sent (its spooled file's), which the
+# service keeps once: a report sent again, its answer not believed or too late, was
+# stored twice, and a spool sent to a service whose answers the job cannot believe stored
+# its oldest report again at every call
+KEY_HEADER = "X-Shockwave-Report"
+KEY_PATTERN = re.compile(r"[0-9]{1,20}-[0-9]{1,10}-[0-9]{1,12}")
 MAX_BODY = 4096
 MAX_SPOOLED = 10_000
 MAX_ENDPOINT = 4096  # an endpoint file holds one URL
@@ -120,6 +126,8 @@ def install() -> bool:
     early: until then the signal's default action applies (SIGUSR1's kills). True if a
     handler is in place."""
     global _installed
+    if _installed:  # every report calls this: no lock once done (a fork may hold it)
+        return True
     try:
         with _state_lock:
             if _installed:
@@ -146,6 +154,17 @@ def install() -> bool:
             return True
     except Exception:  # not the main thread, a signal Python cannot catch: no handler
         return False
+
+
+def _new_locks() -> None:
+    """In a forked child: locks of its own. One another thread of the parent held as it
+    forked (a warning, a report's count, libmunge's loader) stayed held for ever in the
+    child, whose reports then blocked (found by a red-team)."""
+    global _state_lock, _libmunge_lock
+    _state_lock = threading.Lock()
+    _libmunge_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_locks)
 
 
 def _ignore(signum: int) -> None:
@@ -251,14 +270,18 @@ class _Client:
         data = json.dumps(body, sort_keys=True, separators=(",", ":"),
                           allow_nan=False).encode()
         deadline = time.monotonic() + TIMEOUT_S
-        _sent, reachable = self.flush(deadline)
+        key = _new_key()
+        try:
+            _sent, reachable = self.flush(deadline)
+        except Exception:  # whatever the spool holds, this report is sent or spooled
+            reachable = True
         if reachable:
-            outcome, answer = _post(self.url, data, deadline, self.trusted)
+            outcome, answer = _post(self.url, data, deadline, self.trusted, key)
             if outcome != "unreachable":
                 if answer.get("checkpoint") is True and kind == "progress" and _installed:
                     _checkpoint.set()  # the signal this run may have missed
                 return outcome == "accepted"
-        self._spool(data)
+        self._spool(data, key)
         return False
 
     # -- the spool ----------------------------------------------------------------------------
@@ -297,8 +320,7 @@ class _Client:
             return None
         return fd
 
-    def _spool(self, data: bytes) -> None:
-        global _seq
+    def _spool(self, data: bytes, key: str) -> None:
         path = self._spool_dir(create=True)
         if path is None:
             if self.spool:  # configured, but a file, a symlink or writable by others
@@ -313,10 +335,7 @@ class _Client:
                     _warn_once("full", f"the service is away and the spool {self.spool!r} "
                                f"holds {MAX_SPOOLED} reports: later ones are dropped")
                     return
-            with _state_lock:
-                _seq += 1
-                seq = _seq
-            name = f"{time.time_ns():020d}-{os.getpid()}-{seq:06d}-{self.job_id}.json"
+            name = f"{key}-{self.job_id}.json"
             fd = os.open(path / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                          0o600)
             try:
@@ -377,7 +396,7 @@ class _Client:
             outcome = "unreachable"
             try:
                 outcome, _answer = _post(url, _with_age(data, name), deadline,
-                                         self.trusted)
+                                         self.trusted, name.removesuffix(suffix))
             finally:
                 with contextlib.suppress(OSError):
                     if outcome == "unreachable":  # it stays, as it was
@@ -438,7 +457,7 @@ def _stale(claim: re.Match[str]) -> bool:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # gone, or no pid there can be
         return True
     except OSError:  # EPERM: it runs, as someone else
         return False
@@ -483,10 +502,14 @@ def _read_spooled(spool: int, name: str) -> bytes | None:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=spool)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a directory, a FIFO: not a report
             return None
-        data = f.read(MAX_BODY + 1)
+        data = os.read(fd, MAX_BODY + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # a directory in the spool leaked one per call (a red-team)
     return data if len(data) <= MAX_BODY else None
 
 
@@ -561,8 +584,20 @@ def _read_endpoint(path: str) -> bytes | None:
     return data if len(data) <= MAX_ENDPOINT else None
 
 
+def _new_key() -> str:
+    """A report's name (``KEY_HEADER``), which its spooled file keeps: the time in ns (the
+    spool is sent oldest first by it, and ``_with_age`` reads it), the process and a
+    count of this process's."""
+    global _seq
+    with _state_lock:
+        _seq += 1
+        seq = _seq
+    return f"{time.time_ns():020d}-{os.getpid()}-{seq:06d}"
+
+
 def _post(url: str, data: bytes, deadline: float,
-          trusted: frozenset[int] = frozenset({0})) -> tuple[str, dict[str, Any]]:
+          trusted: frozenset[int] = frozenset({0}), key: str = ""
+          ) -> tuple[str, dict[str, Any]]:
     """``accepted``, ``refused`` (a 4xx: sending it again would not help) or
     ``unreachable`` (no answer by ``deadline``, a 5xx, no credential could be made by
     then, or the answer is not the service's: see ``_vouched``, with ``trusted`` the uids
@@ -584,7 +619,7 @@ def _post(url: str, data: bytes, deadline: float,
             if cred is None or time.monotonic() >= deadline:
                 done.append(("unreachable", {}))
                 return
-            done.append(_exchange(url, data, cred, deadline, took, trusted))
+            done.append(_exchange(url, data, cred, deadline, took, trusted, key))
         except Exception:  # refused connection, timeout, DNS, a reset
             done.append(("unreachable", {}))
         finally:
@@ -645,11 +680,13 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}), _Tracke
 
 
 def _exchange(url: str, data: bytes, cred: str, deadline: float, took: threading.Event,
-              trusted: frozenset[int]) -> tuple[str, dict[str, Any]]:
+              trusted: frozenset[int], key: str = "") -> tuple[str, dict[str, Any]]:
     timeout = max(0.1, min(TIMEOUT_S, deadline - time.monotonic()))  # what the credential left
-    request = urllib.request.Request(
-        f"{url}/v1/report", data=data, method="POST",
-        headers={"Content-Type": "application/json", CRED_HEADER: cred})
+    headers = {"Content-Type": "application/json", CRED_HEADER: cred}
+    if KEY_PATTERN.fullmatch(key):  # a spooled file of an earlier client's: no name
+        headers[KEY_HEADER] = key
+    request = urllib.request.Request(f"{url}/v1/report", data=data, method="POST",
+                                     headers=headers)
     with _NO_PROXY.open(request, timeout=timeout) as resp:
         status = resp.status
         if status != 202 and not 400 <= status < 500:

@@ -31,3 +31,7 @@ class ProgressReport:
     """Who sent it (from the MUNGE credential)."""
     report_id: int = 0
     """The store's row id (0 before it is stored): reports are read incrementally by it."""
+    key: str = ""
+    """The client's name for this report (``X-Shockwave-Report``), the same each time it
+    is sent: one sent again (its answer not believed, or too late) is stored once. "":
+    none given (a client before it)."""

@@ -53,6 +53,7 @@ from slurm_shockwave.service.progress_server import (
     RequestServer,
     WholeRequestHandler,
     body_length,
+    client_key,
 )
 from slurm_shockwave.service.report_budget import MAX_REPORTS_PER_JOB
 from slurm_shockwave.service.shared_file import write_shared
@@ -63,6 +64,7 @@ log = logging.getLogger("shockwave.progress")
 MAX_BODY = 4096
 CRED_HEADER = "X-Munge-Credential"
 ANSWER_HEADER = reporter.ANSWER_HEADER
+KEY_HEADER = reporter.KEY_HEADER
 REPORT_PATH = "/v1/report"
 HEALTH_PATH = "/v1/health"
 METRICS_PATH = "/metrics"
@@ -132,8 +134,12 @@ def _float(data: Mapping[str, Any], name: str) -> float | None:
     return float(value)
 
 
-def parse_report(body: bytes, *, uid: int, at_s: float) -> ProgressReport:
-    """The report a body describes, or Refused(400) naming the field at fault."""
+def parse_report(body: bytes, *, uid: int, at_s: float, key: str | None = None
+                 ) -> ProgressReport:
+    """The report a body describes, or Refused(400) naming the field at fault; ``key``:
+    the client's name for it (``reporter.KEY_HEADER``), if sent."""
+    if key is not None and not reporter.KEY_PATTERN.fullmatch(key.strip()):
+        raise Refused(400, "not a report's name (NS-PID-SEQ)", KEY_HEADER)
     try:
         data = json.loads(body.decode("utf-8"), object_pairs_hook=_no_duplicates,
                           parse_constant=_reject_constant)
@@ -162,7 +168,8 @@ def parse_report(body: bytes, *, uid: int, at_s: float) -> ProgressReport:
         batch_size=_int(data, "batch_size", nullable=True),
         samples_per_s=_float(data, "samples_per_s"),
         restart_count=int(_int(data, "restart_count", nullable=True) or 0),
-        exit_code=_int(data, "exit_code", nullable=True), uid=uid)
+        exit_code=_int(data, "exit_code", nullable=True), uid=uid,
+        key=(key or "").strip())
 
 
 def body_digest(body: bytes) -> str:
@@ -213,8 +220,10 @@ class ProgressAPI:
                  metrics: Callable[[], tuple[bytes, str]] | None = None,
                  on_checkpointed: Callable[[ProgressReport], None] | None = None,
                  on_ended: Callable[[ProgressReport], None] | None = None,
-                 listed_by: int | None = None) -> None:
+                 listed_by: int | None = None,
+                 peer_key: Callable[[str], str] = client_key) -> None:
         self.store_path = store_path
+        self.peer_key = peer_key
         self.listed_by = listed_by
         """The store's last round when the service started (None: not known). Until a
         later round is saved, its jobs are an earlier listing: a job that is not there may
@@ -260,10 +269,11 @@ class ProgressAPI:
         return self._db.submit(lambda: fn(self._store())).result(timeout=30)
 
     # -- one request ------------------------------------------------------------------------
-    def handle_report(self, body: bytes, credential: str | None,
+    def handle_report(self, body: bytes, credential: str | None, key: str | None = None,
                       ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """(status, JSON answer, headers to send with it) for one POST; counts it."""
-        status, answer = self._handle(body, credential)
+        """(status, JSON answer, headers to send with it) for one POST (``key``: its
+        ``KEY_HEADER``); counts it."""
+        status, answer = self._handle(body, credential, key)
         if status in UNVOUCHED:  # no credential munged took: nobody to vouch to, and
             return status, answer, {}  # an encode each would let anyone load munged
         return status, answer, self.vouch(status, credential, answer_body(answer))
@@ -282,9 +292,10 @@ class ProgressAPI:
                     "the report again", exc)
             return {}
 
-    def _handle(self, body: bytes, credential: str | None) -> tuple[int, dict[str, Any]]:
+    def _handle(self, body: bytes, credential: str | None, key: str | None
+                ) -> tuple[int, dict[str, Any]]:
         try:
-            report_id, checkpoint = self._accept(body, credential)
+            report_id, checkpoint = self._accept(body, credential, key)
         except Refused as exc:
             self.count_rejected()
             log.debug("report refused (%d): %s [%s]", exc.status, exc.error, exc.field)
@@ -296,7 +307,8 @@ class ProgressAPI:
             answer["checkpoint"] = checkpoint
         return 202, answer
 
-    def _accept(self, body: bytes, credential: str | None) -> tuple[int, bool | None]:
+    def _accept(self, body: bytes, credential: str | None, key: str | None
+                ) -> tuple[int, bool | None]:
         """The stored report's id, and for a progress report whether its run is asked to
         checkpoint (None for other kinds)."""
         if len(body) > MAX_BODY:
@@ -313,7 +325,7 @@ class ProgressAPI:
         if payload.strip() != body_digest(body).encode():
             raise Refused(401, "credential is for another body (payload must be the hex "
                           "sha256 of the body)", CRED_HEADER)
-        report = parse_report(body, uid=uid, at_s=self.clock())
+        report = parse_report(body, uid=uid, at_s=self.clock(), key=key)
         try:
             user = self._on_db(lambda s: s.job_user(report.job_id))
         except Exception as exc:
@@ -417,7 +429,7 @@ class ProgressAPI:
 
         Handler.api = api
         self._server = RequestServer((self.host, self.port), Handler, max_body=MAX_BODY,
-                                     on_refused=self._count_refused)
+                                     on_refused=self._count_refused, peer_key=self.peer_key)
         host, port = str(self._server.server_address[0]), self._server.server_address[1]
         if host in ("0.0.0.0", "::", ""):  # listening everywhere: jobs on other nodes need a name
             host = socket.getfqdn()
@@ -485,7 +497,8 @@ class _Handler(WholeRequestHandler):
             self._answer(413, {"error": f"body over {MAX_BODY} bytes", "field": "body"})
             return
         body = self.rfile.read(length)
-        status, answer, headers = self.api.handle_report(body, self.headers.get(CRED_HEADER))
+        status, answer, headers = self.api.handle_report(body, self.headers.get(CRED_HEADER),
+                                                         self.headers.get(KEY_HEADER))
         self._answer(status, answer, headers)
 
     def do_GET(self) -> None:

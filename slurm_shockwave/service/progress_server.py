@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import json
 import logging
 import re
@@ -93,6 +94,25 @@ class _Whole:
     client, with a 2 s timeout, has gone)."""
 
 
+def client_key(host: str) -> str:
+    """Whose share of the workers and reading slots a connection from ``host`` takes: one
+    host's. Every loopback address is the service's own host (a local user sending from
+    300 addresses of 127/8 got 300 shares and pushed other nodes' reports out: a
+    red-team), an IPv4-mapped IPv6 address is its IPv4 one, and an IPv6 host its /64 (a
+    host may take any address of its prefix)."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return "loopback"
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
 @dataclass(eq=False)
 class _Reading:
     """A connection still sending its request."""
@@ -100,13 +120,11 @@ class _Reading:
     sock: socket.socket
     address: Any
     due: float
+    peer: str
+    """Its ``client_key``."""
     data: bytearray = field(default_factory=bytearray)
     need: int | None = None
     """Head and body in bytes, once the head is in."""
-
-    @property
-    def peer(self) -> str:
-        return str(self.address[0])
 
 
 class WholeRequestHandler(BaseHTTPRequestHandler):
@@ -132,9 +150,12 @@ class RequestServer(socketserver.TCPServer):
     request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, address: tuple[str, int], handler: type[WholeRequestHandler], *,
-                 max_body: int, on_refused: Callable[[int], None] | None = None) -> None:
+                 max_body: int, on_refused: Callable[[int], None] | None = None,
+                 peer_key: Callable[[str], str] = client_key) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.handler = handler
+        self.peer_key = peer_key
+        """A client address's share (``client_key``; tests tell addresses of 127/8 apart)."""
         self.max_body = max_body
         self.on_refused = on_refused
         """Told the status of each answer the server sends itself, no handler asked (503
@@ -194,7 +215,8 @@ class RequestServer(socketserver.TCPServer):
                            f"over {self.max_reading} connections sending their request: "
                            "the oldest of the address with the most is closed")
             sock.setblocking(False)
-            reading = _Reading(sock, address, time.monotonic() + READ_DEADLINE_S)
+            reading = _Reading(sock, address, time.monotonic() + READ_DEADLINE_S,
+                               self.peer_key(str(address[0])))
             self._reading[sock] = reading
             self._by_peer.setdefault(reading.peer, {})[sock] = None
             self._selector.register(sock, selectors.EVENT_READ, reading)
@@ -263,16 +285,17 @@ class RequestServer(socketserver.TCPServer):
         log.debug("%s: %s", reading.peer, why)
 
     def _refuse(self, sock: socket.socket, answer: bytes) -> None:
+        if self.on_refused is not None:  # counted before the client can read it: a test
+            self.on_refused(int(answer.split(b" ", 2)[1]))  # that asked at once read 0
         with contextlib.suppress(OSError):
             sock.send(answer)  # a few bytes into an empty buffer: it does not block
         self.shutdown_request(sock)
-        if self.on_refused is not None:
-            self.on_refused(int(answer.split(b" ", 2)[1]))
 
     def _dispatch(self, sock: socket.socket, address: Any, request: bytes, due: float,
                   ) -> None:
         """Queues a whole request for a worker; one pushed out of the queue is 503."""
-        pushed = self._queue.put(str(address[0]), _Whole(sock, address, request, due))
+        pushed = self._queue.put(self.peer_key(str(address[0])),
+                                 _Whole(sock, address, request, due))
         if pushed is not None:
             log.debug("%s: over %d requests waiting for a worker: the oldest of the "
                       "address with the most is answered 503", pushed.address[0],

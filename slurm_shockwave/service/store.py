@@ -39,8 +39,11 @@ from slurm_shockwave.slurm.world import CheckpointIntent
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-MIGRATED = ("1",)
+_REPORT_KEYS = ("CREATE UNIQUE INDEX IF NOT EXISTS reports_key ON reports(job_id, "
+                "report_key) WHERE report_key IS NOT NULL")
+"""A report is kept once per key (``add_report``)."""
+SCHEMA_VERSION = 3
+MIGRATED = ("1", "2")
 """Earlier schema versions this release reads, and migrates in place when it writes
 (``Store._migrate``): 1 had no ``runs.submitted``."""
 _SCHEMA = """
@@ -72,7 +75,7 @@ CREATE TABLE IF NOT EXISTS reports (
     id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, at_s REAL NOT NULL,
     kind TEXT NOT NULL,
     epoch REAL, batch_size INTEGER, samples_per_s REAL, restart_count INTEGER NOT NULL,
-    exit_code INTEGER, uid INTEGER NOT NULL);
+    exit_code INTEGER, uid INTEGER NOT NULL, report_key TEXT);
 CREATE INDEX IF NOT EXISTS reports_job ON reports(job_id, id);
 CREATE INDEX IF NOT EXISTS reports_at ON reports(at_s);
 CREATE TABLE IF NOT EXISTS runs (
@@ -235,12 +238,14 @@ class Store:
             self._check_writable()
             if version in MIGRATED:
                 self._migrate()
+            with self._transaction():  # after the migration: a column it adds
+                self.db.execute(_REPORT_KEYS)
 
     def _migrate(self) -> None:
         """An earlier schema's store brought to this one in place, in one transaction (a
         reader reads it as it is: ``load_runs``). 1 -> 2: each run's ``submitted``, 0
         (not known) for the runs kept so far, which count for any job of their id, as
-        they did."""
+        they did. 2 -> 3: each report's ``report_key``, none for the reports kept so far."""
         try:
             with self._transaction():
                 if self._meta("schema_version") not in MIGRATED:
@@ -248,6 +253,8 @@ class Store:
                 if "submitted" not in _columns(self.db, "runs"):
                     self.db.execute("ALTER TABLE runs ADD COLUMN submitted INTEGER NOT "
                                     "NULL DEFAULT 0")
+                if "report_key" not in _columns(self.db, "reports"):
+                    self.db.execute("ALTER TABLE reports ADD COLUMN report_key TEXT")
                 self.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                                 (str(SCHEMA_VERSION),))
         except sqlite3.Error as exc:  # closed by __init__, as every refusal
@@ -460,16 +467,22 @@ class Store:
                    stored: int = 0) -> int:
         """Keep one accepted report (its own short transaction); its id. ``keep``: at most
         that many for the job, its oldest deleted first (``stored``: how many it had, as
-        the caller counted them)."""
+        the caller counted them). A report whose key (``ProgressReport.key``) the job's
+        reports have already is not kept again: the id of the one kept."""
         with self._transaction():
+            if r.key:
+                row = self.db.execute("SELECT id FROM reports WHERE job_id = ? AND "
+                                      "report_key = ?", (r.job_id, r.key)).fetchone()
+                if row is not None:
+                    return int(row[0])
             over = stored + 1 - keep if keep is not None else 0
             if over > 0:
                 self.db.execute(_OLDEST_OF_JOB, (r.job_id, over))
             cur = self.db.execute(
                 "INSERT INTO reports (job_id, at_s, kind, epoch, batch_size, samples_per_s, "
-                "restart_count, exit_code, uid) VALUES (?,?,?,?,?,?,?,?,?)",
+                "restart_count, exit_code, uid, report_key) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (r.job_id, r.at_s, r.kind.value, r.epoch, r.batch_size, r.samples_per_s,
-                 r.restart_count, r.exit_code, r.uid))
+                 r.restart_count, r.exit_code, r.uid, r.key or None))
             return int(cur.lastrowid or 0)
 
     def report_count(self, job_id: int) -> int:
