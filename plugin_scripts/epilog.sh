@@ -6,6 +6,7 @@
 # is bounded in time; exits 0.
 ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"
 SERVICE_URL=""  # for nodes that cannot read the endpoint file, as in task_prolog.sh
+SERVICE_UID=""  # the uid the service at SERVICE_URL runs as, when not root
 PARTITION="shockwave"  # the managed partition, as in task_prolog.sh
 case "$0" in */*) HERE="${0%/*}" ;; *) HERE=. ;; esac
 if [ -r "$HERE/events.sh" ] && command . "$HERE/events.sh" 2>/dev/null; then
@@ -22,6 +23,7 @@ if [ -n "$BIN" ]; then
   export SHOCKWAVE_ENDPOINT_FILE="$ENDPOINT_FILE"
   if [ ! -r "$ENDPOINT_FILE" ] && [ -n "$SERVICE_URL" ]; then
     export SHOCKWAVE_URL="$SERVICE_URL"
+    case "$SERVICE_UID" in ''|*[!0-9]*) ;; *) export SHOCKWAVE_SERVICE_UID="$SERVICE_UID" ;; esac
   fi
   # the job's spools (task_prolog.sh): only directories, not symlinks, of the job's own
   # user that nobody else may write (another user may plant one in /tmp to inject

@@ -16,6 +16,7 @@ ENDPOINT_FILE="/var/lib/slurm-shockwave/endpoint"
 # The service's URL for nodes that cannot read the endpoint file (the service on another
 # host and no shared file system): `shockwave install-scripts --service-url`. The file wins.
 SERVICE_URL=""
+SERVICE_UID=""  # the uid the service at SERVICE_URL runs as, when not root
 # The managed partition (`shockwave install-scripts` writes it): another partition's
 # jobs get nothing, and slurmctld is not asked about them (a red-team: a 1,000-node job
 # of any partition asked it 1,000 times at once)
@@ -24,7 +25,7 @@ case "${SLURM_JOB_PARTITION:-}" in ""|"$PARTITION") ;; *) exit 0 ;; esac
 url="$(head -c 256 "$ENDPOINT_FILE" 2>/dev/null | head -n 1)"
 owner=""
 [ -z "$url" ] || owner="$(stat -c %u "$ENDPOINT_FILE" 2>/dev/null)"
-[ -n "$url" ] || url="$SERVICE_URL"
+[ -n "$url" ] || { url="$SERVICE_URL"; owner="$SERVICE_UID"; }
 case "$url" in *[!]A-Za-z0-9._~:/[-]*) url="" ;; esac  # no quote, space, $ or ; in it
 case "$url" in
   http://[A-Za-z0-9.:\[\]-]*|https://[A-Za-z0-9.:\[\]-]*)

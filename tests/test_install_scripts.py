@@ -346,6 +346,12 @@ def test_the_service_url_for_nodes_without_the_endpoint_file() -> None:
     for bad in ("http://h:99999", "http://h:7817/$(id)", "http://h:0", "ftp://h:21"):
         with pytest.raises(InputError, match="HOST:PORT"):
             render("epilog.sh", ScriptSettings(service_url=bad))
+    # the uid whose answers the jobs believe there (install-scripts --service-uid)
+    owned = ScriptSettings(service_url="http://ctl.example.org:7817", service_uid="1002")
+    for name in ("task_prolog.sh", "epilog.sh"):
+        assert 'SERVICE_UID="1002"' in render(name, owned)
+    with pytest.raises(InputError, match="must be a number"):
+        render("epilog.sh", ScriptSettings(service_url="http://h:1", service_uid="1; id"))
 
 
 def test_folders_made_for_scripts_and_the_heartbeat_are_0755_whatever_the_umask(

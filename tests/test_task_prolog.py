@@ -30,6 +30,11 @@ def test_the_task_prolog_falls_back_to_the_installed_url(tmp_path: Path) -> None
 
     assert "export SHOCKWAVE_URL=http://ctl.example:7817" in run()
     assert "SHOCKWAVE_SERVICE_UID" not in run()  # root's answers only
+    # a service there that runs as another uid (install-scripts --service-uid): its
+    # answers believed, or every report was spooled and sent again for ever (a red-team)
+    path.write_text(script.replace('SERVICE_UID=""', 'SERVICE_UID="1002"'))
+    assert "export SHOCKWAVE_SERVICE_UID=1002" in run()
+    path.write_text(script)
     endpoint.write_text("http://127.0.0.1:7999\n")
     assert "export SHOCKWAVE_URL=http://127.0.0.1:7999" in run()
     # the answers the job believes: the endpoint file's owner's, who wrote it

@@ -40,17 +40,24 @@ from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, SlurmSettings, read_s
 @click.option("--service-url", default="",
               help="The service's URL (http://HOST:PORT) for nodes that cannot read its "
                    "endpoint file: the service on another host, no shared file system.")
+@click.option("--service-uid", type=click.IntRange(0, 2**31 - 1), default=None,
+              help="The uid the service runs as, when not root, for --service-url: the "
+                   "jobs believe the service's answers only from root or this uid.")
 @click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
 @click.option("--force", is_flag=True,
               help="Replace files there that are not ours, and a job_submit.lua of ours "
                    "that manages another partition or reads another heartbeat.")
 @one_line_errors
 def install_scripts(config_path: str | None, partition: str | None, slurm_conf: str | None,
-                    dest: str | None, service_url: str, dry_run: bool, force: bool) -> None:
+                    dest: str | None, service_url: str, service_uid: int | None,
+                    dry_run: bool, force: bool) -> None:
     """Install the plugin scripts as Slurm needs them (root-owned, writable by root only;
     job_submit.lua beside slurm.conf), with the service's settings written into them.
     Run as root on the slurmctld host and on every node (Prolog, Epilog, TaskProlog)."""
     check_service_url(service_url)
+    if service_uid is not None and not service_url:
+        raise InputError("names whose answers a job believes at --service-url; without it "
+                         "the endpoint file's owner is", field="--service-uid")
     settings = load_settings(config_path)
     conf_path = (slurm_conf or settings.slurm.slurm_conf or os.environ.get("SLURM_CONF")
                  or DEFAULT_CONF)
@@ -66,6 +73,7 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
     values = ScriptSettings(partition=part, heartbeat=settings.service.heartbeat,
                             endpoint_file=settings.service.endpoint_file,
                             is_default=is_default, service_url=service_url,
+                            service_uid="" if service_uid is None else str(service_uid),
                             shockwave_bin=shockwave_bin())
     problem = root_only_problem(values.shockwave_bin) if values.shockwave_bin else None
     if problem:

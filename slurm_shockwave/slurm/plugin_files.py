@@ -60,6 +60,9 @@ class ScriptSettings:
     is_default: bool = False
     service_url: str = ""
     """The service's URL for nodes that cannot read the endpoint file ("" : none)."""
+    service_uid: str = ""
+    """The uid the service at ``service_url`` runs as, whose answers the jobs believe as
+    well as root's ("": root only; the endpoint file's owner where it is read)."""
     shockwave_bin: str = ""
     """The ``shockwave`` command for the Epilog ("": its PATH), which Slurm runs with an
     environment of its own: a pip install under pyenv or a venv is not on that PATH."""
@@ -75,6 +78,8 @@ class ScriptSettings:
             raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is written "
                              "into the Epilog)", field="shockwave_bin")
         check_service_url(self.service_url)
+        if self.service_uid and not self.service_uid.isdigit():
+            raise InputError("must be a number", field="--service-uid")
 
 
 def _lua_lines(s: ScriptSettings) -> dict[str, str]:
@@ -87,6 +92,7 @@ def _lua_lines(s: ScriptSettings) -> dict[str, str]:
 def _sh_lines(s: ScriptSettings) -> dict[str, str]:
     return {r"^ENDPOINT_FILE=.*$": f'ENDPOINT_FILE="{s.endpoint_file}"',
             r"^SERVICE_URL=.*$": f'SERVICE_URL="{s.service_url}"',
+            r"^SERVICE_UID=.*$": f'SERVICE_UID="{s.service_uid}"',
             r"^PARTITION=\S*": f'PARTITION="{s.partition}"'}
 
 
