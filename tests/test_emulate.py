@@ -466,6 +466,9 @@ def test_training_on_after_a_checkpoint_does_not_restore_again(
 @pytest.mark.parametrize(("option", "value"), [("--epoch-s", "inf"), ("--time-scale", "inf"),
                                                ("--restore-s", "inf"),
                                                ("--time-scale", "1e-320"),
+                                               # a docs audit: negative durations passed
+                                               ("--restore-s", "-1"),
+                                               ("--report-every-s", "-5"),
                                                # an overflow midway through fsum (review)
                                                ("--epoch-s", "1e308")])
 def test_a_duration_past_any_number_is_refused_with_exit_2(

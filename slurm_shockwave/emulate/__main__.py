@@ -55,6 +55,14 @@ def _finite(text: str) -> float:
     return value
 
 
+def _at_least_0(text: str) -> float:
+    """A duration that may be 0 (no restore, a report every epoch), not below."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m slurm_shockwave.emulate",
                                 description="Emulate a training job by sleeping each epoch.")
@@ -74,9 +82,9 @@ def parser() -> argparse.ArgumentParser:
                                                        "or a Gavel-format JSON file")
     p.add_argument("--epoch-s", type=_positive(float), default=None,
                    help="seconds per epoch at full scale, for a model the table lacks")
-    p.add_argument("--restore-s", type=_finite, default=20.0,
+    p.add_argument("--restore-s", type=_at_least_0, default=20.0,
                    help="checkpoint restore at every start, full scale (the simulator's 20)")
-    p.add_argument("--report-every-s", type=_finite, default=1.0,
+    p.add_argument("--report-every-s", type=_at_least_0, default=1.0,
                    help="wall seconds between progress reports at least (0: every epoch; "
                         "batch-size changes and the last epoch are sent at once)")
     p.add_argument("--trace-job-id", type=int, default=None)
