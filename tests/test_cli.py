@@ -267,13 +267,18 @@ def test_a_reader_that_closes_the_pipe_stops_the_command_quietly(tmp_path: Path)
     # pipe holds) is being written
     trace = tmp_path / "big.jsonl"
     run("trace", "generate", "--jobs", "700", "--out", str(trace))
-    with subprocess.Popen([*cli, "trace", "show", str(trace)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE) as reading:
-        assert reading.stdout is not None and reading.stderr is not None
-        assert reading.stdout.readline()
-        reading.stdout.close()
-        assert reading.stderr.read() == b""
-        assert reading.wait(timeout=120) == 141
+    # unbuffered too (a docs audit): a write the pipe took part of lost the rest without
+    # an error, and the command exited 0
+    for unbuffered in ("", "1"):
+        env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+        for args in (["trace", "show", str(trace)], ["trace", "generate", "--jobs", "2000"]):
+            with subprocess.Popen([*cli, *args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=env) as reading:
+                assert reading.stdout is not None and reading.stderr is not None
+                assert reading.stdout.readline()
+                reading.stdout.close()
+                assert reading.stderr.read() == b""
+                assert reading.wait(timeout=120) == 141, (unbuffered, args)
 
 
 def test_a_trace_whose_longest_job_needs_too_many_rounds_is_refused(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import io
 import os
 import signal
 import stat
@@ -156,6 +157,19 @@ def _open_standard_streams() -> None:
                 os.close(opened)
         if getattr(sys, name) is None:
             setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115
+    _buffered_stdout()
+
+
+def _buffered_stdout() -> None:
+    """Under ``PYTHONUNBUFFERED`` stdout writes straight to the file, and a write the pipe
+    took only part of (its reader gone) lost the rest without an error: ``trace generate
+    | head`` exited 0 (a docs audit). A buffer writes all or raises, so the reader gone
+    is seen (exit 141); flushed at each line, as unbuffered output is meant to be."""
+    out = sys.stdout
+    if isinstance(getattr(out, "buffer", None), io.FileIO):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            sys.stdout = io.TextIOWrapper(io.BufferedWriter(out.buffer), encoding=out.encoding,
+                                          errors=out.errors, line_buffering=True)
 
 
 class OneLineGroup(click.Group):
