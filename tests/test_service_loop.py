@@ -1143,13 +1143,39 @@ def test_a_pinned_job_moved_out_before_it_starts_gets_its_priority_back() -> Non
     assert fake.jobs[1].priority == 100_000 - 1
 
 
+@pytest.mark.parametrize("policy", ["fifo", "srtf", "shockwave"])
+def test_a_per_node_request_is_never_spread_and_a_per_job_one_is(policy: str) -> None:
+    """Found by a red-team: with another partition holding 1 GPU of each node of 8, a
+    ``--gres=gpu:8`` job was planned 7 + 1 and released every round, which Slurm never
+    starts, and the plan kept both nodes for it: a 4-GPU job waited beside 14 idle GPUs.
+    A per-node request waits for a node; a ``--gpus=8`` one is spread as Slurm does."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave", "other"))
+                      for i in (1, 2)])
+    for jid, node in ((8, "n1"), (9, "n2")):
+        fake.add(SlurmJob(jid, "o", "bob", "other", "RUNNING", gpus=1, nodes=node,
+                          submit_time=800))
+    fake.add(job(1, 8, epochs=5))
+    fake.add(job(2, 4, epochs=5))
+    svc = _rounds_over(fake, policy, 3)
+    assert fake.jobs[1].held and fake.jobs[2].state == "RUNNING"
+    assert svc.store.jobs_now()[1].reason.startswith("waiting_")
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave", "other"))
+                      for i in (1, 2)])
+    for jid, node in ((8, "n1"), (9, "n2")):
+        fake.add(SlurmJob(jid, "o", "bob", "other", "RUNNING", gpus=1, nodes=node,
+                          submit_time=800))
+    fake.add(with_state(job(1, 8, epochs=5), per_job=True))
+    _rounds_over(fake, policy, 3)
+    assert fake.jobs[1].state == "RUNNING" and len(fake.jobs[1].gpu_alloc) == 2
+
+
 def test_a_typed_job_wider_than_its_types_nodes_is_spread_over_them() -> None:
     """A ``--gpus=v100:8`` job on nodes of 4 v100 looked for one node as wide as the
     cluster's widest (an a100 node of 8) and never started; Slurm spreads it 4 + 4."""
     fake = FakeSlurm([SlurmNode("a1", ("IDLE",), 8, 0, ("shockwave",), gpu_type="a100"),
                       SlurmNode("v1", ("IDLE",), 4, 0, ("shockwave",), gpu_type="v100"),
                       SlurmNode("v2", ("IDLE",), 4, 0, ("shockwave",), gpu_type="v100")])
-    fake.add(with_state(job(1, 8, epochs=5), gpu_type="v100"))
+    fake.add(with_state(job(1, 8, epochs=5), gpu_type="v100", per_job=True))
     _rounds_over(fake, "fifo", 2)
     assert fake.jobs[1].state == "RUNNING"
     assert sorted(n for n, _ in fake.jobs[1].gpu_alloc) == ["v1", "v2"]
@@ -1208,7 +1234,7 @@ def test_defragmentation_clears_nodes_wide_enough_and_enough_of_them(
     than the job. Both waited until the small jobs ended."""
     fake = _typed_cluster(("a1", 8, "a100"), ("v1", 4, "v100"), ("v2", 4, "v100"))
     _small_running(fake, (6, "v1"), (7, "v2"))
-    fake.add(with_state(job(1, 8, epochs=1), gpu_type="v100"))
+    fake.add(with_state(job(1, 8, epochs=1), gpu_type="v100", per_job=True))
     _rounds_over(fake, "srtf", 8)
     assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].nodes == "v1,v2"
     fake = _typed_cluster(("a1", 8, "a100"), ("v8", 8, "v100"), ("v4", 4, "v100"))

@@ -160,7 +160,7 @@ def test_a_missing_slurm_conf_is_one_line(monkeypatch, tmp_path) -> None:
 _JOB_FIELDS = ("job_id", "name", "user", "partition", "state", "held", "priority", "comment",
                "admin_comment", "gpus", "node_count", "nodes", "restart_count",
                "submit_time", "start_time", "eligible_time", "gpu_alloc", "time_limit_s",
-               "requeue", "gpu_type")
+               "requeue", "gpu_type", "per_job")
 _NODE_FIELDS = ("name", "state", "gpus", "gpus_used", "gpus_used_idx", "partitions",
                 "gpu_type")
 
@@ -202,6 +202,8 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
                 assert getattr(by_py[jid], name) == getattr(by_cli[jid], name), (jid, name)
         assert [by_cli[j].gpus for j in mine] == [1, 3, 2, 16, 4, 1]
         assert [by_cli[j].requeue for j in mine] == [True, True, False, True, True, True]
+        # --gpus and --gpus-per-task are the job's to spread; --gres is per node
+        assert [by_cli[j].per_job for j in mine] == [False, True, False, False, True, False]
         # one dependency reads alike (of several, pyslurm's dict has its own order)
         assert by_cli[mine[5]].dependency == f"afterok:{mine[2]}(unfulfilled)"
         assert by_py[mine[5]].dependency == by_cli[mine[5]].dependency

@@ -51,7 +51,6 @@ class _FreeSlots:
         self.size = {n.name: n.gpus for n in view.nodes}
         self.total = sum(self.size.values())
         self.kind = {n.name: n.gpu_type for n in view.nodes}
-        self.type_width = dict(view.type_widths)
 
     def _open(self, kind: str) -> dict[str, list[str]]:
         """The free slots of the nodes a job asking GPU type ``kind`` may run on (all for
@@ -59,20 +58,16 @@ class _FreeSlots:
         return self.free if not kind else {n: s for n, s in self.free.items()
                                            if self.kind[n] in (kind, SEVERAL_TYPES)}
 
-    def one_node(self, kind: str, *, even: bool = False) -> int:
-        """The most GPUs a job may get on one node: the cluster's widest node for an
-        untyped job. A fixed typed one: the widest node of its type by all its GPUs
-        (``ClusterView.type_widths``: other partitions' too, and full or drained nodes,
-        so a per-node request is never spread while a node of its type could hold it); a
-        ``--gpus=v100:8`` job on nodes of 4 v100 looked for one node of 8 (another
-        type's) and never started, where Slurm spreads it 4 + 4. An elastic typed job
-        (``even``: the service sets its count per node): the widest usable node of its
-        type. Nodes of several types count where the type has no node of its own."""
+    def one_node(self, kind: str) -> int:
+        """The most GPUs one node gives a job that may be spread (``JobSpec.spreads``),
+        before it is: the cluster's widest usable node for an untyped job, the widest of
+        its type's nodes for a typed one (a ``--gpus=v100:8`` job on nodes of 4 v100 looked
+        for one node of 8, another type's, and never started; Slurm spreads it 4 + 4), or
+        of nodes of several types where the type has none of its own."""
         if not kind:
             return self.per_node
         own = [n for n in self.free if self.kind[n] == kind]
-        usable = max((self.size[n] for n in (own or self._open(kind))), default=0)
-        return usable if even else max(self.type_width.get(kind, 0), usable)
+        return max((self.size[n] for n in (own or self._open(kind))), default=0)
 
     def take_exact(self, slots: tuple[str, ...], whole: bool = True) -> bool:
         """These slots, if all free. A job on several nodes takes them whole, the GPUs it
@@ -97,17 +92,18 @@ class _FreeSlots:
         return True
 
     def take(self, gpus: int, nodes: int = 0, *, even: bool = False,
-             kind: str = "") -> tuple[str, ...] | None:
+             kind: str = "", spreads: bool = True) -> tuple[str, ...] | None:
         """``gpus`` slots: on one node (best fit) where they fit on one; for a job that
         asked for ``nodes`` nodes (a fixed ``-N``), gpus/nodes on each of that many;
         wider than a node, whole nodes: split evenly for an elastic job (``even``: the
         service sets its count per node, ``_whole_nodes``), else taken by name until they
         hold enough, as Slurm spreads a fixed ``--gpus=N`` (5 on nodes of 4: 4 + 1).
-        ``kind``: only on nodes of that GPU type."""
+        ``kind``: only on nodes of that GPU type. Not ``spreads`` (asked per node): on one
+        node or none."""
         free = self._open(kind)
         if nodes > 1:
             return self._spread(gpus, nodes, free)
-        if gpus <= self.one_node(kind, even=even):
+        if gpus <= self.one_node(kind) or not spreads:  # per node: one node or none
             fits = [n for n, s in free.items() if len(s) >= gpus]
             if not fits:
                 return None
@@ -180,7 +176,8 @@ class _FreeSlots:
 
 def _take(free: _FreeSlots, job: Job, gpus: int) -> tuple[str, ...] | None:
     """``gpus`` free slots for ``job``, as Slurm would give them (``_FreeSlots.take``)."""
-    return free.take(gpus, _nodes(job), even=job.spec.is_elastic, kind=job.spec.gpu_type)
+    return free.take(gpus, _nodes(job), even=job.spec.is_elastic, kind=job.spec.gpu_type,
+                     spreads=job.spec.spreads)
 
 
 def _shape(job: Job, wanted: int, free: _FreeSlots) -> tuple[int, int]:
@@ -192,7 +189,7 @@ def _shape(job: Job, wanted: int, free: _FreeSlots) -> tuple[int, int]:
     nodes = _nodes(job)
     if nodes > 1:
         return nodes, wanted // nodes
-    if wanted <= free.one_node(job.spec.gpu_type, even=job.spec.is_elastic):
+    if not job.spec.spreads or wanted <= free.one_node(job.spec.gpu_type):
         return 1, wanted
     return 0, 0
 

@@ -70,11 +70,6 @@ class ClusterView:
     makespan's critical path counts their remaining work, or it starts a job for the path
     that their return takes off it moments later (seen live: an 8-GPU job stopped one
     round after its start)."""
-    type_widths: tuple[tuple[str, int], ...] = ()
-    """(GPU type, the most GPUs one node of the partition has of it, all of them (other
-    partitions' and full or drained nodes too)): how many one node may give a fixed job
-    naming the type, which Slurm never spreads while a node is that wide. Empty in the
-    simulator, whose nodes have no type."""
     fills: bool = False
     """GPUs freed between rounds go to waiting jobs at once (fill steps: the simulator's
     ``fill_freed``, the service's ``service.fill_freed``); without them a job that ends

@@ -61,6 +61,11 @@ class JobSpec:
     gpu_type: str = ""
     """The GPU type the job asked for (``--gres=gpu:v100:4``): placed only on nodes of that
     type; "": any."""
+    spreads: bool = True
+    """Its GPUs may go over several nodes when no one node has room (asked per job,
+    ``--gpus=N``, as every simulated job; an elastic job, the service setting its count
+    per node). False: asked per node (``--gres=gpu:N``), which Slurm gives on one node (or
+    its ``nodes``), never spread: a plan of 7 + 1 for ``--gres=gpu:8`` never started."""
 
     @property
     def is_elastic(self) -> bool:

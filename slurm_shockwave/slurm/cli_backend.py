@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from slurm_shockwave.slurm.hostlist import expand_hostlist
 from slurm_shockwave.slurm.json_shapes import (
+    asked_per_job,
     gpu_gres,
     gpu_type_in,
     gres_gpu_indices,
@@ -339,7 +340,9 @@ class CliBackend:
             gpu_type=gpu_type_in(*(r[c[k]].strip() for k in
                                    ("tres-per-node", "tres-per-job", "tres-per-task"))),
             requeue=r[c["Requeue"]].strip() != "0",
-            dependency=_unset(r[c["Dependency"]]))
+            dependency=_unset(r[c["Dependency"]]),
+            per_job=asked_per_job(*(r[c[k]].strip() for k in
+                                    ("tres-per-node", "tres-per-job", "tres-per-task"))))
 
     @staticmethod
     def _current(detail: JobDetail, restarts: str, start: int) -> bool:

@@ -12,7 +12,9 @@ GPUs are concrete, as in Slurm: each node has indices 0..gpus-1; a started job g
 lowest free indices on the first usable node of its partition with room (a job asking
 for more than one node's GPUs, or for several nodes, is spread evenly over the fewest
 nodes that have its share free: whole nodes when it asks for a multiple of a node) and
-frees them when it is requeued, cancelled or finished. ``list_jobs`` reports each
+frees them when it is requeued, cancelled or finished. A job asking its GPUs per job
+(``--gpus=N``, ``SlurmJob.per_job``) that no one node has room for takes free GPUs node
+after node, as Slurm spreads it (7 + 1). ``list_jobs`` reports each
 job's ``gpu_alloc`` and ``list_nodes`` each node's ``gpus_used_idx``, whatever the
 partition of the jobs holding them, so two jobs on one node never share an index.
 """
@@ -148,6 +150,17 @@ class FakeSlurm:
         biggest = max(n.gpus for n in nodes)
         if biggest <= 0:
             return None
+        if job.per_job and job.node_count <= 1:  # --gpus=N: one node with room, else
+            room = [n for n in nodes if len(free(n)) >= job.gpus]  # any free, in order
+            if room:
+                return ((room[0].name, tuple(free(room[0])[:job.gpus])),)
+            taken: list[tuple[str, tuple[int, ...]]] = []
+            left = job.gpus
+            for n in nodes:
+                if left and (idle := free(n)):
+                    taken.append((n.name, tuple(idle[:left])))
+                    left -= len(taken[-1][1])
+            return tuple(taken) if not left else None
         count = max(job.node_count, math.ceil(job.gpus / biggest), 1)
         shares = [job.gpus // count + (1 if k < job.gpus % count else 0)
                   for k in range(count)]

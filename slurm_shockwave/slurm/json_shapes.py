@@ -258,6 +258,12 @@ def job_gpus(tres_per_node: str, tres_per_job: str, node_count: int,
     return each * tasks
 
 
+def asked_per_job(tres_per_node: str, tres_per_job: str, tres_per_task: str = "") -> bool:
+    """Whether a job asked its GPUs for the job or its tasks (``--gpus``,
+    ``--gpus-per-task``), none per node (``--gres=gpu:N``): ``SlurmJob.per_job``."""
+    return not gpus_in(tres_per_node) and bool(gpus_in(tres_per_job) or gpus_in(tres_per_task))
+
+
 def exit_signal(value: Any) -> int:
     """The signal that ended a job: 22.05 gives the wait status (10 for SIGUSR1, 768 for
     exit 3; measured), 23.02+ an object whose ``signal.id`` is it."""
@@ -305,6 +311,9 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
                                ("tres_per_node", "tres_per_job", "tres_per_task"))),
         requeue=obj.get("requeue") is not False,
         dependency=str(obj.get("dependency") or ""),
+        per_job=asked_per_job(str(obj.get("tres_per_node") or ""),
+                              str(obj.get("tres_per_job") or ""),
+                              str(obj.get("tres_per_task") or "")),
     )
 
 

@@ -55,6 +55,10 @@ class SlurmJob:
     """Whether Slurm requeues the job when asked: False for one submitted
     ``--no-requeue`` (Slurm refuses its requeue, "Requested operation is presently
     disabled"), which the planner therefore cannot stop once it runs."""
+    per_job: bool = False
+    """Its GPUs were asked for the job (``--gpus=N``, ``--gpus-per-task``), which Slurm
+    spreads over as many nodes as it takes (7 + 1 where nodes have 7 free), not per node
+    (``--gres=gpu:N``: N on each node it asked, never spread)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.gpus <= MAX_LISTED_JOB_GPUS:

@@ -181,6 +181,8 @@ class PyslurmBackend:
                 # --gres=gpu:N per node; a running --gpus=N job: what it was given
                 gpus=(gres_gpus(_get(j, "gres_per_node")) * nodes
                       or sum(len(idx) for _, idx in alloc)),
+                # no GPUs per node and some given: asked per job (the pending ones below)
+                per_job=not gres_gpus(_get(j, "gres_per_node")) and bool(alloc),
                 node_count=nodes,
                 nodes=str(_get(j, "allocated_nodes", default="") or "") if state_ok else "",
                 restart_count=int(_get(j, "requeue_count", default=0) or 0),
@@ -214,7 +216,7 @@ class PyslurmBackend:
         for j in jobs:
             gpus, kind = per_job.get(j.job_id, (0, ""))
             if j.state == "PENDING" and not j.gpus and gpus:
-                j = replace(j, gpus=gpus)
+                j = replace(j, gpus=gpus, per_job=True)
             out.append(replace(j, gpu_type=kind) if kind and not j.gpu_type else j)
         return out
 

@@ -641,10 +641,6 @@ class SlurmCluster:
                 if idx:
                     nodes.append(GpuNode(n.name, len(idx), idx, n.gpu_type))
         self._node_gpus = {n.name: n.gpus for n in nodes}
-        widths: dict[str, int] = {}
-        for n in listed_nodes:  # full and drained nodes too: what Slurm checks a request by
-            if self.partition in n.partitions and n.gpu_type:
-                widths[n.gpu_type] = max(widths.get(n.gpu_type, 0), n.gpus)
         # this round's starts still waiting for GPUs, and moves in their requeue delay:
         # a fill step of the round places them first (engine.fill)
         reserved = frozenset(v.job_id for v in views if not v.is_running and (
@@ -657,8 +653,7 @@ class SlurmCluster:
                            round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
                            restart_cost_s=self.restart_cost_s,
                            reserved=reserved | starting, starting=starting,
-                           returning=tuple(returning), fills=self.fill_freed,
-                           type_widths=tuple(sorted(widths.items())))
+                           returning=tuple(returning), fills=self.fill_freed)
         return view
 
     def _job_view(self, j: SlurmJob, hint: Hint, now: float) -> Job:
@@ -670,7 +665,7 @@ class SlurmCluster:
                        self._arrival(j), hint.epochs, user=j.user,
                        gpus_range=self._allowed_range(j, hint),
                        nodes=0 if hint.gpus_range else asked_nodes(j),
-                       gpu_type=j.gpu_type)
+                       gpu_type=j.gpu_type, spreads=j.per_job or bool(hint.gpus_range))
         slots = job_slots(j) if j.state == "RUNNING" else ()
         run_s, gpu_s = self._attained(j, now)
         return Job(spec, replace(self.progress(j, hint), run_s=run_s, attained_gpu_s=gpu_s),
