@@ -237,6 +237,7 @@ def test_gpus_per_job_reads_what_gpus_asked(tmp_path) -> None:
                                    "--comment=model=lm bs=20 epochs=2"])
     try:
         assert cli.gpus_per_job([jid, 999999]) == {jid: (3, "")}
-        assert next(j for j in cli.list_jobs() if j.job_id == jid).gpus == 3
+        listed = next(j for j in cli.list_jobs() if j.job_id == jid)
+        assert listed.gpus == 3 and listed.per_job  # Slurm's to spread
     finally:
         cli.cancel(jid)
