@@ -1144,6 +1144,32 @@ def test_a_pinned_job_moved_out_before_it_starts_gets_its_priority_back() -> Non
 
 
 @pytest.mark.parametrize("policy", ["fifo", "srtf", "shockwave"])
+def test_a_running_job_whose_gpu_indices_are_not_listed_takes_no_other_jobs(
+        policy: str) -> None:
+    """Found by a red-team: a running job the listing gave no GPU indices (its detail
+    unread this round) was given n1:0-3, another job's GPUs, and the plan moved or stopped
+    one of them. It is given the indices its node uses that no other job holds."""
+
+    class NoDetail(FakeSlurm):
+        hide: frozenset[int] = frozenset()
+
+        def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
+            return [with_state(j, gpu_alloc=()) if j.job_id in self.hide else j
+                    for j in super().list_jobs(partition)]
+
+    fake = NoDetail([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",)) for i in (1, 2)])
+    for jid, gpus in ((1, 4), (2, 4), (3, 8), (4, 4)):
+        fake.add(job(jid, gpus, epochs=40))
+    svc = service(fake, Store(":memory:"), Clock(), policy=policy)
+    for k in range(3):
+        svc.round_once()
+        fake.tick(20)
+        svc.world.clock.t += 60  # type: ignore[attr-defined]
+        fake.hide = frozenset({2} if k == 0 else ())
+    assert fake.signals == [] and [fake.jobs[j].restart_count for j in (1, 2, 3)] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("policy", ["fifo", "srtf", "shockwave"])
 def test_a_per_node_request_is_never_spread_and_a_per_job_one_is(policy: str) -> None:
     """Found by a red-team: with another partition holding 1 GPU of each node of 8, a
     ``--gres=gpu:8`` job was planned 7 + 1 and released every round, which Slurm never

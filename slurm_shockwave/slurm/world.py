@@ -395,6 +395,36 @@ def job_slots(job: SlurmJob) -> tuple[str, ...]:
     return tuple(f"{node}:{i}" for node in names for i in range(per))[:job.gpus]
 
 
+def with_found_alloc(jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNode]
+                     ) -> list[SlurmJob]:
+    """``jobs`` with each running job the listing gave no GPU indices (its detail could
+    not be read this round: a timeout, pyslurm's layout of an odd host list) given indices
+    its nodes use that no other job of ``jobs`` holds, else free ones, never another job's:
+    ``job_slots`` counted from 0 took another job's GPUs, and the plan moved or stopped
+    one of them (found by a red-team)."""
+    held: dict[str, set[int]] = {}
+    for j in jobs:
+        for node, idx in j.gpu_alloc:
+            held.setdefault(node, set()).update(idx)
+    by_name = {n.name: n for n in nodes}
+    out = []
+    for j in jobs:
+        if j.state != "RUNNING" or j.gpu_alloc or not job_slots(j):
+            out.append(j)
+            continue
+        alloc = []
+        for node, count in Counter(slot_node(s) for s in job_slots(j)).items():
+            n = by_name.get(node)
+            taken = held.setdefault(node, set())
+            used = [i for i in (n.gpus_used_idx if n else ()) if i not in taken]
+            spare = [i for i in range(n.gpus if n else count) if i not in taken and i not in used]
+            idx = tuple(sorted((used + spare)[:count]))
+            taken.update(idx)
+            alloc.append((node, idx))
+        out.append(replace(j, gpu_alloc=tuple(alloc)))
+    return out
+
+
 def usable_gpus(node: SlurmNode, planned: set[int]) -> tuple[int, ...]:
     """The node's GPU indices the planner may count: all but those held by jobs it does not
     plan (other partitions sharing the node, or this partition's unplanned jobs). On a node
@@ -585,6 +615,8 @@ class SlurmCluster:
         self._sync_intents(listed)
         self.bad_hints = {}
         listed_nodes = self.backend.list_nodes()
+        jobs = with_found_alloc(jobs, listed_nodes)
+        self._jobs = {j.job_id: j for j in jobs}
         closed = {n.name: "+".join(n.state) for n in listed_nodes
                   if not n.usable and self.partition in n.partitions}
         # a node taken out of the partition (or out of slurm.conf) while a job of ours
