@@ -1170,6 +1170,23 @@ def test_a_running_job_whose_gpu_indices_are_not_listed_takes_no_other_jobs(
 
 
 @pytest.mark.parametrize("policy", ["fifo", "srtf", "shockwave"])
+def test_starts_are_ranked_widest_first_so_slurm_places_them_as_planned(policy: str) -> None:
+    """Found by a red-team: the plan put a 4-GPU job on the half-used n2 and an 8-GPU job
+    on the idle n1, but ranked the starts in the listing's order, and Slurm, starting
+    them in priority order each where it fits, put the 4-GPU job on n1: the 8-GPU job
+    waited the other's whole run beside 4 idle GPUs."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave", "other"))
+                      for i in (1, 2)])
+    fake.add(SlurmJob(50, "o", "bob", "other", "RUNNING", gpus=4, nodes="n2",
+                      submit_time=800))
+    fake.add(job(1, 4, epochs=50))
+    fake.add(job(2, 8, epochs=5))
+    _rounds_over(fake, policy, 2)
+    assert (fake.jobs[1].nodes, fake.jobs[2].nodes) == ("n2", "n1")
+    assert fake.jobs[2].state == "RUNNING" and fake.signals == []
+
+
+@pytest.mark.parametrize("policy", ["fifo", "srtf", "shockwave"])
 def test_a_per_node_request_is_never_spread_and_a_per_job_one_is(policy: str) -> None:
     """Found by a red-team: with another partition holding 1 GPU of each node of 8, a
     ``--gres=gpu:8`` job was planned 7 + 1 and released every round, which Slurm never

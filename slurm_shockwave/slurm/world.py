@@ -4,8 +4,9 @@ Observe is level-triggered: every round starts from what Slurm reports, never fr
 we did last round. Only jobs of the managed partition are ever touched. Slurm's rules are
 encoded once, here, as the order of operations:
 
-- a held job rejects a priority update, so START is release, then priority (plan order,
-  highest first; a set priority stays pinned, also under priority/multifactor);
+- a held job rejects a priority update, so START is release, then priority (the widest
+  start highest, as the plan places them; a set priority stays pinned, also under
+  priority/multifactor);
 - suspend keeps the GPUs, so PREEMPT frees them by requeue, then the planner's hold. A
   job whose hint names a checkpoint signal gets that signal first and is requeued after
   its acknowledgement or its grace time, possibly rounds later (the action is deferred
@@ -935,7 +936,7 @@ class SlurmCluster:
                 self._forget(jid)
 
         # 2. starts: a pending elastic job's GRES first (only pending jobs accept it), then
-        # release (held jobs reject priorities), then pin priorities in plan order
+        # release (held jobs reject priorities), then pin priorities, widest first
         regres_failed = self._update_gpus(starts)
         results += regres_failed.values()
         starts = [a for a in starts if a.job_id not in regres_failed]
@@ -949,7 +950,11 @@ class SlurmCluster:
             for a in to_release if (who := held_since.get(jid := a.job_id))})
         busy = {slot for j in self._jobs.values() if j.state == "RUNNING"
                 for slot in job_slots(j)}
-        ready = [a for a in starts if not busy.intersection(a.gpu_slots)]
+        # widest first: Slurm starts them in priority order, each where it fits, and a
+        # small job ranked first took the node the plan kept for a wide one, which then
+        # waited (found by a red-team); the plan places the widest first too
+        ready = sorted((a for a in starts if not busy.intersection(a.gpu_slots)),
+                       key=lambda a: -len(a.gpu_slots))
         ranks = {a.job_id: i for i, a in enumerate(ready)}
         ranks.update({a.job_id: WAITING_BAND + i for i, a in enumerate(starts)
                       if a.job_id not in ranks})
