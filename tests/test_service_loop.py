@@ -1186,6 +1186,22 @@ def test_starts_are_ranked_widest_first_so_slurm_places_them_as_planned(policy: 
     assert fake.jobs[2].state == "RUNNING" and fake.signals == []
 
 
+@pytest.mark.parametrize("policy", ["fifo", "srtf"])
+def test_a_job_on_several_nodes_holds_only_the_gpus_slurm_gave_it(policy: str) -> None:
+    """Found by a red-team: a running job on several nodes held them whole in the plan,
+    as the simulator's placement gives them, though Slurm lends the rest out: a
+    ``--gpus=5`` job run as 4 + 1 kept 3 GPUs idle and a 2-GPU job waiting all its run."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave",)) for i in (1, 2)])
+    fake.add(with_state(job(1, 5, epochs=30), state="RUNNING", held=False, node_count=2,
+                        nodes="n1,n2", gpu_alloc=(("n1", (0, 1, 2, 3)), ("n2", (0,))),
+                        start_time=1, per_job=True))
+    fake.add(job(2, 2, epochs=3))
+    fake.add(job(3, 1, epochs=3))
+    _rounds_over(fake, policy, 2)
+    assert fake.jobs[2].state == fake.jobs[3].state == "RUNNING"
+    assert fake.jobs[1].state == "RUNNING" and fake.signals == []
+
+
 @pytest.mark.parametrize("policy", ["fifo", "srtf", "shockwave"])
 def test_a_per_node_request_is_never_spread_and_a_per_job_one_is(policy: str) -> None:
     """Found by a red-team: with another partition holding 1 GPU of each node of 8, a

@@ -51,6 +51,7 @@ class _FreeSlots:
         self.size = {n.name: n.gpus for n in view.nodes}
         self.total = sum(self.size.values())
         self.kind = {n.name: n.gpu_type for n in view.nodes}
+        self.exact = view.exact_slots
 
     def _open(self, kind: str) -> dict[str, list[str]]:
         """The free slots of the nodes a job asking GPU type ``kind`` may run on (all for
@@ -70,12 +71,14 @@ class _FreeSlots:
         return max((self.size[n] for n in (own or self._open(kind))), default=0)
 
     def take_exact(self, slots: tuple[str, ...], whole: bool = True) -> bool:
-        """These slots, if all free. A job on several nodes takes them whole, the GPUs it
-        does not use with them, as ``take`` gave them (live, Slurm gives it the same count
-        on each, so a node may keep some over): kept only its own, a 12-GPU job on nodes
-        of 8 idled 4 in its first round and lent them out from its second. Not ``whole``:
-        a fixed job spread over the nodes it asked for holds only its own GPUs there
-        (``-N 2 --gres=gpu:4`` leaves 4 of each node of 8 to other jobs)."""
+        """These slots, if all free. In the simulator a job on several nodes takes them
+        whole, the GPUs it does not use with them, as ``take`` gave them: kept only its
+        own, a 12-GPU job on nodes of 8 idled 4 in its first round and lent them out from
+        its second. Live (``ClusterView.exact_slots``) its slots are what Slurm gave it,
+        and Slurm lends the rest of its nodes out: held whole, a ``--gpus=5`` job run as
+        4 + 1 kept 3 GPUs idle all its run (a red-team). Not ``whole``: a fixed job spread
+        over the nodes it asked for holds only its own GPUs there (``-N 2 --gres=gpu:4``
+        leaves 4 of each node of 8 to other jobs)."""
         by_node: dict[str, list[str]] = {}
         for s in slots:
             by_node.setdefault(slot_node(s), []).append(s)
@@ -83,7 +86,7 @@ class _FreeSlots:
             have = self.free.get(node)
             if have is None or not set(wanted).issubset(have):
                 return False
-        whole = whole and len(by_node) > 1
+        whole = whole and len(by_node) > 1 and not self.exact
         for node, wanted in by_node.items():
             gone = set(wanted)  # a set: a pool node holds hundreds of slots
             left = [] if whole else [s for s in self.free[node] if s not in gone]

@@ -74,6 +74,11 @@ class ClusterView:
     """GPUs freed between rounds go to waiting jobs at once (fill steps: the simulator's
     ``fill_freed``, the service's ``service.fill_freed``); without them a job that ends
     mid-round leaves its GPUs idle until the round's end."""
+    exact_slots: bool = False
+    """The running jobs' slots are the GPUs Slurm gave them (live), and a job on several
+    nodes holds only those: Slurm lends the rest of its nodes to other jobs (4 + 1 for
+    ``--gpus=5`` on nodes of 4, 6 + 6 for an elastic 12 on nodes of 8). False in the
+    simulator, whose placement holds such a job's nodes whole."""
 
     @property
     def total_gpus(self) -> int:

@@ -686,7 +686,8 @@ class SlurmCluster:
                            round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
                            restart_cost_s=self.restart_cost_s,
                            reserved=reserved | starting, starting=starting,
-                           returning=tuple(returning), fills=self.fill_freed)
+                           returning=tuple(returning), fills=self.fill_freed,
+                           exact_slots=True)
         return view
 
     def _job_view(self, j: SlurmJob, hint: Hint, now: float) -> Job:
