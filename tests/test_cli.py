@@ -119,7 +119,7 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
     (["install-scripts", "--service-url", 'http://a:80"; id', "--dry-run"],
      "--service-url: must be http(s)://HOST:PORT"),
     (["install-scripts", "--service-uid", "1002", "--dry-run"],
-     "--service-uid: names whose answers a job believes at --service-url"),
+     "--service-uid: goes with --service-url"),
     # a leading "-" reached scontrol as an option (red-team)
     (["queue", "--partition=-x"], "'--partition': must be a partition name"),
     # an empty path was taken as the option left out (the default store, or stdout)

@@ -1226,6 +1226,16 @@ def test_a_per_node_request_is_never_spread_and_a_per_job_one_is(policy: str) ->
     fake.add(with_state(job(1, 8, epochs=5), per_job=True))
     _rounds_over(fake, policy, 3)
     assert fake.jobs[1].state == "RUNNING" and len(fake.jobs[1].gpu_alloc) == 2
+    # found by a review: spread only when wider than the widest node, a --gpus=8 job
+    # waited beside two half-used nodes of 8, where Slurm runs it 4 + 4
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",)) for i in (1, 2)])
+    for jid, node in ((5, "n1"), (6, "n2")):
+        fake.add(with_state(job(jid, 4, epochs=400), state="RUNNING", held=False, nodes=node,
+                            gpu_alloc=((node, (0, 1, 2, 3)),), start_time=1))
+    fake.add(with_state(job(3, 8, epochs=3), per_job=True))
+    _rounds_over(fake, policy, 3)
+    assert fake.jobs[3].state == "RUNNING" and len(fake.jobs[3].gpu_alloc) == 2
+    assert fake.signals == [] and fake.jobs[5].restart_count == fake.jobs[6].restart_count == 0
 
 
 def test_a_typed_job_wider_than_its_types_nodes_is_spread_over_them() -> None:

@@ -186,6 +186,9 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
                                      "--comment=model=lm bs=10 epochs=3"])]
     mine.append(cli.submit(str(script), [*out, "-p", "other", "--gres=gpu:1",
                                          f"--dependency=afterok:{mine[2]}"]))
+    # per job, but held to one node: not Slurm's to spread (a review)
+    mine.append(cli.submit(str(script), [*out, "-N", "1", "--gpus=2",
+                                         "--comment=model=lm bs=10 epochs=3"]))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -200,10 +203,15 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
         for jid in mine:
             for name in _JOB_FIELDS:
                 assert getattr(by_py[jid], name) == getattr(by_cli[jid], name), (jid, name)
-        assert [by_cli[j].gpus for j in mine] == [1, 3, 2, 16, 4, 1]
-        assert [by_cli[j].requeue for j in mine] == [True, True, False, True, True, True]
-        # --gpus and --gpus-per-task are the job's to spread; --gres is per node
-        assert [by_cli[j].per_job for j in mine] == [False, True, False, False, True, False]
+        assert [by_cli[j].gpus for j in mine] == [1, 3, 2, 16, 4, 1, 2]
+        assert [by_cli[j].requeue for j in mine] == [True, True, False, True, True, True, True]
+        # --gpus and --gpus-per-task are the job's to spread unless held to one node
+        # (25.11 holds a --gpus job without -N to one, 22.05 does not: measured); --gres
+        # is per node
+        assert [by_cli[j].per_job for j in mine] == [
+            False, by_cli[mine[1]].max_nodes != 1, False, False,
+            by_cli[mine[4]].max_nodes != 1, False, False]
+        assert (by_cli[mine[6]].max_nodes, by_py[mine[6]].max_nodes) == (1, 1)
         # one dependency reads alike (of several, pyslurm's dict has its own order)
         assert by_cli[mine[5]].dependency == f"afterok:{mine[2]}(unfulfilled)"
         assert by_py[mine[5]].dependency == by_cli[mine[5]].dependency
@@ -235,9 +243,15 @@ def test_gpus_per_job_reads_what_gpus_asked(tmp_path) -> None:
     script.write_text("#!/bin/sh\nsleep 600\n")
     jid = cli.submit(str(script), ["-o", "/dev/null", "--gpus=3", "-H",
                                    "--comment=model=lm bs=20 epochs=2"])
+    one = cli.submit(str(script), ["-o", "/dev/null", "-N", "1", "--gpus=3", "-H",
+                                   "--comment=model=lm bs=20 epochs=2"])
     try:
         assert cli.gpus_per_job([jid, 999999]) == {jid: (3, "")}
-        listed = next(j for j in cli.list_jobs() if j.job_id == jid)
-        assert listed.gpus == 3 and listed.per_job  # Slurm's to spread
+        listed = {j.job_id: j for j in cli.list_jobs()}
+        # Slurm's to spread unless held to one node: no -N is no limit on 22.05 (squeue's
+        # MaxNodes says 1 for it, scontrol's NumNodes does not), one node on 25.11
+        assert listed[jid].gpus == 3 and listed[jid].per_job is (listed[jid].max_nodes != 1)
+        assert (listed[one].max_nodes, listed[one].per_job) == (1, False)
     finally:
         cli.cancel(jid)
+        cli.cancel(one)

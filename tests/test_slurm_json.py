@@ -376,6 +376,23 @@ def test_pyslurm_resource_layout() -> None:
     assert alloc_from_layout(None) == () and alloc_from_layout({"n1": {"gres": {"gpu": 2}}}) == ()
 
 
+@pytest.mark.parametrize(("node", "job", "task", "max_nodes", "per_job"), [
+    ("gres:gpu:8", "", "", 0, False), ("", "gres:gpu:8", "", 0, True),
+    ("", "gres/gpu=8", "", 0, True), ("", "", "gres:gpu:2", 0, True),
+    ("", "gres:gpu:8", "", 1, False), ("", "gres:gpu:8", "", 2, True),
+    ("gres:gpu:4", "gres:gpu:4", "", 0, False), ("", "", "", 0, False)])
+def test_whether_slurm_may_spread_a_jobs_gpus(node: str, job: str, task: str,
+                                             max_nodes: int, per_job: bool) -> None:
+    """Asked per job (``--gpus``, ``--gpus-per-task``) and not held to one node (found by
+    a review: ``-N 1 --gpus=8`` was planned 7 + 1): Slurm's to spread; per node never."""
+    from slurm_shockwave.slurm.json_shapes import asked_per_job
+
+    assert asked_per_job(node, job, task, max_nodes) is per_job
+    obj = {"job_id": 1, "job_state": "PENDING", "tres_per_node": node, "tres_per_job": job,
+           "tres_per_task": task, "max_nodes": max_nodes}
+    assert jobs_from({"jobs": [obj]})[0].per_job is per_job
+
+
 def test_pyslurm_reads_the_type_of_a_per_job_gpu_request_from_squeue() -> None:
     """pyslurm reads no TresPerJob: a pending ``--gpus=a100:4`` job read as untyped was
     planned on any node's GPUs. Its count and type come from the CLI's one listing, and a

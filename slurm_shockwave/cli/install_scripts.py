@@ -56,8 +56,8 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
     Run as root on the slurmctld host and on every node (Prolog, Epilog, TaskProlog)."""
     check_service_url(service_url)
     if service_uid is not None and not service_url:
-        raise InputError("names whose answers a job believes at --service-url; without it "
-                         "the endpoint file's owner is", field="--service-uid")
+        raise InputError("goes with --service-url (where the nodes read the endpoint "
+                         "file, the jobs believe its owner)", field="--service-uid")
     settings = load_settings(config_path)
     conf_path = (slurm_conf or settings.slurm.slurm_conf or os.environ.get("SLURM_CONF")
                  or DEFAULT_CONF)

@@ -104,7 +104,7 @@ FLOAT_LIMITS: dict[str, float] = {  # from 0 to this, finite; ints are numbers t
 _state_lock = threading.Lock()
 _checkpoint = threading.Event()
 _installed = False
-_seq = 0
+_seq = itertools.count(1)
 
 
 # -- the checkpoint signal ------------------------------------------------------------------
@@ -587,12 +587,8 @@ def _read_endpoint(path: str) -> bytes | None:
 def _new_key() -> str:
     """A report's name (``KEY_HEADER``), which its spooled file keeps: the time in ns (the
     spool is sent oldest first by it, and ``_with_age`` reads it), the process and a
-    count of this process's."""
-    global _seq
-    with _state_lock:
-        _seq += 1
-        seq = _seq
-    return f"{time.time_ns():020d}-{os.getpid()}-{seq:06d}"
+    count of this process's (no lock: a signal handler reporting must not wait on one)."""
+    return f"{time.time_ns():020d}-{os.getpid()}-{next(_seq):06d}"
 
 
 def _post(url: str, data: bytes, deadline: float,

@@ -102,14 +102,18 @@ class _FreeSlots:
         service sets its count per node, ``_whole_nodes``), else taken by name until they
         hold enough, as Slurm spreads a fixed ``--gpus=N`` (5 on nodes of 4: 4 + 1).
         ``kind``: only on nodes of that GPU type. Not ``spreads`` (asked per node): on one
-        node or none."""
+        node or none. Live (``exact``), a fixed job that may be spread and fits no one node
+        takes free GPUs node after node, as Slurm gives them."""
         free = self._open(kind)
         if nodes > 1:
             return self._spread(gpus, nodes, free)
         if gpus <= self.one_node(kind) or not spreads:  # per node: one node or none
             fits = [n for n, s in free.items() if len(s) >= gpus]
             if not fits:
-                return None
+                # live, a per-job request no node has room for goes where GPUs are
+                # free, as Slurm spreads it (4 + 4 over two half-used nodes of 8)
+                return self._by_name(gpus, free) if spreads and self.exact and not even \
+                    else None
             node = min(fits, key=lambda n: (len(self.free[n]), n))  # best fit
             got, self.free[node] = self.free[node][:gpus], self.free[node][gpus:]
             self.total -= gpus
@@ -119,6 +123,20 @@ class _FreeSlots:
         own = {n: s for n, s in free.items() if self.kind[n] == kind} if kind else free
         pool = own if own else free
         return self._whole_nodes(gpus, pool) if even else self._whole_nodes_by_name(gpus, pool)
+
+    def _by_name(self, gpus: int, free: dict[str, list[str]]) -> tuple[str, ...] | None:
+        """Free slots node after node by name until they hold ``gpus``."""
+        if sum(len(s) for s in free.values()) < gpus:
+            return None
+        taken: list[str] = []
+        for n in sorted(free):
+            got = self.free[n][:gpus - len(taken)]
+            self.free[n] = self.free[n][len(got):]
+            self.total -= len(got)
+            taken += got
+            if len(taken) == gpus:
+                break
+        return tuple(taken)
 
     def _spread(self, gpus: int, nodes: int, free: dict[str, list[str]]
                 ) -> tuple[str, ...] | None:

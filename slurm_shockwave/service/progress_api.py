@@ -137,9 +137,11 @@ def _float(data: Mapping[str, Any], name: str) -> float | None:
 def parse_report(body: bytes, *, uid: int, at_s: float, key: str | None = None
                  ) -> ProgressReport:
     """The report a body describes, or Refused(400) naming the field at fault; ``key``:
-    the client's name for it (``reporter.KEY_HEADER``), if sent."""
+    the client's name for it (``reporter.KEY_HEADER``), if sent in the form this release
+    knows."""
     if key is not None and not reporter.KEY_PATTERN.fullmatch(key.strip()):
-        raise Refused(400, "not a report's name (NS-PID-SEQ)", KEY_HEADER)
+        key = None  # a name of another form (a later client's): kept as unnamed, not
+        # refused, since a 4xx is final and the job would drop the report
     try:
         data = json.loads(body.decode("utf-8"), object_pairs_hook=_no_duplicates,
                           parse_constant=_reject_constant)

@@ -98,19 +98,15 @@ def client_key(host: str) -> str:
     """Whose share of the workers and reading slots a connection from ``host`` takes: one
     host's. Every loopback address is the service's own host (a local user sending from
     300 addresses of 127/8 got 300 shares and pushed other nodes' reports out: a
-    red-team), an IPv4-mapped IPv6 address is its IPv4 one, and an IPv6 host its /64 (a
-    host may take any address of its prefix)."""
+    red-team), and an IPv4-mapped IPv6 address is its IPv4 one. Other addresses are
+    their own (an IPv6 /64 is most often a whole cluster's network, not one host's)."""
     try:
         ip = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return host
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    if ip.is_loopback:
-        return "loopback"
-    if isinstance(ip, ipaddress.IPv6Address):
-        return str(ipaddress.IPv6Network((ip, 64), strict=False))
-    return str(ip)
+    return "loopback" if ip.is_loopback else str(ip)
 
 
 @dataclass(eq=False)

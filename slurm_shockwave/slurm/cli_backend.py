@@ -122,6 +122,9 @@ class JobDetail:
     another job under the same id (Slurm gives ids out again), or of the job requeued or
     moved into another partition since, whose admin comment job_submit.lua rewrote."""
     partition: str = ""
+    max_nodes: int = 0
+    """The most nodes the job may have (``NumNodes=1-1`` for ``-N 1``); 0: no limit (squeue's
+    MaxNodes prints 1 for that too, measured on 22.05)."""
 
 
 def _unset(text: str) -> str:
@@ -164,7 +167,8 @@ def detail_of(job: SlurmJob) -> JobDetail:
     return JobDetail(job_id=job.job_id, admin_comment=job.admin_comment, state=job.state,
                      restarts=job.restart_count, start=job.start_time,
                      gpu_alloc=job.gpu_alloc, time_limit_s=job.time_limit_s,
-                     submit=job.submit_time, partition=job.partition)
+                     submit=job.submit_time, partition=job.partition,
+                     max_nodes=job.max_nodes)
 
 
 def detail_from_line(line: str) -> JobDetail | None:
@@ -191,12 +195,14 @@ def detail_from_line(line: str) -> JobDetail | None:
         except ValueError:
             alloc = []
     limit = re.search(r"(?:^| )TimeLimit=(\S*)", line)
+    nodes = re.search(r"(?:^| )NumNodes=[0-9]+-([0-9]+)(?= |$)", line)
     return JobDetail(
         job_id=int(jid.group(1)), admin_comment=comment.group(1).strip() if comment else "",
         state=state, restarts=_count(values["Restarts"]),
         start=_epoch(values["StartTime"]), gpu_alloc=tuple(alloc),
         time_limit_s=time_limit_text_s(limit.group(1)) if limit else 0,
-        submit=_epoch(values["SubmitTime"]), partition=values["Partition"])
+        submit=_epoch(values["SubmitTime"]), partition=values["Partition"],
+        max_nodes=int(nodes.group(1)) if nodes else 0)
 
 
 def _count(text: str, default: int = 0) -> int:
@@ -341,8 +347,10 @@ class CliBackend:
                                    ("tres-per-node", "tres-per-job", "tres-per-task"))),
             requeue=r[c["Requeue"]].strip() != "0",
             dependency=_unset(r[c["Dependency"]]),
-            per_job=asked_per_job(*(r[c[k]].strip() for k in
-                                    ("tres-per-node", "tres-per-job", "tres-per-task"))))
+            max_nodes=detail.max_nodes if detail else 0,
+            per_job=asked_per_job(r[c["tres-per-node"]].strip(), r[c["tres-per-job"]].strip(),
+                                  r[c["tres-per-task"]].strip(),
+                                  max_nodes=detail.max_nodes if detail else 0))
 
     @staticmethod
     def _current(detail: JobDetail, restarts: str, start: int) -> bool:

@@ -258,10 +258,13 @@ def job_gpus(tres_per_node: str, tres_per_job: str, node_count: int,
     return each * tasks
 
 
-def asked_per_job(tres_per_node: str, tres_per_job: str, tres_per_task: str = "") -> bool:
+def asked_per_job(tres_per_node: str, tres_per_job: str, tres_per_task: str = "",
+                  max_nodes: int = 0) -> bool:
     """Whether a job asked its GPUs for the job or its tasks (``--gpus``,
-    ``--gpus-per-task``), none per node (``--gres=gpu:N``): ``SlurmJob.per_job``."""
-    return not gpus_in(tres_per_node) and bool(gpus_in(tres_per_job) or gpus_in(tres_per_task))
+    ``--gpus-per-task``), none per node (``--gres=gpu:N``), and may have them on several
+    nodes (``max_nodes`` not 1: ``-N 1 --gpus=8`` is one node's): ``SlurmJob.per_job``."""
+    return (max_nodes != 1 and not gpus_in(tres_per_node)
+            and bool(gpus_in(tres_per_job) or gpus_in(tres_per_task)))
 
 
 def exit_signal(value: Any) -> int:
@@ -311,9 +314,11 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
                                ("tres_per_node", "tres_per_job", "tres_per_task"))),
         requeue=obj.get("requeue") is not False,
         dependency=str(obj.get("dependency") or ""),
+        max_nodes=number(obj.get("max_nodes")),
         per_job=asked_per_job(str(obj.get("tres_per_node") or ""),
                               str(obj.get("tres_per_job") or ""),
-                              str(obj.get("tres_per_task") or "")),
+                              str(obj.get("tres_per_task") or ""),
+                              number(obj.get("max_nodes"))),
     )
 
 

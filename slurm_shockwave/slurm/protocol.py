@@ -55,6 +55,8 @@ class SlurmJob:
     """Whether Slurm requeues the job when asked: False for one submitted
     ``--no-requeue`` (Slurm refuses its requeue, "Requested operation is presently
     disabled"), which the planner therefore cannot stop once it runs."""
+    max_nodes: int = 0
+    """The most nodes the job may have (``-N 1``: 1); 0: no limit, or not known."""
     per_job: bool = False
     """Its GPUs were asked for the job (``--gpus=N``, ``--gpus-per-task``), which Slurm
     spreads over as many nodes as it takes (7 + 1 where nodes have 7 free), not per node

@@ -119,6 +119,12 @@ def _get(obj: Any, *names: str, default: Any = None) -> Any:
     return default
 
 
+def _max_nodes(job: Any) -> int:
+    """pyslurm's ``max_nodes``; 0 when none (no limit) or not an integer."""
+    value = _get(job, "max_nodes", default=0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def dependency_text(deps: Any) -> str:
     """pyslurm's dict of a job's dependencies written back as Slurm writes them
     (``afterok:5(unfulfilled)``: pyslurm keeps the mark with the id), kinds in the
@@ -182,7 +188,9 @@ class PyslurmBackend:
                 gpus=(gres_gpus(_get(j, "gres_per_node")) * nodes
                       or sum(len(idx) for _, idx in alloc)),
                 # no GPUs per node and some given: asked per job (the pending ones below)
-                per_job=not gres_gpus(_get(j, "gres_per_node")) and bool(alloc),
+                max_nodes=_max_nodes(j),
+                per_job=(not gres_gpus(_get(j, "gres_per_node")) and bool(alloc)
+                         and _max_nodes(j) != 1),
                 node_count=nodes,
                 nodes=str(_get(j, "allocated_nodes", default="") or "") if state_ok else "",
                 restart_count=int(_get(j, "requeue_count", default=0) or 0),
@@ -195,8 +203,8 @@ class PyslurmBackend:
                 exit_signal=int(_get(j, "exit_code_signal", default=0) or 0),
                 requeue=_get(j, "is_requeueable", default=True) is not False,
                 dependency=dependency_text(_get(j, "dependencies"))))
-        return self._with_per_job_gpus(out, {int(j.id) for j in jobs.values()
-                                             if not _get(j, "gres_per_node")})
+        return self._with_per_job_gpus(out, {
+            int(j.id) for j in jobs.values() if not gres_gpus(_get(j, "gres_per_node"))})
 
     def _with_per_job_gpus(self, jobs: list[SlurmJob], per_job_ids: set[int]
                            ) -> list[SlurmJob]:
@@ -216,7 +224,7 @@ class PyslurmBackend:
         for j in jobs:
             gpus, kind = per_job.get(j.job_id, (0, ""))
             if j.state == "PENDING" and not j.gpus and gpus:
-                j = replace(j, gpus=gpus, per_job=True)
+                j = replace(j, gpus=gpus, per_job=j.max_nodes != 1)
             out.append(replace(j, gpu_type=kind) if kind and not j.gpu_type else j)
         return out
 

@@ -396,15 +396,15 @@ def job_slots(job: SlurmJob) -> tuple[str, ...]:
     return tuple(f"{node}:{i}" for node in names for i in range(per))[:job.gpus]
 
 
-def with_found_alloc(jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNode]
-                     ) -> list[SlurmJob]:
+def with_found_alloc(jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNode],
+                     listed: Sequence[SlurmJob] = ()) -> list[SlurmJob]:
     """``jobs`` with each running job the listing gave no GPU indices (its detail could
     not be read this round: a timeout, pyslurm's layout of an odd host list) given indices
-    its nodes use that no other job of ``jobs`` holds, else free ones, never another job's:
-    ``job_slots`` counted from 0 took another job's GPUs, and the plan moved or stopped
-    one of them (found by a red-team)."""
+    its nodes use that no job of ``jobs`` or ``listed`` holds, else free ones, never a
+    listed job's: ``job_slots`` counted from 0 took another job's GPUs, and the plan moved
+    or stopped one of them (found by a red-team)."""
     held: dict[str, set[int]] = {}
-    for j in jobs:
+    for j in (*jobs, *listed):
         for node, idx in j.gpu_alloc:
             held.setdefault(node, set()).update(idx)
     by_name = {n.name: n for n in nodes}
@@ -616,7 +616,7 @@ class SlurmCluster:
         self._sync_intents(listed)
         self.bad_hints = {}
         listed_nodes = self.backend.list_nodes()
-        jobs = with_found_alloc(jobs, listed_nodes)
+        jobs = with_found_alloc(jobs, listed_nodes, listed)
         self._jobs = {j.job_id: j for j in jobs}
         closed = {n.name: "+".join(n.state) for n in listed_nodes
                   if not n.usable and self.partition in n.partitions}
@@ -941,6 +941,18 @@ class SlurmCluster:
         regres_failed = self._update_gpus(starts)
         results += regres_failed.values()
         starts = [a for a in starts if a.job_id not in regres_failed]
+        # widest first: Slurm starts them in priority order, each where it fits, and a
+        # small job ranked first took the node the plan kept for a wide one, which then
+        # waited (found by a red-team); the plan places the widest first too. Released
+        # and ranked in that order, so a pass of Slurm's between two calls sees it too.
+        busy = {slot for j in self._jobs.values() if j.state == "RUNNING"
+                for slot in job_slots(j)}
+        ready = sorted((a for a in starts if not busy.intersection(a.gpu_slots)),
+                       key=lambda a: -len(a.gpu_slots))
+        ranks = {a.job_id: i for i, a in enumerate(ready)}
+        ranks.update({a.job_id: WAITING_BAND + i for i, a in enumerate(starts)
+                      if a.job_id not in ranks})
+        starts.sort(key=lambda a: ranks[a.job_id])
         to_release = [a for a in starts if (j := self._jobs.get(a.job_id)) and j.held]
         held_since = self._held_since(to_release)
         release_results = {r.action.job_id: r for r in
@@ -949,16 +961,6 @@ class SlurmCluster:
         release_results.update({jid: ActionResult(
             a, Outcome.DEFERRED, f"held by {who} since this round's observation: left held")
             for a in to_release if (who := held_since.get(jid := a.job_id))})
-        busy = {slot for j in self._jobs.values() if j.state == "RUNNING"
-                for slot in job_slots(j)}
-        # widest first: Slurm starts them in priority order, each where it fits, and a
-        # small job ranked first took the node the plan kept for a wide one, which then
-        # waited (found by a red-team); the plan places the widest first too
-        ready = sorted((a for a in starts if not busy.intersection(a.gpu_slots)),
-                       key=lambda a: -len(a.gpu_slots))
-        ranks = {a.job_id: i for i, a in enumerate(ready)}
-        ranks.update({a.job_id: WAITING_BAND + i for i, a in enumerate(starts)
-                      if a.job_id not in ranks})
         silent: str | None = None  # Slurm stopped answering: ask no more this round
         for a in starts:
             rank = ranks[a.job_id]
