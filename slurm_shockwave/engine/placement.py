@@ -107,7 +107,7 @@ class _FreeSlots:
         free = self._open(kind)
         if nodes > 1:
             return self._spread(gpus, nodes, free)
-        if gpus <= self.one_node(kind) or not spreads:  # per node: one node or none
+        if gpus <= self.one_node(kind) or not spreads:  # one node where one has room
             fits = [n for n, s in free.items() if len(s) >= gpus]
             if not fits:
                 # live, a per-job request no node has room for goes where GPUs are
