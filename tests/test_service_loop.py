@@ -1236,6 +1236,16 @@ def test_a_per_node_request_is_never_spread_and_a_per_job_one_is(policy: str) ->
     _rounds_over(fake, policy, 3)
     assert fake.jobs[3].state == "RUNNING" and len(fake.jobs[3].gpu_alloc) == 2
     assert fake.signals == [] and fake.jobs[5].restart_count == fake.jobs[6].restart_count == 0
+    # and one wider than any node: over free GPUs too, not only whole free nodes (12 as
+    # 6 + 6 beside two 2-GPU jobs on nodes of 8)
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",)) for i in (1, 2)])
+    for jid, node in ((5, "n1"), (6, "n2")):
+        fake.add(with_state(job(jid, 2, epochs=400), state="RUNNING", held=False, nodes=node,
+                            gpu_alloc=((node, (0, 1)),), start_time=1))
+    fake.add(with_state(job(3, 12, epochs=3), per_job=True))
+    _rounds_over(fake, policy, 3)
+    assert fake.jobs[3].state == "RUNNING" and len(fake.jobs[3].gpu_alloc) == 2
+    assert fake.signals == []
 
 
 def test_a_typed_job_wider_than_its_types_nodes_is_spread_over_them() -> None:

@@ -103,7 +103,7 @@ class _FreeSlots:
         hold enough, as Slurm spreads a fixed ``--gpus=N`` (5 on nodes of 4: 4 + 1).
         ``kind``: only on nodes of that GPU type. Not ``spreads`` (asked per node): on one
         node or none. Live (``exact``), a fixed job that may be spread and fits no one node
-        takes free GPUs node after node, as Slurm gives them."""
+        (or is wider than any) takes free GPUs node after node, as Slurm gives them."""
         free = self._open(kind)
         if nodes > 1:
             return self._spread(gpus, nodes, free)
@@ -122,7 +122,10 @@ class _FreeSlots:
         # holds an unknown count of each, and 7 of one such node + 1 was never Slurm's
         own = {n: s for n, s in free.items() if self.kind[n] == kind} if kind else free
         pool = own if own else free
-        return self._whole_nodes(gpus, pool) if even else self._whole_nodes_by_name(gpus, pool)
+        if even:
+            return self._whole_nodes(gpus, pool)
+        # live, over free GPUs as Slurm spreads it; the simulator's, over whole nodes
+        return self._by_name(gpus, pool) if self.exact else self._whole_nodes_by_name(gpus, pool)
 
     def _by_name(self, gpus: int, free: dict[str, list[str]]) -> tuple[str, ...] | None:
         """Free slots node after node by name until they hold ``gpus``."""
