@@ -329,6 +329,7 @@ class CliBackend:
         if detail and holds_alloc(state) and self._current(
                 detail, r[c["RestartCnt"]], _epoch(r[c["StartTime"]].strip())):
             alloc = _within(detail.gpu_alloc, nodelist)
+        max_nodes = detail.max_nodes if detail else 0
         return SlurmJob(
             job_id=jid, name=r[c["Name"]].strip(), user=r[c["UserName"]].strip(),
             partition=partition, state=state, state_flags=tuple(flags), reason=reason,
@@ -347,10 +348,9 @@ class CliBackend:
                                    ("tres-per-node", "tres-per-job", "tres-per-task"))),
             requeue=r[c["Requeue"]].strip() != "0",
             dependency=_unset(r[c["Dependency"]]),
-            max_nodes=detail.max_nodes if detail else 0,
+            max_nodes=max_nodes,
             per_job=asked_per_job(r[c["tres-per-node"]].strip(), r[c["tres-per-job"]].strip(),
-                                  r[c["tres-per-task"]].strip(),
-                                  max_nodes=detail.max_nodes if detail else 0))
+                                  r[c["tres-per-task"]].strip(), max_nodes))
 
     @staticmethod
     def _current(detail: JobDetail, restarts: str, start: int) -> bool:

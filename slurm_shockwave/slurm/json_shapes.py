@@ -258,13 +258,19 @@ def job_gpus(tres_per_node: str, tres_per_job: str, node_count: int,
     return each * tasks
 
 
+def may_spread(per_node_gpus: int, other_gpus: int, max_nodes: int) -> bool:
+    """``SlurmJob.per_job``, the one rule of all three backends: a job with GPUs asked
+    for the job or its tasks (``other_gpus``: ``--gpus``, ``--gpus-per-task``), none per
+    node (``--gres=gpu:N``), that may have them on several nodes (``max_nodes`` not 1:
+    ``-N 1 --gpus=8`` is one node's)."""
+    return max_nodes != 1 and not per_node_gpus and other_gpus > 0
+
+
 def asked_per_job(tres_per_node: str, tres_per_job: str, tres_per_task: str = "",
                   max_nodes: int = 0) -> bool:
-    """Whether a job asked its GPUs for the job or its tasks (``--gpus``,
-    ``--gpus-per-task``), none per node (``--gres=gpu:N``), and may have them on several
-    nodes (``max_nodes`` not 1: ``-N 1 --gpus=8`` is one node's): ``SlurmJob.per_job``."""
-    return (max_nodes != 1 and not gpus_in(tres_per_node)
-            and bool(gpus_in(tres_per_job) or gpus_in(tres_per_task)))
+    """``may_spread`` of a job's TRES requests as squeue and Slurm's JSON print them."""
+    return may_spread(gpus_in(tres_per_node), gpus_in(tres_per_job) + gpus_in(tres_per_task),
+                      max_nodes)
 
 
 def exit_signal(value: Any) -> int:

@@ -31,6 +31,7 @@ from slurm_shockwave.slurm.json_shapes import (
     holds_alloc,
     is_held,
     job_state,
+    may_spread,
     node_gpu_type,
 )
 from slurm_shockwave.slurm.protocol import (
@@ -159,6 +160,7 @@ class PyslurmBackend:
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
         jobs = self._call("load jobs", self._ps.Jobs.load)
         out = []
+        asked_otherwise: set[int] = set()
         for j in jobs.values():
             state, *flags = job_state(str(_get(j, "state", default="UNKNOWN")))
             if partition is not None and not (_get(j, "partition") == partition
@@ -175,6 +177,11 @@ class PyslurmBackend:
                 except Exception:  # pyslurm raises ValueError on an odd host list
                     layout = {}
             alloc = alloc_from_layout(layout)
+            per_node = gres_gpus(_get(j, "gres_per_node"))
+            given = sum(len(idx) for _, idx in alloc)
+            if not per_node:  # asked per job or per task, or none: squeue tells (below)
+                asked_otherwise.add(int(j.id))
+            max_nodes = _max_nodes(j)
             limit = _get(j, "time_limit", default=0)
             out.append(SlurmJob(
                 job_id=int(j.id), name=str(_get(j, "name", default="")),
@@ -185,12 +192,10 @@ class PyslurmBackend:
                 comment=str(_get(j, "comment", default="") or ""),
                 admin_comment=str(_get(j, "admin_comment", default="") or ""),
                 # --gres=gpu:N per node; a running --gpus=N job: what it was given
-                gpus=(gres_gpus(_get(j, "gres_per_node")) * nodes
-                      or sum(len(idx) for _, idx in alloc)),
-                # no GPUs per node and some given: asked per job (the pending ones below)
-                max_nodes=_max_nodes(j),
-                per_job=(not gres_gpus(_get(j, "gres_per_node")) and bool(alloc)
-                         and _max_nodes(j) != 1),
+                gpus=per_node * nodes or given,
+                # a pending job's GPUs asked per job come from squeue (below)
+                max_nodes=max_nodes,
+                per_job=may_spread(per_node, given, max_nodes),
                 node_count=nodes,
                 nodes=str(_get(j, "allocated_nodes", default="") or "") if state_ok else "",
                 restart_count=int(_get(j, "requeue_count", default=0) or 0),
@@ -203,8 +208,7 @@ class PyslurmBackend:
                 exit_signal=int(_get(j, "exit_code_signal", default=0) or 0),
                 requeue=_get(j, "is_requeueable", default=True) is not False,
                 dependency=dependency_text(_get(j, "dependencies"))))
-        return self._with_per_job_gpus(out, {
-            int(j.id) for j in jobs.values() if not gres_gpus(_get(j, "gres_per_node"))})
+        return self._with_per_job_gpus(out, asked_otherwise)
 
     def _with_per_job_gpus(self, jobs: list[SlurmJob], per_job_ids: set[int]
                            ) -> list[SlurmJob]:
@@ -224,7 +228,7 @@ class PyslurmBackend:
         for j in jobs:
             gpus, kind = per_job.get(j.job_id, (0, ""))
             if j.state == "PENDING" and not j.gpus and gpus:
-                j = replace(j, gpus=gpus, per_job=j.max_nodes != 1)
+                j = replace(j, gpus=gpus, per_job=may_spread(0, gpus, j.max_nodes))
             out.append(replace(j, gpu_type=kind) if kind and not j.gpu_type else j)
         return out
 
