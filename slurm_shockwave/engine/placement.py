@@ -59,16 +59,20 @@ class _FreeSlots:
         return self.free if not kind else {n: s for n, s in self.free.items()
                                            if self.kind[n] in (kind, SEVERAL_TYPES)}
 
-    def one_node(self, kind: str) -> int:
-        """The most GPUs one node gives a job that may be spread (``JobSpec.spreads``),
-        before it is: the cluster's widest usable node for an untyped job, the widest of
-        its type's nodes for a typed one (a ``--gpus=v100:8`` job on nodes of 4 v100 looked
-        for one node of 8, another type's, and never started; Slurm spreads it 4 + 4), or
-        of nodes of several types where the type has none of its own."""
+    def on_one_node(self, gpus: int, kind: str, spreads: bool) -> bool:
+        """Whether a job of ``gpus`` (no ``-N`` of its own) goes on one node: one asked per
+        node (not ``spreads``) always; one that may be spread (``JobSpec.spreads``) when
+        no wider than the cluster's widest usable node, or for a typed one, its type's
+        widest (a ``--gpus=v100:8`` job on nodes of 4 v100 looked for one node of 8,
+        another type's, and never started; Slurm spreads it 4 + 4), or that of nodes of
+        several types where the type has none of its own. The one rule of ``take`` and
+        of the nodes defragmentation clears (``_shape``)."""
+        if not spreads:
+            return True
         if not kind:
-            return self.per_node
+            return gpus <= self.per_node
         own = [n for n in self.free if self.kind[n] == kind]
-        return max((self.size[n] for n in (own or self._open(kind))), default=0)
+        return gpus <= max((self.size[n] for n in (own or self._open(kind))), default=0)
 
     def take_exact(self, slots: tuple[str, ...], whole: bool = True) -> bool:
         """These slots, if all free. In the simulator a job on several nodes takes them
@@ -107,7 +111,7 @@ class _FreeSlots:
         free = self._open(kind)
         if nodes > 1:
             return self._spread(gpus, nodes, free)
-        if gpus <= self.one_node(kind) or not spreads:  # one node where one has room
+        if self.on_one_node(gpus, kind, spreads):
             fits = [n for n, s in free.items() if len(s) >= gpus]
             if not fits:
                 # live, a per-job request no node has room for goes where GPUs are
@@ -213,7 +217,7 @@ def _shape(job: Job, wanted: int, free: _FreeSlots) -> tuple[int, int]:
     nodes = _nodes(job)
     if nodes > 1:
         return nodes, wanted // nodes
-    if not job.spec.spreads or wanted <= free.one_node(job.spec.gpu_type):
+    if free.on_one_node(wanted, job.spec.gpu_type, job.spec.spreads):
         return 1, wanted
     return 0, 0
 
