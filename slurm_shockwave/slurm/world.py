@@ -397,24 +397,25 @@ def job_slots(job: SlurmJob) -> tuple[str, ...]:
 
 
 def with_found_alloc(jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNode],
-                     listed: Sequence[SlurmJob] = ()) -> list[SlurmJob]:
-    """``jobs`` with each running job the listing gave no GPU indices (its detail could
-    not be read this round: a timeout, pyslurm's layout of an odd host list) given indices
-    its nodes use that no job of ``jobs`` or ``listed`` holds, else free ones, never a
-    listed job's: ``job_slots`` counted from 0 took another job's GPUs, and the plan moved
-    or stopped one of them (found by a red-team)."""
+                     listed: Sequence[SlurmJob]) -> list[SlurmJob]:
+    """``jobs`` (of ``listed``, every job the listing has) with each running job the
+    listing gave no GPU indices (its detail could not be read this round: a timeout,
+    pyslurm's layout of an odd host list) given indices its nodes use that no listed job
+    holds, else free ones, never a listed job's: ``job_slots`` counted from 0 took another
+    job's GPUs, and the plan moved or stopped one of them (found by a red-team)."""
     held: dict[str, set[int]] = {}
-    for j in (*jobs, *listed):
+    for j in listed:
         for node, idx in j.gpu_alloc:
             held.setdefault(node, set()).update(idx)
     by_name = {n.name: n for n in nodes}
     out = []
     for j in jobs:
-        if j.state != "RUNNING" or j.gpu_alloc or not job_slots(j):
+        guessed = job_slots(j) if j.state == "RUNNING" and not j.gpu_alloc else ()
+        if not guessed:
             out.append(j)
             continue
         alloc = []
-        for node, count in Counter(slot_node(s) for s in job_slots(j)).items():
+        for node, count in Counter(slot_node(s) for s in guessed).items():
             n = by_name.get(node)
             taken = held.setdefault(node, set())
             used = [i for i in (n.gpus_used_idx if n else ()) if i not in taken]
