@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +41,23 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 60.0, what: str =
             return
         time.sleep(0.5)
     raise AssertionError(f"condition not met within {timeout_s} s" + (f": {what}" if what else ""))
+
+
+@contextlib.contextmanager
+def slurmctld_stopped(conf: Path, env: dict[str, str] | None = None) -> Iterator[None]:
+    """The docker-slurm cluster's slurmctld (``conf``'s, its pid file in run/ beside etc/)
+    stopped inside, started again on leaving whatever happened, once the stopped one has
+    exited, and answering: a failure inside must not leave every later real-cluster test
+    without a controller (a CI run lost 29 tests that way)."""
+    pid = int((conf.parent.parent / "run" / "slurmctld.pid").read_text())
+    os.kill(pid, signal.SIGTERM)
+    try:
+        yield
+    finally:
+        wait_for(lambda: not Path(f"/proc/{pid}").exists(), 60, "slurmctld to stop")
+        subprocess.run(["slurmctld", "-f", str(conf)], check=True, env=env)
+    wait_for(lambda: subprocess.run(["scontrol", "ping"], capture_output=True,
+                                    env=env).returncode == 0, 60, "slurmctld up")
 
 
 def job(backend: SlurmBackend, job_id: int) -> SlurmJob:

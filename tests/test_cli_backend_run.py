@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from slurm_shockwave.slurm.protocol import SlurmError
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmUnanswered
 
 
 def test_output_that_is_not_utf8_is_read_and_a_command_that_cannot_run_is_a_slurm_error(
@@ -159,3 +159,25 @@ def test_a_job_id_given_out_again_is_read_as_the_new_job(tmp_path: Path) -> None
                    "admin": new}) == {500: new}
     cli._alloc_of_all_jobs()  # nothing holds nodes now
     assert listed() == {} and cli._details == {}
+
+
+def test_a_controller_that_does_not_answer_is_asked_once_per_listing(tmp_path: Path) -> None:
+    """With slurmctld down each squeue waits out its MessageTimeout (9 s on 22.05): the
+    partition's listing fell back to the JSON one, which waited as long again, and a CI
+    run's outage was not seen within 60 s. A listing Slurm refuses still falls back."""
+    calls = tmp_path / "calls"
+    tool = tmp_path / "squeue"
+    tool.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
+                    'echo "slurm_load_jobs error: Unable to contact slurm controller '
+                    '(connect failure)" >&2\nexit 1\n')
+    tool.chmod(0o755)
+    cli = CliBackend(env={"PATH": str(tmp_path)}, check_conf=False)
+    with pytest.raises(SlurmUnanswered, match="Unable to contact"):
+        cli.list_jobs("shockwave")
+    assert len(calls.read_text().splitlines()) == 1
+    tool.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
+                    'case "$*" in *--json*) echo \'{"jobs": []}\';; '
+                    '*) echo "squeue: error: Invalid field" >&2; exit 1;; esac\n')
+    calls.unlink()
+    assert cli.list_jobs("shockwave") == []
+    assert [ln.split()[0] for ln in calls.read_text().splitlines()] == ["-h", "--json"]

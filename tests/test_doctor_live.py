@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from tests.live_cluster import Submitter, kept_heartbeat, wait_for
+from tests.live_cluster import Submitter, kept_heartbeat, slurmctld_stopped, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -123,14 +123,8 @@ class OwnCluster:
 
     def restart_with(self, edit: Callable[[str], str]) -> None:
         """slurmctld restarted on the pristine slurm.conf changed by ``edit``."""
-        text = edit(self.pristine)
-        self.conf.write_text(text)
-        pid = int((self.state / "run" / "slurmctld.pid").read_text())
-        os.kill(pid, signal.SIGTERM)
-        wait_for(lambda: not Path(f"/proc/{pid}").exists(), 60, "slurmctld to stop")
-        subprocess.run(["slurmctld", "-f", str(self.conf)], check=True, env=self.env)
-        wait_for(lambda: subprocess.run(["scontrol", "ping"], capture_output=True,
-                                        env=self.env).returncode == 0, 60, "slurmctld up")
+        with slurmctld_stopped(self.conf, self.env):
+            self.conf.write_text(edit(self.pristine))
 
     def stop(self) -> None:
         subprocess.run(["bash", str(REPO / "docker-slurm" / "stop.sh"), "--state-dir",

@@ -301,6 +301,8 @@ class CliBackend:
         try:
             text = self._run(["squeue", "-h", "-p", partition, "-t", "PD,R,CG,S",
                               "-O", _FORMAT])
+        except SlurmUnanswered:
+            raise  # the JSON listing would wait as long again: no answer is the round's
         except SlurmError:
             return [j for j in jobs_from(self._json(["squeue", "--json"]))
                     if j.partition == partition]
