@@ -181,3 +181,22 @@ def test_a_controller_that_does_not_answer_is_asked_once_per_listing(tmp_path: P
     calls.unlink()
     assert cli.list_jobs("shockwave") == []
     assert [ln.split()[0] for ln in calls.read_text().splitlines()] == ["-h", "--json"]
+
+
+def test_a_controller_gone_after_the_listing_is_asked_one_detail(tmp_path: Path) -> None:
+    """Each new job's detail is a call of its own (up to 20): one unanswered is the
+    listing's failure, not a job "ended since" and 19 more waits of 9 s or more."""
+    from slurm_shockwave.slurm.cli_backend import _FIELDS
+    rows = "\\n".join("|".join([str(j), "PENDING", *["1"] * (len(_FIELDS) - 2)])
+                      for j in (11, 12, 13))
+    calls = tmp_path / "calls"
+    (tmp_path / "squeue").write_text(f"#!/bin/sh\nprintf '{rows}\\n'\n")
+    (tmp_path / "scontrol").write_text(
+        f'#!/bin/sh\necho "$*" >> {calls}\n'
+        'echo "slurm_load_jobs error: Unable to contact slurm controller" >&2\nexit 1\n')
+    for tool in ("squeue", "scontrol"):
+        (tmp_path / tool).chmod(0o755)
+    cli = CliBackend(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, check_conf=False)
+    with pytest.raises(SlurmUnanswered):
+        cli.list_jobs("shockwave")
+    assert len(calls.read_text().splitlines()) == 1

@@ -384,6 +384,8 @@ class CliBackend:
                     # line that may start as another job's
                     out = self._run(["scontrol", "-o", "-d", "show", "job", str(jid)])
                     lines += [ln for ln in out.splitlines() if ln.startswith(f"JobId={jid} ")]
+                except SlurmUnanswered:
+                    raise  # each job after would wait as long
                 except SlurmError:  # ended and purged since the listing: nothing to add
                     continue
         else:
