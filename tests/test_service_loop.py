@@ -1390,3 +1390,28 @@ def test_a_resized_elastic_job_keeps_its_gpu_type() -> None:
     _rounds_over(fake, "shockwave", 2)
     assert calls and all(kind == "v100" for _, kind in calls), calls
     assert fake.jobs[1].gpu_type == "v100" and fake.jobs[1].state == "RUNNING"
+
+
+@pytest.mark.parametrize("policy", ["fifo", "shockwave"])
+def test_a_job_wider_than_the_nodes_up_now_waits_for_them(policy: str) -> None:
+    """Found by a red-team: with one node of three drained, or another partition's job on
+    it, a job of all the partition's GPUs read ``rejected_too_large`` (it sounds final: an
+    owner cancels). It waits, saying how many GPUs are usable, and starts once the node is
+    back; a job wider than every node of the partition is still too large."""
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE", "DRAIN"), 8, 0, ("shockwave", "other")),
+                      SlurmNode("n2", ("IDLE",), 8, 0, ("shockwave", "other")),
+                      SlurmNode("n3", ("IDLE",), 8, 0, ("shockwave", "other"))])
+    fake.add(SlurmJob(9, "o", "bob", "other", "RUNNING", gpus=8, nodes="n3", submit_time=800))
+    fake.add(job(1, 24, epochs=5, nodes=3))
+    fake.add(job(2, 32, epochs=5, nodes=4))
+    svc = _rounds_over(fake, policy, 1)
+    rows = {r.job_id: r.reason for r in svc.store.jobs_now().values()}
+    assert rows[1] == ("waiting_capacity(gpus=24 usable=8 of 24: the rest drained, down or "
+                       "another partition's)"), rows
+    assert rows[2] == "rejected_too_large(gpus=32 cluster=24)"
+    fake.nodes[0] = with_state(fake.nodes[0], state=("IDLE",))
+    fake.jobs[9] = with_state(fake.jobs[9], state="COMPLETED")
+    for _ in range(2):
+        svc.round_once()
+        fake.tick(20)
+    assert fake.jobs[1].state == "RUNNING"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from slurm_shockwave.model.cluster import SEVERAL_TYPES, ClusterView
@@ -10,26 +11,46 @@ from slurm_shockwave.model.plan import Reason, ReasonCode
 
 
 def admit(view: ClusterView) -> tuple[ClusterView, dict[JobId, Reason]]:
-    """Drop jobs that could never be placed, with a reason, so policies need not care."""
-    total = view.total_gpus
-    of_type: dict[str, int] = {}
-    for node in view.nodes:
-        of_type[node.gpu_type] = of_type.get(node.gpu_type, 0) + node.gpus
+    """Drop jobs that cannot be placed, with a reason, so policies need not care: never
+    (wider than the partition's GPUs: ``rejected_too_large``), or not while nodes are
+    drained, down or another partition's (``waiting_capacity``, live only)."""
+    now = _by_type((n.gpu_type, n.gpus) for n in view.nodes)
+    ever = _by_type(view.configured) if view.configured else now
     rejected: dict[JobId, Reason] = {}
     kept = []
     for job in view.jobs:
         kind = job.spec.gpu_type
-        # a typed job: its type's GPUs, and those of nodes of several types
-        room = of_type.get(kind, 0) + of_type.get(SEVERAL_TYPES, 0) if kind else total
         # an elastic typed job fits on its fewest (the type's free GPUs shrink whenever
         # another partition's job runs there: a review)
         asked = min(job.spec.gpu_counts()) if kind and job.spec.is_elastic else job.gpus
-        if asked > room or job.gpus < 1:
+        if asked > _room(ever, kind) or job.gpus < 1:
             rejected[job.job_id] = Reason(ReasonCode.REJECTED_TOO_LARGE,
-                                          f"gpus={job.gpus} cluster={total}" if not kind
-                                          else f"gpus={job.gpus} {kind}={room}")
+                                          _room_text(job.gpus, kind, ever))
+        elif asked > _room(now, kind):
+            rejected[job.job_id] = Reason(
+                ReasonCode.WAITING_CAPACITY,
+                f"{_room_text(job.gpus, kind, now, 'usable')} of {_room(ever, kind)}: "
+                "the rest drained, down or another partition's")
         else:
             kept.append(job)
     if not rejected:
         return view, rejected
     return replace(view, jobs=tuple(kept)), rejected
+
+
+def _by_type(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for kind, gpus in pairs:
+        out[kind] = out.get(kind, 0) + gpus
+    return out
+
+
+def _room(of_type: dict[str, int], kind: str) -> int:
+    """The GPUs a job asking ``kind`` may have: all for "", else its type's and those of
+    nodes of several types."""
+    return of_type.get(kind, 0) + of_type.get(SEVERAL_TYPES, 0) if kind \
+        else sum(of_type.values())
+
+
+def _room_text(gpus: int, kind: str, of_type: dict[str, int], word: str = "cluster") -> str:
+    return f"gpus={gpus} {kind or word}={_room(of_type, kind)}"

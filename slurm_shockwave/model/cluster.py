@@ -74,6 +74,12 @@ class ClusterView:
     """GPUs freed between rounds go to waiting jobs at once (fill steps: the simulator's
     ``fill_freed``, the service's ``service.fill_freed``); without them a job that ends
     mid-round leaves its GPUs idle until the round's end."""
+    configured: tuple[tuple[str, int], ...] = ()
+    """GPUs of each type (``GpuNode.gpu_type``) on every node of the partition, live:
+    drained, down and other partitions' ones too. A job wider than ``nodes`` but not than
+    these waits for them rather than being rejected: one drained node read
+    ``rejected_too_large``, which sounds final. Empty: ``nodes`` are all there is (the
+    simulator)."""
     exact_slots: bool = False
     """The running jobs' slots are the GPUs Slurm gave them (live), and a job on several
     nodes holds only those: Slurm lends the rest of its nodes to other jobs (4 + 1 for

@@ -688,6 +688,8 @@ class SlurmCluster:
                            restart_cost_s=self.restart_cost_s,
                            reserved=reserved | starting, starting=starting,
                            returning=tuple(returning), fills=self.fill_freed,
+                           configured=tuple((n.gpu_type, n.gpus) for n in listed_nodes
+                                            if self.partition in n.partitions),
                            exact_slots=True)
         return view
 
