@@ -1415,3 +1415,26 @@ def test_a_job_wider_than_the_nodes_up_now_waits_for_them(policy: str) -> None:
         svc.round_once()
         fake.tick(20)
     assert fake.jobs[1].state == "RUNNING"
+
+
+def test_a_started_job_slurm_does_not_start_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job the plan started on GPUs Slurm does not give it (the node's CPUs or memory
+    all taken: the plan sees GPUs only) read ``scheduled`` round after round, never said
+    to be not running. The start's message says since when, with Slurm's reason, in
+    explain's actions and in the queue's reason column."""
+    from slurm_shockwave.cli.queue import _reason
+
+    fake = fake_cluster(nodes=1)
+    fake.add(job(1, 4, epochs=5))
+    monkeypatch.setattr(fake, "_candidates", lambda job, named_only: [])  # CPUs all taken
+    svc = _rounds_over(fake, "fifo", 3)
+    row = svc.store.jobs_now()[1]
+    assert fake.jobs[1].state == "PENDING" and row.reason == "scheduled"
+    assert row.message == "started since round 0, not running yet: Slurm says Resources"
+    assert _reason(row) == f"scheduled; {row.message}"
+    monkeypatch.undo()
+    svc.round_once()
+    fake.tick(1)
+    assert fake.jobs[1].state == "RUNNING"
+    svc.round_once()
+    assert svc.store.jobs_now()[1].message == ""

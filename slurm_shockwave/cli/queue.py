@@ -80,7 +80,15 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
         [(r.job_id, r.user, r.model, r.phase, r.gpus, r.where,
           f"{r.epochs_done:g}/{r.epochs}", r.bs, _hms(r.remaining_s),
           "-" if r.rho is None else f"{r.rho:.2f}",
-          "-" if r.planned_rounds is None else r.planned_rounds, r.reason) for r in rows]))
+          "-" if r.planned_rounds is None else r.planned_rounds, _reason(r)) for r in rows]))
+
+
+def _reason(row: JobRow) -> str:
+    """The round's reason, and for a job it started that is not running yet, why not:
+    the world's note with Slurm's reason (a node's CPUs all taken, which the plan does
+    not see, left such a job reading ``scheduled`` for ever)."""
+    note = row.message if row.action == "start" and row.phase == "pending" else ""
+    return f"{row.reason}; {note}" if note else row.reason
 
 
 @click.command()

@@ -82,6 +82,7 @@ class FakeSlurm:
         for j in pending:
             alloc = self._place(j, self._used(), named_only=bool(j.nodes))
             if alloc is None:
+                self.jobs[j.job_id] = replace(j, reason="Resources")
                 continue
             names = [n for n, _ in alloc] or [self._candidates(j, bool(j.nodes))[0].name]
             self.jobs[j.job_id] = replace(j, state="RUNNING", reason="None",

@@ -511,6 +511,10 @@ class SlurmCluster:
         self._started_in: dict[int, int] = {}
         """Job -> the round index whose start released or ranked it: a fill step of that
         round (same index) must not hold it again while it waits for GPUs to free."""
+        self._waiting_since: dict[int, int] = {}
+        """Job -> the first of the rounds in a row that started it while it stays pending:
+        one Slurm does not start when released (a node's CPUs or memory all taken, which
+        the plan does not see) is said so with Slurm's reason, not read ``scheduled``."""
         self.filling = False
         """The next apply is a fill step's (the service sets it): its starts are still
         starting (``ClusterView.starting``) when the round it calls observes them."""
@@ -983,7 +987,7 @@ class SlurmCluster:
                 continue
             try:
                 self.backend.set_priority(a.job_id, TOP_PRIORITY - rank)
-                results.append(ActionResult(a, Outcome.APPLIED))
+                results.append(ActionResult(a, Outcome.APPLIED, self._not_started(job)))
             except SlurmUnanswered as exc:
                 silent = str(exc)
                 results.append(ActionResult(a, Outcome.REJECTED, silent))
@@ -998,6 +1002,9 @@ class SlurmCluster:
         # as job_submit.lua's, whose release by the owner job_submit.lua refuses)
         for a in starts:
             self._started_in[a.job_id] = self.round_index
+        # a round keeps its own starts; a fill step adds its own to its round's
+        since = {a.job_id: self._waiting_since.get(a.job_id, self.round_index) for a in starts}
+        self._waiting_since = {**self._waiting_since, **since} if self.filling else since
         self._started_in = {jid: r for jid, r in self._started_in.items() if jid in self._jobs}
         self._fill_started = {jid: r for jid, r in self._fill_started.items()
                               if jid in self._jobs}
@@ -1012,6 +1019,15 @@ class SlurmCluster:
         self.rehold_failures = {jid: err for jid, err in each_job(rehold, self.backend.hold).items()
                                 if err}
         return ApplyResult(tuple(results))
+
+    def _not_started(self, job: SlurmJob) -> str:
+        """For a job started by an earlier round and pending still, unheld: since when,
+        and Slurm's reason (``Resources``: room the plan counted is not there)."""
+        since = self._waiting_since.get(job.job_id)
+        if since is None or since >= self.round_index or job.held:
+            return ""
+        return (f"started since round {since}, not running yet: Slurm says "
+                f"{job.reason or 'nothing'}")
 
     def _held_since(self, releases: Sequence[Action]) -> dict[int, str]:
         """Jobs to release that an admin or their owner has held since the round's
