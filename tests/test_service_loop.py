@@ -1438,3 +1438,24 @@ def test_a_started_job_slurm_does_not_start_says_why(monkeypatch: pytest.MonkeyP
     assert fake.jobs[1].state == "RUNNING"
     svc.round_once()
     assert svc.store.jobs_now()[1].message == ""
+
+
+@pytest.mark.parametrize("policy", ["fifo", "shockwave"])
+def test_a_per_job_request_is_spread_over_no_more_nodes_than_it_allows(policy: str) -> None:
+    """Found by a red-team: a ``-N 1-2 --gpus=8`` job was planned 3 + 3 + 2 over three
+    nodes, which Slurm never gives it, and released round after round while the plan kept
+    those GPUs. It waits until two nodes hold it, then runs there."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave", "other"))
+                      for i in (1, 2, 3)])
+    for jid, node, gpus in ((7, "n1", 5), (8, "n2", 5), (9, "n3", 6)):
+        fake.add(SlurmJob(jid, "o", "bob", "other", "RUNNING", gpus=gpus, nodes=node,
+                          submit_time=800))
+    fake.add(with_state(job(1, 8, epochs=5), per_job=True, max_nodes=2))
+    svc = _rounds_over(fake, policy, 2)
+    assert fake.jobs[1].held and fake.jobs[1].state == "PENDING"
+    assert svc.store.jobs_now()[1].reason.startswith("waiting_")
+    fake.jobs[9] = with_state(fake.jobs[9], state="COMPLETED")
+    for _ in range(2):
+        svc.round_once()
+        fake.tick(20)
+    assert fake.jobs[1].state == "RUNNING" and len(fake.jobs[1].gpu_alloc) <= 2

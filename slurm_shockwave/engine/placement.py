@@ -99,7 +99,8 @@ class _FreeSlots:
         return True
 
     def take(self, gpus: int, nodes: int = 0, *, even: bool = False,
-             kind: str = "", spreads: bool = True) -> tuple[str, ...] | None:
+             kind: str = "", spreads: bool = True, max_nodes: int = 0
+             ) -> tuple[str, ...] | None:
         """``gpus`` slots: on one node (best fit) where they fit on one; for a job that
         asked for ``nodes`` nodes (a fixed ``-N``), gpus/nodes on each of that many;
         wider than a node, whole nodes: split evenly for an elastic job (``even``: the
@@ -107,7 +108,8 @@ class _FreeSlots:
         hold enough, as Slurm spreads a fixed ``--gpus=N`` (5 on nodes of 4: 4 + 1).
         ``kind``: only on nodes of that GPU type. Not ``spreads`` (asked per node): on one
         node or none. Live (``exact``), a fixed job that may be spread and fits no one node
-        (or is wider than any) takes free GPUs node after node, as Slurm gives them."""
+        (or is wider than any) takes free GPUs node after node, as Slurm gives them, on at
+        most ``max_nodes`` nodes where it has a limit."""
         free = self._open(kind)
         if nodes > 1:
             return self._spread(gpus, nodes, free)
@@ -116,8 +118,8 @@ class _FreeSlots:
             if not fits:
                 # live, a per-job request no node has room for goes where GPUs are
                 # free, as Slurm spreads it (4 + 4 over two half-used nodes of 8)
-                return self._by_name(gpus, free) if spreads and self.exact and not even \
-                    else None
+                return self._by_name(gpus, free, max_nodes) \
+                    if spreads and self.exact and not even else None
             node = min(fits, key=lambda n: (len(self.free[n]), n))  # best fit
             got, self.free[node] = self.free[node][:gpus], self.free[node][gpus:]
             self.total -= gpus
@@ -129,10 +131,16 @@ class _FreeSlots:
         if even:
             return self._whole_nodes(gpus, pool)
         # live, over free GPUs as Slurm spreads it; the simulator's, over whole nodes
-        return self._by_name(gpus, pool) if self.exact else self._whole_nodes_by_name(gpus, pool)
+        return self._by_name(gpus, pool, max_nodes) if self.exact \
+            else self._whole_nodes_by_name(gpus, pool)
 
-    def _by_name(self, gpus: int, free: dict[str, list[str]]) -> tuple[str, ...] | None:
-        """Free slots node after node by name until they hold ``gpus``."""
+    def _by_name(self, gpus: int, free: dict[str, list[str]], max_nodes: int = 0
+                 ) -> tuple[str, ...] | None:
+        """Free slots node after node by name until they hold ``gpus``; with ``max_nodes``,
+        on that many of the nodes with the most free (Slurm gives a ``-N 1-2`` job no
+        third node)."""
+        if max_nodes:
+            free = dict(sorted(free.items(), key=lambda ns: (-len(ns[1]), ns[0]))[:max_nodes])
         if sum(len(s) for s in free.values()) < gpus:
             return None
         taken: list[str] = []
@@ -205,7 +213,7 @@ class _FreeSlots:
 def _take(free: _FreeSlots, job: Job, gpus: int) -> tuple[str, ...] | None:
     """``gpus`` free slots for ``job``, as Slurm would give them (``_FreeSlots.take``)."""
     return free.take(gpus, _nodes(job), even=job.spec.is_elastic, kind=job.spec.gpu_type,
-                     spreads=job.spec.spreads)
+                     spreads=job.spec.spreads, max_nodes=job.spec.max_nodes)
 
 
 def _shape(job: Job, wanted: int, free: _FreeSlots) -> tuple[int, int]:

@@ -66,6 +66,9 @@ class JobSpec:
     ``--gpus=N``, as every simulated job; an elastic job, the service setting its count
     per node). False: asked per node (``--gres=gpu:N``), which Slurm gives on one node (or
     its ``nodes``), never spread: a plan of 7 + 1 for ``--gres=gpu:8`` never started."""
+    max_nodes: int = 0
+    """The most nodes a job that ``spreads`` may be given (``-N 1-2 --gpus=8``: 2); 0: no
+    limit (every simulated job). A plan of 3 + 3 + 2 for it never started."""
 
     @property
     def is_elastic(self) -> bool:

@@ -157,6 +157,8 @@ class FakeSlurm:
                 return ((room[0].name, tuple(free(room[0])[:job.gpus])),)
             taken: list[tuple[str, tuple[int, ...]]] = []
             left = job.gpus
+            if job.max_nodes > 1:  # -N 1-2: on at most 2, those with the most free
+                nodes = sorted(nodes, key=lambda n: -len(free(n)))[:job.max_nodes]
             for n in nodes:
                 if left and (idle := free(n)):
                     taken.append((n.name, tuple(idle[:left])))

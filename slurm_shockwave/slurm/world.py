@@ -706,7 +706,8 @@ class SlurmCluster:
                        self._arrival(j), hint.epochs, user=j.user,
                        gpus_range=self._allowed_range(j, hint),
                        nodes=0 if hint.gpus_range else asked_nodes(j),
-                       gpu_type=j.gpu_type, spreads=j.per_job or bool(hint.gpus_range))
+                       gpu_type=j.gpu_type, spreads=j.per_job or bool(hint.gpus_range),
+                       max_nodes=j.max_nodes if j.per_job and not hint.gpus_range else 0)
         slots = job_slots(j) if j.state == "RUNNING" else ()
         run_s, gpu_s = self._attained(j, now)
         return Job(spec, replace(self.progress(j, hint), run_s=run_s, attained_gpu_s=gpu_s),
