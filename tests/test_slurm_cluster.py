@@ -242,6 +242,33 @@ def test_run_round_starts_the_planned_jobs_in_slurm(backend, jobs) -> None:
     wait_for(lambda: all(job(backend, x).state == "RUNNING" for x in (a, b)), 30)
 
 
+def test_a_job_of_every_gpu_waits_while_a_node_is_drained(backend, jobs) -> None:
+    """A drained node: a job of all the partition's GPUs reads that it waits for it, not
+    that it is too large, and runs once the node is resumed."""
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.engine.round import run_round
+    from slurm_shockwave.policies.registry import make_policy
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    nodes = [n for n in backend.list_nodes() if "shockwave" in n.partitions and n.gpus]
+    total, last = sum(n.gpus for n in nodes), nodes[-1]
+    wide = jobs("-N", str(len(nodes)), f"--gres=gpu:{last.gpus}", f"--comment={HINT}")
+    world = SlurmCluster(backend, WallClock())
+    backend.scontrol("update", f"NodeName={last.name}", "State=DRAIN", "Reason=shockwave-test")
+    try:
+        report = run_round(world, make_policy("fifo"), {}, world)
+        assert str(report.reasons[wide]) == (
+            f"waiting_capacity(gpus={total} usable={total - last.gpus} of {total}: the rest "
+            "drained, down or another partition's)")
+        assert job(backend, wide).held
+    finally:
+        backend.scontrol("update", f"NodeName={last.name}", "State=RESUME")
+    wait_for(lambda: next(n for n in backend.list_nodes() if n.name == last.name).usable,
+             30, "the node resumed")
+    run_round(world, make_policy("fifo"), {}, world)
+    wait_for(lambda: job(backend, wide).state == "RUNNING", 30, "the wide job runs")
+
+
 def test_world_preempts_with_signal_then_requeue_hold(backend, jobs, tmp_path) -> None:
     from slurm_shockwave.clock import WallClock
     from slurm_shockwave.model.plan import Action, ActionKind, Outcome
