@@ -574,7 +574,7 @@ def test_serve_runs_the_api_beside_the_loop_even_in_a_dry_run(
 
     from slurm_shockwave.cli import serve as serve_cli
     from slurm_shockwave.cli.live_options import Live
-    from slurm_shockwave.config import Settings
+    from slurm_shockwave.config import load_settings
     from slurm_shockwave.slurm.fake import FakeSlurm
     from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
 
@@ -583,7 +583,13 @@ def test_serve_runs_the_api_beside_the_loop_even_in_a_dry_run(
                       node_count=1, reason="JobHeldUser", submit_time=900,
                       admin_comment="shockwave:v1 model=ResNet-18 bs=32 epochs=9 "
                                     "mode=static"))
-    monkeypatch.setattr(serve_cli, "live", lambda *_a: Live(Settings(), fake))
+    def fake_live(_config: object, _partition: object, _conf: object, _kind: object,
+                  round_s: float | None = None) -> Live:
+        # --round-s reaches the settings as the real ``live`` gives it: ignored, the four
+        # rounds took 120 s each (six minutes of the CI run)
+        return Live(load_settings(None, round_s=round_s), fake)
+
+    monkeypatch.setattr(serve_cli, "live", fake_live)
     endpoint = tmp_path / "endpoint"
     path = str(tmp_path / "state.db")
     answers: list[int] = []
