@@ -1407,7 +1407,7 @@ def test_a_job_wider_than_the_nodes_up_now_waits_for_them(policy: str) -> None:
     svc = _rounds_over(fake, policy, 1)
     rows = {r.job_id: r.reason for r in svc.store.jobs_now().values()}
     assert rows[1] == ("waiting_capacity(gpus=24 usable=8 of 24: the rest drained, down or "
-                       "another partition's)"), rows
+                       "held by jobs outside the plan)"), rows
     assert rows[2] == "rejected_too_large(gpus=32 cluster=24)"
     fake.nodes[0] = with_state(fake.nodes[0], state=("IDLE",))
     fake.jobs[9] = with_state(fake.jobs[9], state="COMPLETED")
@@ -1459,3 +1459,37 @@ def test_a_per_job_request_is_spread_over_no_more_nodes_than_it_allows(policy: s
         svc.round_once()
         fake.tick(20)
     assert fake.jobs[1].state == "RUNNING" and len(fake.jobs[1].gpu_alloc) <= 2
+
+
+@pytest.mark.parametrize("policy", ["fifo", "shockwave"])
+def test_a_running_elastic_job_is_never_dropped_and_one_waiting_fits_on_its_fewest(
+        policy: str) -> None:
+    """Found by a red-team: admission weighed an untyped elastic job by its request, so one
+    submitted at 16 and running on 8 beside a drained node was dropped from the view while
+    it ran: its GPUs read free, and a waiting job was planned there and released round
+    after round, never started. A running job is always kept (FIFO, which chooses no
+    counts, keeps it on the 8 it runs on: it stopped it to wait for 16); a waiting elastic
+    job is admitted on its fewest count (Shockwave runs it on fewer, FIFO waits for its
+    request)."""
+    hint = PLAIN + " gpus=4-16 submitted=900 asked_gpus=16"
+    nodes = [SlurmNode("n1", ("IDLE", "DRAIN"), 8, 0, ("shockwave", "other")),
+             SlurmNode("n2", ("IDLE",), 8, 0, ("shockwave", "other")),
+             SlurmNode("n3", ("IDLE",), 8, 0, ("shockwave", "other"))]
+    fake = FakeSlurm(nodes)
+    fake.add(SlurmJob(9, "o", "bob", "other", "RUNNING", gpus=8, nodes="n3", submit_time=800))
+    fake.add(with_state(job(1, 8, epochs=500, hint=hint), state="RUNNING", held=False,
+                        reason="None", nodes="n2", gpu_alloc=(("n2", tuple(range(8))),),
+                        start_time=1))
+    fake.add(job(2, 8, epochs=5))
+    svc = _rounds_over(fake, policy, 3)
+    rows = svc.store.jobs_now()
+    assert fake.jobs[1].state == "RUNNING" and rows[1].phase == "running"
+    assert fake.jobs[2].held and rows[2].reason.startswith("waiting_"), rows[2]
+    fake = FakeSlurm(nodes)
+    fake.add(SlurmJob(9, "o", "bob", "other", "RUNNING", gpus=8, nodes="n3", submit_time=800))
+    fake.add(job(1, 16, epochs=5, hint=hint))
+    svc = _rounds_over(fake, policy, 2)
+    if policy == "shockwave":  # it chooses elastic counts; FIFO runs a job on its request
+        assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].gpus < 16
+    else:
+        assert svc.store.jobs_now()[1].reason.startswith("waiting_")

@@ -259,7 +259,7 @@ def test_a_job_of_every_gpu_waits_while_a_node_is_drained(backend, jobs) -> None
         report = run_round(world, make_policy("fifo"), {}, world)
         assert str(report.reasons[wide]) == (
             f"waiting_capacity(gpus={total} usable={total - last.gpus} of {total}: the rest "
-            "drained, down or another partition's)")
+            "drained, down or held by jobs outside the plan)")
         assert job(backend, wide).held
     finally:
         backend.scontrol("update", f"NodeName={last.name}", "State=RESUME")

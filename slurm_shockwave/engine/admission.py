@@ -20,17 +20,21 @@ def admit(view: ClusterView) -> tuple[ClusterView, dict[JobId, Reason]]:
     kept = []
     for job in view.jobs:
         kind = job.spec.gpu_type
-        # an elastic typed job fits on its fewest (the type's free GPUs shrink whenever
-        # another partition's job runs there: a review)
-        asked = min(job.spec.gpu_counts()) if kind and job.spec.is_elastic else job.gpus
-        if asked > _room(ever, kind) or job.gpus < 1:
+        # an elastic job fits on its fewest (the GPUs usable shrink whenever a node is
+        # drained or another partition's job runs there: reviews)
+        asked = min(job.spec.gpu_counts()) if job.spec.is_elastic else job.gpus
+        if job.is_running and job.gpus >= 1:
+            kept.append(job)  # it holds its GPUs: dropped, they were given to another job
+        elif asked > _room(ever, kind) or job.gpus < 1:
             rejected[job.job_id] = Reason(ReasonCode.REJECTED_TOO_LARGE,
-                                          _room_text(job.gpus, kind, ever))
+                                          f"gpus={asked} {kind or 'cluster'}="
+                                          f"{_room(ever, kind)}")
         elif asked > _room(now, kind):
             rejected[job.job_id] = Reason(
                 ReasonCode.WAITING_CAPACITY,
-                f"{_room_text(job.gpus, kind, now, 'usable')} of {_room(ever, kind)}: "
-                "the rest drained, down or another partition's")
+                f"gpus={asked} usable{f' {kind}' if kind else ''}={_room(now, kind)} of "
+                f"{_room(ever, kind)}: the rest drained, down or held by jobs outside the "
+                "plan")
         else:
             kept.append(job)
     if not rejected:
@@ -50,7 +54,3 @@ def _room(of_type: dict[str, int], kind: str) -> int:
     nodes of several types."""
     return of_type.get(kind, 0) + of_type.get(SEVERAL_TYPES, 0) if kind \
         else sum(of_type.values())
-
-
-def _room_text(gpus: int, kind: str, of_type: dict[str, int], word: str = "cluster") -> str:
-    return f"gpus={gpus} {kind or word}={_room(of_type, kind)}"

@@ -344,7 +344,7 @@ def _narrower(job: Job, wanted: int, free: _FreeSlots) -> tuple[str, ...] | None
 def place(view: ClusterView, plan: Plan) -> Placement:
     jobs = view.by_id()
     order: list[Job] = [jobs[j] for j in plan.order if j in jobs]
-    want = {job.job_id: plan.gpus_of(job) for job in order}
+    want = {job.job_id: plan.gpus_of(job, keep_running=view.exact_slots) for job in order}
     capacity = view.total_gpus
     selected: list[Job] = []
     used = 0

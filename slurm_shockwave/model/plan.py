@@ -74,8 +74,18 @@ class Plan:
     """How far behind its fair finish time the policy projects each job (Shockwave's
     rho); empty for a policy without one."""
 
-    def gpus_of(self, job: Job) -> int:
-        return self.gpus.get(job.job_id, job.gpus)
+    def gpus_of(self, job: Job, *, keep_running: bool = False) -> int:
+        """The count ``job`` is to run on. ``keep_running`` (live): a policy that chooses
+        no counts (every fixed baseline) keeps a running elastic job on the one it runs
+        on; resized by another policy before a switch, or started narrower, its request
+        restarted it where it might not fit at all (a red-team: FIFO stopped a job
+        running on 8 of its 16 beside a drained node, to wait for 16). The simulator
+        keeps the baselines' published behaviour: back to the request."""
+        if job.job_id in self.gpus:
+            return self.gpus[job.job_id]
+        if keep_running and not self.gpus and job.is_running and job.spec.is_elastic:
+            return job.current_gpus
+        return job.gpus
 
 
 Memory = Mapping[str, Any]
