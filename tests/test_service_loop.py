@@ -1436,8 +1436,13 @@ def test_a_started_job_slurm_does_not_start_says_why(monkeypatch: pytest.MonkeyP
     svc.round_once()
     fake.tick(1)
     assert fake.jobs[1].state == "RUNNING"
+    # requeued by an admin before the next round, it ran: that round's start is afresh,
+    # not "since" the earlier one (a red-team)
+    fake.requeue([1])
+    fake.now += 12  # past its requeue delay, before Slurm's next pass
+    svc.world.clock.t += 60  # type: ignore[attr-defined]
     svc.round_once()
-    assert svc.store.jobs_now()[1].message == ""
+    assert fake.jobs[1].state == "PENDING" and svc.store.jobs_now()[1].message == ""
 
 
 @pytest.mark.parametrize("policy", ["fifo", "shockwave"])

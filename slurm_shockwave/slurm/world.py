@@ -511,10 +511,12 @@ class SlurmCluster:
         self._started_in: dict[int, int] = {}
         """Job -> the round index whose start released or ranked it: a fill step of that
         round (same index) must not hold it again while it waits for GPUs to free."""
-        self._waiting_since: dict[int, int] = {}
-        """Job -> the first of the rounds in a row that started it while it stays pending:
-        one Slurm does not start when released (a node's CPUs or memory all taken, which
-        the plan does not see) is said so with Slurm's reason, not read ``scheduled``."""
+        self._waiting_since: dict[int, tuple[int, int]] = {}
+        """Job -> the first of the rounds in a row that started it on GPUs free then (a
+        fill step's: the round after, as it counts them), with its restart count: one
+        Slurm does not start (a node's CPUs or memory all taken, which the plan does not
+        see) is said so with Slurm's reason, not read ``scheduled``. A job that ran in
+        between (its restart count moved) starts afresh."""
         self.filling = False
         """The next apply is a fill step's (the service sets it): its starts are still
         starting (``ClusterView.starting``) when the round it calls observes them."""
@@ -988,7 +990,7 @@ class SlurmCluster:
                 continue
             try:
                 self.backend.set_priority(a.job_id, TOP_PRIORITY - rank)
-                results.append(ActionResult(a, Outcome.APPLIED, self._not_started(job)))
+                results.append(ActionResult(a, Outcome.APPLIED, self._not_started(job, rank)))
             except SlurmUnanswered as exc:
                 silent = str(exc)
                 results.append(ActionResult(a, Outcome.REJECTED, silent))
@@ -1003,8 +1005,11 @@ class SlurmCluster:
         # as job_submit.lua's, whose release by the owner job_submit.lua refuses)
         for a in starts:
             self._started_in[a.job_id] = self.round_index
-        # a round keeps its own starts; a fill step adds its own to its round's
-        since = {a.job_id: self._waiting_since.get(a.job_id, self.round_index) for a in starts}
+        # a round keeps its own starts on free GPUs (not those waiting for a preemption
+        # the plan asked for); a fill step adds its own to its round's
+        since = {a.job_id: self._since(job, self.round_index + (1 if self.filling else 0))
+                 for a in starts if ranks[a.job_id] < WAITING_BAND
+                 and (job := self._jobs.get(a.job_id)) is not None}
         self._waiting_since = {**self._waiting_since, **since} if self.filling else since
         self._started_in = {jid: r for jid, r in self._started_in.items() if jid in self._jobs}
         self._fill_started = {jid: r for jid, r in self._fill_started.items()
@@ -1021,13 +1026,24 @@ class SlurmCluster:
                                 if err}
         return ApplyResult(tuple(results))
 
-    def _not_started(self, job: SlurmJob) -> str:
-        """For a job started by an earlier round and pending still, unheld: since when,
-        and Slurm's reason (``Resources``: room the plan counted is not there)."""
+    def _since(self, job: SlurmJob, now: int) -> tuple[int, int]:
+        """The round since which ``job`` has been started and not run (``now`` if it ran
+        since the last start), with its restart count."""
         since = self._waiting_since.get(job.job_id)
-        if since is None or since >= self.round_index or job.held:
+        return since if since is not None and since[1] == job.restart_count \
+            else (now, job.restart_count)
+
+    def _not_started(self, job: SlurmJob, rank: int) -> str:
+        """For a job started on free GPUs by an earlier round and pending still, unheld,
+        not run since: since when, and Slurm's reason (``Resources``: room the plan
+        counted is not there)."""
+        since = self._waiting_since.get(job.job_id)
+        if since is None or rank >= WAITING_BAND or job.held:
             return ""
-        return (f"started since round {since}, not running yet: Slurm says "
+        first = self._since(job, self.round_index)[0]
+        if first >= self.round_index:
+            return ""
+        return (f"started since round {first}, not running yet: Slurm says "
                 f"{job.reason or 'nothing'}")
 
     def _held_since(self, releases: Sequence[Action]) -> dict[int, str]:
