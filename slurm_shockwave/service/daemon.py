@@ -38,7 +38,7 @@ from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.heartbeat import read_heartbeat, write_heartbeat
 from slurm_shockwave.service.records import action_rows, job_rows, round_record
 from slurm_shockwave.service.store import RoundRecord, Store, StoreGone, unwritable
-from slurm_shockwave.slurm.protocol import SlurmError
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmUnanswered
 from slurm_shockwave.slurm.world import SlurmCluster
 
 log = logging.getLogger("shockwave.service")
@@ -243,8 +243,9 @@ class Service:
                 next_poll = self.timer() + self.fill_poll_s
                 try:
                     arrived = self.world.arrived(requeued=self._idle_gpus > 0)
-                except SlurmError:
-                    arrived = False  # the next round says so, once
+                except SlurmError:  # the round says so, once; no more polls till then:
+                    arrived = False  # each unanswered one (9-30 s) followed at once
+                    next_poll = math.inf
                 if arrived:
                     step = self._fill("a job arrived")
             if step is not None and round_due(step.must_start, self._must_start):
@@ -273,6 +274,12 @@ class Service:
                 self._tried[job_id] = now
             try:
                 done = self.world.complete_checkpoint(report)
+            except SlurmUnanswered as exc:
+                # each next one would wait as long: 8 acknowledgements with slurmctld gone
+                # made 16 calls, minutes, before the round (a red-team)
+                log.warning("job %d: requeue after its checkpoint unanswered: %s (the next "
+                            "round retries it and the others)", job_id, exc)
+                break
             except SlurmError as exc:
                 log.warning("job %d: requeue after its checkpoint failed: %s "
                             "(the next round retries)", job_id, exc)

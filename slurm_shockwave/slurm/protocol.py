@@ -108,6 +108,11 @@ class SlurmUnanswered(SlurmError):
     is not known, and the next request would most likely wait as long."""
 
 
+class SlurmNotAsked(SlurmUnanswered):
+    """A request not made: Slurm left an earlier one of the same step unanswered
+    (``slurm.until_silent``). Unlike its parent, it certainly took no effect."""
+
+
 UNANSWERED = ("Unable to contact slurm controller", "Socket timed out",
               "Connection refused", "Zero Bytes were transmitted or received")
 """Slurm's words for a request that got no answer from slurmctld."""

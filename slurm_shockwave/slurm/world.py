@@ -71,8 +71,10 @@ from slurm_shockwave.slurm.protocol import (
     SlurmError,
     SlurmJob,
     SlurmNode,
+    SlurmNotAsked,
     SlurmUnanswered,
 )
+from slurm_shockwave.slurm.until_silent import asking_anyway, until_silent
 from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.catalog import MODELS
 from slurm_shockwave.workloads.scaling import fill_rates, relative_rates, table_rates
@@ -480,6 +482,11 @@ class SlurmCluster:
         self.not_eligible: dict[int, int] = {}
         """Pending jobs of the partition left out of the view until their eligible time
         (epoch seconds): listed so that queue and explain still show them."""
+        self._pinned_waiting: frozenset[int] = frozenset()
+        """Jobs out of the view until their eligible time at the planner's pinned priority,
+        not held: requeued while their hold was lost (unanswered, or the listing after an
+        acknowledged requeue), Slurm would start them at that priority, ahead of the plan
+        (a red-team). The next apply holds them."""
         self.held_back: dict[int, tuple[SlurmJob, str]] = {}
         """Pending jobs of the partition Slurm will not start whatever the plan
         (``held_back``): out of the view, released, left to Slurm until it lets them go."""
@@ -613,6 +620,8 @@ class SlurmCluster:
                     self.held_back[j.job_id] = (j, why)
                 else:
                     self.not_eligible[j.job_id] = j.eligible_time
+        self._pinned_waiting = frozenset(j.job_id for j in listed if j.job_id in self.not_eligible
+                                         and j.job_id not in self._moving and pinned(j))
         # a job the last observation saw running and Slurm now requeues (COMPLETING, its
         # restart count grown: its Epilog runs) is back in a moment, as one in its delay
         self._requeuing = {j.job_id for j in listed if j.state == "COMPLETING" and (
@@ -888,6 +897,16 @@ class SlurmCluster:
 
     # -- Actuator -----------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> ApplyResult:
+        """The plan's actions, through a backend that stops asking once Slurm stops
+        answering (``slurm.until_silent``): what is not asked waits for the next round."""
+        backend = self.backend
+        self.backend = until_silent(backend)
+        try:
+            return self._apply(actions)
+        finally:
+            self.backend = backend
+
+    def _apply(self, actions: Sequence[Action]) -> ApplyResult:
         self._rerun_killed()
         self._mark_requeue_holds()
         self._let_go_held_back()
@@ -971,7 +990,6 @@ class SlurmCluster:
         release_results.update({jid: ActionResult(
             a, Outcome.DEFERRED, f"held by {who} since this round's observation: left held")
             for a in to_release if (who := held_since.get(jid := a.job_id))})
-        silent: str | None = None  # Slurm stopped answering: ask no more this round
         for a in starts:
             rank = ranks[a.job_id]
             released = release_results.get(a.job_id)
@@ -985,15 +1003,11 @@ class SlurmCluster:
             if job.state == "RUNNING":
                 results.append(ActionResult(a, Outcome.APPLIED, "already running"))
                 continue
-            if silent is not None:
-                results.append(ActionResult(a, Outcome.REJECTED, silent))
-                continue
             try:
                 self.backend.set_priority(a.job_id, TOP_PRIORITY - rank)
                 results.append(ActionResult(a, Outcome.APPLIED, self._not_started(job, rank)))
-            except SlurmUnanswered as exc:
-                silent = str(exc)
-                results.append(ActionResult(a, Outcome.REJECTED, silent))
+            except SlurmNotAsked as exc:
+                results.append(ActionResult(a, Outcome.DEFERRED, str(exc)))
             except SlurmError as exc:
                 results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
         results += [ActionResult(a, Outcome.APPLIED) for a in actions
@@ -1022,6 +1036,7 @@ class SlurmCluster:
                   if j.state == "PENDING" and j.job_id not in approved
                   and self._started_in.get(j.job_id) != self.round_index
                   and self._planned_hint(j.job_id) is not None and not j.held]
+        rehold += sorted(self._pinned_waiting - approved)
         self.rehold_failures = {jid: err for jid, err in each_job(rehold, self.backend.hold).items()
                                 if err}
         return ApplyResult(tuple(results))
@@ -1218,6 +1233,9 @@ class SlurmCluster:
             self.intents[a.job_id] = ck
             try:
                 self.backend.signal(a.job_id, hint.signal)
+            except SlurmNotAsked as exc:  # never sent: no checkpoint to wait for
+                self._forget(a.job_id)
+                return ActionResult(a, Outcome.DEFERRED, str(exc))
             except SlurmUnanswered as exc:
                 # it may have arrived: keep the intent, so the job's acknowledgement
                 # counts and no second signal asks for a second checkpoint (found by a
@@ -1251,13 +1269,21 @@ class SlurmCluster:
         # requeued if its restart count grew: the reply may be lost with the requeue done
         # (a job requeued and left unheld keeps its pinned priority and runs again before
         # the plan's: found by a review), and a job that ended since is left ended by
-        # the requeue, no error (the next observation sees how it ended)
-        again = {j.job_id: j for j in self._listed()}.get(ack.job_id)
-        if again is None or again.restart_count <= ck.restart_count:
+        # the requeue, no error (the next observation sees how it ended). Answered, the
+        # requeue is done even if the listing after it is lost: held all the same (a
+        # red-team: the listing's error left it unheld, signalled again next round)
+        try:
+            again = {j.job_id: j for j in self._listed()}.get(ack.job_id)
+        except SlurmError:
             if refused is not None:
-                raise refused
-            return False
-        self._hold_requeued([ack.job_id], {ack.job_id: again})
+                raise refused from None
+            again = None
+        else:
+            if again is None or again.restart_count <= ck.restart_count:
+                if refused is not None:
+                    raise refused
+                return False
+        self._hold_requeued([ack.job_id], {ack.job_id: again} if again else None)
         self._forget(ack.job_id)
         return True
 
@@ -1279,8 +1305,10 @@ class SlurmCluster:
         admin = {jid for jid in job_ids
                  if any(j is not None and j.reason == ADMIN_HOLD
                         for j in (relisted.get(jid), self._jobs.get(jid)))}
-        for jid, err in each_job([j for j in job_ids if j not in admin],
-                                 self.backend.hold).items():
+        with asking_anyway(self.backend):  # a lost reply before it must not leave a job
+            # requeued unheld at its pinned priority, run again ahead of the plan
+            held = each_job([j for j in job_ids if j not in admin], self.backend.hold)
+        for jid, err in held.items():
             if err:
                 log.warning("job %d: requeued but not held (%s): held again at the next "
                             "round", jid, err)
@@ -1315,7 +1343,7 @@ class SlurmCluster:
         if now is None and not failed:
             return [ActionResult(a, Outcome.APPLIED) for a in actions], {}
         results = []
-        silent: str | None = None  # Slurm stopped answering: ask no more this round
+        silent: str | None = None  # asked anyway and still no answer: ask no more
         for a in actions:
             before, job = self._jobs.get(a.job_id), (now or {}).get(a.job_id)
             if job is not None and before is not None \
@@ -1326,15 +1354,16 @@ class SlurmCluster:
                 results.append(ActionResult(a, Outcome.REJECTED, "ended before its requeue ("
                                             f"{job.state if job else 'gone'})"))
                 continue
-            if silent is not None:
-                results.append(ActionResult(a, Outcome.REJECTED, silent))
+            if silent is not None:  # its intent stays: the next round sees how it is
+                results.append(ActionResult(a, Outcome.DEFERRED, silent))
                 continue
             try:
-                self.backend.requeue([a.job_id])
+                with asking_anyway(self.backend):  # a lost reply is not a silent Slurm
+                    self.backend.requeue([a.job_id])
                 results.append(ActionResult(a, Outcome.APPLIED))
             except SlurmUnanswered as exc:
-                silent = str(exc)
-                results.append(ActionResult(a, Outcome.REJECTED, silent))
+                silent = f"not asked: Slurm stopped answering ({exc})"
+                results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
             except SlurmError as exc:
                 # ``requeue Incomplete`` leaves a job that is not running as it is, without
                 # an error (measured on 22.05): refused, the job still runs and cannot be
