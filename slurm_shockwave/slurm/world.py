@@ -1008,6 +1008,8 @@ class SlurmCluster:
                 results.append(ActionResult(a, Outcome.APPLIED, self._not_started(job, rank)))
             except SlurmNotAsked as exc:
                 results.append(ActionResult(a, Outcome.DEFERRED, str(exc)))
+            except SlurmUnanswered as exc:  # not "rejected": it may have been done
+                results.append(ActionResult(a, Outcome.DEFERRED, f"{exc} (perhaps done)"))
             except SlurmError as exc:
                 results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
         results += [ActionResult(a, Outcome.APPLIED) for a in actions
@@ -1363,7 +1365,7 @@ class SlurmCluster:
                 results.append(ActionResult(a, Outcome.APPLIED))
             except SlurmUnanswered as exc:
                 silent = f"not asked: Slurm stopped answering ({exc})"
-                results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
+                results.append(ActionResult(a, Outcome.DEFERRED, f"{exc} (perhaps done)"))
             except SlurmError as exc:
                 # ``requeue Incomplete`` leaves a job that is not running as it is, without
                 # an error (measured on 22.05): refused, the job still runs and cannot be
