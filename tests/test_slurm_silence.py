@@ -36,12 +36,13 @@ class Clock:
 
 class Silent(FakeSlurm):
     """Records every request; from ``down_at`` (the first request named so) on, none is
-    answered (``done``: that first one takes effect all the same)."""
+    answered (``done``: that first one takes effect all the same) until ``up_at``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.calls: list[str] = []
         self.down_at: str | None = None
+        self.up_at: str | None = None
         self.done = False
         self.down = False
 
@@ -52,6 +53,8 @@ class Silent(FakeSlurm):
 
         def asked(*args: Any, **kwargs: Any) -> Any:
             self.calls.append(name)
+            if self.down and name == self.up_at:
+                self.down = False
             if not self.down and name == self.down_at:
                 self.down = True
                 if self.done:
@@ -134,9 +137,13 @@ def test_an_acknowledged_requeue_whose_listing_is_lost_is_held() -> None:
     fake, svc = _eight_running_and_a_wide_one(ListingLost)
     svc.round_once()
     fake.lose = True  # type: ignore[attr-defined]
-    ack = ProgressReport(1, ReportKind.CHECKPOINTED, 1005.0, epoch=1)
-    assert svc.world.complete_checkpoint(ack)
+    for jid in (1, 2):
+        svc.checkpointed(ProgressReport(jid, ReportKind.CHECKPOINTED, 1005.0, epoch=1))
+    fake.calls.clear()
+    svc._requeue_acknowledged()
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
+    # the hold asked anyway, then no more: job 2's waits for the round (a review)
+    assert fake.calls == ["requeue", "list_jobs", "hold"] and 1 not in svc.world.intents
 
 
 def test_a_job_requeued_unheld_at_its_pinned_priority_is_held_while_it_waits() -> None:
@@ -197,3 +204,65 @@ def test_a_fill_poll_with_slurm_gone_is_not_asked_again_before_the_round() -> No
     world.arrived = slow  # type: ignore[method-assign]
     svc._wait(threading.Event(), clock.t + 120)
     assert fake.calls.count("list_jobs") == 1
+
+
+def test_a_round_holds_what_it_requeued_though_the_listing_after_is_lost() -> None:
+    """The round's requeue answered and the listing after it lost: the hold is asked all
+    the same (a lost reply is not a silent Slurm), or the job runs again at its pinned
+    priority ahead of the plan."""
+    from slurm_shockwave.model.plan import Action, ActionKind
+
+    fake, svc = _eight_running_and_a_wide_one()
+    svc.round_once()  # the eight are signalled
+    world = svc.world
+    world.clock.t += 60  # type: ignore[attr-defined]  # past the grace: requeued now
+    world.observe()
+    fake.down_at, fake.up_at = "list_jobs", "hold"  # it answers again by the hold
+    fake.calls.clear()
+    world.apply([Action(ActionKind.PREEMPT, jid) for jid in range(1, 9)])
+    assert fake.calls[:3] == ["requeue", "list_jobs", "hold"]
+    assert all(fake.jobs[j].held for j in range(1, 9))
+
+
+def test_an_acknowledged_requeue_is_not_asked_after_a_silence() -> None:
+    """Its batch not asked (an earlier request of the round went unanswered), a job that
+    acknowledged was still requeued alone, as after a lost reply: one more timeout."""
+    from slurm_shockwave.model.plan import Action, ActionKind
+
+    fake = Silent([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake.add(_running(1, "n1", (0,)))
+    fake.add(_running(2, "n1", (1,)))
+    acks: set[int] = set()
+    world = SlurmCluster(fake, Clock(), acked=lambda jid, _s: jid in acks)
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 2)])  # signalled
+    acks.add(2)
+    world.observe()
+    fake.calls.clear()
+    fake.down_at = "signal"
+    done = world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.PREEMPT, 2)])
+    assert fake.calls == ["signal"]
+    assert [r.outcome for r in done.results] == [Outcome.DEFERRED, Outcome.DEFERRED]
+    assert 2 in world.intents  # its acknowledgement still counts next round
+
+
+def test_a_start_whose_release_went_unanswered_is_not_waited_for_since() -> None:
+    """The note's round is the first whose start took effect: a release unanswered (the
+    job still held) is not "started since" that round."""
+    fake = Silent([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake.add(SlurmJob(1, "j1", "alice", "shockwave", "PENDING", held=True, gpus=4,
+                      node_count=1, reason="JobHeldUser", admin_comment=SIGNAL.format(e=5),
+                      submit_time=901))
+    object.__setattr__(fake, "_candidates", lambda job, named_only: [])  # never starts
+    store = Store(":memory:")
+    world = SlurmCluster(fake, Clock(), round_s=60.0, intents=store)
+    svc = Service(world, make_policy("fifo", None), "fifo", store, round_s=60.0)
+    fake.down_at = "release"
+    notes = []
+    for _ in range(3):
+        done = svc.round_once()
+        notes += [r.message for r in done.report.result.results if r.action.job_id == 1]
+        fake.down, fake.down_at = False, None
+        fake.tick(20)
+        world.clock.t += 60  # type: ignore[attr-defined]
+    assert notes[2] == "started since round 1, not running yet: Slurm says Resources"

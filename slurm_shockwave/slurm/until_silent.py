@@ -8,6 +8,9 @@ from typing import Any, cast
 
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmNotAsked, SlurmUnanswered
 
+NOT_ASKED = "not asked: Slurm stopped answering"
+"""How a request not made reads (SlurmNotAsked's message, and a deferred action's)."""
+
 
 class UntilSilent:
     """``backend`` for one apply: after a request Slurm leaves unanswered, every later one
@@ -31,7 +34,7 @@ class UntilSilent:
     def _guarded(self, call: Callable[..., Any]) -> Callable[..., Any]:
         def guarded(*args: Any, **kwargs: Any) -> Any:
             if self.silent is not None and not self.forcing:
-                raise SlurmNotAsked(f"not asked: Slurm stopped answering ({self.silent})")
+                raise SlurmNotAsked(f"{NOT_ASKED} ({self.silent})")
             try:
                 out = call(*args, **kwargs)
             except SlurmUnanswered as exc:
@@ -54,8 +57,8 @@ def asking_anyway(backend: SlurmBackend) -> Iterator[None]:
     if not isinstance(backend, UntilSilent):
         yield
         return
-    backend.forcing = True
+    was, backend.forcing = backend.forcing, True
     try:
         yield
     finally:
-        backend.forcing = False
+        backend.forcing = was

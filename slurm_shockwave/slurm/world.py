@@ -74,7 +74,7 @@ from slurm_shockwave.slurm.protocol import (
     SlurmNotAsked,
     SlurmUnanswered,
 )
-from slurm_shockwave.slurm.until_silent import asking_anyway, until_silent
+from slurm_shockwave.slurm.until_silent import NOT_ASKED, asking_anyway, until_silent
 from slurm_shockwave.workloads.bundled import bundled_table
 from slurm_shockwave.workloads.catalog import MODELS
 from slurm_shockwave.workloads.scaling import fill_rates, relative_rates, table_rates
@@ -500,7 +500,6 @@ class SlurmCluster:
         """Running jobs on a node Slurm gives no new work: out of the view, left to Slurm."""
         self._served: dict[int, _Served] = {}
         """Each job's service so far (``attained``), from the runs this process saw."""
-        self.rehold_failures: dict[int, str] = {}
         self.partition_state = "UP"
         """The managed partition's state at the last observation (CLOSED: apply waits)."""
         self._ending: frozenset[int] = frozenset()
@@ -620,8 +619,8 @@ class SlurmCluster:
                     self.held_back[j.job_id] = (j, why)
                 else:
                     self.not_eligible[j.job_id] = j.eligible_time
-        self._pinned_waiting = frozenset(j.job_id for j in listed if j.job_id in self.not_eligible
-                                         and j.job_id not in self._moving and pinned(j))
+        self._pinned_waiting = frozenset(j.job_id for j in listed
+                                         if j.job_id in self.not_eligible and pinned(j))
         # a job the last observation saw running and Slurm now requeues (COMPLETING, its
         # restart count grown: its Epilog runs) is back in a moment, as one in its delay
         self._requeuing = {j.job_id for j in listed if j.state == "COMPLETING" and (
@@ -1023,8 +1022,11 @@ class SlurmCluster:
             self._started_in[a.job_id] = self.round_index
         # a round keeps its own starts on free GPUs (not those waiting for a preemption
         # the plan asked for); a fill step adds its own to its round's
+        # (those released or ranked: one Slurm left unanswered or held is not started)
+        done = {r.action.job_id for r in results
+                if r.action.kind == ActionKind.START and r.outcome == Outcome.APPLIED}
         since = {a.job_id: self._since(job, self.round_index + (1 if self.filling else 0))
-                 for a in starts if ranks[a.job_id] < WAITING_BAND
+                 for a in starts if ranks[a.job_id] < WAITING_BAND and a.job_id in done
                  and (job := self._jobs.get(a.job_id)) is not None}
         self._waiting_since = {**self._waiting_since, **since} if self.filling else since
         self._started_in = {jid: r for jid, r in self._started_in.items() if jid in self._jobs}
@@ -1039,8 +1041,7 @@ class SlurmCluster:
                   and self._started_in.get(j.job_id) != self.round_index
                   and self._planned_hint(j.job_id) is not None and not j.held]
         rehold += sorted(self._pinned_waiting - approved)
-        self.rehold_failures = {jid: err for jid, err in each_job(rehold, self.backend.hold).items()
-                                if err}
+        each_job(rehold, self.backend.hold)  # one that fails is held again next round
         return ApplyResult(tuple(results))
 
     def _since(self, job: SlurmJob, now: int) -> tuple[int, int]:
@@ -1201,6 +1202,8 @@ class SlurmCluster:
                 self.backend.update_gpus(a.job_id, count // nodes,
                                          nodes=None if nodes == max(job.node_count, 1)
                                          else nodes, gpu_type=job.gpu_type)
+            except SlurmNotAsked as exc:
+                failed[a.job_id] = ActionResult(a, Outcome.DEFERRED, str(exc))
             except SlurmUnanswered as exc:
                 failed[a.job_id] = ActionResult(a, Outcome.REJECTED, str(exc))
             except SlurmError as exc:
@@ -1274,12 +1277,13 @@ class SlurmCluster:
         # the requeue, no error (the next observation sees how it ended). Answered, the
         # requeue is done even if the listing after it is lost: held all the same (a
         # red-team: the listing's error left it unheld, signalled again next round)
+        lost: SlurmError | None = None
         try:
             again = {j.job_id: j for j in self._listed()}.get(ack.job_id)
-        except SlurmError:
+        except SlurmError as exc:
             if refused is not None:
                 raise refused from None
-            again = None
+            again, lost = None, exc
         else:
             if again is None or again.restart_count <= ck.restart_count:
                 if refused is not None:
@@ -1287,6 +1291,8 @@ class SlurmCluster:
                 return False
         self._hold_requeued([ack.job_id], {ack.job_id: again} if again else None)
         self._forget(ack.job_id)
+        if isinstance(lost, SlurmUnanswered):  # done, and the caller asks no more
+            raise SlurmUnanswered(f"requeued and held; then {lost}")
         return True
 
     def _hold_requeued(self, job_ids: list[int],
@@ -1336,6 +1342,8 @@ class SlurmCluster:
         try:
             self.backend.requeue(ids)
             failed = False
+        except SlurmNotAsked as exc:  # never sent: each stays as it is, its intent with it
+            return [ActionResult(a, Outcome.DEFERRED, str(exc)) for a in actions], {}
         except SlurmError:
             failed = True
         try:
@@ -1364,7 +1372,7 @@ class SlurmCluster:
                     self.backend.requeue([a.job_id])
                 results.append(ActionResult(a, Outcome.APPLIED))
             except SlurmUnanswered as exc:
-                silent = f"not asked: Slurm stopped answering ({exc})"
+                silent = f"{NOT_ASKED} ({exc})"
                 results.append(ActionResult(a, Outcome.DEFERRED, f"{exc} (perhaps done)"))
             except SlurmError as exc:
                 # ``requeue Incomplete`` leaves a job that is not running as it is, without
@@ -1377,9 +1385,10 @@ class SlurmCluster:
     def _batch(self, actions: Sequence[Action],
                call: Callable[[list[int]], None]) -> list[ActionResult]:
         errors = each_job([a.job_id for a in actions], call)
-        return [ActionResult(a, Outcome.REJECTED, err) if err else
-                ActionResult(a, Outcome.APPLIED) for a in actions
-                for err in (errors[a.job_id],)]
+        return [ActionResult(a, Outcome.APPLIED) if not err else
+                ActionResult(a, Outcome.DEFERRED if err.startswith(NOT_ASKED)
+                             else Outcome.REJECTED, err)
+                for a in actions for err in (errors[a.job_id],)]
 
 
 def each_job(job_ids: list[int], call: Callable[[list[int]], None]) -> dict[int, str | None]:
