@@ -1498,3 +1498,17 @@ def test_a_running_elastic_job_is_never_dropped_and_one_waiting_fits_on_its_fewe
         assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].gpus < 16
     else:
         assert svc.store.jobs_now()[1].reason.startswith("waiting_")
+
+
+def test_a_start_waiting_for_the_plans_own_preemptions_gets_no_note() -> None:
+    """A job started where the plan stops others (their checkpoints take rounds) waits for
+    GPUs the plan frees, not for room Slurm lacks: no not-running-yet note (a review)."""
+    from tests.test_slurm_silence import _eight_running_and_a_wide_one
+
+    fake, svc = _eight_running_and_a_wide_one()
+    notes = []
+    for _ in range(3):
+        done = svc.round_once()
+        notes += [r.message for r in done.report.result.results if r.action.job_id == 9]
+        svc.world.clock.t += 5  # type: ignore[attr-defined]
+    assert fake.jobs[9].state == "PENDING" and notes == ["", "", ""]
