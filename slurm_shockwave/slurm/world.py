@@ -1020,9 +1020,8 @@ class SlurmCluster:
         # as job_submit.lua's, whose release by the owner job_submit.lua refuses)
         for a in starts:
             self._started_in[a.job_id] = self.round_index
-        # a round keeps its own starts on free GPUs (not those waiting for a preemption
-        # the plan asked for); a fill step adds its own to its round's
-        # (those released or ranked: one Slurm left unanswered or held is not started)
+        # a round keeps its own starts that took effect, on GPUs free then (not those
+        # waiting for a preemption the plan asked for); a fill step adds its own
         done = {r.action.job_id for r in results
                 if r.action.kind == ActionKind.START and r.outcome == Outcome.APPLIED}
         since = {a.job_id: self._since(job, self.round_index + (1 if self.filling else 0))
@@ -1055,11 +1054,9 @@ class SlurmCluster:
         """For a job started on free GPUs by an earlier round and pending still, unheld,
         not run since: since when, and Slurm's reason (``Resources``: room the plan
         counted is not there)."""
-        since = self._waiting_since.get(job.job_id)
-        if since is None or rank >= WAITING_BAND or job.held:
-            return ""
-        first = self._since(job, self.round_index)[0]
-        if first >= self.round_index:
+        first, restarts = self._waiting_since.get(job.job_id, (self.round_index, -1))
+        if first >= self.round_index or restarts != job.restart_count \
+                or rank >= WAITING_BAND or job.held:
             return ""
         return (f"started since round {first}, not running yet: Slurm says "
                 f"{job.reason or 'nothing'}")
