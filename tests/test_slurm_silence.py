@@ -20,18 +20,11 @@ from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode, SlurmUnanswered
 from slurm_shockwave.slurm.until_silent import asking_anyway, until_silent
 from slurm_shockwave.slurm.world import TOP_PRIORITY, SlurmCluster
+from tests.builders import WallLikeClock as Clock
+from tests.test_service_loop import SIGNAL, job, service
 
-SIGNAL = "shockwave:v1 model=ResNet-18 bs=32 epochs={e} mode=static signal=USR1 grace=30"
 ASKED = ("list_jobs", "list_nodes", "partition_state", "set_priority", "hold", "release",
          "signal", "requeue", "update_gpus")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def now(self) -> float:
-        return self.t
 
 
 class Silent(FakeSlurm):
@@ -81,12 +74,8 @@ def _eight_running_and_a_wide_one(kind: type[Silent] = Silent) -> tuple[Silent, 
     fake = kind([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
     for i in range(8):
         fake.add(_running(i + 1, "n1", (i,)))
-    fake.add(SlurmJob(9, "j9", "alice", "shockwave", "PENDING", held=True, gpus=8,
-                      node_count=1, reason="JobHeldUser", admin_comment=SIGNAL.format(e=1),
-                      submit_time=901))
-    store = Store(":memory:")
-    world = SlurmCluster(fake, Clock(), round_s=60.0, intents=store)
-    return fake, Service(world, make_policy("srtf", None), "srtf", store, round_s=60.0)
+    fake.add(job(9, 8, epochs=1))
+    return fake, service(fake, Store(":memory:"), Clock(), "srtf")
 
 
 def test_a_round_asks_no_more_once_a_signal_goes_unanswered() -> None:
@@ -155,9 +144,7 @@ def test_a_job_requeued_unheld_at_its_pinned_priority_is_held_while_it_waits() -
     fake.add(_running(1, "n1", (0, 1)))
     fake.requeue([1])
     assert fake.jobs[1].state == "PENDING" and not fake.jobs[1].held
-    store = Store(":memory:")
-    world = SlurmCluster(fake, Clock(), round_s=60.0, intents=store)
-    svc = Service(world, make_policy("fifo", None), "fifo", store, round_s=60.0)
+    svc = service(fake, Store(":memory:"), Clock())
     svc.round_once()
     assert fake.jobs[1].held
 
@@ -250,13 +237,10 @@ def test_a_start_whose_release_went_unanswered_is_not_waited_for_since() -> None
     """The note's round is the first whose start took effect: a release unanswered (the
     job still held) is not "started since" that round."""
     fake = Silent([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
-    fake.add(SlurmJob(1, "j1", "alice", "shockwave", "PENDING", held=True, gpus=4,
-                      node_count=1, reason="JobHeldUser", admin_comment=SIGNAL.format(e=5),
-                      submit_time=901))
+    fake.add(job(1, 4, epochs=5))
     object.__setattr__(fake, "_candidates", lambda job, named_only: [])  # never starts
-    store = Store(":memory:")
-    world = SlurmCluster(fake, Clock(), round_s=60.0, intents=store)
-    svc = Service(world, make_policy("fifo", None), "fifo", store, round_s=60.0)
+    svc = service(fake, Store(":memory:"), Clock())
+    world = svc.world
     fake.down_at = "release"
     notes = []
     for _ in range(3):
