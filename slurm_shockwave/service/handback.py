@@ -62,7 +62,7 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
               if held_by_owner(j) and not (earlier_build and requeue_held(j))]
     held = [j.job_id for j in pending if j.held and j.job_id not in admins + owners]
     unpin = [j.job_id for j in listed if pinned(j)]
-    errors = {jid: err for jid, err in each_job(held + unpin, backend.release).items()
+    errors = {jid: str(err) for jid, err in each_job(held + unpin, backend.release).items()
               if err}
     errors.update({jid: f"still completing after {wait_s:g} s: run handback again once "
                         "it is pending" for jid in completing})

@@ -1382,13 +1382,14 @@ class SlurmCluster:
     def _batch(self, actions: Sequence[Action],
                call: Callable[[list[int]], None]) -> list[ActionResult]:
         errors = each_job([a.job_id for a in actions], call)
-        return [ActionResult(a, Outcome.APPLIED) if not err else
-                ActionResult(a, Outcome.DEFERRED if err.startswith(NOT_ASKED)
-                             else Outcome.REJECTED, err)
+        return [ActionResult(a, Outcome.APPLIED) if err is None else
+                ActionResult(a, Outcome.DEFERRED if isinstance(err, SlurmNotAsked)
+                             else Outcome.REJECTED, str(err))
                 for a in actions for err in (errors[a.job_id],)]
 
 
-def each_job(job_ids: list[int], call: Callable[[list[int]], None]) -> dict[int, str | None]:
+def each_job(job_ids: list[int], call: Callable[[list[int]], None]
+             ) -> dict[int, SlurmError | None]:
     """One Slurm call for all; if Slurm refuses it, one call each, so one bad job can
     neither block nor hide the others. Maps each job to Slurm's error, or None. When
     Slurm does not answer, no more calls: each would wait its timeout too (found by a
@@ -1399,17 +1400,17 @@ def each_job(job_ids: list[int], call: Callable[[list[int]], None]) -> dict[int,
         call(job_ids)
         return dict.fromkeys(job_ids)
     except SlurmUnanswered as exc:
-        return dict.fromkeys(job_ids, str(exc))
+        return dict.fromkeys(job_ids, exc)
     except SlurmError:
         pass
-    out: dict[int, str | None] = {}
+    out: dict[int, SlurmError | None] = {}
     for i, jid in enumerate(job_ids):
         try:
             call([jid])
             out[jid] = None
         except SlurmUnanswered as exc:
-            out.update(dict.fromkeys(job_ids[i:], str(exc)))
+            out.update(dict.fromkeys(job_ids[i:], exc))
             break
         except SlurmError as exc:
-            out[jid] = str(exc)
+            out[jid] = exc
     return out
