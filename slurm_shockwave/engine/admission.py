@@ -22,7 +22,7 @@ def admit(view: ClusterView) -> tuple[ClusterView, dict[JobId, Reason]]:
         kind = job.spec.gpu_type
         # an elastic job fits on its fewest (the GPUs usable shrink whenever a node is
         # drained or another partition's job runs there: reviews)
-        asked = min(job.spec.gpu_counts()) if job.spec.is_elastic else job.gpus
+        asked = job.spec.gpu_counts()[0]  # ascending; a fixed job's is its request
         if job.is_running and job.gpus >= 1:
             kept.append(job)  # it holds its GPUs: dropped, they were given to another job
         elif asked > _room(ever, kind) or job.gpus < 1:
