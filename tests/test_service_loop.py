@@ -1417,6 +1417,44 @@ def test_a_job_wider_than_the_nodes_up_now_waits_for_them(policy: str) -> None:
     assert fake.jobs[1].state == "RUNNING"
 
 
+@pytest.mark.parametrize("shape, reason", [
+    ({"gpus": 8}, "gpus=8 on one node: room=4"),  # --gres=gpu:8
+    ({"gpus": 8, "per_job": True, "max_nodes": 1}, "gpus=8 on one node: room=4"),
+    ({"gpus": 12, "per_job": True, "max_nodes": 2}, "gpus=12 on at most 2 nodes: room=8"),
+    ({"gpus": 8, "node_count": 4}, "gpus=8 on 4 nodes of 2: nodes of 2+=3"),
+])
+def test_a_job_whose_shape_no_nodes_can_give_is_refused(shape: dict[str, Any],
+                                                        reason: str) -> None:
+    """Found by a red-team: a job whose node shape no set of the partition's nodes can
+    ever give (``--gres=gpu:8``, ``-N 1 --gpus=8`` or ``-N 1-2 --gpus=12`` on nodes of
+    4; ``-N 4`` on 3 nodes) read ``waiting_fragmentation`` for ever, a wait, where its
+    count alone fits the partition's 12 GPUs. It is refused as too large, saying why."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave",)) for i in (1, 2, 3)])
+    fake.add(with_state(job(1, 1, epochs=5), **shape))
+    svc = _rounds_over(fake, "fifo", 1)
+    assert svc.store.jobs_now()[1].reason == f"rejected_too_large({reason})"
+    assert fake.jobs[1].held
+
+
+def test_a_job_wider_than_the_nodes_up_now_waits_for_them_whatever_its_shape() -> None:
+    """A per-node ``--gres=gpu:8`` beside the only node of 8 drained: it waits (it is no
+    wider than a node of the partition), saying the room usable, and starts on that node
+    once it is back, where the 4 + 4 free elsewhere were never its."""
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE", "DRAIN"), 8, 0, ("shockwave",)),
+                      SlurmNode("n2", ("IDLE",), 4, 0, ("shockwave",)),
+                      SlurmNode("n3", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(job(1, 8, epochs=5))
+    svc = _rounds_over(fake, "fifo", 1)
+    assert svc.store.jobs_now()[1].reason == (
+        "waiting_capacity(gpus=8 on one node: room usable=4 of 8: the rest drained, down "
+        "or held by jobs outside the plan)")
+    fake.nodes[0] = with_state(fake.nodes[0], state=("IDLE",))
+    for _ in range(2):
+        svc.round_once()
+        fake.tick(20)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].nodes == "n1"
+
+
 def test_a_started_job_slurm_does_not_start_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     """A job the plan started on GPUs Slurm does not give it (the node's CPUs or memory
     all taken: the plan sees GPUs only) read ``scheduled`` round after round, never said

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 from slurm_shockwave.model.cluster import SEVERAL_TYPES, ClusterView
-from slurm_shockwave.model.job import JobId
+from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.plan import Reason, ReasonCode
 
 
 def admit(view: ClusterView) -> tuple[ClusterView, dict[JobId, Reason]]:
     """Drop jobs that cannot be placed, with a reason, so policies need not care: never
-    (wider than the partition's GPUs: ``rejected_too_large``), or not while nodes are
-    drained, down or another partition's (``waiting_capacity``, live only)."""
-    now = _by_type((n.gpu_type, n.gpus) for n in view.nodes)
-    ever = _by_type(view.configured) if view.configured else now
+    (wider than the partition's GPUs, or a shape no set of its nodes can give:
+    ``rejected_too_large``), or not while nodes are drained, down or another partition's
+    (``waiting_capacity``, live only)."""
+    widths = [(n.gpu_type, n.gpus) for n in view.nodes]
+    now = _by_type(widths)
+    ever_widths = list(view.configured) or widths
+    ever = _by_type(ever_widths)
     rejected: dict[JobId, Reason] = {}
     kept = []
     for job in view.jobs:
@@ -35,11 +38,62 @@ def admit(view: ClusterView) -> tuple[ClusterView, dict[JobId, Reason]]:
                 f"gpus={asked} usable{f' {kind}' if kind else ''}={_room(now, kind)} of "
                 f"{_room(ever, kind)}: the rest drained, down or held by jobs outside the "
                 "plan")
+        elif (shape := _shape(job, asked)) and (
+                never := shape.misfit(asked, _widths(ever_widths, kind), kind)):
+            rejected[job.job_id] = Reason(ReasonCode.REJECTED_TOO_LARGE, never)
+        elif shape and (usable := shape.room(_widths(widths, kind))) < shape.needs:
+            rejected[job.job_id] = Reason(
+                ReasonCode.WAITING_CAPACITY,
+                f"gpus={asked} {shape.words} usable={usable} of "
+                f"{shape.room(_widths(ever_widths, kind))}: the rest drained, down or held "
+                "by jobs outside the plan")
         else:
             kept.append(job)
     if not rejected:
         return view, rejected
     return replace(view, jobs=tuple(kept)), rejected
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """A node shape a job asked for: in words, the room a set of node widths gives it,
+    and the room it needs."""
+
+    words: str
+    room: Callable[[list[int]], int]
+    needs: int
+
+    def misfit(self, asked: int, widths: list[int], kind: str) -> str:
+        """Why no set of these nodes holds the shape ("" when one does)."""
+        got = self.room(widths)
+        return "" if got >= self.needs else \
+            f"gpus={asked} {self.words}{f' {kind}' if kind else ''}={got}"
+
+
+def _shape(job: Job, asked: int) -> _Shape | None:
+    """The node shape a fixed job asked for, beyond a count of GPUs anywhere: its count
+    on each of ``-N`` nodes, or on at most one node (``--gres=gpu:N``, ``-N 1
+    --gpus=N``) or ``max_nodes`` nodes (``-N 1-2 --gpus=N``). None for an elastic job
+    (the service sets its nodes with its count) or one spread as far as it takes. Found
+    by a red-team: such a job wider than any node (``--gres=gpu:8`` on nodes of 4) was
+    told ``waiting_fragmentation`` for ever, which reads as a wait, not a refusal."""
+    spec = job.spec
+    if spec.is_elastic:
+        return None
+    if spec.nodes > 1:
+        per = asked // spec.nodes
+        return _Shape(f"on {spec.nodes} nodes of {per}: nodes of {per}+",
+                      lambda widths: sum(w >= per for w in widths), spec.nodes)
+    most = 1 if not spec.spreads else spec.max_nodes
+    if not most:
+        return None
+    return _Shape(f"on {'one node' if most == 1 else f'at most {most} nodes'}: room",
+                  lambda widths: sum(sorted(widths, reverse=True)[:most]), asked)
+
+
+def _widths(pairs: Iterable[tuple[str, int]], kind: str) -> list[int]:
+    """The GPUs of each node a job asking ``kind`` may use (``_room``'s nodes)."""
+    return [gpus for k, gpus in pairs if not kind or k in (kind, SEVERAL_TYPES)]
 
 
 def _by_type(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
