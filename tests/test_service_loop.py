@@ -1263,7 +1263,8 @@ def test_a_typed_job_wider_than_its_types_nodes_is_spread_over_them() -> None:
 def test_a_typed_request_a_node_of_its_type_holds_is_not_spread() -> None:
     """The width of a type's nodes is all their GPUs, not what other partitions leave:
     with 2 of each a100 node of 8 held, ``a100:8`` (which Slurm gives one node) was
-    planned as 6 + 2 and released, where Slurm cannot start it."""
+    planned as 6 + 2 and released, where Slurm cannot start it. It waits, saying that
+    jobs outside the plan hold the room it needs (it read ``waiting_fragmentation``)."""
     fake = FakeSlurm([SlurmNode(f"a{i}", ("IDLE",), 8, 0, ("shockwave", "other"),
                                 gpu_type="a100") for i in (1, 2)])
     for jid, node in ((8, "a1"), (9, "a2")):
@@ -1273,7 +1274,8 @@ def test_a_typed_request_a_node_of_its_type_holds_is_not_spread() -> None:
     svc = _rounds_over(fake, "fifo", 2)
     assert fake.jobs[2].held
     rows = {r.job_id: r.reason for r in svc.store.jobs_now().values()}
-    assert rows[2].startswith("waiting_fragmentation(gpus=8")
+    assert rows[2] == ("waiting_capacity(gpus=8 on one node: room usable=6 of 8: the rest "
+                       "drained, down or held by jobs outside the plan)")
 
 
 def test_defragmentation_clears_a_node_of_the_waiting_jobs_gpu_type() -> None:
