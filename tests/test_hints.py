@@ -15,7 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.slurm.hints import Hint, asked_gpus, parse_hint, split_admin_comment
+from slurm_shockwave.slurm.hints import (
+    Hint,
+    asked_gpus,
+    asked_min_nodes,
+    parse_hint,
+    split_admin_comment,
+)
 from slurm_shockwave.slurm.json_shapes import job_gpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,7 +314,8 @@ end
 
 def test_lua_stamps_the_gpus_a_job_asked_for(tmp_path: Path) -> None:
     """Submitted with sbatch's spellings, the admin comment says the GPUs asked for
-    (read back by asked_gpus); none where it asked none. A job moved into the partition
+    (read back by asked_gpus; none where it asked none) and the fewest nodes where at
+    least two (asked_min_nodes). A job moved into the partition
     is stamped from its record where the update does not name GPUs."""
     out = _run("""
 local parts = { shockwave = part(1) }
@@ -326,6 +333,8 @@ slurm_job_modify(u, { partition = "other", comment = "bs=1 epochs=1",
 print(u.admin_comment)
 """, tmp_path / "heartbeat")
     assert [asked_gpus(line) for line in out] == [2, 8, 8, 3, None, None, 8]
+    # and the fewest nodes, where at least two (-N 2; the record's for a job moved in)
+    assert [asked_min_nodes(line) for line in out] == [0, 2, 0, 0, 0, 0, 2]
     assert all(split_admin_comment(line)[1] for line in out)
     assert split_admin_comment(out[0])[0] == \
         "shockwave:v1 model=LM bs=10 epochs=3 mode=static gpus=1-16"

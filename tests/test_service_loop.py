@@ -1424,6 +1424,9 @@ def test_a_job_wider_than_the_nodes_up_now_waits_for_them(policy: str) -> None:
     ({"gpus": 8, "per_job": True, "max_nodes": 1}, "gpus=8 on one node: room=4"),
     ({"gpus": 12, "per_job": True, "max_nodes": 2}, "gpus=12 on at most 2 nodes: room=8"),
     ({"gpus": 8, "node_count": 4}, "gpus=8 on 4 nodes of 2: nodes of 2+=3"),
+    ({"gpus": 8, "per_job": True, "node_count": 4,  # -N 4 --gpus=8
+      "admin_comment": SIGNAL.format(e=5) + " submitted=901 asked_gpus=8 asked_nodes=4"},
+     "gpus=8 on 4+ nodes: nodes=3"),
 ])
 def test_a_job_whose_shape_no_nodes_can_give_is_refused(shape: dict[str, Any],
                                                         reason: str) -> None:
@@ -1436,6 +1439,48 @@ def test_a_job_whose_shape_no_nodes_can_give_is_refused(shape: dict[str, Any],
     svc = _rounds_over(fake, "fifo", 1)
     assert svc.store.jobs_now()[1].reason == f"rejected_too_large({reason})"
     assert fake.jobs[1].held
+
+
+def test_a_job_that_asked_for_two_nodes_is_planned_on_two() -> None:
+    """Found by a red-team: ``-N 2 --gpus=7`` (asked per job, which Slurm gives as one GPU
+    on each node and the rest on the first: 6 + 1, measured) was planned as 7 on one
+    node: released beside a node another job filled, it never started, while the plan
+    kept the free node for it and an 8-GPU job waited beside 8 idle GPUs. Its fewest
+    nodes are read from job_submit.lua's stamp (Slurm lists a requeued ``--gpus=7`` that
+    ran on two nodes as two): it waits for a GPU on each of two nodes, and the 8-GPU job
+    after it runs on the free node."""
+    fake = fake_cluster(nodes=2)
+    fake.add(job(1, 8, epochs=50))
+    two = job(2, 7, epochs=5, nodes=2)
+    fake.add(with_state(two, per_job=True, max_nodes=2,
+                        admin_comment=two.admin_comment + " submitted=902 asked_gpus=7 "
+                                                          "asked_nodes=2"))
+    fake.add(job(3, 8, epochs=5))
+    svc = _rounds_over(fake, "fifo", 3)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[3].state == "RUNNING"
+    assert {fake.jobs[1].nodes, fake.jobs[3].nodes} == {"n1", "n2"}
+    assert fake.jobs[2].held
+    assert svc.store.jobs_now()[2].reason.startswith("waiting_")
+
+
+def test_a_job_over_several_nodes_is_given_what_slurm_gives() -> None:
+    """Placement's split of a count asked per job over its fewest nodes is Slurm's, as
+    measured on 22.05: one GPU on each, the rest on the first with room (``-N 2
+    --gpus=8`` on two idle nodes of 8: 7 + 1; ``-N 3 --gpus=7`` beside 1, 6 and 7 free:
+    1 + 5 + 1); it does not fit where fewer nodes than that have a free GPU."""
+    from slurm_shockwave.engine.placement import _FreeSlots
+    from slurm_shockwave.model.cluster import ClusterView, GpuNode
+
+    def free(*idle: int) -> _FreeSlots:
+        nodes = tuple(GpuNode(f"n{k}", n, tuple(range(n))) for k, n in enumerate(idle, 1))
+        return _FreeSlots(ClusterView(0.0, 0, 60.0, nodes, (), exact_slots=True))
+
+    def split(slots: tuple[str, ...] | None) -> list[int]:
+        return [sum(s.startswith(f"n{k}:") for s in slots or ()) for k in (1, 2, 3, 4)]
+    assert split(free(8, 8).take(8, min_nodes=2)) == [7, 1, 0, 0]
+    assert split(free(1, 6, 7).take(7, min_nodes=3)) == [1, 5, 1, 0]
+    assert split(free(8, 8).take(7)) == [7, 0, 0, 0]
+    assert free(8, 0).take(7, min_nodes=2) is None
 
 
 def test_a_job_wider_than_the_nodes_up_now_waits_for_them_whatever_its_shape() -> None:

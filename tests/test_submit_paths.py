@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from slurm_shockwave.slurm.hints import asked_gpus, split_admin_comment
+from slurm_shockwave.slurm.hints import asked_gpus, asked_min_nodes, split_admin_comment
 from slurm_shockwave.slurm.protocol import SlurmError
 from tests.live_cluster import Submitter, job, kept_heartbeat, wait_for, write_fresh
 
@@ -200,6 +200,23 @@ def test_the_gpus_a_job_asked_for_are_stamped_as_the_service_reads_them(
     heartbeat.fresh()
     j = job(backend, jobs("-p", "shockwave", *gpus, f"--comment={GOOD}"))
     assert j.gpus > 0 and asked_gpus(j.admin_comment) == j.gpus, j.admin_comment
+
+
+@pytest.mark.parametrize(("args", "fewest"), [(("--gpus=7", "-N", "2"), 2),
+                                             (("--gpus=12", "-N", "2-4"), 2),
+                                             (("--gres=gpu:1", "-N", "3"), 3),
+                                             (("--gpus=7",), 0), (("--gpus=3", "-N", "1-2"), 0)])
+def test_the_fewest_nodes_a_job_asked_for_are_stamped(backend, jobs, heartbeat,
+                                                      args: tuple[str, ...], fewest: int
+                                                      ) -> None:
+    """job_submit.lua's asked_nodes: the ``-N`` minimum where at least two, which Slurm's
+    listing cannot give (a requeued ``--gpus=8`` that ran 7 + 1 lists 2 nodes, then runs
+    on one: measured), so a per-job count placed over at least that many nodes is read
+    from the stamp, checked on the real slurmctld."""
+    heartbeat.fresh()
+    j = job(backend, jobs("-p", "shockwave", *args, f"--comment={GOOD}"))
+    assert asked_min_nodes(j.admin_comment) == fewest, j.admin_comment
+    assert split_admin_comment(j.admin_comment)[1]
 
 
 @pytest.mark.parametrize("state", ["stale", "missing"])

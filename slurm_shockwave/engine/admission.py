@@ -72,8 +72,9 @@ class _Shape:
 
 def _shape(job: Job, asked: int) -> _Shape | None:
     """The node shape a fixed job asked for, beyond a count of GPUs anywhere: its count
-    on each of ``-N`` nodes, or on at most one node (``--gres=gpu:N``, ``-N 1
-    --gpus=N``) or ``max_nodes`` nodes (``-N 1-2 --gpus=N``). None for an elastic job
+    on each of ``-N`` nodes, or over at least ``min_nodes`` (``-N 2 --gpus=7``), or on
+    at most one node (``--gres=gpu:N``, ``-N 1 --gpus=N``) or ``max_nodes`` nodes (``-N
+    1-2 --gpus=N``). None for an elastic job
     (the service sets its nodes with its count) or one spread as far as it takes. Found
     by a red-team: such a job wider than any node (``--gres=gpu:8`` on nodes of 4) was
     told ``waiting_fragmentation`` for ever, which reads as a wait, not a refusal."""
@@ -84,6 +85,9 @@ def _shape(job: Job, asked: int) -> _Shape | None:
         per = asked // spec.nodes
         return _Shape(f"on {spec.nodes} nodes of {per}: nodes of {per}+",
                       lambda widths: sum(w >= per for w in widths), spec.nodes)
+    if spec.min_nodes > 1:
+        return _Shape(f"on {spec.min_nodes}+ nodes: nodes", lambda widths: sum(
+            w >= 1 for w in widths), spec.min_nodes)
     most = 1 if not spec.spreads else spec.max_nodes
     if not most:
         return None

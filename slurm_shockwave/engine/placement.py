@@ -59,16 +59,19 @@ class _FreeSlots:
         return self.free if not kind else {n: s for n, s in self.free.items()
                                            if self.kind[n] in (kind, SEVERAL_TYPES)}
 
-    def on_one_node(self, gpus: int, kind: str, spreads: bool) -> bool:
+    def on_one_node(self, gpus: int, kind: str, spreads: bool, min_nodes: int = 0) -> bool:
         """Whether a job of ``gpus`` (no ``-N`` of its own) goes on one node: one asked per
-        node (not ``spreads``) always; one that may be spread (``JobSpec.spreads``) when
-        no wider than the cluster's widest usable node, or for a typed one, its type's
+        node (not ``spreads``) always; one that may be spread (``JobSpec.spreads``), unless
+        it must have several (``min_nodes``), when no wider than the cluster's widest
+        usable node, or for a typed one, its type's
         widest (a ``--gpus=v100:8`` job on nodes of 4 v100 looked for one node of 8,
         another type's, and never started; Slurm spreads it 4 + 4), or that of nodes of
         several types where the type has none of its own. The one rule of ``take`` and
         of the nodes defragmentation clears (``_shape``)."""
         if not spreads:
             return True
+        if min_nodes > 1:
+            return False
         if not kind:
             return gpus <= self.per_node
         own = [n for n in self.free if self.kind[n] == kind]
@@ -99,7 +102,7 @@ class _FreeSlots:
         return True
 
     def take(self, gpus: int, nodes: int = 0, *, even: bool = False,
-             kind: str = "", spreads: bool = True, max_nodes: int = 0
+             kind: str = "", spreads: bool = True, max_nodes: int = 0, min_nodes: int = 0
              ) -> tuple[str, ...] | None:
         """``gpus`` slots: on one node (best fit) where they fit on one; for a job that
         asked for ``nodes`` nodes (a fixed ``-N``), gpus/nodes on each of that many;
@@ -109,11 +112,12 @@ class _FreeSlots:
         ``kind``: only on nodes of that GPU type. Not ``spreads`` (asked per node): on one
         node or none. Live (``exact``), a fixed job that may be spread and fits no one node
         (or is wider than any) takes free GPUs node after node, as Slurm gives them, on at
-        most ``max_nodes`` nodes where it has a limit."""
+        most ``max_nodes`` nodes where it has a limit; one that must have ``min_nodes``,
+        on at least that many, live or not."""
         free = self._open(kind)
         if nodes > 1:
             return self._spread(gpus, nodes, free)
-        if self.on_one_node(gpus, kind, spreads):
+        if self.on_one_node(gpus, kind, spreads, min_nodes):
             fits = [n for n, s in free.items() if len(s) >= gpus]
             if not fits:
                 # live, a per-job request no node has room for goes where GPUs are
@@ -131,26 +135,32 @@ class _FreeSlots:
         if even:
             return self._whole_nodes(gpus, pool)
         # live, over free GPUs as Slurm spreads it; the simulator's, over whole nodes
-        return self._by_name(gpus, pool, max_nodes) if self.exact \
-            else self._whole_nodes_by_name(gpus, pool)
+        return self._by_name(gpus, pool, max_nodes, min_nodes) \
+            if self.exact or min_nodes > 1 else self._whole_nodes_by_name(gpus, pool)
 
-    def _by_name(self, gpus: int, free: dict[str, list[str]], max_nodes: int = 0
-                 ) -> tuple[str, ...] | None:
+    def _by_name(self, gpus: int, free: dict[str, list[str]], max_nodes: int = 0,
+                 min_nodes: int = 0) -> tuple[str, ...] | None:
         """Free slots node after node by name until they hold ``gpus``; with ``max_nodes``,
         on that many of the nodes with the most free (Slurm gives a ``-N 1-2`` job no
-        third node)."""
+        third node); with ``min_nodes``, one on each of the first that many with a free
+        GPU before the rest (``JobSpec.min_nodes``: Slurm's split of ``-N 2 --gpus=7``)."""
         if max_nodes:
             free = dict(sorted(free.items(), key=lambda ns: (-len(ns[1]), ns[0]))[:max_nodes])
-        if sum(len(s) for s in free.values()) < gpus:
+        names = sorted(n for n, s in free.items() if s)
+        if sum(len(free[n]) for n in names) < gpus or not min_nodes <= len(names) \
+                or min_nodes > gpus:
             return None
+        count = dict.fromkeys(names[:min_nodes] if min_nodes > 1 else (), 1)
+        left = gpus - len(count)
+        for n in names:
+            more = min(len(self.free[n]) - count.get(n, 0), left)
+            count[n] = count.get(n, 0) + more
+            left -= more
         taken: list[str] = []
-        for n in sorted(free):
-            got = self.free[n][:gpus - len(taken)]
-            self.free[n] = self.free[n][len(got):]
-            self.total -= len(got)
+        for n in names:
+            got, self.free[n] = self.free[n][:count[n]], self.free[n][count[n]:]
             taken += got
-            if len(taken) == gpus:
-                break
+        self.total -= gpus
         return tuple(taken)
 
     def _spread(self, gpus: int, nodes: int, free: dict[str, list[str]]
@@ -213,7 +223,8 @@ class _FreeSlots:
 def _take(free: _FreeSlots, job: Job, gpus: int) -> tuple[str, ...] | None:
     """``gpus`` free slots for ``job``, as Slurm would give them (``_FreeSlots.take``)."""
     return free.take(gpus, _nodes(job), even=job.spec.is_elastic, kind=job.spec.gpu_type,
-                     spreads=job.spec.spreads, max_nodes=job.spec.max_nodes)
+                     spreads=job.spec.spreads, max_nodes=job.spec.max_nodes,
+                     min_nodes=job.spec.min_nodes)
 
 
 def _shape(job: Job, wanted: int, free: _FreeSlots) -> tuple[int, int]:
@@ -225,7 +236,7 @@ def _shape(job: Job, wanted: int, free: _FreeSlots) -> tuple[int, int]:
     nodes = _nodes(job)
     if nodes > 1:
         return nodes, wanted // nodes
-    if free.on_one_node(wanted, job.spec.gpu_type, job.spec.spreads):
+    if free.on_one_node(wanted, job.spec.gpu_type, job.spec.spreads, job.spec.min_nodes):
         return 1, wanted
     return 0, 0
 

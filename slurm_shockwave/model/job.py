@@ -69,6 +69,13 @@ class JobSpec:
     max_nodes: int = 0
     """The most nodes a job that ``spreads`` may be given (``-N 1-2 --gpus=8``: 2); 0: no
     limit (every simulated job). A plan of 3 + 3 + 2 for it never started."""
+    min_nodes: int = 0
+    """The fewest nodes a job that ``spreads`` must be given (``-N 2 --gpus=7``: 2), as
+    Slurm splits a count per job over them: one GPU on each, the rest on the first with
+    room (measured on 22.05: 6 + 1 for that job on two idle nodes of 8, 7 + 1 for ``-N 2
+    --gpus=8``, 1 + 5 + 1 for ``-N 3 --gpus=7``); 0: none asked (every simulated job).
+    Planned on one node, such a job was released beside a node another job filled and
+    never started, while that job's next 8-GPU job waited."""
 
     @property
     def is_elastic(self) -> bool:

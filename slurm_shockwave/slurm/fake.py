@@ -13,8 +13,9 @@ lowest free indices on the first usable node of its partition with room (a job a
 for more than one node's GPUs, or for several nodes, is spread evenly over the fewest
 nodes that have its share free: whole nodes when it asks for a multiple of a node) and
 frees them when it is requeued, cancelled or finished. A job asking its GPUs per job
-(``--gpus=N``, ``SlurmJob.per_job``) that no one node has room for takes free GPUs node
-after node, as Slurm spreads it (7 + 1). ``list_jobs`` reports each
+(``--gpus=N``, ``SlurmJob.per_job``) that no one node has room for, or that asked for
+several (``-N 2 --gpus=7``), takes one GPU on each of its fewest nodes and the rest node
+after node, as Slurm spreads it (7 + 1; 6 + 1). ``list_jobs`` reports each
 job's ``gpu_alloc`` and ``list_nodes`` each node's ``gpus_used_idx``, whatever the
 partition of the jobs holding them, so two jobs on one node never share an index.
 """
@@ -151,19 +152,26 @@ class FakeSlurm:
         biggest = max(n.gpus for n in nodes)
         if biggest <= 0:
             return None
-        if job.per_job and job.node_count <= 1:  # --gpus=N: one node with room, else
-            room = [n for n in nodes if len(free(n)) >= job.gpus]  # any free, in order
-            if room:
+        if job.per_job:  # --gpus=N: one node with room, else any free, in order
+            fewest = max(job.node_count, 1)
+            room = [n for n in nodes if len(free(n)) >= job.gpus]
+            if room and fewest == 1:
                 return ((room[0].name, tuple(free(room[0])[:job.gpus])),)
-            taken: list[tuple[str, tuple[int, ...]]] = []
-            left = job.gpus
             if job.max_nodes > 1:  # -N 1-2: on at most 2, those with the most free
                 nodes = sorted(nodes, key=lambda n: -len(free(n)))[:job.max_nodes]
-            for n in nodes:
-                if left and (idle := free(n)):
-                    taken.append((n.name, tuple(idle[:left])))
-                    left -= len(taken[-1][1])
-            return tuple(taken) if not left else None
+            usable = [n for n in nodes if free(n)]
+            if len(usable) < fewest or fewest > job.gpus:
+                return None
+            # -N 2 --gpus=7: one on each of its fewest nodes, the rest on the first with
+            # room (measured on 22.05: 6 + 1 on two idle nodes of 8)
+            counts = [1 if k < fewest else 0 for k in range(len(usable))]
+            left = job.gpus - fewest
+            for k, n in enumerate(usable):
+                more = min(len(free(n)) - counts[k], left)
+                counts[k] += more
+                left -= more
+            return None if left else tuple((n.name, tuple(free(n)[:c]))
+                                           for n, c in zip(usable, counts, strict=True) if c)
         count = max(job.node_count, math.ceil(job.gpus / biggest), 1)
         shares = [job.gpus // count + (1 if k < job.gpus % count else 0)
                   for k in range(count)]

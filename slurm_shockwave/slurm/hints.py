@@ -92,14 +92,20 @@ def _gpu_range(value: str) -> tuple[int, int]:
     return lo, hi
 
 
-SUBMITTED = re.compile(r"(.*)[ ]submitted=([0-9]{1,12})(?:[ ]asked_gpus=([0-9]{1,7}))?")
+SUBMITTED = re.compile(r"(.*)[ ]submitted=([0-9]{1,12})(?:[ ]asked_gpus=([0-9]{1,7}))?"
+                       r"(?:[ ]asked_nodes=([0-9]{1,7}))?")
 """job_submit.lua appends ``submitted=<epoch>`` to the normalised hint it writes into the
 admin comment: the job's first submission. Slurm sets a requeued job's submit time to
 the requeue (job_mgr.c: batch_requeue_fini), so without the stamp every preemption
 would look like a new arrival and reset the job's fair finish time. Then, where the job
 asked for GPUs, ``asked_gpus=<count>``: the GPUs it was submitted with (``--gres`` per
 node times its nodes, plus ``--gpus``), which the service's resizes of an elastic job
-change in Slurm (its GRES) and a requeue by Slurm keeps changed. Not part of the hint
+change in Slurm (its GRES) and a requeue by Slurm keeps changed. Then, where it asked
+for at least two nodes (``-N 2``, ``-N 2-4``), ``asked_nodes=<fewest>``: Slurm lists a
+pending job's node count as its last run's (measured on 22.05: a requeued ``--gpus=8``
+that ran 7 + 1 lists 2 nodes, then runs on one) or its own estimate (``-N 1-2
+--gpus=12`` lists 2-2), so the listing cannot tell a ``-N 2 --gpus=7``, which must have
+two nodes, from a ``--gpus=7`` that once had them. Not part of the hint
 language: a user's ``--comment`` cannot carry them (unknown keys) and only an admin
 can set the admin comment."""
 
@@ -196,3 +202,10 @@ def parse_hint(text: str) -> Hint:
         grace = _integer("grace", seen["grace"], 3600)
     return Hint(bs=bs, epochs=epochs, model=model, mode=AdaptationMode(mode_text),
                 signal=signal, grace_s=grace, gpus_range=gpus_range)
+
+
+def asked_min_nodes(text: str) -> int:
+    """The fewest nodes an admin comment says the job was submitted with (``-N``), 0
+    where it says none: fewer than two, or a job submitted before the stamp."""
+    m = SUBMITTED.fullmatch(text.rstrip(_WS))
+    return int(m.group(4)) if m and m.group(4) else 0

@@ -59,6 +59,7 @@ from slurm_shockwave.slurm.hints import (
     PREFIX,
     Hint,
     asked_gpus,
+    asked_min_nodes,
     parse_hint,
     split_admin_comment,
     split_hold_mark,
@@ -180,10 +181,11 @@ def elastic_rates(table: ThroughputTable, hint: Hint, gpus: int, bs: int,
 
 def asked_nodes(job: SlurmJob) -> int:
     """The nodes Slurm spreads the job's GPUs over, evenly (``-N 2 --gres=gpu:4``: 4 on
-    each of 2), for placement to do the same; 0 on one node, or when they do not split
-    evenly (Slurm's own split of a ``--gpus`` count)."""
+    each of 2), for placement to do the same; 0 on one node, or for GPUs asked per job,
+    which Slurm does not split evenly (``JobSpec.min_nodes``)."""
     nodes = job.node_count
-    return nodes if nodes > 1 and job.gpus > 0 and job.gpus % nodes == 0 else 0
+    return nodes if (nodes > 1 and not job.per_job and job.gpus > 0
+                     and job.gpus % nodes == 0) else 0
 
 
 def request_gpus(job: SlurmJob, hint: Hint) -> int:
@@ -717,7 +719,9 @@ class SlurmCluster:
                        gpus_range=self._allowed_range(j, hint),
                        nodes=0 if hint.gpus_range else asked_nodes(j),
                        gpu_type=j.gpu_type, spreads=j.per_job or bool(hint.gpus_range),
-                       max_nodes=j.max_nodes if j.per_job and not hint.gpus_range else 0)
+                       max_nodes=j.max_nodes if j.per_job and not hint.gpus_range else 0,
+                       min_nodes=asked_min_nodes(j.admin_comment)
+                       if j.per_job and not hint.gpus_range else 0)
         slots = job_slots(j) if j.state == "RUNNING" else ()
         run_s, gpu_s = self._attained(j, now)
         return Job(spec, replace(self.progress(j, hint), run_s=run_s, attained_gpu_s=gpu_s),
