@@ -21,6 +21,7 @@ from slurm_shockwave.slurm.world import (
 )
 from slurm_shockwave.workloads.bundled import bundled_table
 from tests.builders import WallLikeClock as Clock
+from tests.test_slurm_silence import Silent
 
 HINT = "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=gns signal=USR1 grace=30"
 
@@ -765,48 +766,18 @@ def test_a_moved_job_keeps_its_place_through_the_requeue_delay_a_preempted_one_d
     assert {j.job_id for j in world.observe().jobs} == {2}
 
 
-class _Silent(FakeSlurm):
-    """Applies what it is asked, then gives no answer (a controller gone mid-call)."""
-
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(*args, **kwargs)
-        self.silent: set[str] = set()
-        self.calls: list[str] = []
-
-    def _maybe(self, what: str) -> None:
-        self.calls.append(what)
-        if what in self.silent:
-            raise SlurmUnanswered(f"{what}: no answer within 30 s")
-
-    def release(self, job_ids):  # type: ignore[no-untyped-def]
-        self._maybe("release")
-        super().release(job_ids)
-
-    def set_priority(self, job_id, priority):  # type: ignore[no-untyped-def]
-        self._maybe("priority")
-        super().set_priority(job_id, priority)
-
-    def signal(self, job_id, signal):  # type: ignore[no-untyped-def]
-        super().signal(job_id, signal)
-        self._maybe("signal")
-
-    def requeue(self, job_ids):  # type: ignore[no-untyped-def]
-        super().requeue(job_ids)
-        self._maybe("requeue")
-
-
 def test_a_slurm_that_stops_answering_is_asked_no_more_in_the_round() -> None:
     """Found by a review: every failed batch fell back to one call per job, each
     waiting its 30 s timeout: 308 calls, a round of hours, against a controller gone
     mid-round."""
-    fake = _Silent([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake = Silent([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
     for jid in range(1, 7):
         fake.add(held(jid))
     world = SlurmCluster(fake, Clock())
     world.observe()
-    fake.silent = {"release", "priority"}
+    fake.down_at = "release"
     result = world.apply([Action(ActionKind.START, jid) for jid in range(1, 7)])
-    assert fake.calls.count("release") == 1 and fake.calls.count("priority") == 0
+    assert fake.calls.count("release") == 1 and fake.calls.count("set_priority") == 0
     assert all(r.outcome == Outcome.REJECTED and "no answer" in r.message
                for r in result.results if r.action.kind == ActionKind.START)
 
@@ -815,12 +786,12 @@ def test_a_signal_slurm_did_not_answer_keeps_its_checkpoint_intent() -> None:
     """Found by a review: the intent was dropped when `scancel --signal` timed out,
     though the signal may have arrived: the job's acknowledgement then found no intent,
     and the next round signalled it again (two checkpoints, a round lost)."""
-    fake = _Silent([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake = Silent([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
     fake.add(running(1))
     acks: set[int] = set()
     world = SlurmCluster(fake, Clock(), acked=lambda jid, _since: jid in acks)
     world.observe()
-    fake.silent = {"signal"}
+    fake.down_at, fake.done, fake.up_at = "signal", True, "list_jobs"  # sent, unanswered
     first = world.apply([Action(ActionKind.PREEMPT, 1)])
     assert first.results[0].outcome == Outcome.DEFERRED and 1 in world.intents
     acks.add(1)  # the job got it, saved, and acknowledged
@@ -876,14 +847,14 @@ def test_an_acknowledged_requeue_whose_reply_is_lost_is_still_held() -> None:
     before the job it was stopped for."""
     from slurm_shockwave.model.report import ProgressReport, ReportKind
 
-    fake = _Silent([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake = Silent([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
     fake.add(running(1))
     clock = Clock()
     world = SlurmCluster(fake, clock)
     world.observe()
     assert world.apply([Action(ActionKind.PREEMPT, 1)]).results[0].outcome == \
         Outcome.DEFERRED  # signalled
-    fake.silent = {"requeue"}
+    fake.down_at, fake.done, fake.up_at = "requeue", True, "list_jobs"  # done, reply lost
     clock.t += 5
     ack = ProgressReport(1, ReportKind.CHECKPOINTED, clock.t, restart_count=0)
     assert world.complete_checkpoint(ack)
