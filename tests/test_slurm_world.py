@@ -778,7 +778,9 @@ def test_a_slurm_that_stops_answering_is_asked_no_more_in_the_round() -> None:
     fake.down_at = "release"
     result = world.apply([Action(ActionKind.START, jid) for jid in range(1, 7)])
     assert fake.calls.count("release") == 1 and fake.calls.count("set_priority") == 0
-    assert all(r.outcome == Outcome.REJECTED and "no answer" in r.message
+    # one release of all six, not answered: it may have been done (read as rejected,
+    # the store said a release that took was refused)
+    assert all(r.outcome == Outcome.DEFERRED and r.message.endswith("(perhaps done)")
                for r in result.results if r.action.kind == ActionKind.START)
 
 

@@ -1009,12 +1009,8 @@ class SlurmCluster:
             try:
                 self.backend.set_priority(a.job_id, TOP_PRIORITY - rank)
                 results.append(ActionResult(a, Outcome.APPLIED, self._not_started(job, rank)))
-            except SlurmNotAsked as exc:
-                results.append(ActionResult(a, Outcome.DEFERRED, str(exc)))
-            except SlurmUnanswered as exc:  # not "rejected": it may have been done
-                results.append(ActionResult(a, Outcome.DEFERRED, f"{exc} (perhaps done)"))
             except SlurmError as exc:
-                results.append(ActionResult(a, Outcome.REJECTED, str(exc)))
+                results.append(not_done(a, exc))
         results += [ActionResult(a, Outcome.APPLIED) for a in actions
                     if a.kind == ActionKind.KEEP]
         results += [ActionResult(a, Outcome.DEFERRED, "moving: starts once requeued")
@@ -1386,10 +1382,20 @@ class SlurmCluster:
     def _batch(self, actions: Sequence[Action],
                call: Callable[[list[int]], None]) -> list[ActionResult]:
         errors = each_job([a.job_id for a in actions], call)
-        return [ActionResult(a, Outcome.APPLIED) if err is None else
-                ActionResult(a, Outcome.DEFERRED if isinstance(err, SlurmNotAsked)
-                             else Outcome.REJECTED, str(err))
+        return [ActionResult(a, Outcome.APPLIED) if err is None else not_done(a, err)
                 for a in actions for err in (errors[a.job_id],)]
+
+
+def not_done(action: Action, exc: SlurmError) -> ActionResult:
+    """What a request Slurm did not do as asked says: deferred when never asked (Slurm
+    stopped answering earlier in the step) or unanswered, "perhaps done" (its reply may
+    be what was lost: read as rejected, the store said a release that took was refused),
+    rejected when Slurm refused it."""
+    if isinstance(exc, SlurmNotAsked):
+        return ActionResult(action, Outcome.DEFERRED, str(exc))
+    if isinstance(exc, SlurmUnanswered):
+        return ActionResult(action, Outcome.DEFERRED, f"{exc} (perhaps done)")
+    return ActionResult(action, Outcome.REJECTED, str(exc))
 
 
 def each_job(job_ids: list[int], call: Callable[[list[int]], None]
