@@ -123,6 +123,36 @@ def test_a_restarted_service_does_not_signal_again_and_requeues_at_the_deadline(
     assert fake.signals == [(1, "USR1")]
 
 
+@pytest.mark.parametrize("acked", [False, True])
+def test_a_checkpoint_no_round_followed_for_hours_is_asked_for_again(
+        tmp_path: Path, acked: bool) -> None:
+    """Found by a red-team: stopped with a checkpoint in flight (or its partition down, or
+    Slurm unreachable) and back hours later, the service requeued the job at once on the
+    stored intent, its deadline long past: the job, which trained on from that checkpoint
+    as the client tells it to, restarted from it and lost the hours between. An intent no
+    round followed for a whole round past its deadline asks for a fresh checkpoint, and
+    the job is requeued once that one is acknowledged or its grace runs out."""
+    fake, store, clock, _ = srtf_preempting_job_1(tmp_path)
+    signalled = clock.t
+    store.close()
+    clock.t += 3 * 3600  # the service stopped for three hours
+    fake.tick(3 * 3600)
+    store = Store(tmp_path / "s.db")
+    # acknowledged: the first signal's checkpoint, made within its grace
+    world = SlurmCluster(fake, clock, round_s=60.0, intents=store,
+                         acked=lambda jid, since: acked and since <= signalled)
+    again = Service(world, make_policy("srtf", None), "srtf", store, round_s=60.0)
+    done = again.round_once()
+    assert fake.signals == [(1, "USR1"), (1, "USR1")]
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 0
+    assert [r.outcome for r in done.report.result.results if r.action.job_id == 1] == \
+        [Outcome.DEFERRED]
+    clock.t += 31  # the fresh checkpoint's grace: requeued, once
+    again.round_once()
+    assert fake.jobs[1].restart_count == 1 and fake.jobs[1].held
+    assert len(fake.signals) == 2
+
+
 def test_a_job_without_a_signal_is_requeued_as_slurm_would(tmp_path: Path) -> None:
     fake, _, _, _ = srtf_preempting_job_1(tmp_path, PLAIN)
     assert fake.signals == []

@@ -1217,6 +1217,15 @@ class SlurmCluster:
             self._forget(a.job_id)
             return ActionResult(a, Outcome.APPLIED, "no longer running")
         ck = self.intents.get(a.job_id)
+        if ck is not None and now > ck.deadline_s + self.round_s:
+            # no round came for a whole round past its deadline (the service stopped, the
+            # partition closed, Slurm unreachable): the job trained on from that checkpoint
+            # all the while, and a requeue now would throw that away (found by a red-team:
+            # hours of training lost). A fresh checkpoint is asked for instead
+            log.info("job %d: its checkpoint of %.0f s ago was never followed by a "
+                     "requeue: signalled again", a.job_id, now - ck.sent_s)
+            self._forget(a.job_id)
+            ck = None
         if ck is None:
             hint = self._planned_hint(a.job_id)
             if hint is None or hint.signal is None:
