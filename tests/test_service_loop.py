@@ -1156,6 +1156,25 @@ def test_a_job_moved_out_while_the_service_was_down_gets_its_hold_back(
     assert not fake.jobs[2].held and fake.jobs[3].held
 
 
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_job_moved_out_after_the_round_that_preempted_it_gets_its_hold_back(
+        tmp_path: Path, restart: bool) -> None:
+    """Found by a red-team: a job the round requeued and held (its row says running, as
+    observed) and moved out by its owner before the next observation was never looked
+    for, by the same service or a restarted one, and kept the planner's hold for ever.
+    Every job whose hold or priority a step set is looked for when it leaves, and a
+    restarted service looks for every job of the store's last round."""
+    fake, store, clock, svc = srtf_preempting_job_1(tmp_path, PLAIN)
+    assert fake.jobs[1].held and store.jobs_now()[1].phase == "running"
+    fake.jobs[1] = with_state(fake.jobs[1], partition="other")
+    if restart:
+        store.close()
+        svc = service(fake, Store(tmp_path / "s.db"), clock, policy="srtf")
+    clock.t += 60
+    svc.round_once()
+    assert not fake.jobs[1].held
+
+
 def test_a_pinned_job_moved_out_before_it_starts_gets_its_priority_back() -> None:
     """A job the planner released at its pinned priority (the top of the queue) and moved
     to another partition before it started kept that priority there, ahead of every job

@@ -29,7 +29,6 @@ from slurm_shockwave.engine.fill import round_due
 from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import RoundReport, run_round
 from slurm_shockwave.model.job import JobId
-from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ActionKind, Memory
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.policies.base import Policy
@@ -51,7 +50,6 @@ class RoundDone:
     round_id: int
 
 
-_WAITING = frozenset(p.value for p in (Phase.PENDING, Phase.HELD, Phase.REQUEUED))
 """The phases of a job row that is not running (``Service.__init__``)."""
 
 
@@ -97,8 +95,9 @@ class Service:
         round that reaches Slurm (read once here, not at every round and fill step)."""
         world.origin_s = store.origin_s(world.clock.now())
         if not dry_run:
-            world.remember_pending(jid for jid, row in store.jobs_now().items()
-                                   if row.phase in _WAITING)
+            # every job of the last round, held or pinned or not: one running there may
+            # have been preempted and held by it (its row says running)
+            world.remember_pending(store.jobs_now())
 
     def round_once(self, *, fill: bool = False) -> RoundDone:
         """One whole round (``fill``: a fill step of the last one, engine/fill.py); raises

@@ -1041,6 +1041,11 @@ class SlurmCluster:
                   and self._planned_hint(j.job_id) is not None and not j.held]
         rehold += sorted(self._pinned_waiting - approved)
         each_job(rehold, self.backend.hold)  # one that fails is held again next round
+        # each job whose hold or priority this step set is looked for if it leaves the
+        # partition before the next observation sees it pending (a red-team: held by a
+        # preemption, then moved out by its owner, it stayed held for ever)
+        self._pending |= frozenset(rehold) | frozenset(
+            a.job_id for a in actions if a.kind in (ActionKind.START, ActionKind.PREEMPT))
         return ApplyResult(tuple(results))
 
     def _since(self, job: SlurmJob, now: int) -> tuple[int, int]:
@@ -1091,10 +1096,10 @@ class SlurmCluster:
         self._let_go_failed &= set(self.held_back)
 
     def remember_pending(self, job_ids: Iterable[int]) -> None:
-        """Jobs an earlier process last saw pending (the store's job_now rows): one moved
-        out of the partition while the service was down is then looked for at the first
-        apply, as if it had left between two rounds (``_give_back_moved_out``), instead of
-        keeping the planner's hold for ever."""
+        """Jobs of an earlier process's last round (the store's job_now rows), which may
+        have held or pinned them: one moved out of the partition while the service was
+        down is then looked for at the first apply, as if it had left between two rounds
+        (``_give_back_moved_out``), instead of keeping the planner's hold for ever."""
         self._pending |= frozenset(job_ids)
 
     def _give_back_moved_out(self) -> None:
@@ -1326,6 +1331,7 @@ class SlurmCluster:
             if err:
                 log.warning("job %d: requeued but not held (%s): held again at the next "
                             "round", jid, err)
+        self._pending |= frozenset(held)  # looked for if it leaves (``_apply``)
 
     def _forget(self, job_id: int) -> None:
         if job_id in self.intents:  # the store first: if it cannot be written, the intent
