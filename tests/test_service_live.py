@@ -207,6 +207,31 @@ def test_jobs_that_ask_gpus_per_task_run_on_their_whole_count_and_stay(env: Env)
     assert "Traceback" not in env.log()
 
 
+def test_jobs_that_ask_gpus_per_job_over_several_nodes_run_as_slurm_splits_them(
+        env: Env) -> None:
+    """``-N 2 --gpus=7`` and ``-N 3 --gpus=5`` beside a whole-node job: planned over at
+    least their nodes (job_submit.lua's ``asked_nodes=``; planned on one node, such a job
+    was released where Slurm cannot start it), started with one GPU or more on each
+    node, and neither stopped nor moved in the rounds after."""
+    write_heartbeat(env.heartbeat, time.time(), 600)
+    spread = [env.submit("-N", str(n), f"--gpus={g}", f"--comment={HINT.format(e=40)}")
+              for n, g in ((2, 7), (3, 5))]
+    env.submit("--gres=gpu:8", f"--comment={HINT.format(e=40)}")
+    proc = env.serve("shockwave")
+    wait_for(lambda: all(env.job(j).state == "RUNNING" for j in spread), 90,
+             "the jobs over several nodes running")
+    done = env.query("SELECT COUNT(*) FROM rounds")[0][0]
+    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] >= done + 3, 90,
+             "3 more rounds")
+    assert stop(proc) == 0
+    for jid, nodes, gpus in zip(spread, (2, 3), (7, 5), strict=True):
+        j = env.job(jid)
+        assert (j.state, j.restart_count) == ("RUNNING", 0), j
+        assert len(j.gpu_alloc) == nodes and sum(len(i) for _, i in j.gpu_alloc) == gpus, j
+    assert env.query("SELECT COUNT(*) FROM actions WHERE kind = 'preempt'")[0][0] == 0
+    assert "Traceback" not in env.log()
+
+
 def test_a_job_waiting_for_its_dependency_runs_after_it(env: Env) -> None:
     """Found by a red-team: a ``--dependency`` job was planned, and Slurm tests no
     dependency of a held job (measured here on 22.05): under SRTF the short job waiting
