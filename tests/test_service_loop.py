@@ -1175,41 +1175,6 @@ def test_a_job_moved_out_after_the_round_that_preempted_it_gets_its_hold_back(
     assert not fake.jobs[1].held
 
 
-def test_a_round_of_another_partition_over_the_store_leaves_this_ones_rows(
-        tmp_path: Path) -> None:
-    """Found by a red-team: with the service stopped, one round of another partition
-    over its store (``plan --apply --partition other``) replaced every job row: the
-    service's next round took its jobs for new ones and deleted their progress reports,
-    and a one-shot round took the service's held jobs, remembered from those rows, for
-    jobs moved out and released them. Each partition's round replaces its own rows."""
-    fake = fake_cluster(nodes=1)
-    for jid in (1, 2):
-        fake.add(job(jid, 8, epochs=50))
-    fake.add(job(3, 8, epochs=50, partition="other"))
-    clock = Clock()
-
-    def one_round(partition: str) -> None:
-        store = Store(tmp_path / "s.db")
-        world = SlurmCluster(fake, clock, round_s=60.0, intents=store, partition=partition)
-        Service(world, make_policy("fifo", None), "fifo", store, round_s=60.0).round_once()
-        store.close()
-        fake.tick()
-        clock.t += 60
-
-    one_round("shockwave")
-    store = Store(tmp_path / "s.db")
-    store.add_report(ProgressReport(1, ReportKind.PROGRESS, clock.t, epoch=3.0,
-                                    batch_size=32, samples_per_s=90.0, uid=0))
-    store.close()
-    one_round("other")
-    assert fake.jobs[2].held  # the service's hold, not the other round's to give back
-    one_round("shockwave")
-    store = Store(tmp_path / "s.db")
-    assert [r.epoch for r in store.reports([1])[1]] == [3.0]
-    assert {jid: r.partition for jid, r in store.jobs_now().items()} == {
-        1: "shockwave", 2: "shockwave", 3: "other"}
-
-
 def test_a_pinned_job_moved_out_before_it_starts_gets_its_priority_back() -> None:
     """A job the planner released at its pinned priority (the top of the queue) and moved
     to another partition before it started kept that priority there, ahead of every job

@@ -50,6 +50,9 @@ class RoundDone:
     round_id: int
 
 
+"""The phases of a job row that is not running (``Service.__init__``)."""
+
+
 class Service:
     def __init__(self, world: SlurmCluster, policy: Policy[Any], policy_name: str,
                  store: Store, *, round_s: float, dry_run: bool = False,
@@ -94,8 +97,7 @@ class Service:
         if not dry_run:
             # every job of the last round, held or pinned or not: one running there may
             # have been preempted and held by it (its row says running)
-            world.remember_pending(jid for jid, row in store.jobs_now().items()
-                                   if row.partition in ("", world.partition))
+            world.remember_pending(store.jobs_now())
 
     def round_once(self, *, fill: bool = False) -> RoundDone:
         """One whole round (``fill``: a fill step of the last one, engine/fill.py); raises
@@ -126,8 +128,7 @@ class Service:
         memory = self.memory if fill else report.memory  # a fill step keeps the round's
         round_id = self.store.save_round(record, job_rows(report, self.world.left_out),
                                          action_rows(report), memory,
-                                         read_round_id=read_id,
-                                         partition=self.world.partition)
+                                         read_round_id=read_id)
         self.memory = memory
         if self.feed is not None:  # a job being requeued is out of the view, not gone
             self.feed.keep_only(self.world.queued_ids)

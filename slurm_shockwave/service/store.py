@@ -28,7 +28,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -104,11 +104,6 @@ class JobRow:
     action: str = "wait"
     outcome: str = ""
     message: str = ""
-    partition: str = ""
-    """The partition whose round wrote the row ("": a build before rows said it). A store
-    a one-shot round of another partition wrote into (``plan --apply --partition``)
-    keeps each partition's rows: it dropped the service's, and the service's next
-    round took its jobs for new ones and deleted their progress reports (a red-team)."""
 
     def change_key(self) -> tuple[Any, ...]:
         """What makes a history row: details such as rho drift every round and do not."""
@@ -532,10 +527,9 @@ class Store:
     # -- the round: one versioned transaction -------------------------------------------------
     def save_round(self, record: RoundRecord, rows: Iterable[JobRow],
                    actions: Iterable[tuple[int, str, str, str]], memory: Mapping[str, Any],
-                   *, read_round_id: int, partition: str = "") -> int:
-        """Write the round (of ``partition``, whose rows it replaces, and those of no
-        partition); raise StaleWrite if a round newer than ``read_round_id`` exists."""
-        rows = [replace(r, partition=partition) for r in rows]
+                   *, read_round_id: int) -> int:
+        """Write the round; raise StaleWrite if a round newer than ``read_round_id`` exists."""
+        rows = list(rows)
         previous = self.jobs_now()
         memory_json = json.dumps(memory, sort_keys=True, allow_nan=False)
         with self._transaction():
@@ -558,8 +552,7 @@ class Store:
             self.db.executemany("INSERT INTO job_history VALUES (?, ?, ?)",
                                 [(round_id, r.job_id, _row_json(r)) for r in changed])
             seen = {r.job_id for r in rows}
-            gone = [(jid,) for jid, r in previous.items()
-                    if jid not in seen and r.partition in ("", partition)]
+            gone = [(jid,) for jid in previous if jid not in seen]
             # a job id new to job_now is a new job, whatever reports that id has: the
             # progress API takes reports only for jobs in job_now, so those are an earlier
             # job's that had the id (Slurm gives ids out again once its state is lost or
@@ -573,9 +566,7 @@ class Store:
             self.db.execute("INSERT OR REPLACE INTO memory VALUES (?, ?, ?)",
                             (record.policy, round_id, memory_json))
             self._expire(record.at_s)
-        self._now_rows = {**{jid: r for jid, r in previous.items()
-                             if r.partition not in ("", partition)},
-                          **{r.job_id: r for r in rows}}
+        self._now_rows = {r.job_id: r for r in rows}
         return round_id
 
     def set_timings(self, round_id: int, phase_s: Mapping[str, float]) -> None:
