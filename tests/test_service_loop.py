@@ -1175,6 +1175,35 @@ def test_a_job_moved_out_after_the_round_that_preempted_it_gets_its_hold_back(
     assert not fake.jobs[1].held
 
 
+def test_a_store_is_one_partitions(tmp_path: Path) -> None:
+    """Found by a red-team: with the service stopped, one round of another partition
+    over its store (``plan --apply --partition other``) replaced every job row: the
+    service's next round took its jobs for new ones and deleted their progress reports,
+    and the one-shot round released the jobs the service held, taking them for jobs
+    moved out. The first service over a store claims it for its partition; another's is
+    refused in one line naming the store, before anything is read or written."""
+    from slurm_shockwave.model.errors import InputError
+
+    fake = fake_cluster(nodes=1)
+    fake.add(job(1, 8, epochs=50))
+    fake.add(job(2, 8, epochs=50))
+    clock = Clock()
+    service(fake, Store(tmp_path / "s.db"), clock).round_once()
+    store = Store(tmp_path / "s.db")
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, clock.t, epoch=3.0,
+                                    batch_size=32, samples_per_s=90.0, uid=0))
+    world = SlurmCluster(fake, clock, round_s=60.0, intents=store, partition="other")
+    with pytest.raises(InputError) as refused:
+        Service(world, make_policy("fifo", None), "fifo", store, round_s=60.0)
+    assert str(refused.value) == (
+        f"{tmp_path / 's.db'}: service.store: this store is partition shockwave's (its "
+        "jobs' progress reports, holds and checkpoints); give partition other a store of "
+        "its own (--store)")
+    assert fake.jobs[2].held and sorted(store.jobs_now()) == [1, 2]
+    assert [r.epoch for r in store.reports([1])[1]] == [3.0]
+    service(fake, store, clock).round_once()  # its own partition's service goes on
+
+
 def test_a_pinned_job_moved_out_before_it_starts_gets_its_priority_back() -> None:
     """A job the planner released at its pinned priority (the top of the queue) and moved
     to another partition before it started kept that priority there, ahead of every job

@@ -63,6 +63,7 @@ class Service:
         self.world = world
         self.policy = policy
         self.policy_name = policy_name
+        store.claim_partition(world.partition)  # before anything is read or written
         self.store = store
         self.round_s = round_s
         self.dry_run = dry_run

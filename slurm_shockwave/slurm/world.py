@@ -790,9 +790,9 @@ class SlurmCluster:
         restarted since, is confirmed and forgotten; one whose job is COMPLETING in the
         same run is kept until it is seen how that run ended, and one whose job the
         signal killed until ``apply`` runs it again (``_rerun_killed``). A job not in the
-        managed partition's listing is looked for in all of Slurm first: the store may be
-        shared with a service of another partition, or a one-shot command run with
-        another ``--partition``, and forgetting that service's intent would make it
+        managed partition's listing is looked for in all of Slurm first: a store written
+        before stores were claimed by one partition (``Store.claim_partition``) may hold
+        another partition's intents, and forgetting that service's intent would make it
         signal again (its job still runs, checkpointing), or lose its job the signal killed;
         only a job gone, restarted or ended otherwise is confirmed."""
         ours = {j.job_id: j for j in listed}
