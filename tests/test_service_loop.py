@@ -153,6 +153,21 @@ def test_a_checkpoint_no_round_followed_for_hours_is_asked_for_again(
     assert len(fake.signals) == 2
 
 
+@pytest.mark.parametrize("late_s", [6, 200])
+def test_late_rounds_never_ask_for_a_checkpoint_twice(tmp_path: Path, late_s: float) -> None:
+    """Found by a review of the rule above: with the staleness counted from the deadline,
+    rounds 6 s late and a 5 s grace signalled the job every round and never requeued it.
+    It counts from when a step last looked at the checkpoint, at least five minutes:
+    rounds later than their period, even over three times it, requeue it once."""
+    hint = SIGNAL.replace("grace=30", "grace=5")
+    fake, _, clock, svc = srtf_preempting_job_1(tmp_path, hint)
+    for _ in range(3):
+        clock.t += 60 + late_s
+        svc.round_once()
+    assert fake.signals == [(1, "USR1")]
+    assert fake.jobs[1].restart_count == 1 and fake.jobs[1].held
+
+
 def test_a_job_without_a_signal_is_requeued_as_slurm_would(tmp_path: Path) -> None:
     fake, _, _, _ = srtf_preempting_job_1(tmp_path, PLAIN)
     assert fake.signals == []

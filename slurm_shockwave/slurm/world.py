@@ -92,6 +92,9 @@ CLOCK_SKEW_S = 300.0
 refuses credentials past its 300 s TTL of skew, so a cluster whose commands answer the
 service is within it (60 s first: a review showed a job signalled every round with
 slurmctld's clock 120 s ahead)."""
+STALE_CHECKPOINT_S = 300.0
+"""The least time no step looked at a checkpoint in flight after which it is asked for
+again (``SlurmCluster._stale_after_s``)."""
 ADMIN_HOLD = "JobHeldAdmin"
 """The reason Slurm gives a job an admin held (``scontrol hold`` as root or operator)."""
 GIVE_BACK = "scontrol uhold {job} returns it to the plan"
@@ -507,6 +510,9 @@ class SlurmCluster:
         self._ending: frozenset[int] = frozenset()
         self._without_gpus: frozenset[int] = frozenset()
         self._not_requeueable: frozenset[int] = frozenset()
+        self._looked: dict[int, float] = {}
+        """Job -> when a step last looked at its checkpoint in flight and waited on
+        (``_preempt``); the signal's time before the first."""
         self._pending: frozenset[int] = frozenset()
         self._let_go_failed: set[int] = set()
         """Held-back jobs whose release failed, warned about once."""
@@ -1222,10 +1228,12 @@ class SlurmCluster:
             self._forget(a.job_id)
             return ActionResult(a, Outcome.APPLIED, "no longer running")
         ck = self.intents.get(a.job_id)
-        if ck is not None and now > ck.deadline_s + self.round_s:
-            # no round came for a whole round past its deadline (the service stopped, the
-            # partition closed, Slurm unreachable): the job trained on from that checkpoint
-            # all the while, and a requeue now would throw that away (found by a red-team:
+        if ck is not None and (self.acked(a.job_id, ck.sent_s) or now >= ck.deadline_s):
+            if now - self._looked.get(a.job_id, ck.sent_s) <= self._stale_after_s():
+                return None  # requeue it now
+            # no step looked at it for that long (the service stopped, the partition
+            # closed, Slurm unreachable): the job trained on from that checkpoint all
+            # the while, and a requeue now would throw that away (found by a red-team:
             # hours of training lost). A fresh checkpoint is asked for instead
             log.info("job %d: its checkpoint of %.0f s ago was never followed by a "
                      "requeue: signalled again", a.job_id, now - ck.sent_s)
@@ -1261,10 +1269,17 @@ class SlurmCluster:
             except SlurmError as exc:
                 self._forget(a.job_id)
                 return ActionResult(a, Outcome.REJECTED, str(exc))
-        if self.acked(a.job_id, ck.sent_s) or now >= ck.deadline_s:
-            return None
+        self._looked[a.job_id] = now
         return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} sent; requeue after ack or "
                                                  f"at +{ck.deadline_s - now:.0f}s")
+
+    def _stale_after_s(self) -> float:
+        """How long no step may have looked at a checkpoint in flight before it is taken
+        for one the job has trained past: two rounds, and never under five minutes, so a
+        round late or rounds slower than their period (a short ``round_s``) never ask a
+        job for its checkpoint twice (a review: rounds 6 s late with a 5 s grace did,
+        every round)."""
+        return max(2 * self.round_s, STALE_CHECKPOINT_S)
 
     def complete_checkpoint(self, ack: ProgressReport) -> bool:
         """Between rounds: requeue-hold a job whose checkpoint (signalled by an earlier
@@ -1334,6 +1349,7 @@ class SlurmCluster:
         self._pending |= frozenset(held)  # looked for if it leaves (``_apply``)
 
     def _forget(self, job_id: int) -> None:
+        self._looked.pop(job_id, None)
         if job_id in self.intents:  # the store first: if it cannot be written, the intent
             self.intent_log.forget_intent(job_id)  # stays in both and a round forgets it
             del self.intents[job_id]
