@@ -314,8 +314,8 @@ end
 
 def test_lua_stamps_the_gpus_a_job_asked_for(tmp_path: Path) -> None:
     """Submitted with sbatch's spellings, the admin comment says the GPUs asked for
-    (read back by asked_gpus; none where it asked none) and the fewest nodes where at
-    least two (asked_min_nodes). A job moved into the partition
+    (read back by asked_gpus; none where it asked none) and the fewest nodes
+    (asked_min_nodes). A job moved into the partition
     is stamped from its record where the update does not name GPUs."""
     out = _run("""
 local parts = { shockwave = part(1) }
@@ -333,8 +333,9 @@ slurm_job_modify(u, { partition = "other", comment = "bs=1 epochs=1",
 print(u.admin_comment)
 """, tmp_path / "heartbeat")
     assert [asked_gpus(line) for line in out] == [2, 8, 8, 3, None, None, 8]
-    # and the fewest nodes, where at least two (-N 2; the record's for a job moved in)
-    assert [asked_min_nodes(line) for line in out] == [0, 2, 0, 0, 0, 0, 2]
+    # with the fewest nodes (-N 2; 1 where none; the record's for a job moved in)
+    assert [asked_min_nodes(line) for line in out] == [1, 2, 1, 1, None, None, 2]
+    assert asked_min_nodes("x submitted=9 asked_gpus=2") is None  # an older stamp
     assert all(split_admin_comment(line)[1] for line in out)
     assert split_admin_comment(out[0])[0] == \
         "shockwave:v1 model=LM bs=10 epochs=3 mode=static gpus=1-16"

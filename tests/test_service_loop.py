@@ -1219,6 +1219,29 @@ def test_a_store_is_one_partitions(tmp_path: Path) -> None:
     service(fake, store, clock).round_once()  # its own partition's service goes on
 
 
+def test_an_owners_hold_of_a_job_that_ran_and_moved_out_is_left(tmp_path: Path) -> None:
+    """Found by a review: a restarted service looked for every job of its store's last
+    round, so a job that was running then (never held by the planner), requeued by Slurm
+    while the service was down, moved out and held there by its owner (a plain user hold:
+    job_submit.lua marks none outside the managed partition) was released. Only the jobs
+    the last round left waiting or preempted are looked for."""
+    fake = fake_cluster(nodes=1)
+    fake.add(job(1, 8, epochs=500))
+    clock = Clock()
+    svc = service(fake, Store(tmp_path / "s.db"), clock)
+    svc.round_once()
+    fake.tick(20)
+    clock.t += 60
+    svc.round_once()
+    svc.store.close()
+    fake.requeue([1])  # by Slurm (a node failure), while the service is down
+    fake.jobs[1] = with_state(fake.jobs[1], partition="other", held=True, priority=0,
+                              reason="JobHeldUser")  # the owner's hold there
+    clock.t += 3600
+    service(fake, Store(tmp_path / "s.db"), clock).round_once()
+    assert fake.jobs[1].held
+
+
 def test_a_pinned_job_moved_out_before_it_starts_gets_its_priority_back() -> None:
     """A job the planner released at its pinned priority (the top of the queue) and moved
     to another partition before it started kept that priority there, ahead of every job
@@ -1554,6 +1577,45 @@ def test_a_job_that_asked_for_two_nodes_is_planned_on_two() -> None:
     assert {fake.jobs[1].nodes, fake.jobs[3].nodes} == {"n1", "n2"}
     assert fake.jobs[2].held
     assert svc.store.jobs_now()[2].reason.startswith("waiting_")
+
+
+@pytest.mark.parametrize("stamp, listed", [("", 2), (" asked_nodes=2", 2),
+                                            (" asked_nodes=2", 1)])
+def test_the_fewest_nodes_of_a_job_are_its_listings_no_more_than_its_stamp(
+        stamp: str, listed: int) -> None:
+    """Found by a review: ``-N 2 --gpus=8`` without the ``asked_nodes=`` stamp (queued
+    before the job_submit.lua that writes it) was planned on one node again, and the
+    stamp alone kept 2 after its owner's ``scontrol update NumNodes=1-2``. The listing's
+    count, no more than the stamp: with one node full, the job waits for a GPU on each
+    of two nodes and the next 8-GPU job runs; with the owner's update, it runs on one."""
+    fake = fake_cluster(nodes=2)
+    fake.add(job(1, 8, epochs=500))
+    two = job(2, 8, epochs=5, nodes=listed)
+    fake.add(with_state(two, per_job=True, max_nodes=2,
+                        admin_comment=two.admin_comment + " submitted=902 asked_gpus=8" + stamp))
+    fake.add(job(3, 8, epochs=5))
+    _rounds_over(fake, "fifo", 3)
+    runs = 3 if listed == 2 else 2
+    assert fake.jobs[runs].state == "RUNNING" and fake.jobs[runs].nodes == "n2"
+    assert fake.jobs[5 - runs].held
+
+
+def test_a_typed_job_over_two_nodes_may_use_a_node_of_several_types() -> None:
+    """Found by a review: ``-N 2 --gpus=a100:2`` beside one a100 node and one node of
+    several types looked for its two nodes among the a100 nodes only, and waited for
+    ever where Slurm gives it 1 + 1."""
+    from slurm_shockwave.model.cluster import SEVERAL_TYPES
+
+    fake = FakeSlurm([SlurmNode("a1", ("IDLE",), 4, 0, ("shockwave",), gpu_type="a100"),
+                      SlurmNode("m1", ("IDLE",), 8, 0, ("shockwave",),
+                                gpu_type=SEVERAL_TYPES)])
+    two = job(1, 2, epochs=5, nodes=2)
+    fake.add(with_state(two, gpu_type="a100", per_job=True, max_nodes=2,
+                        admin_comment=two.admin_comment + " submitted=9 asked_gpus=2 "
+                                                          "asked_nodes=2"))
+    _rounds_over(fake, "fifo", 2)
+    assert fake.jobs[1].state == "RUNNING"
+    assert sorted(n for n, _ in fake.jobs[1].gpu_alloc) == ["a1", "m1"]
 
 
 def test_a_job_over_several_nodes_is_given_what_slurm_gives() -> None:

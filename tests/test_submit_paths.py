@@ -205,11 +205,11 @@ def test_the_gpus_a_job_asked_for_are_stamped_as_the_service_reads_them(
 @pytest.mark.parametrize(("args", "fewest"), [(("--gpus=7", "-N", "2"), 2),
                                              (("--gpus=12", "-N", "2-4"), 2),
                                              (("--gres=gpu:1", "-N", "3"), 3),
-                                             (("--gpus=7",), 0), (("--gpus=3", "-N", "1-2"), 0)])
+                                             (("--gpus=7",), 1), (("--gpus=3", "-N", "1-2"), 1)])
 def test_the_fewest_nodes_a_job_asked_for_are_stamped(backend, jobs, heartbeat,
                                                       args: tuple[str, ...], fewest: int
                                                       ) -> None:
-    """job_submit.lua's asked_nodes: the ``-N`` minimum where at least two, which Slurm's
+    """job_submit.lua's asked_nodes: the ``-N`` minimum (1 where none), which Slurm's
     listing cannot give (a requeued ``--gpus=8`` that ran 7 + 1 lists 2 nodes, then runs
     on one: measured), so a per-job count placed over at least that many nodes is read
     from the stamp, checked on the real slurmctld."""

@@ -134,9 +134,11 @@ class _FreeSlots:
         pool = own if own else free
         if even:
             return self._whole_nodes(gpus, pool)
+        if min_nodes > 1:  # over all its nodes: a type's own may be fewer (a review)
+            return self._by_name(gpus, free, max_nodes, min_nodes)
         # live, over free GPUs as Slurm spreads it; the simulator's, over whole nodes
-        return self._by_name(gpus, pool, max_nodes, min_nodes) \
-            if self.exact or min_nodes > 1 else self._whole_nodes_by_name(gpus, pool)
+        return self._by_name(gpus, pool, max_nodes) if self.exact \
+            else self._whole_nodes_by_name(gpus, pool)
 
     def _by_name(self, gpus: int, free: dict[str, list[str]], max_nodes: int = 0,
                  min_nodes: int = 0) -> tuple[str, ...] | None:

@@ -29,6 +29,7 @@ from slurm_shockwave.engine.fill import round_due
 from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import RoundReport, run_round
 from slurm_shockwave.model.job import JobId
+from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ActionKind, Memory
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.policies.base import Policy
@@ -50,6 +51,10 @@ class RoundDone:
     round_id: int
 
 
+"""The phases of a job row that is not running (``Service.__init__``)."""
+
+
+_WAITING = frozenset(p.value for p in (Phase.PENDING, Phase.HELD, Phase.REQUEUED))
 """The phases of a job row that is not running (``Service.__init__``)."""
 
 
@@ -96,9 +101,12 @@ class Service:
         round that reaches Slurm (read once here, not at every round and fill step)."""
         world.origin_s = store.origin_s(world.clock.now())
         if not dry_run:
-            # every job of the last round, held or pinned or not: one running there may
-            # have been preempted and held by it (its row says running)
-            world.remember_pending(store.jobs_now())
+            # the jobs the last round left waiting, and those it preempted (requeued and
+            # held: its row says running); not the others that ran, which the planner
+            # never held (a review: one its owner moved and held elsewhere while the
+            # service was down was released)
+            world.remember_pending(jid for jid, row in store.jobs_now().items()
+                                   if row.phase in _WAITING or row.action == "preempt")
 
     def round_once(self, *, fill: bool = False) -> RoundDone:
         """One whole round (``fill``: a fill step of the last one, engine/fill.py); raises

@@ -100,8 +100,9 @@ the requeue (job_mgr.c: batch_requeue_fini), so without the stamp every preempti
 would look like a new arrival and reset the job's fair finish time. Then, where the job
 asked for GPUs, ``asked_gpus=<count>``: the GPUs it was submitted with (``--gres`` per
 node times its nodes, plus ``--gpus``), which the service's resizes of an elastic job
-change in Slurm (its GRES) and a requeue by Slurm keeps changed. Then, where it asked
-for at least two nodes (``-N 2``, ``-N 2-4``), ``asked_nodes=<fewest>``: Slurm lists a
+change in Slurm (its GRES) and a requeue by Slurm keeps changed, with
+``asked_nodes=<fewest>``, the fewest nodes it asked for (``-N 2``, ``-N 2-4``; 1 where
+it asked none): Slurm lists a
 pending job's node count as its last run's (measured on 22.05: a requeued ``--gpus=8``
 that ran 7 + 1 lists 2 nodes, then runs on one) or its own estimate (``-N 1-2
 --gpus=12`` lists 2-2), so the listing cannot tell a ``-N 2 --gpus=7``, which must have
@@ -204,8 +205,8 @@ def parse_hint(text: str) -> Hint:
                 signal=signal, grace_s=grace, gpus_range=gpus_range)
 
 
-def asked_min_nodes(text: str) -> int:
-    """The fewest nodes an admin comment says the job was submitted with (``-N``), 0
-    where it says none: fewer than two, or a job submitted before the stamp."""
+def asked_min_nodes(text: str) -> int | None:
+    """The fewest nodes an admin comment says the job was submitted with (``-N``), None
+    where it says none (a job submitted before the stamp)."""
     m = SUBMITTED.fullmatch(text.rstrip(_WS))
-    return int(m.group(4)) if m and m.group(4) else 0
+    return int(m.group(4)) if m and m.group(4) else None

@@ -191,6 +191,17 @@ def asked_nodes(job: SlurmJob) -> int:
                      and job.gpus % nodes == 0) else 0
 
 
+def fewest_nodes(job: SlurmJob) -> int:
+    """The fewest nodes a job may run on (``JobSpec.min_nodes``): the listing's count, no
+    more than job_submit.lua's ``asked_nodes=`` stamp. The listing alone says a
+    requeued job's last run's count (a ``--gpus=8`` that ran 7 + 1 lists 2, then runs on
+    one), the stamp alone is the submission's (an owner's ``scontrol update
+    NumNodes=1-2`` lowers the listing, not the stamp; a review)."""
+    stamp = asked_min_nodes(job.admin_comment)
+    listed = max(job.node_count, 1)
+    return listed if stamp is None else min(stamp, listed)
+
+
 def request_gpus(job: SlurmJob, hint: Hint) -> int:
     """The count the planner takes for the job's request: for an elastic job the GPUs it
     was submitted with (job_submit.lua's ``asked_gpus`` stamp), since the service
@@ -726,8 +737,7 @@ class SlurmCluster:
                        nodes=0 if hint.gpus_range else asked_nodes(j),
                        gpu_type=j.gpu_type, spreads=j.per_job or bool(hint.gpus_range),
                        max_nodes=j.max_nodes if j.per_job and not hint.gpus_range else 0,
-                       min_nodes=asked_min_nodes(j.admin_comment)
-                       if j.per_job and not hint.gpus_range else 0)
+                       min_nodes=fewest_nodes(j) if j.per_job and not hint.gpus_range else 0)
         slots = job_slots(j) if j.state == "RUNNING" else ()
         run_s, gpu_s = self._attained(j, now)
         return Job(spec, replace(self.progress(j, hint), run_s=run_s, attained_gpu_s=gpu_s),
@@ -1228,9 +1238,8 @@ class SlurmCluster:
             self._forget(a.job_id)
             return ActionResult(a, Outcome.APPLIED, "no longer running")
         ck = self.intents.get(a.job_id)
-        if ck is not None and (self.acked(a.job_id, ck.sent_s) or now >= ck.deadline_s):
-            if now - self._looked.get(a.job_id, ck.sent_s) <= self._stale_after_s():
-                return None  # requeue it now
+        if ck is not None and (self.acked(a.job_id, ck.sent_s) or now >= ck.deadline_s) \
+                and now - self._looked.get(a.job_id, ck.sent_s) > self._stale_after_s():
             # no step looked at it for that long (the service stopped, the partition
             # closed, Slurm unreachable): the job trained on from that checkpoint all
             # the while, and a requeue now would throw that away (found by a red-team:
@@ -1269,6 +1278,8 @@ class SlurmCluster:
             except SlurmError as exc:
                 self._forget(a.job_id)
                 return ActionResult(a, Outcome.REJECTED, str(exc))
+        if self.acked(a.job_id, ck.sent_s) or now >= ck.deadline_s:
+            return None
         self._looked[a.job_id] = now
         return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} sent; requeue after ack or "
                                                  f"at +{ck.deadline_s - now:.0f}s")
