@@ -1390,7 +1390,7 @@ def test_a_typed_request_a_node_of_its_type_holds_is_not_spread() -> None:
     svc = _rounds_over(fake, "fifo", 2)
     assert fake.jobs[2].held
     rows = {r.job_id: r.reason for r in svc.store.jobs_now().values()}
-    assert rows[2] == ("waiting_capacity(gpus=8 on one node: room usable=6 of 8: the rest "
+    assert rows[2] == ("waiting_capacity(gpus=8 on one node: room usable a100=6 of 8: the rest "
                        "drained, down or held by jobs outside the plan)")
 
 

@@ -44,7 +44,7 @@ def admit(view: ClusterView) -> tuple[ClusterView, dict[JobId, Reason]]:
         elif shape and (usable := shape.room(_widths(widths, kind))) < shape.needs:
             rejected[job.job_id] = Reason(
                 ReasonCode.WAITING_CAPACITY,
-                f"gpus={asked} {shape.words} usable={usable} of "
+                f"gpus={asked} {shape.words} usable{f' {kind}' if kind else ''}={usable} of "
                 f"{shape.room(_widths(ever_widths, kind))}: the rest drained, down or held "
                 "by jobs outside the plan")
         else:
