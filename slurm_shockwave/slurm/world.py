@@ -1220,15 +1220,12 @@ class SlurmCluster:
                 self.backend.update_gpus(a.job_id, count // nodes,
                                          nodes=None if nodes == max(job.node_count, 1)
                                          else nodes, gpu_type=job.gpu_type)
-            except SlurmNotAsked as exc:
-                failed[a.job_id] = ActionResult(a, Outcome.DEFERRED, str(exc))
-            except SlurmUnanswered as exc:
-                failed[a.job_id] = ActionResult(a, Outcome.REJECTED, str(exc))
-            except SlurmError as exc:
-                self._refused_gpus.setdefault(a.job_id, set()).add(count)
-                log.warning("job %d: %d GPUs refused (%s): planned within the counts Slurm "
-                            "accepts from now on", a.job_id, count, exc)
-                failed[a.job_id] = ActionResult(a, Outcome.REJECTED, str(exc))
+            except SlurmError as exc:  # not released: never at a size the plan did not give
+                if not isinstance(exc, SlurmUnanswered):  # refused: not asked again
+                    self._refused_gpus.setdefault(a.job_id, set()).add(count)
+                    log.warning("job %d: %d GPUs refused (%s): planned within the counts "
+                                "Slurm accepts from now on", a.job_id, count, exc)
+                failed[a.job_id] = not_done(a, exc)
         return failed
 
     def _preempt(self, a: Action, now: float) -> ActionResult | None:
