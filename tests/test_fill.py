@@ -95,3 +95,18 @@ def test_a_reserved_elastic_job_waits_on_the_count_it_was_released_at() -> None:
     fill = run_round(Fixed(view), Says((3, 4), ReasonCode.SCHEDULED), {}, DryRunActuator(),
                      fill=True)
     assert [(a.kind.value, a.job_id) for a in fill.actions] == [("keep", 1)]
+
+
+def test_a_resized_job_is_started_by_a_fill_step_at_the_count_the_round_planned() -> None:
+    """Found by a red-team: a running elastic job the round grew (checkpointed and
+    requeued, its GRES still the old count until it is started) was placed by the next
+    fill step at the count it held: released at it, it ran on 2 again, and the next round
+    grew it again, a checkpoint and restart every round (fill steps are on by default).
+    The round's count (``ClusterView.moving_to``) is the fill step's."""
+    grown = a_job(1, gpus=2)
+    grown = replace(grown, spec=replace(grown.spec, gpus_range=(1, 8)))
+    view = replace(a_view(grown, gpus=8), reserved=frozenset({1}), moving_to=((1, 8),))
+    fill = run_round(Fixed(view), Says((1,), ReasonCode.SCHEDULED), {}, DryRunActuator(),
+                     fill=True)
+    assert [(a.kind.value, a.job_id, len(a.gpu_slots)) for a in fill.actions] == [
+        ("start", 1, 8)]

@@ -1752,3 +1752,34 @@ def test_a_start_waiting_for_the_plans_own_preemptions_gets_no_note() -> None:
         notes += [r.message for r in done.report.result.results if r.action.job_id == 9]
         svc.world.clock.t += 5  # type: ignore[attr-defined]
     assert fake.jobs[9].state == "PENDING" and notes == ["", "", ""]
+
+
+def test_a_fill_step_starts_a_grown_job_on_the_count_the_round_grew_it_to() -> None:
+    """Found by a red-team: an elastic job running on 2 of a node of 8 (range 1-8), grown
+    by the round (checkpoint, requeue and hold), was released by the next fill step on
+    the 2 it held (its GRES, which only its start updates), ran on 2 again and was grown
+    again: a checkpoint and restart every round, the 6 GPUs idle. The fill step starts
+    it on the round's 8, once, its GRES updated first."""
+    hint = SIGNAL + " gpus=1-8 submitted=901 asked_gpus=2"
+    fake = fake_cluster(nodes=1)
+    fake.add(with_state(job(1, 2, epochs=5000, hint=hint), state="RUNNING", held=False,
+                        reason="None", nodes="n1", gpu_alloc=(("n1", (0, 1)),),
+                        start_time=900))
+    store, clock = Store(":memory:"), Clock()
+    world = SlurmCluster(fake, clock, round_s=60.0, intents=store, fill_freed=True)
+    svc = Service(world, make_policy("stretch_edf", None), "stretch_edf", store,
+                  round_s=60.0, fill_freed=True)
+    for _ in range(3):
+        svc.round_once()
+        if 1 in world.intents:  # signalled: the job checkpoints and says so
+            clock.t += 3
+            assert world.complete_checkpoint(ProgressReport(
+                1, ReportKind.CHECKPOINTED, clock.t, restart_count=fake.jobs[1].restart_count))
+            clock.t += 11
+            fake.tick(11)  # past its requeue delay
+            svc.round_once(fill=True)  # its requeue's end report, or any arrival
+            fake.tick(1)
+        clock.t += 46
+        fake.tick(46)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].gpus == 8
+    assert fake.jobs[1].restart_count == 1

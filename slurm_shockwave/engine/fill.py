@@ -69,9 +69,11 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
                    # on GPUs it holds and were dropped
                    gpus={**{jid: n for jid, n in plan.gpus.items() if jid not in held},
                          **{j.job_id: len(j.gpu_slots) for j in view.jobs if j.is_running},
-                         # released at a count (live: its GRES), which Slurm starts it on
+                         # released at a count (live: its GRES), which Slurm starts it on,
+                         # or moved: the count the round planned (its GRES updated first)
                          **{j.job_id: j.current_gpus for j in view.jobs
-                            if j.job_id in view.reserved and not j.is_running}},
+                            if j.job_id in view.reserved and not j.is_running},
+                         **{jid: n for jid, n in view.moving_to if jid in view.reserved}},
                    moves_for=frozenset(), avoid_idle=False)
 
 

@@ -55,6 +55,11 @@ class ClusterView:
     the requeue delay), and the last round's fill-step starts still ``starting``: a fill
     step places them first (engine.fill). Empty in the simulator, which starts a job at
     once."""
+    moving_to: tuple[tuple[JobId, int], ...] = ()
+    """The count the round planned for each job of ``reserved`` it moves or resizes
+    (live: checkpointed and requeued, its GRES not yet updated), which a fill step
+    starts it on: at the count it holds, a fill step undid every resize of a running
+    elastic job (a red-team). Empty in the simulator."""
     starting: frozenset[JobId] = frozenset()
     """Waiting jobs a fill step of the last round started (live: released, Slurm not yet
     done starting them when this round observed them): a round a fill step calls at once

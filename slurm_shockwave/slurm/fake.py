@@ -213,13 +213,14 @@ class FakeSlurm:
 
     def hold(self, job_ids: Sequence[int]) -> None:
         """As ``scontrol uhold``: a running job is held too, priority 0 and JobHeldUser,
-        running on; an ended one is refused (both measured on 22.05)."""
+        running on; a requeued one still COMPLETING is held once pending; an ended one is
+        refused (measured on 22.05)."""
         def one(jid: int) -> None:
             j = self._get(jid)
             if j.state not in LISTED_STATES:
                 raise SlurmError(f"Job has already finished for job {jid}")
-            self.jobs[jid] = replace(j, held=j.state == "PENDING", priority=0,
-                                     reason="JobHeldUser")
+            self.jobs[jid] = replace(j, held=j.state in ("PENDING", "COMPLETING"),
+                                     priority=0, reason="JobHeldUser")
         _each(job_ids, one)
 
     def release(self, job_ids: Sequence[int]) -> None:

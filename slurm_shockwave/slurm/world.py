@@ -564,6 +564,8 @@ class SlurmCluster:
         """Job -> its restart count when a plan moved or resized it (preempt + start in one
         round), until it runs again: its requeue is the plan's, so it stays in the view
         through the requeue delay and keeps the GPUs planned for it."""
+        self._moving_to: dict[int, int] = {}
+        """Each moved job's count in the last round's plan (``ClusterView.moving_to``)."""
 
     @property
     def left_out(self) -> LeftOut:
@@ -712,6 +714,8 @@ class SlurmCluster:
         # a fill step of the round places them first (engine.fill)
         reserved = frozenset(v.job_id for v in views if not v.is_running and (
             self._started_in.get(v.job_id) == self.round_index or v.job_id in self._moving))
+        moving_to = tuple((jid, n) for jid, n in self._moving_to.items()
+                          if jid in reserved and jid in self._moving)
         # released by the last round's fill step, and Slurm has not started them yet
         starting = frozenset(v.job_id for v in views if v.phase == Phase.PENDING
                              and self._fill_started.get(v.job_id) == self.round_index - 1)
@@ -720,6 +724,7 @@ class SlurmCluster:
                            round_s=self.round_s, nodes=tuple(nodes), jobs=tuple(views),
                            restart_cost_s=self.restart_cost_s,
                            reserved=reserved | starting, starting=starting,
+                           moving_to=moving_to,
                            returning=tuple(returning), fills=self.fill_freed,
                            configured=tuple((n.gpu_type, n.gpus) for n in listed_nodes
                                             if self.partition in n.partitions),
@@ -955,6 +960,16 @@ class SlurmCluster:
         for jid in moving:
             if (job := self._jobs.get(jid)) is not None and jid not in self._moving:
                 self._moving[jid] = job.restart_count
+        if not self.filling:
+            # a moved job the round plans on other GPUs, or no longer starts: its move ends
+            # (a fill step would have started it ahead of the plan's order)
+            waiting = {jid for jid in self._moving
+                       if (job := self._jobs.get(jid)) is not None and job.state != "RUNNING"}
+            self._moving = {jid: c for jid, c in self._moving.items()
+                            if jid not in waiting or jid in {a.job_id for a in actions
+                                                             if a.kind == ActionKind.START}}
+            self._moving_to = {a.job_id: len(a.gpu_slots) for a in actions
+                               if a.kind == ActionKind.START and a.job_id in self._moving}
 
         # 1. preemption: signal (if the job handles one) then requeue-hold. A checkpoint
         # in flight from an earlier round (or an earlier process) goes on unless the plan
