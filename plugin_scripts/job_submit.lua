@@ -168,6 +168,16 @@ local function gpu_item(item)
   return 0
 end
 
+-- The first item of a TRES request that is not GPUs (gres:nvme:100, gres/mps:50; nil
+-- where there is none).
+function shockwave_other_gres(spec)
+  for item in string.gmatch(type(spec) == "string" and spec or "", "[^,]+") do
+    local head = string.sub(item, 1, 8)
+    if head ~= "gres:gpu" and head ~= "gres/gpu" then return item end
+  end
+  return nil
+end
+
 -- GPUs in a TRES request (tres_per_node from --gres or --gpus-per-node, tres_per_job
 -- from --gpus, tres_per_task from --gpus-per-task): gres:gpu:4 (22.05), gres/gpu:a100:4
 -- (23.x on; per task gres/gpu:a100=4, read with = for :), items comma-separated.
@@ -349,6 +359,10 @@ local PER_TASK = "shockwave: an elastic job (gpus=LO-HI in --comment) asks for i
                  .. " Slurm refuses a GRES update of a job that asks per task, so it"
                  .. " cannot be resized"
 
+local OTHER_GRES = "shockwave: an elastic job (gpus=LO-HI in --comment) asks for no GRES"
+                   .. " but GPUs: each resize sets its GRES to its GPUs alone, which would"
+                   .. " drop "
+
 -- Validate a managed job's hint into job_desc; returns slurm.SUCCESS or slurm.ERROR.
 local function admit(job_desc, comment, job_id, job_rec)
   if job_desc.array_inx ~= nil and job_desc.array_inx ~= "" then
@@ -385,6 +399,12 @@ local function admit(job_desc, comment, job_id, job_rec)
   if string.find(normalised, " gpus=", 1, true)
       and shockwave_gpus_in(job_field(job_desc, job_rec, "tres_per_task")) > 0 then
     return reject(job_id, "%s", PER_TASK)
+  end
+  local other = string.find(normalised, " gpus=", 1, true) and (
+    shockwave_other_gres(job_field(job_desc, job_rec, "tres_per_node"))
+    or shockwave_other_gres(job_field(job_desc, job_rec, "tres_per_job")))
+  if other then
+    return reject(job_id, "%s%s", OTHER_GRES, other)
   end
   -- the first submission, stamped: Slurm moves a requeued job's submit time to the
   -- requeue, and the planner must not take a preempted job for a new arrival; and the

@@ -518,6 +518,33 @@ print(n.admin_comment)
     assert asked_gpus(out[3]) is None and split_admin_comment(out[3])[1]
 
 
+def test_lua_refuses_an_elastic_job_that_asks_other_gres(tmp_path: Path) -> None:
+    """Found by a red-team: an elastic job submitted ``--gres=gpu:2,nvme:100`` lost its
+    disk at its first resize (``scontrol update gres=gpu:8``: Slurm replaces a job's GRES
+    with what it is given). Refused at submit and when moved in, naming the GRES; a fixed
+    job with other GRES, never resized, is admitted."""
+    out = _run("""
+local parts = { shockwave = part(1), other = part(0) }
+for _, d in ipairs({
+    { tres_per_node = "gres:gpu:2,gres:nvme:100", comment = "model=lm bs=10 epochs=3 gpus=1-4" },
+    { tres_per_node = "gres/mps:50", tres_per_job = "gres/gpu:2",
+      comment = "model=lm bs=10 epochs=3 gpus=1-4" },
+    { tres_per_node = "gres:gpu:2,gres:nvme:100", comment = "model=lm bs=10 epochs=3" },
+    { tres_per_node = "gres:gpu:a100:2", comment = "model=lm bs=10 epochs=3 gpus=1-4" } }) do
+  d.partition = "shockwave"
+  show(slurm_job_submit(d, parts, 0), d)
+end
+local m = { partition = "shockwave" }
+show(slurm_job_modify(m, { partition = "other", comment = "bs=1 epochs=1 gpus=2-8",
+                           tres_per_node = "gres:gpu:2,gres:nvme:1", job_id = 9 }, parts, 0), m)
+""", tmp_path / "heartbeat")
+    refused = "\tnil\tnil\tshockwave: an elastic job (gpus=LO-HI in --comment) asks for no GRES"
+    assert out[0].startswith("-1" + refused) and out[0].endswith("drop gres:nvme:100")
+    assert out[1].startswith("-1" + refused) and out[1].endswith("drop gres/mps:50")
+    assert out[2].startswith("0\tshockwave:v1") and out[3].startswith("0\tshockwave:v1")
+    assert out[4].startswith("-1" + refused) and out[4].endswith("drop gres:nvme:1")
+
+
 def test_lua_refuses_a_job_that_cannot_be_requeued(tmp_path: Path) -> None:
     """The planner stops a job by requeueing it, which Slurm refuses for a
     ``--no-requeue`` job ("Requested operation is presently disabled", measured on
