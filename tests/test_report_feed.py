@@ -245,6 +245,12 @@ def test_a_job_given_an_earlier_jobs_id_reads_none_of_its_reports_or_runs(
     _reports(svc.store, 52, 52, new - 60.0, restart=1)
     svc.round_once()
     assert svc.store.jobs_now()[7].epochs_done == 0.0
+    # and one of the old job's last run, within the clock skew of the new job's stamp:
+    # the new job has never run, so no report is its own (a red-team: read as its
+    # progress, 121 epochs of 200 done, until it reported)
+    _reports(svc.store, 60, 60, new - 60.0, restart=0)
+    svc.round_once()
+    assert svc.store.jobs_now()[7].epochs_done == 0.0
 
 
 def test_a_job_keeps_its_own_reports_and_runs_across_requeues_and_restarts(

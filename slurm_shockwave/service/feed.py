@@ -113,9 +113,16 @@ class ReportFeed:
         jid = job.job_id
         reports = self.reports.get(jid, [])
         stamp = first_submitted(job)
-        if stamp is None or self.cut.get(jid) == stamp - CLOCK_SKEW_S:
+        if stamp is None:
             return reports
-        cut = self.cut[jid] = stamp - CLOCK_SKEW_S
+        cut = stamp - CLOCK_SKEW_S  # the service's clock may be behind slurmctld's
+        if reports and job.state == "PENDING" and job.restart_count == 0:
+            # it has never run, so none is its own: within the clock skew allowed, an
+            # earlier job's last reports were read as its progress (a red-team)
+            cut = max(cut, max(r.at_s for r in reports) + 1e-3)
+        if self.cut.get(jid) == cut:
+            return reports
+        self.cut[jid] = cut
         own = [r for r in reports if r.at_s >= cut]
         runs = self.runs.get(jid, {})
         others = [n for n, run in runs.items() if run.submitted not in (0, stamp)]
