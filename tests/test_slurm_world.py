@@ -1008,3 +1008,27 @@ def test_a_job_slurm_is_requeueing_is_returning_one_that_ends_is_not() -> None:
         view = world.observe()
         assert not view.jobs and [j.job_id for j in view.returning] == [1]
         assert world.left_out.ending == frozenset({1, 2})
+
+
+def test_a_moved_job_stays_moved_while_completing_and_not_once_the_round_drops_it() -> None:
+    """A job the plan moves (a preemption and a start in one round) is requeued, then
+    COMPLETING while its Epilog runs, out of the view: a round then has no action for it
+    and must not end its move, or the fill step that should start it once it is pending
+    (on the round's count: ``moving_to``) would not. Pending again, in the view, a round
+    that no longer starts it ends the move (a fill step would have started it ahead of
+    the plan's order)."""
+    plain = HINT.removesuffix(" signal=USR1 grace=30")
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(replace(running(1), admin_comment=plain, gpu_alloc=(("n1", (0,)),)))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.START, 1, ("n1:1",))])
+    assert fake.jobs[1].restart_count == 1
+    fake.jobs[1] = replace(fake.jobs[1], state="COMPLETING")
+    world.observe()
+    world.apply([])  # the round's: job 1 is out of its view
+    fake.jobs[1] = replace(fake.jobs[1], state="PENDING")
+    view = world.observe()
+    assert 1 in view.reserved and dict(view.moving_to) == {1: 1}
+    world.apply([])  # a round that no longer starts it
+    assert 1 not in world.observe().reserved

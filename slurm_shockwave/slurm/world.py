@@ -961,15 +961,15 @@ class SlurmCluster:
             if (job := self._jobs.get(jid)) is not None and jid not in self._moving:
                 self._moving[jid] = job.restart_count
         if not self.filling:
-            # a moved job the round plans on other GPUs, or no longer starts: its move ends
-            # (a fill step would have started it ahead of the plan's order)
-            waiting = {jid for jid in self._moving
-                       if (job := self._jobs.get(jid)) is not None and job.state != "RUNNING"}
-            self._moving = {jid: c for jid, c in self._moving.items()
-                            if jid not in waiting or jid in {a.job_id for a in actions
-                                                             if a.kind == ActionKind.START}}
-            self._moving_to = {a.job_id: len(a.gpu_slots) for a in actions
-                               if a.kind == ActionKind.START and a.job_id in self._moving}
+            # a moved job back in the queue (pending: in the round's view) that the round no
+            # longer starts is moved no more (a fill step would have started it ahead of
+            # the plan's order); one still COMPLETING, out of the view, stays moved
+            started = {a.job_id: len(a.gpu_slots) for a in actions
+                       if a.kind == ActionKind.START}
+            self._moving = {jid: c for jid, c in self._moving.items() if jid in started
+                            or (job := self._jobs.get(jid)) is None or job.state != "PENDING"}
+            self._moving_to = {jid: n for jid, n in {**self._moving_to, **started}.items()
+                               if jid in self._moving}
 
         # 1. preemption: signal (if the job handles one) then requeue-hold. A checkpoint
         # in flight from an earlier round (or an earlier process) goes on unless the plan
