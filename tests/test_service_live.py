@@ -191,18 +191,23 @@ def test_jobs_that_ask_gpus_per_task_run_on_their_whole_count_and_stay(env: Env)
     for g in (8, 4, 2):
         env.submit(f"--gres=gpu:{g}", f"--comment={HINT.format(e=40)}")
     assert [env.job(j).gpus for j in per_task] == [6, 2]
-    proc = env.serve("shockwave")
-    wait_for(lambda: all(env.job(j).state == "RUNNING" for j in per_task), 90,
-             "the per-task jobs running")
-    done = env.query("SELECT COUNT(*) FROM rounds")[0][0]
-    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] >= done + 4, 90,
-             "4 more rounds")
-    assert stop(proc) == 0
+    _run_and_stay(env, per_task, "the per-task jobs running", rounds=4)
     for jid, gpus in zip(per_task, (6, 2), strict=True):
+        assert sum(len(idx) for _, idx in env.job(jid).gpu_alloc) == gpus
+        assert "start restart=0 gpus=" in env.output(jid)
+
+
+def _run_and_stay(env: Env, jobs: list[int], what: str, *, rounds: int) -> None:
+    """Serve until ``jobs`` run, then ``rounds`` more rounds: none stopped or moved."""
+    proc = env.serve("shockwave")
+    wait_for(lambda: all(env.job(j).state == "RUNNING" for j in jobs), 90, what)
+    done = env.query("SELECT COUNT(*) FROM rounds")[0][0]
+    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] >= done + rounds, 90,
+             f"{rounds} more rounds")
+    assert stop(proc) == 0
+    for jid in jobs:
         j = env.job(jid)
         assert (j.state, j.restart_count) == ("RUNNING", 0), j
-        assert sum(len(idx) for _, idx in j.gpu_alloc) == gpus
-        assert "start restart=0 gpus=" in env.output(jid)
     assert env.query("SELECT COUNT(*) FROM actions WHERE kind = 'preempt'")[0][0] == 0
     assert "Traceback" not in env.log()
 
@@ -217,19 +222,10 @@ def test_jobs_that_ask_gpus_per_job_over_several_nodes_run_as_slurm_splits_them(
     spread = [env.submit("-N", str(n), f"--gpus={g}", f"--comment={HINT.format(e=40)}")
               for n, g in ((2, 7), (3, 5))]
     env.submit("--gres=gpu:8", f"--comment={HINT.format(e=40)}")
-    proc = env.serve("shockwave")
-    wait_for(lambda: all(env.job(j).state == "RUNNING" for j in spread), 90,
-             "the jobs over several nodes running")
-    done = env.query("SELECT COUNT(*) FROM rounds")[0][0]
-    wait_for(lambda: env.query("SELECT COUNT(*) FROM rounds")[0][0] >= done + 3, 90,
-             "3 more rounds")
-    assert stop(proc) == 0
+    _run_and_stay(env, spread, "the jobs over several nodes running", rounds=3)
     for jid, nodes, gpus in zip(spread, (2, 3), (7, 5), strict=True):
         j = env.job(jid)
-        assert (j.state, j.restart_count) == ("RUNNING", 0), j
         assert len(j.gpu_alloc) == nodes and sum(len(i) for _, i in j.gpu_alloc) == gpus, j
-    assert env.query("SELECT COUNT(*) FROM actions WHERE kind = 'preempt'")[0][0] == 0
-    assert "Traceback" not in env.log()
 
 
 def test_a_job_waiting_for_its_dependency_runs_after_it(env: Env) -> None:
