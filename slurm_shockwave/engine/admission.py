@@ -74,10 +74,10 @@ def _shape(job: Job, asked: int) -> _Shape | None:
     """The node shape a fixed job asked for, beyond a count of GPUs anywhere: its count
     on each of ``-N`` nodes, or over at least ``min_nodes`` (``-N 2 --gpus=7``), or on
     at most one node (``--gres=gpu:N``, ``-N 1 --gpus=N``) or ``max_nodes`` nodes (``-N
-    1-2 --gpus=N``). None for an elastic job
-    (the service sets its nodes with its count) or one spread as far as it takes. Found
-    by a red-team: such a job wider than any node (``--gres=gpu:8`` on nodes of 4) was
-    told ``waiting_fragmentation`` for ever, which reads as a wait, not a refusal."""
+    1-2 --gpus=N``). None for an elastic job (the service sets its nodes with its count)
+    or one spread as far as it takes. Found by a red-team: such a job wider than any node
+    (``--gres=gpu:8`` on nodes of 4) was told ``waiting_fragmentation`` for ever, which
+    reads as a wait, not a refusal."""
     spec = job.spec
     if spec.is_elastic:
         return None
