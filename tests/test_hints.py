@@ -322,8 +322,8 @@ local parts = { shockwave = part(1) }
 for _, d in ipairs({
     { tres_per_node = "gres:gpu:2" }, { tres_per_node = "gres:gpu:a100:4", min_nodes = 2 },
     { tres_per_job = "gres:gpu:8", min_nodes = 4294967294 }, { tres_per_node = "gres/gpu:3" },
-    {}, { tres_per_node = "gres:mps:100" } }) do
-  d.partition = "shockwave"; d.comment = "model=lm bs=10 epochs=3 gpus=1-16"
+    {}, { tres_per_node = "gres:mps:100", comment = "model=lm bs=10 epochs=3" } }) do
+  d.partition = "shockwave"; d.comment = d.comment or "model=lm bs=10 epochs=3 gpus=1-16"
   slurm_job_submit(d, parts, 0)
   print(d.admin_comment)
 end

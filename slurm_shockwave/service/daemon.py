@@ -51,9 +51,6 @@ class RoundDone:
     round_id: int
 
 
-"""The phases of a job row that is not running (``Service.__init__``)."""
-
-
 _WAITING = frozenset(p.value for p in (Phase.PENDING, Phase.HELD, Phase.REQUEUED))
 """The phases of a job row that is not running (``Service.__init__``)."""
 

@@ -102,13 +102,12 @@ asked for GPUs, ``asked_gpus=<count>``: the GPUs it was submitted with (``--gres
 node times its nodes, plus ``--gpus``), which the service's resizes of an elastic job
 change in Slurm (its GRES) and a requeue by Slurm keeps changed, with
 ``asked_nodes=<fewest>``, the fewest nodes it asked for (``-N 2``, ``-N 2-4``; 1 where
-it asked none): Slurm lists a
-pending job's node count as its last run's (measured on 22.05: a requeued ``--gpus=8``
-that ran 7 + 1 lists 2 nodes, then runs on one) or its own estimate (``-N 1-2
---gpus=12`` lists 2-2), so the listing cannot tell a ``-N 2 --gpus=7``, which must have
-two nodes, from a ``--gpus=7`` that once had them. Not part of the hint
-language: a user's ``--comment`` cannot carry them (unknown keys) and only an admin
-can set the admin comment."""
+it asked none): Slurm lists a pending job's node count as its last run's (measured on
+22.05: a requeued ``--gpus=8`` that ran 7 + 1 lists 2 nodes, then runs on one) or its
+own estimate (``-N 1-2 --gpus=12`` lists 2-2), so the listing cannot tell a ``-N 2
+--gpus=7``, which must have two nodes, from a ``--gpus=7`` that once had them. Not part
+of the hint language: a user's ``--comment`` cannot carry them (unknown keys) and only
+an admin can set the admin comment."""
 
 
 def split_admin_comment(text: str) -> tuple[str, int | None]:
