@@ -1242,6 +1242,20 @@ def test_an_owners_hold_of_a_job_that_ran_and_moved_out_is_left(tmp_path: Path) 
     assert fake.jobs[1].held
 
 
+def test_a_store_is_claimed_by_the_first_round_written_not_by_a_start() -> None:
+    """A service started on a mistyped partition while Slurm did not answer (so the
+    partition check at start could not see the typo) wrote no round; it claims the store
+    for nothing, and the right partition's service takes it."""
+    fake = fake_cluster(nodes=1)
+    fake.add(job(1, 8, epochs=50))
+    store, clock = Store(":memory:"), Clock()
+    typo = SlurmCluster(fake, clock, round_s=60.0, intents=store, partition="shockwav")
+    Service(typo, make_policy("fifo", None), "fifo", store, round_s=60.0)
+    assert store.meta_value("partition") is None
+    service(fake, store, clock).round_once()
+    assert store.meta_value("partition") == "shockwave"
+
+
 def test_a_pinned_job_moved_out_before_it_starts_gets_its_priority_back() -> None:
     """A job the planner released at its pinned priority (the top of the queue) and moved
     to another partition before it started kept that priority there, ahead of every job

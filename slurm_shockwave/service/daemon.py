@@ -65,7 +65,10 @@ class Service:
         self.world = world
         self.policy = policy
         self.policy_name = policy_name
-        store.claim_partition(world.partition)  # before anything is read or written
+        store.claim_partition(world.partition, claim=False)  # before anything is read
+        self._claimed = False
+        """The store claimed for the partition (``Store.claim_partition``): by the first
+        round this process writes."""
         self.store = store
         self.round_s = round_s
         self.dry_run = dry_run
@@ -135,6 +138,9 @@ class Service:
         round_id = self.store.save_round(record, job_rows(report, self.world.left_out),
                                          action_rows(report), memory,
                                          read_round_id=read_id)
+        if not self._claimed:
+            self.store.claim_partition(self.world.partition)
+            self._claimed = True
         self.memory = memory
         if self.feed is not None:  # a job being requeued is out of the view, not gone
             self.feed.keep_only(self.world.queued_ids)

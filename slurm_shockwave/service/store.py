@@ -321,20 +321,22 @@ class Store:
         with self._transaction():
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('holds', 'user')")
 
-    def claim_partition(self, partition: str) -> None:
+    def claim_partition(self, partition: str, *, claim: bool = True) -> None:
         """The store is one partition's: its job rows, progress reports, holds and
-        checkpoints. The first service or round over it claims it; another partition's
-        is refused (found by a red-team: a one-shot ``plan --apply --partition other``
-        over the service's store replaced its job rows, so the service's next round took
-        its jobs for new ones and deleted their progress reports, and the one-shot round
-        released the jobs it held, taking them for jobs moved out)."""
+        checkpoints. The first round written over it claims it (``claim``; not before: a
+        service started on a mistyped partition while Slurm did not answer, so that the
+        typo went unseen, would have claimed it for good); another partition's is refused
+        (found by a red-team: a one-shot ``plan --apply --partition other`` over the
+        service's store replaced its job rows, so the service's next round took its jobs
+        for new ones and deleted their progress reports, and the one-shot round released
+        the jobs it held, taking them for jobs moved out)."""
         value = self._meta("partition")
-        if value is None:
+        if value is None and claim:
             with self._transaction():
                 self.db.execute("INSERT OR IGNORE INTO meta VALUES ('partition', ?)",
                                 (partition,))
             value = self._meta("partition")
-        if value != partition:
+        if value not in (None, partition):
             raise InputError(f"this store is partition {value}'s (its jobs' progress reports, "
                              f"holds and checkpoints); give partition {partition} a store "
                              "of its own (--store)", source=self.path, field="service.store")
