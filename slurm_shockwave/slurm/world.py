@@ -1250,8 +1250,9 @@ class SlurmCluster:
             self._forget(a.job_id)
             return ActionResult(a, Outcome.APPLIED, "no longer running")
         ck = self.intents.get(a.job_id)
-        if ck is not None and (self.acked(a.job_id, ck.sent_s) or now >= ck.deadline_s) \
-                and now - self._looked.get(a.job_id, ck.sent_s) > self._stale_after_s():
+        if ck is not None and self._due(ck, now):
+            if now - self._looked.get(a.job_id, ck.sent_s) <= self._stale_after_s():
+                return None  # requeue it now
             # no step looked at it for that long (the service stopped, the partition
             # closed, Slurm unreachable): the job trained on from that checkpoint all
             # the while, and a requeue now would throw that away (found by a red-team:
@@ -1290,11 +1291,15 @@ class SlurmCluster:
             except SlurmError as exc:
                 self._forget(a.job_id)
                 return ActionResult(a, Outcome.REJECTED, str(exc))
-        if self.acked(a.job_id, ck.sent_s) or now >= ck.deadline_s:
-            return None
+            if self._due(ck, now):  # a grace of 0
+                return None
         self._looked[a.job_id] = now
         return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} sent; requeue after ack or "
                                                  f"at +{ck.deadline_s - now:.0f}s")
+
+    def _due(self, ck: CheckpointIntent, now: float) -> bool:
+        """The job acknowledged the checkpoint, or its grace ran out: requeue it."""
+        return self.acked(ck.job_id, ck.sent_s) or now >= ck.deadline_s
 
     def _stale_after_s(self) -> float:
         """How long no step may have looked at a checkpoint in flight before it is taken
