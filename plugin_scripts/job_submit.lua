@@ -396,11 +396,11 @@ local function admit(job_desc, comment, job_id, job_rec)
     -- Slurm refuses the planner's requeue of it ("presently disabled"): never preempted
     return reject(job_id, "%s", NO_REQUEUE)
   end
-  if string.find(normalised, " gpus=", 1, true)
-      and shockwave_gpus_in(job_field(job_desc, job_rec, "tres_per_task")) > 0 then
+  local elastic = string.find(normalised, " gpus=", 1, true)
+  if elastic and shockwave_gpus_in(job_field(job_desc, job_rec, "tres_per_task")) > 0 then
     return reject(job_id, "%s", PER_TASK)
   end
-  local other = string.find(normalised, " gpus=", 1, true) and (
+  local other = elastic and (
     shockwave_other_gres(job_field(job_desc, job_rec, "tres_per_node"))
     or shockwave_other_gres(job_field(job_desc, job_rec, "tres_per_job")))
   if other then
