@@ -1,6 +1,7 @@
 """The benchmarks refuse bad arguments in one line, exit 2, before any simulation runs
 (they were tracebacks, or found after minutes of work)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -191,6 +192,64 @@ def test_a_live_run_fails_when_one_of_issue_8s_checks_stops_holding() -> None:
     assert issue_checks({**run, "lost": 1})["all_completed"] is False
     assert issue_checks({**run, "policy": "slurm", "makespan_s": 9e9}) == {
         "all_completed": True}
+
+    worse = {"makespan_s": 7150.0, "avg_jct_s": 2767.0, "worst_rho": 3.75}
+    assert issue_checks(run | {"worst_rho": 2.1}, worse) == {
+        "all_completed": True, "within_10pct_of_sim": True,
+        "shorter_than_slurm_alone": True, "fairer_than_slurm_alone": True}
+    level = issue_checks(run | {"worst_rho": 3.75}, worse | {"makespan_s": 6908.5})
+    assert not level["shorter_than_slurm_alone"] and not level["fairer_than_slurm_alone"]
+
+
+def _slurm_alone_run(**changed: object) -> dict[str, object]:
+    """What ``--policy slurm`` prints for the live demo trace at 16 GPUs and scale 60."""
+    from slurm_shockwave.sim.inputs import load_trace
+    from slurm_shockwave.sim.trace import trace_digest
+
+    return {"policy": "slurm", "trace_digest": trace_digest(load_trace("demo-live")),
+            "throughputs": None, "gpus": 16, "time_scale": 60.0, "jobs": 16,
+            "completed": 16, "lost": 0, "makespan_s": 7150.0, "avg_jct_s": 2767.1,
+            "worst_rho": 3.75, **changed}
+
+
+@pytest.mark.parametrize(("against", "args", "expected"), [
+    (None, [], "--against: cannot read"),
+    ("[1]", [], "--against: AGAINST is not one JSON object"),
+    ('{"a": 1, "a": 2}', [], "--against"),
+    (_slurm_alone_run(policy="shockwave"), [],
+     "--against: AGAINST is a run of policy 'shockwave', not of slurm alone"),
+    (_slurm_alone_run(), ["--gpus", "24"], "--against: AGAINST has gpus 16, this run 24"),
+    (_slurm_alone_run(), ["--time-scale", "12"],
+     "--against: AGAINST has time_scale 60.0, this run 12.0"),
+    (_slurm_alone_run(trace_digest="0" * 16), [],
+     "--against: AGAINST has trace_digest '0000000000000000', this run"),
+    ({k: v for k, v in _slurm_alone_run().items() if k != "trace_digest"}, [],
+     "--against: AGAINST has trace_digest '(none)'"),
+    (_slurm_alone_run(completed=15), [], "--against: AGAINST did not complete every job"),
+    (_slurm_alone_run(worst_rho=float("nan")), [],
+     "--against: AGAINST has worst_rho nan, not a positive number"),
+    (_slurm_alone_run(makespan_s="7150"), [],
+     "--against: AGAINST has makespan_s '7150', not a positive number"),
+])
+def test_a_slurm_alone_run_to_compare_with_is_checked_before_the_cluster_starts(
+        tmp_path: Path, against: object, args: list[str], expected: str) -> None:
+    """``--against`` compares this run with a Slurm-alone run only on the same jobs and
+    settings; anything else is one line and exit 2 before a cluster starts (no Slurm on
+    the PATH: a check missing reaches the cluster, which refuses to start)."""
+    fence = tmp_path / "no-slurm-here"
+    fence.mkdir()
+    path = tmp_path / "slurm.json"
+    if against is not None:
+        path.write_text(against if isinstance(against, str) else json.dumps(against))
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.live", "--trace", "demo-live", "--gpus", "16",
+         "--time-scale", "60", *args, "--against", str(path),
+         "--work-dir", str(tmp_path / "work")], cwd=ROOT,
+        env={**os.environ, "PATH": str(fence)}, capture_output=True, text=True, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and proc.stdout == "", proc.stderr
+    assert expected.replace("AGAINST", str(path)) in lines[0], lines[0]
+    assert not (tmp_path / "work").exists()
 
 
 # the simulator's round limit lowered in the benchmark's own process (15 minutes to

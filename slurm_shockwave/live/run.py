@@ -36,6 +36,7 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.sim.inputs import build_workload, load_throughputs, load_trace
 from slurm_shockwave.sim.run import check_placeable, simulate
+from slurm_shockwave.sim.trace import trace_digest
 from slurm_shockwave.slurm.json_shapes import number, states
 
 ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED",
@@ -386,7 +387,8 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
     modelled = sim(restore, delay, settings.fill_freed or settings.policy == SLURM_ALONE)
     paper = sim(RESTORE_TRACE_S, 0.0, False)
     return {
-        "policy": settings.policy, "jobs": len(workload.jobs), "completed": len(done),
+        "policy": settings.policy, "trace_digest": trace_digest(workload.jobs),
+        "throughputs": settings.throughputs, "jobs": len(workload.jobs), "completed": len(done),
         "lost": len(workload.jobs) - len(done),
         "makespan_s": round(live.makespan_s, 1), "avg_jct_s": round(live.avg_jct_s, 1),
         "worst_rho": round(live.worst_rho, 3),

@@ -10,6 +10,7 @@ docs/elastic.md; absent: the job runs on ``gpus`` only).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -232,6 +233,13 @@ def to_json_line(job: TraceJob) -> str:
     if s.gpus_range is not None:
         obj["gpus_range"] = list(s.gpus_range)
     return json.dumps(obj, sort_keys=False)
+
+
+def trace_digest(jobs: Iterable[TraceJob]) -> str:
+    """The jobs' identity, whatever file or format they were read from: two runs compare
+    only on the same jobs (``benchmarks.live --against``)."""
+    text = "\n".join(to_json_line(j) for j in jobs)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def elastic_factors(low: float, high: float, *, field: str = "--range") -> None:
