@@ -294,6 +294,17 @@ class LeftOut:
     round after round, each refused, while the plan counted its GPUs free."""
 
 
+@dataclass(frozen=True)
+class _Move:
+    """A job a plan moved or resized, until it runs again (``SlurmCluster._moving``)."""
+
+    restart_count: int
+    """Its restart count when moved: a higher one while running is the run after it."""
+    gpus: int | None = None
+    """Its count in the last round's plan that started it (``ClusterView.moving_to``);
+    None until a round has (a fill step's move)."""
+
+
 @dataclass
 class _Served:
     """One job's service: earlier runs', and the run under way (its restart count and
@@ -560,12 +571,10 @@ class SlurmCluster:
         self._killed: list[int] = []
         """Jobs the checkpoint signal killed, seen by the last observation: ``apply``
         runs them again."""
-        self._moving: dict[int, int] = {}
-        """Job -> its restart count when a plan moved or resized it (preempt + start in one
-        round), until it runs again: its requeue is the plan's, so it stays in the view
-        through the requeue delay and keeps the GPUs planned for it."""
-        self._moving_to: dict[int, int] = {}
-        """Each moved job's count in the last round's plan (``ClusterView.moving_to``)."""
+        self._moving: dict[int, _Move] = {}
+        """Jobs a plan moved or resized (preempt + start in one round), until they run
+        again: the requeue is the plan's, so the job stays in the view through the
+        requeue delay and keeps the GPUs planned for it."""
 
     @property
     def left_out(self) -> LeftOut:
@@ -596,9 +605,9 @@ class SlurmCluster:
     def _track_moves(self, listed: Sequence[SlurmJob]) -> None:
         """Forget a move once its job runs again (a later run) or leaves the queue."""
         by_id = {j.job_id: j for j in listed}
-        self._moving = {jid: count for jid, count in self._moving.items()
+        self._moving = {jid: m for jid, m in self._moving.items()
                         if (j := by_id.get(jid)) is not None
-                        and not (j.state == "RUNNING" and j.restart_count > count)}
+                        and not (j.state == "RUNNING" and j.restart_count > m.restart_count)}
 
     def observe(self) -> ClusterView:
         listed = self._listed()
@@ -714,8 +723,8 @@ class SlurmCluster:
         # a fill step of the round places them first (engine.fill)
         reserved = frozenset(v.job_id for v in views if not v.is_running and (
             self._started_in.get(v.job_id) == self.round_index or v.job_id in self._moving))
-        moving_to = tuple((jid, n) for jid, n in self._moving_to.items()
-                          if jid in reserved and jid in self._moving)
+        moving_to = tuple((jid, m.gpus) for jid, m in self._moving.items()
+                          if jid in reserved and m.gpus is not None)
         # released by the last round's fill step, and Slurm has not started them yet
         starting = frozenset(v.job_id for v in views if v.phase == Phase.PENDING
                              and self._fill_started.get(v.job_id) == self.round_index - 1)
@@ -955,21 +964,21 @@ class SlurmCluster:
         kept = {jid for jid in approved
                 if (job := self._jobs.get(jid)) is not None and job.state == "RUNNING"}
         preempted = {a.job_id for a in actions if a.kind == ActionKind.PREEMPT} - moving
-        self._moving = {jid: count for jid, count in self._moving.items()
+        self._moving = {jid: m for jid, m in self._moving.items()
                         if jid not in kept and jid not in preempted}
         for jid in moving:
             if (job := self._jobs.get(jid)) is not None and jid not in self._moving:
-                self._moving[jid] = job.restart_count
+                self._moving[jid] = _Move(job.restart_count)
         if not self.filling:
             # a moved job back in the queue (pending: in the round's view) that the round no
             # longer starts is moved no more (a fill step would have started it ahead of
             # the plan's order); one still COMPLETING, out of the view, stays moved
             started = {a.job_id: len(a.gpu_slots) for a in actions
                        if a.kind == ActionKind.START}
-            self._moving = {jid: c for jid, c in self._moving.items() if jid in started
-                            or (job := self._jobs.get(jid)) is None or job.state != "PENDING"}
-            self._moving_to = {jid: n for jid, n in {**self._moving_to, **started}.items()
-                               if jid in self._moving}
+            self._moving = {
+                jid: replace(m, gpus=started[jid]) if jid in started else m
+                for jid, m in self._moving.items() if jid in started
+                or (job := self._jobs.get(jid)) is None or job.state != "PENDING"}
 
         # 1. preemption: signal (if the job handles one) then requeue-hold. A checkpoint
         # in flight from an earlier round (or an earlier process) goes on unless the plan
