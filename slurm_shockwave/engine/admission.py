@@ -38,7 +38,7 @@ def admit(view: ClusterView) -> tuple[ClusterView, dict[JobId, Reason]]:
                 f"gpus={asked} usable{f' {kind}' if kind else ''}={_room(now, kind)} of "
                 f"{_room(ever, kind)}: the rest drained, down or held by jobs outside the "
                 "plan")
-        elif (shape := _shape(job, asked)) and (
+        elif (shape := _asked_shape(job, asked)) and (
                 never := shape.misfit(asked, _widths(ever_widths, kind), kind)):
             rejected[job.job_id] = Reason(ReasonCode.REJECTED_TOO_LARGE, never)
         elif shape and (usable := shape.room(_widths(widths, kind))) < shape.needs:
@@ -70,7 +70,7 @@ class _Shape:
             f"gpus={asked} {self.words}{f' {kind}' if kind else ''}={got}"
 
 
-def _shape(job: Job, asked: int) -> _Shape | None:
+def _asked_shape(job: Job, asked: int) -> _Shape | None:
     """The node shape a fixed job asked for, beyond a count of GPUs anywhere: its count
     on each of ``-N`` nodes, or over at least ``min_nodes`` (``-N 2 --gpus=7``), or on
     at most one node (``--gres=gpu:N``, ``-N 1 --gpus=N``) or ``max_nodes`` nodes (``-N

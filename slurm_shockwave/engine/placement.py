@@ -67,7 +67,7 @@ class _FreeSlots:
         widest (a ``--gpus=v100:8`` job on nodes of 4 v100 looked for one node of 8,
         another type's, and never started; Slurm spreads it 4 + 4), or that of nodes of
         several types where the type has none of its own. The one rule of ``take`` and
-        of the nodes defragmentation clears (``_shape``)."""
+        of the nodes defragmentation clears (``_cleared_shape``)."""
         if not spreads:
             return True
         if min_nodes > 1:
@@ -229,7 +229,7 @@ def _take(free: _FreeSlots, job: Job, gpus: int) -> tuple[str, ...] | None:
                      min_nodes=job.spec.min_nodes)
 
 
-def _shape(job: Job, wanted: int, free: _FreeSlots) -> tuple[int, int]:
+def _cleared_shape(job: Job, wanted: int, free: _FreeSlots) -> tuple[int, int]:
     """How a job would sit on nodes cleared for it: (nodes, GPUs each) for a job on a
     fixed count of nodes (its ``-N``, or one where a node of its type can hold it), so
     only nodes that wide are cleared; (0, 0) for one spread over whole nodes until they
@@ -303,7 +303,7 @@ def _defragment(view: ClusterView, selected: list[Job], want: Mapping[JobId, int
     cleared: set[str] = set()
     for jid in sorted(out.fragmented, key=lambda j: (-want[j], rank[j])):
         later = {n: all(rank[j] > rank[jid] for j in jids) for n, jids in held.items()}
-        count, per = _shape(jobs[jid], want[jid], free)
+        count, per = _cleared_shape(jobs[jid], want[jid], free)
         kind = jobs[jid].spec.gpu_type
         movable = sorted((n for n in held if n not in cleared and free.size[n] >= per
                           and (not kind or free.kind[n] in (kind, SEVERAL_TYPES))
