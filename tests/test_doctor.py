@@ -181,6 +181,46 @@ def test_an_epilog_running_a_command_another_user_can_change_fails(tmp_path: Pat
     assert check.status == Status.FAIL and f"{venv} is owned by uid 1001" in check.detail
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="files of other owners need root")
+def test_a_script_another_user_can_change_fails_where_a_missing_one_warns(
+        tmp_path: Path) -> None:
+    """Found by a review: a Prolog, Epilog or TaskProlog in a folder another user owns was
+    only a warning (they are not needed), so doctor exited 0 on a way to root; it fails.
+    Not installed, such a script stays a warning. job_submit.lua is read by the rule
+    install-scripts writes it by: its folder (slurm.conf's) may be SlurmUser's, which
+    doctor failed while install-scripts allowed it."""
+    from slurm_shockwave.service.doctor import script_checks
+    from slurm_shockwave.slurm.plugin_files import ScriptSettings, render
+
+    settings = ScriptSettings(partition="shockwave", heartbeat="/h", endpoint_file="/e")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    for name in ("prolog.sh", "events.sh", "job_submit.lua"):
+        (theirs / name).write_text(render(name, settings))
+        (theirs / name).chmod(0o755 if name == "prolog.sh" else 0o644)
+    conf = parse_show_config(f"SLURM_CONF = {theirs}/slurm.conf\nJobSubmitPlugins = lua\n"
+                             f"Prolog = {theirs}/prolog.sh\n"
+                             f"Epilog = {tmp_path}/none/epilog.sh\n")
+
+    def checks() -> dict[str, Any]:
+        return {c.name: c for c in script_checks(conf, WANT)}
+
+    assert checks()["Prolog"].status == Status.OK, checks()["Prolog"]
+    os.chown(theirs, 1001, 1001)  # SlurmUser's, say, or a user's
+    found = checks()
+    assert found["Prolog"].status == Status.FAIL, found["Prolog"]
+    assert f"{theirs} is owned by uid 1001" in found["Prolog"].detail
+    assert found["Epilog"].status == Status.WARN and "No such file" in found["Epilog"].detail
+    assert found["job_submit.lua"].status == Status.OK, found["job_submit.lua"]
+    (theirs / "job_submit.lua").chmod(0o666)
+    assert checks()["job_submit.lua"].status == Status.FAIL
+    # events.sh, which the Prolog sources as root, in a folder of its own: as the script
+    os.chown(theirs, 0, 0)
+    (theirs / "events.sh").chmod(0o666)
+    found = checks()
+    assert found["Prolog"].status == Status.FAIL and "events.sh" in found["Prolog"].detail
+
+
 def test_serve_refuses_a_job_submit_lua_doctor_fails(tmp_path: Path) -> None:
     """Found by a review: doctor failed a job_submit.lua set for another partition, but
     serve started, planning a partition whose new jobs nobody validated or held (and,

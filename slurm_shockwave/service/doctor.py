@@ -25,6 +25,7 @@ from slurm_shockwave.slurm.plugin_files import (
     is_glob,
     lua_path,
     settings_in,
+    unsafe_problem,
     version_of,
 )
 from slurm_shockwave.slurm.protocol import SlurmNode
@@ -215,9 +216,10 @@ def script_checks(conf: SlurmSettings, want: Expected) -> list[Check]:
         if check.status == Status.OK and name != "task_prolog.sh":
             events = path.rsplit("/", 1)[0] + "/events.sh"
             problem = file_problem(events, executable=False)
-            if problem:
-                check = Check(setting, Status.WARN, f"{path} is ours but events.sh beside "
-                              f"it is not usable ({problem})", INSTALL)
+            if problem:  # it sources events.sh as root: failed as the script itself
+                check = Check(setting, Status.FAIL if unsafe_problem(events) else Status.WARN,
+                              f"{path} is ours but events.sh beside it is not usable "
+                              f"({problem})", INSTALL)
         out.append(check)
     return out
 
@@ -231,9 +233,12 @@ def _script(name: str, path: str, want: ScriptSettings, *, required: bool,
             executable: bool, label: str | None = None) -> Check:
     label = label or name
     bad = Status.FAIL if required else Status.WARN
-    problem = file_problem(path, executable=executable)
-    if problem:
-        return Check(label, bad, problem, INSTALL)
+    folders = name != "job_submit.lua"  # the rule install-scripts writes by
+    problem = file_problem(path, executable=executable, folders=folders)
+    if problem:  # a script Slurm runs that another user can change is a way to root:
+        # failed whether or not the script is needed (found by a review: only a warning)
+        unsafe = unsafe_problem(path, folders=folders) is not None
+        return Check(label, Status.FAIL if unsafe else bad, problem, INSTALL)
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()

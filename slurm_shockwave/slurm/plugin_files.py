@@ -339,22 +339,35 @@ def closed_folder(path: str) -> str | None:
     return None
 
 
-def file_problem(path: str, *, executable: bool) -> str | None:
+def file_problem(path: str, *, executable: bool, folders: bool = True) -> str | None:
     """What keeps Slurm from running the file safely: missing, not root's, writable by
-    others, not executable; None when fine."""
+    others, not executable; None when fine. ``folders``: the folders above it too (not
+    for job_submit.lua, which goes beside slurm.conf, a folder a site may give to
+    SlurmUser, who runs it: as ``install-scripts``)."""
     try:
         st = os.stat(path)
     except OSError as exc:
         return f"{path}: {exc.strerror}"
+    problem = unsafe_problem(path, folders=folders)
+    if problem:
+        return problem
+    if executable and not st.st_mode & stat.S_IXOTH:
+        return f"{path}: not executable by all (mode {oct(stat.S_IMODE(st.st_mode))[2:]})"
+    return None
+
+
+def unsafe_problem(path: str, *, folders: bool = True) -> str | None:
+    """Why someone other than root could change the file Slurm runs (not root's,
+    writable by group or others, or, with ``folders``, a folder above it another user may
+    write, who could put their own file in its place: found by a red-team); None when
+    only root can, or when there is no file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
     if st.st_uid != 0:
         return f"{path}: owned by uid {st.st_uid}, not root"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{path}: writable by group or others (mode {oct(stat.S_IMODE(st.st_mode))[2:]})"
-    # a folder above it another user may write lets them put their own file in its place
-    # (found by a red-team: scripts root runs, installed into a user's folder)
-    problem = changeable_by_others(path)
-    if problem:
-        return f"{path}: {problem}"
-    if executable and not st.st_mode & stat.S_IXOTH:
-        return f"{path}: not executable by all (mode {oct(stat.S_IMODE(st.st_mode))[2:]})"
-    return None
+    problem = changeable_by_others(path) if folders else None
+    return f"{path}: {problem}" if problem else None
