@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import click
@@ -93,6 +94,21 @@ class Live:
         svc = self.settings.service
         return Store(path or svc.store, retention_s=svc.retention_days * 86400.0,
                      create=create)
+
+    def stored(self, given: str | None) -> Store | None:
+        """The store a command that only reads it shows beside Slurm: ``--store`` (which
+        must exist) or the config's (None when the service has not run yet), and only
+        this partition's. Found by a red-team: ``queue --partition other`` over the
+        service's store showed its rows as the other partition's, and a mistyped
+        ``--store`` every job "not planned yet"."""
+        path = Path(given or self.settings.service.store)
+        if not path.exists():
+            if given:
+                raise InputError("no store here", source=given, field="--store")
+            return None
+        store = self.store(str(path), create=False)
+        store.claim_partition(self.partition, claim=False)
+        return store
 
     def table(self) -> ProgressFn:
         """Progress before a job reports: the bundled table, scaled, or the prior."""

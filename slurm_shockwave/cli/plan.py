@@ -7,7 +7,6 @@ same lock, so it never runs beside ``shockwave serve``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -59,8 +58,7 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
     else:  # read the store if there is one, write nothing anywhere
         memory: dict[str, Any] = {}
         world = env.world()
-        if Path(path).exists():
-            store = env.store(path, create=False)
+        if (store := env.stored(store_path)) is not None:
             memory = store.memory(name)
             world = env.world(MemoryIntents(store.load_intents()), env.feed(store))
             # the round and time zero the stored memory counts from, as the service's

@@ -7,8 +7,10 @@ reason, action); ``explain`` reads a job's history from the store.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,11 +19,14 @@ from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import live, live_options
 from slurm_shockwave.model.bounds import MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.plan import Outcome
 from slurm_shockwave.report.tables import console, rows_table
-from slurm_shockwave.service.records import unplanned_rows, where
+from slurm_shockwave.service.records import clock_time, unplanned_rows, where
 from slurm_shockwave.service.store import JobRow, Store
 from slurm_shockwave.slurm.world import MemoryIntents
 
+STALE_ROUNDS = 3
+"""Rounds without a new one after which ``queue`` says its reasons may be stale."""
 _COLUMNS = ("job", "user", "model", "state", "GPUs", "where", "epochs", "bs", "remaining", "rho",
             "window", "reason")
 
@@ -41,15 +46,15 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
     """Each managed job: state, GPUs and where, epochs, batch size, predicted remaining
     time, estimated rho, rounds planned in the window, and the last round's reason."""
     env = live(config_path, partition, slurm_conf, kind)
-    path = store_path or env.settings.service.store
     planned: dict[int, JobRow] = {}
     intents = MemoryIntents()
     feed = None
-    if Path(path).exists():
-        store = env.store(path, create=False)
+    last_round: dict[str, Any] | None = None
+    if (store := env.stored(store_path)) is not None:
         planned = store.jobs_now()
         intents = MemoryIntents(store.load_intents())
         feed = env.feed(store)
+        last_round = next(iter(store.rounds(1)), None)
     world = env.world(intents, feed)
     view = world.observe()
     rows: list[JobRow] = []
@@ -60,7 +65,9 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
             gpus=j.current_gpus,
             where=where(j.gpu_slots), epochs_done=j.progress.epochs_done,
             epochs=j.spec.num_epochs, bs=j.progress.bs or j.spec.init_bs,
-            remaining_s=last.remaining_s if last else j.remaining_s_now,
+            # a row the round wrote without an estimate (admission's) reads 0
+            remaining_s=last.remaining_s if last and last.remaining_s > 0
+            else j.remaining_s_now,
             rho=last.rho if last else None,
             planned_rounds=last.planned_rounds if last else None,
             reason=last.reason if last else "not planned yet",
@@ -73,22 +80,44 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
         return
     out = console()
     out.print(rows_table(
-        f"{env.partition}: {len(view.jobs)} jobs, {view.total_gpus} GPUs on "
-        f"{len(view.nodes)} nodes to plan, "
+        f"{env.partition}: {len(rows)} jobs ({len(view.jobs)} to plan), {view.total_gpus} "
+        f"GPUs on {len(view.nodes)} nodes to plan, "
         f"{sum(len(j.gpu_slots) for j in view.jobs if j.is_running)} "
         "of them running its jobs", _COLUMNS,
-        [(r.job_id, r.user, r.model, r.phase, r.gpus, r.where,
-          f"{r.epochs_done:g}/{r.epochs}", r.bs, _hms(r.remaining_s),
+        [(r.job_id, r.user, r.model or "-", r.phase, r.gpus, r.where,
+          f"{r.epochs_done:g}/{r.epochs}" if r.epochs else "-", r.bs or "-",
+          _hms(r.remaining_s) if r.remaining_s > 0 else "-",
           "-" if r.rho is None else f"{r.rho:.2f}",
           "-" if r.planned_rounds is None else r.planned_rounds, _reason(r)) for r in rows]))
+    out.print(_round_age(last_round, env.settings.slurm.round_s, time.time()))
+
+
+def _round_age(last: dict[str, Any] | None, round_s: float, now: float) -> str:
+    """When the round whose reasons the table shows ran, and a warning when that is long
+    ago (found by a red-team: the reasons of a service stopped for hours read as now)."""
+    if last is None:
+        return "no round yet: the service has not planned this partition (reasons: none)"
+    age = max(now - float(last["at_s"]), 0.0)
+    line = (f"reasons from round {last['round_index']} at "
+            f"{clock_time(last['at_s'], date=True)} "
+            f"({_hms(age)} ago)")
+    if age > STALE_ROUNDS * round_s:
+        line += (f"; no round for over {STALE_ROUNDS} rounds: they are as it left them "
+                 "(is the service running? shockwave doctor)")
+    return line
 
 
 def _reason(row: JobRow) -> str:
     """The round's reason, and for a job it started that is not running yet, why not:
     the world's note with Slurm's reason (a node's CPUs all taken, which the plan does
-    not see, left such a job reading ``scheduled`` for ever)."""
-    note = row.message if row.action == "start" and row.phase == "pending" else ""
-    return f"{row.reason}; {note}" if note else row.reason
+    not see, left such a job reading ``scheduled`` for ever); and an action Slurm refused
+    or did not answer, with its answer (found by a red-team: a job the round could not
+    start read ``scheduled``, round after round)."""
+    if row.action == "start" and row.phase == "pending" and row.message:
+        return f"{row.reason}; {row.message}"
+    if row.outcome in (Outcome.REJECTED.value, Outcome.DEFERRED.value) and row.action:
+        return f"{row.reason}; {row.action} {row.outcome}: {row.message}"
+    return row.reason
 
 
 @click.command()
@@ -123,16 +152,23 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
         return
     out = console()
     out.print(rows_table(f"job {job_id}: history (a row when something changed)",
-                         ("round", "state", "GPUs", "where", "reason", "action", "outcome",
-                          "message"),
-                         [(h["round"], h["phase"], h["gpus"], h["where"], h["reason"],
-                           h["action"], h["outcome"], h["message"]) for h in history]))
-    out.print(rows_table(f"job {job_id}: actions", ("round", "action", "outcome", "message"),
-                         [(a["round"], a["kind"], a["outcome"], a["message"])
-                          for a in actions]))
+                         ("round", "at", "state", "GPUs", "where", "reason", "action",
+                          "outcome", "message"),
+                         [(h["round"], clock_time(h["at_s"]), h["phase"], h["gpus"],
+                           h["where"], h["reason"], h["action"], h["outcome"], h["message"])
+                          for h in history]))
+    out.print(rows_table(f"job {job_id}: actions",
+                         ("round", "at", "action", "outcome", "message"),
+                         [(a["round"], clock_time(a["at_s"]), a["kind"], a["outcome"],
+                           a["message"]) for a in actions]))
     if intent:
         out.print(f"checkpoint: SIG{intent.signal} sent; requeue after its ack or at "
-                  f"{intent.deadline_s:.0f} (unix time)")
+                  f"{clock_time(intent.deadline_s, date=True)}")
+    last = next(iter(store.rounds(1)), None)
     if now is not None:  # a job unchanged for longer than the retention has only this
         out.print(f"now: {now.phase}, {now.reason}" + (
             "" if history else " (unchanged since before the retention: no history kept)"))
+    elif last is not None:  # found by a red-team: an ended job read as still running
+        seen = max((r["round"] for r in (*history, *actions)), default=None)
+        out.print(f"now: not in the partition's queue at round {last['round_index']}, the "
+                  f"last (ended, cancelled or moved out after round {seen})")

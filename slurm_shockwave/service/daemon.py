@@ -36,7 +36,12 @@ from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.prediction.observed import acknowledged
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.heartbeat import read_heartbeat, write_heartbeat
-from slurm_shockwave.service.records import action_rows, job_rows, round_record
+from slurm_shockwave.service.records import (
+    action_rows,
+    job_rows,
+    kept_details,
+    round_record,
+)
 from slurm_shockwave.service.store import RoundRecord, Store, StoreGone, unwritable
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmUnanswered
 from slurm_shockwave.slurm.world import SlurmCluster
@@ -135,8 +140,10 @@ class Service:
         record = round_record(report, policy=self.policy_name, dry_run=self.dry_run,
                               phase_s=phase_s, origin_s=self.world.origin_s)
         memory = self.memory if fill else report.memory  # a fill step keeps the round's
-        round_id = self.store.save_round(record, job_rows(report, self.world.left_out),
-                                         action_rows(report), memory,
+        rows = job_rows(report, self.world.left_out)
+        if fill:
+            rows = kept_details(rows, self.store.jobs_now())
+        round_id = self.store.save_round(record, rows, action_rows(report), memory,
                                          read_round_id=read_id)
         if not self._claimed:
             self.store.claim_partition(self.world.partition)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from slurm_shockwave.engine.round import RoundReport
@@ -22,6 +23,14 @@ def where(slots: tuple[str, ...]) -> str:
         node, idx = slot.rsplit(":", 1)
         by_node.setdefault(node, []).append(idx)
     return " ".join(f"{node}[{','.join(idx)}]" for node, idx in by_node.items())
+
+
+def clock_time(at_s: float, *, date: bool = False, now: float | None = None) -> str:
+    """A unix time as the local clock reads it: with its date when ``date`` or when it is
+    not today's (found by a red-team: a ``--begin`` days away read as today)."""
+    at, today = time.localtime(at_s), time.localtime(time.time() if now is None else now)
+    same_day = (at.tm_year, at.tm_yday) == (today.tm_year, today.tm_yday)
+    return time.strftime("%H:%M:%S" if same_day and not date else "%Y-%m-%d %H:%M:%S", at)
 
 
 def solver_summary(memory: Mapping[str, Any]) -> tuple[str | None, float | None]:
@@ -47,8 +56,7 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
                    reason=f"{ReasonCode.BAD_HINT.value}({msg})")
             for jid, msg in sorted(left.bad_hints.items())]
     rows += [JobRow(job_id=jid, user=user(jid, ""), phase="pending",
-                    reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until "
-                           f"{time.strftime('%H:%M:%S', time.localtime(at))})")
+                    reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until {clock_time(at)})")
              for jid, at in sorted(left.not_eligible.items())]
     rows += [JobRow(job_id=jid, user=user(jid, ""), phase="running",
                     reason=f"{ReasonCode.ON_CLOSED_NODE.value}({why}: left to Slurm, not "
@@ -106,10 +114,14 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
     for job in report.view.jobs if report.view else ():
         jid = job.job_id
         r = acted.get(jid)
+        # a start's row says where the plan starts the job (found by a red-team: an
+        # elastic job started on 8 GPUs over two nodes read as its request of 4, nowhere)
+        slots = r.action.gpu_slots if r and r.action.kind == ActionKind.START \
+            and r.action.gpu_slots and not job.is_running else job.gpu_slots
         rows.append(JobRow(
             job_id=jid, user=job.spec.user, model=job.spec.model, phase=job.phase.value,
-            gpus=job.current_gpus,
-            where=where(job.gpu_slots), epochs_done=round(job.progress.epochs_done, 3),
+            gpus=len(slots) or job.current_gpus,
+            where=where(slots), epochs_done=round(job.progress.epochs_done, 3),
             epochs=job.spec.num_epochs, bs=job.progress.bs or job.spec.init_bs,
             remaining_s=round(job.remaining_s_now, 1),
             rho=rho.get(str(jid)), planned_rounds=per_job.get(str(jid)),
@@ -124,6 +136,19 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
                     reason=str(reason))
              for jid, reason in sorted(report.reasons.items()) if jid not in seen]
     return rows + unplanned_rows(left)
+
+
+def kept_details(rows: list[JobRow], before: Mapping[int, JobRow]) -> list[JobRow]:
+    """A fill step's rows: a job whose reason it gives the same code without a detail
+    keeps the round's detail (found by a red-team: a job the round preempted ``for 4``
+    read plain ``preempted_priority`` after a fill step, which names no one, since it
+    stops no one)."""
+    def code(reason: str) -> str:
+        return reason.split("(", 1)[0]
+
+    return [replace(r, reason=old.reason)
+            if (old := before.get(r.job_id)) is not None and "(" not in r.reason
+            and code(r.reason) == code(old.reason) else r for r in rows]
 
 
 def round_record(report: RoundReport, *, policy: str, dry_run: bool,

@@ -1303,8 +1303,11 @@ class SlurmCluster:
             if self._due(ck, now):  # a grace of 0
                 return None
         self._looked[a.job_id] = now
-        return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} sent; requeue after ack or "
-                                                 f"at +{ck.deadline_s - now:.0f}s")
+        # one sent by an earlier step is not sent again (found by a red-team: a fill
+        # step's "sent" read as a second signal)
+        sent = "sent" if ck.sent_s == now else f"sent {now - ck.sent_s:.0f}s ago, not again"
+        return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} {sent}; requeue after "
+                                                 f"ack or at +{ck.deadline_s - now:.0f}s")
 
     def _due(self, ck: CheckpointIntent, now: float) -> bool:
         """The job acknowledged the checkpoint, or its grace ran out: requeue it."""

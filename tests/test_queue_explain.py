@@ -1,0 +1,165 @@
+"""What ``shockwave queue``, ``explain`` and a dry-run ``plan`` tell a user about their
+jobs, over the in-memory fake and a real SQLite store: the commands themselves (click),
+the rounds the service's own loop (logic only; against the real daemons:
+tests/test_service_live.py). Found by a red-team of these reports."""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+import slurm_shockwave.cli.live_options as live_options
+import slurm_shockwave.cli.plan as plan_cli
+from slurm_shockwave.cli.main import cli
+from slurm_shockwave.cli.queue import STALE_ROUNDS, _reason
+from slurm_shockwave.service.records import clock_time
+from slurm_shockwave.service.store import JobRow, Store
+from slurm_shockwave.slurm.fake import FakeSlurm
+from tests.builders import WallLikeClock as Clock
+from tests.test_service_loop import fake_cluster, job, service
+
+T0 = 1_700_000_000.0
+
+
+class Cli:
+    """The CLI over ``fake`` and the service's store, the way the service ran it."""
+
+    def __init__(self, fake: FakeSlurm, tmp_path: Path) -> None:
+        self.fake, self.store_path = fake, tmp_path / "s.db"
+        self.config = tmp_path / "c.yaml"
+        self.config.write_text(
+            "slurm: {partition: shockwave, backend: cli, round_s: 60}\n"
+            f"service: {{policy: srtf, store: {self.store_path}, "
+            f"heartbeat: {tmp_path / 'hb'}}}\n")
+
+    def __call__(self, *args: str, code: int = 0) -> Result:
+        done = CliRunner().invoke(cli, [*args[:1], "--config", str(self.config), *args[1:]])
+        assert done.exit_code == code, (done.output, done.exception)
+        return done
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
+        tuple[FakeSlurm, Store, Clock, Cli]]:
+    fake = fake_cluster(nodes=1, gpus=4)
+    clock = Clock()
+    clock.t = T0
+    monkeypatch.setattr(live_options, "open_backend", lambda kind, slurm_conf=None: (fake, None))
+    monkeypatch.setattr(live_options, "WallClock", lambda: clock)
+    monkeypatch.setattr(plan_cli, "running_config", lambda env: None)
+    store = Store(tmp_path / "s.db")
+    yield fake, store, clock, Cli(fake, tmp_path)
+    store.close()
+
+
+def test_queue_says_when_its_reasons_were_decided_and_when_they_are_stale(
+        setup: tuple[FakeSlurm, Store, Clock, Cli], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service stopped for hours left reasons that read as now: queue says which round
+    decided them, when, and that they are stale after three rounds without one."""
+    fake, store, clock, run = setup
+    assert "no round yet" in run("queue").output
+    fake.add(job(1, 4, epochs=500))
+    service(fake, store, clock, policy="srtf").round_once()
+    monkeypatch.setattr(time, "time", lambda: T0 + 30)
+    shown = run("queue").output
+    assert f"reasons from round 0 at {clock_time(T0, date=True)} (0:00:30 ago)" in shown
+    assert "stale" not in shown and "is the service running" not in shown
+    monkeypatch.setattr(time, "time", lambda: T0 + 3 * 3600)
+    shown = " ".join(run("queue").output.split())
+    assert "(3:00:00 ago); no round for over 3 rounds" in shown, shown
+    assert "is the service running? shockwave doctor" in shown
+    assert STALE_ROUNDS == 3
+
+
+def test_explain_says_a_job_left_the_queue(setup: tuple[FakeSlurm, Store, Clock, Cli]) -> None:
+    """An ended (or cancelled, or moved out) job's last row read as still running."""
+    fake, store, clock, run = setup
+    fake.add(job(1, 4, epochs=500))
+    svc = service(fake, store, clock, policy="srtf")
+    svc.round_once()
+    fake.tick()
+    clock.t += 60
+    svc.round_once()
+    fake.cancel(1)
+    fake.tick()
+    clock.t += 60
+    svc.round_once()
+    shown = " ".join(run("explain", "1").output.split())
+    assert "now: not in the partition's queue at round 2, the last (ended, cancelled or " \
+           "moved out after round 1)" in shown, shown
+    assert json.loads(run("explain", "1", "--json").output)["now"] is None
+
+
+def test_a_fill_step_keeps_who_a_job_was_stopped_for_and_sends_no_second_signal(
+        setup: tuple[FakeSlurm, Store, Clock, Cli]) -> None:
+    """A fill step names no one (it stops no one), so a job the round preempted ``for
+    4`` read plain ``preempted_priority`` after it, and its deferred preemption read
+    "SIGUSR1 sent" again though one signal went."""
+    fake, store, clock, run = setup
+    for jid, epochs in ((1, 500), (2, 500), (3, 1)):
+        fake.add(job(jid, 2, epochs=epochs))
+    svc = service(fake, store, clock, policy="srtf", fill_freed=True)
+    svc.round_once()
+    fake.tick()
+    fake.add(job(4, 2, epochs=1))
+    clock.t += 60
+    svc.round_once()
+    stopped = next(jid for jid in (1, 2) if fake.signals == [(jid, "USR1")])
+    fake.finish(3)
+    clock.t += 5
+    svc.round_once(fill=True)
+    assert fake.signals == [(stopped, "USR1")]
+    assert store.jobs_now()[stopped].reason == "preempted_priority(for 4)"
+    story = json.loads(run("explain", str(stopped), "--json").output)
+    messages = [a["message"] for a in story["actions"] if a["kind"] == "preempt"]
+    assert messages[0].startswith("SIGUSR1 sent; requeue after ack or at +30s"), messages
+    assert messages[1].startswith("SIGUSR1 sent 5s ago, not again; requeue after ack or "
+                                  "at +25s"), messages
+
+
+def test_an_action_slurm_refused_is_said_beside_the_reason() -> None:
+    """queue showed the round's reason alone, so a job whose start Slurm refused read
+    ``scheduled`` round after round."""
+    row = JobRow(job_id=2, phase="held", reason="scheduled", action="start",
+                 outcome="rejected", message="QOSMaxGRESPerUser")
+    assert _reason(row) == "scheduled; start rejected: QOSMaxGRESPerUser"
+    down = JobRow(job_id=1, phase="running", reason="preempted_priority(for 2)",
+                  action="preempt", outcome="deferred", message="partition is DOWN")
+    assert _reason(down) == "preempted_priority(for 2); preempt deferred: partition is DOWN"
+    assert _reason(JobRow(job_id=3, reason="scheduled", action="start",
+                          outcome="applied")) == "scheduled"
+
+
+def test_read_only_commands_refuse_another_partitions_store_and_a_missing_one(
+        setup: tuple[FakeSlurm, Store, Clock, Cli]) -> None:
+    """``queue --partition other`` over the service's store showed its rows as the other
+    partition's, a dry-run ``plan`` loaded its policy memory, and a mistyped ``--store``
+    read every job as "not planned yet"."""
+    fake, store, clock, run = setup
+    fake.add(job(1, 4))
+    service(fake, store, clock, policy="srtf").round_once()
+    for command in ("queue", "plan"):
+        shown = run(command, "--partition", "other", code=2).output
+        assert "this store is partition shockwave's" in shown and "service.store" in shown
+        shown = run(command, "--store", str(run.store_path) + ".typo", code=2).output
+        assert "--store: no store here" in shown, shown
+        assert len(shown.strip().splitlines()) == 1
+
+
+def test_explain_shows_where_a_start_puts_a_job(setup: tuple[FakeSlurm, Store, Clock, Cli]
+                                                ) -> None:
+    """A start's row said the job's request and no node: an elastic job started on more
+    GPUs than it asked read as its request, nowhere."""
+    fake, store, clock, run = setup
+    fake.add(job(1, 2, hint="shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=static "
+                            "gpus=1-4 signal=USR1 grace=30"))
+    service(fake, store, clock, policy="shockwave").round_once()
+    row = json.loads(run("explain", "1", "--json").output)["history"][0]
+    started = next(a for a in store.actions(1) if a["kind"] == "start")
+    assert started["outcome"] == "applied"
+    assert row["action"] == "start" and row["where"].startswith("n1[")
+    assert row["gpus"] == len(row["where"].split("[", 1)[1].rstrip("]").split(","))
