@@ -86,5 +86,4 @@ def round_limit(ap: argparse.ArgumentParser, option: str, why: str) -> Iterator[
     except RoundLimit as exc:
         if not exc.from_input:
             raise
-        ap.error(f"{option}: {exc.policy} was not done after the simulator's "
-                 f"{exc.max_rounds:,} rounds {why}")
+        ap.error(f"{option}: {exc.said} {why}")

@@ -143,8 +143,7 @@ def run_policy(inputs: RunInputs, name: str) -> SimResult:
         least = rounds_at_least(inputs.workload, gpus=inputs.gpus, round_s=inputs.round_s,
                                 restore_s=sim.restore_s)
         raise InputError(
-            f"{name} was not done after the simulator's {exc.max_rounds} rounds of "
-            f"{inputs.round_s:g} s (this trace needs at least {least:,.0f}; restores of "
-            f"{sim.restore_s:g} s and requeue delays of {sim.requeue_delay_s:g} s a round "
-            "can make it many more); give longer rounds", source=inputs.trace,
-            field="--round-s") from None
+            f"{exc.said} of {inputs.round_s:g} s (this trace needs at least {least:,.0f}; "
+            f"restores of {sim.restore_s:g} s and requeue delays of "
+            f"{sim.requeue_delay_s:g} s a round can make it many more); give longer rounds",
+            source=inputs.trace, field="--round-s") from None

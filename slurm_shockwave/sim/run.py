@@ -40,6 +40,11 @@ class RoundLimit(RuntimeError):
     def from_input(self) -> bool:
         return self.at_most > self.max_rounds
 
+    @property
+    def said(self) -> str:
+        """The stop in words, as the ``shockwave`` command and the benchmarks begin it."""
+        return f"{self.policy} was not done after the simulator's {self.max_rounds:,} rounds"
+
 
 def make_nodes(gpus: int, gpus_per_node: int | None = None) -> list[GpuNode]:
     """``gpus_per_node`` None: one pool where any free GPUs serve a job (the paper's model)."""
