@@ -925,10 +925,11 @@ def test_a_gpu_count_slurm_refuses_an_elastic_job_is_not_asked_for_again(
 
     class Limited(FakeSlurm):
         def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
-                        gpu_type: str = "") -> None:
+                        gpu_type: str = "", per_job: bool = False) -> None:
             if gpus * (nodes or 1) > 4:
                 raise SlurmError("Job violates accounting/QOS policy")
-            super().update_gpus(job_id, gpus, nodes=nodes, gpu_type=gpu_type)
+            super().update_gpus(job_id, gpus, nodes=nodes, gpu_type=gpu_type,
+                                per_job=per_job)
 
     fake = Limited([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
     fake.add(job(1, 2, epochs=50, hint=PLAIN + " gpus=1-8"))
@@ -1514,14 +1515,34 @@ def test_a_resized_elastic_job_keeps_its_gpu_type() -> None:
     real = fake.update_gpus
 
     def update(job_id: int, gpus: int, *, nodes: int | None = None,
-               gpu_type: str = "") -> None:
+               gpu_type: str = "", per_job: bool = False) -> None:
         calls.append((gpus, gpu_type))
-        real(job_id, gpus, nodes=nodes, gpu_type=gpu_type)
+        real(job_id, gpus, nodes=nodes, gpu_type=gpu_type, per_job=per_job)
 
     fake.update_gpus = update  # type: ignore[method-assign]
     _rounds_over(fake, "shockwave", 2)
     assert calls and all(kind == "v100" for _, kind in calls), calls
     assert fake.jobs[1].gpu_type == "v100" and fake.jobs[1].state == "RUNNING"
+
+
+@pytest.mark.parametrize(("gpus", "nodes", "asked"), [
+    (8, 1, {"per_job": True}), (16, 2, {"per_job": True}),
+    (8, 1, {"asks_per_job": True, "max_nodes": 1})])  # -N 1 --gpus=2; 25.11 lists 1-1
+def test_an_elastic_job_that_asked_gpus_per_job_is_resized_per_job(
+        gpus: int, nodes: int, asked: dict[str, Any]) -> None:
+    """Measured on 22.05 and 25.11: a job that asked ``--gpus=2`` is refused a GRES per
+    node (``scontrol update gres=gpu:4``: "Invalid generic resource (gres)
+    specification"), which every resize of such an elastic job wrote, so it never ran at
+    the plan's count. It is given a count per job (``TresPerJob``), with its node count
+    where that changes: on one node of 8 free and on two."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",))
+                      for i in range(1, nodes + 1)])
+    fake.add(with_state(job(1, 2, epochs=500, hint=PLAIN + f" gpus=1-{gpus}"), **asked))
+    svc = _rounds_over(fake, "shockwave", 1)
+    start = next(a for a in svc.store.actions(1) if a["kind"] == "start")
+    assert start["outcome"] == "applied", start
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].gpus == gpus
+    assert fake.jobs[1].node_count == nodes and fake.jobs[1].asks_per_job
 
 
 @pytest.mark.parametrize("policy", ["fifo", "shockwave"])

@@ -61,6 +61,43 @@ def test_backend_contract(kind: str, tmp_path) -> None:
 
 
 @pytest.mark.slurm
+@pytest.mark.usefixtures("managed_heartbeat")
+@pytest.mark.parametrize("kind", ["cli", "pyslurm"])
+def test_a_job_that_asked_gpus_per_job_is_given_a_count_per_job(kind: str, tmp_path) -> None:
+    """``--gpus=1``: Slurm refuses it a GRES per node (measured on 22.05 and 25.11), so a
+    resize writes its count per job, on one node or with its node count on two; a job
+    that asked per node is refused a count per job, and is given a count per node with
+    its node count (which pyslurm 25.11 ignores on an update: the backend asks scontrol)."""
+    b = _backend(kind)
+    script = tmp_path / "w.sh"
+    script.write_text("#!/bin/sh\nsleep 600\n")
+    jids = [b.submit(str(script), ["-o", "/dev/null", asked, "--begin=now+3600",
+                                   "--comment=model=lm bs=10 epochs=3"])
+            for asked in ("--gpus=1", "--gres=gpu:1")]
+    try:
+        per_job, per_node = jids
+        with pytest.raises(SlurmError):
+            b.update_gpus(per_job, 2)
+        b.update_gpus(per_job, 4, per_job=True)
+        listed = next(j for j in b.list_jobs() if j.job_id == per_job)
+        assert (listed.gpus, listed.asks_per_job) == (4, True), listed
+        b.update_gpus(per_job, 12, nodes=2, per_job=True)
+        listed = next(j for j in b.list_jobs() if j.job_id == per_job)
+        assert (listed.gpus, listed.node_count, listed.asks_per_job) == (12, 2, True), listed
+        with pytest.raises(SlurmError):
+            b.update_gpus(per_node, 2, per_job=True)
+        listed = next(j for j in b.list_jobs() if j.job_id == per_node)
+        assert (listed.gpus, listed.asks_per_job) == (1, False), listed
+        # per node onto two nodes: pyslurm 25.11 left the node count as it was
+        b.update_gpus(per_node, 4, nodes=2)
+        listed = next(j for j in b.list_jobs() if j.job_id == per_node)
+        assert (listed.gpus, listed.node_count) == (8, 2), listed
+    finally:
+        for jid in jids:
+            b.cancel(jid)
+
+
+@pytest.mark.slurm
 @pytest.mark.parametrize("kind", ["cli", "pyslurm"])
 def test_backend_contract_gpu_alloc(kind: str, tmp_path) -> None:
     """A running job's real GPU indices, in both listings, and on its node."""

@@ -352,7 +352,10 @@ class CliBackend:
             dependency=_unset(r[c["Dependency"]]),
             max_nodes=max_nodes,
             per_job=asked_per_job(r[c["tres-per-node"]].strip(), r[c["tres-per-job"]].strip(),
-                                  r[c["tres-per-task"]].strip(), max_nodes))
+                                  r[c["tres-per-task"]].strip(), max_nodes),
+            asks_per_job=asked_per_job(r[c["tres-per-node"]].strip(),
+                                       r[c["tres-per-job"]].strip(),
+                                       r[c["tres-per-task"]].strip()))
 
     @staticmethod
     def _current(detail: JobDetail, restarts: str, start: int) -> bool:
@@ -497,10 +500,11 @@ class CliBackend:
         self._run(["scontrol", "requeue", str(job_id)])
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
-                    gpu_type: str = "") -> None:
+                    gpu_type: str = "", per_job: bool = False) -> None:
         count = [] if nodes is None else [f"numnodes={nodes}-{nodes}"]
-        self._run(["scontrol", "update", f"jobid={job_id}", *count,
-                   f"gres={gpu_gres(gpus, gpu_type)}"])
+        gres = (f"TresPerJob=gres:{gpu_gres(gpus, gpu_type)}" if per_job
+                else f"gres={gpu_gres(gpus, gpu_type)}")
+        self._run(["scontrol", "update", f"jobid={job_id}", *count, gres])
 
     def cancel(self, job_id: int) -> None:
         self._run(["scancel", str(job_id)])

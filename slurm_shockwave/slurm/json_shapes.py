@@ -268,7 +268,8 @@ def may_spread(per_node_gpus: int, other_gpus: int, max_nodes: int) -> bool:
 
 def asked_per_job(tres_per_node: str, tres_per_job: str, tres_per_task: str = "",
                   max_nodes: int = 0) -> bool:
-    """``may_spread`` of a job's TRES requests as squeue and Slurm's JSON print them."""
+    """``may_spread`` of a job's TRES requests as squeue and Slurm's JSON print them; with
+    ``max_nodes`` 0, whatever its node limit (``SlurmJob.asks_per_job``)."""
     return may_spread(gpus_in(tres_per_node), gpus_in(tres_per_job) + gpus_in(tres_per_task),
                       max_nodes)
 
@@ -325,6 +326,9 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
                               str(obj.get("tres_per_job") or ""),
                               str(obj.get("tres_per_task") or ""),
                               number(obj.get("max_nodes"))),
+        asks_per_job=asked_per_job(str(obj.get("tres_per_node") or ""),
+                                   str(obj.get("tres_per_job") or ""),
+                                   str(obj.get("tres_per_task") or "")),
     )
 
 

@@ -61,8 +61,15 @@ class SlurmJob:
     """Its GPUs were asked for the job (``--gpus=N``, ``--gpus-per-task``), which Slurm
     spreads over as many nodes as it takes (7 + 1 where nodes have 7 free), not per node
     (``--gres=gpu:N``: N on each node it asked, never spread)."""
+    asks_per_job: bool = False
+    """Its GPUs were asked for the job or its tasks and none per node, whatever its node
+    limit (``-N 1 --gpus=2`` too; ``per_job`` implies it): a GRES update gives it a count
+    per job (``TresPerJob``), as Slurm refuses it one per node ("Invalid generic resource
+    (gres) specification", measured on 22.05 and 25.11)."""
 
     def __post_init__(self) -> None:
+        if self.per_job and not self.asks_per_job:
+            object.__setattr__(self, "asks_per_job", True)
         if not 0 <= self.gpus <= MAX_LISTED_JOB_GPUS:
             raise SlurmError(f"job {self.job_id}: Slurm lists {self.gpus} GPUs; at most "
                              f"{MAX_LISTED_JOB_GPUS} are read")
@@ -165,11 +172,14 @@ class SlurmBackend(Protocol):
         service sent it (world.py, ``_sync_intents``)."""
         ...
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
-                    gpu_type: str = "") -> None:
+                    gpu_type: str = "", per_job: bool = False) -> None:
         """A pending job's GPUs per node (Slurm's GRES is per node); with ``nodes``, its
         node count too (a job on several nodes changes both together). ``gpu_type``: the
         type it asked (Slurm replaces the job's GRES with what it is given: without it a
-        typed job became untyped, found by a review)."""
+        typed job became untyped, found by a review). ``per_job``: ``gpus`` is the whole
+        job's, for a job that asked them so (``--gpus=N``: ``TresPerJob``), whose GRES
+        per node Slurm refuses to set ("Invalid generic resource (gres) specification",
+        measured on 22.05)."""
         ...
     def submit(self, script: str, args: Sequence[str] = ()) -> int: ...
     def cancel(self, job_id: int) -> None: ...

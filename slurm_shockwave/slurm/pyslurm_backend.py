@@ -25,7 +25,6 @@ from slurm_shockwave.slurm.backend_choice import (
 from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.hostlist import expand_indices
 from slurm_shockwave.slurm.json_shapes import (
-    gpu_gres,
     gpu_type_in,
     gpus_in,
     holds_alloc,
@@ -196,6 +195,7 @@ class PyslurmBackend:
                 # a pending job's GPUs asked per job come from squeue (below)
                 max_nodes=max_nodes,
                 per_job=may_spread(per_node, given, max_nodes),
+                asks_per_job=may_spread(per_node, given, 0),
                 node_count=nodes,
                 nodes=str(_get(j, "allocated_nodes", default="") or "") if state_ok else "",
                 restart_count=int(_get(j, "requeue_count", default=0) or 0),
@@ -228,7 +228,8 @@ class PyslurmBackend:
         for j in jobs:
             gpus, kind = per_job.get(j.job_id, (0, ""))
             if j.state == "PENDING" and not j.gpus and gpus:
-                j = replace(j, gpus=gpus, per_job=may_spread(0, gpus, j.max_nodes))
+                j = replace(j, gpus=gpus, per_job=may_spread(0, gpus, j.max_nodes),
+                            asks_per_job=True)
             out.append(replace(j, gpu_type=kind) if kind and not j.gpu_type else j)
         return out
 
@@ -287,10 +288,12 @@ class PyslurmBackend:
         self._call(f"requeue {job_id}", self._ps.Job(job_id).requeue)
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
-                    gpu_type: str = "") -> None:
-        extra = {} if nodes is None else {"nodes": nodes}
-        desc = self._ps.JobSubmitDescription(gres_per_node=gpu_gres(gpus, gpu_type), **extra)
-        self._call(f"gres {job_id}", self._ps.Job(job_id).modify, desc)
+                    gpu_type: str = "", per_job: bool = False) -> None:
+        # scontrol: pyslurm 25.11 reads a description's node count only at submit
+        # (``_create_job_submit_desc``: ``if not self.is_update``), so a resize onto two
+        # nodes kept one (found by the contract test), and the count and the GRES must
+        # change in one request
+        self._cli.update_gpus(job_id, gpus, nodes=nodes, gpu_type=gpu_type, per_job=per_job)
 
     def submit(self, script: str, args: Sequence[str] = ()) -> int:
         # sbatch's option parsing is not in pyslurm's API: submission goes through sbatch

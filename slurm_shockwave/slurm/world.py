@@ -1232,8 +1232,8 @@ class SlurmCluster:
             if count == job.gpus and nodes == max(job.node_count, 1):
                 continue
             try:
-                if count % nodes or any(self._node_gpus.get(n, 0) < count // nodes
-                                        for n in shares):
+                if not job.asks_per_job and (count % nodes or any(
+                        self._node_gpus.get(n, 0) < count // nodes for n in shares)):
                     # Slurm gives each node of a job the same count: 3+4+1 on nodes of 3,
                     # 4 and 4 ran on 2+2+2, and the next round resized it again, round
                     # after round (a review); 8+4 on two whole nodes of 8 is 6+6, fine.
@@ -1241,9 +1241,13 @@ class SlurmCluster:
                     raise SlurmError(f"{count} GPUs cannot be split evenly over the {nodes} "
                                      f"nodes placed ({'+'.join(map(str, shares.values()))}):"
                                      " Slurm gives every node of a job the same count")
-                self.backend.update_gpus(a.job_id, count // nodes,
-                                         nodes=None if nodes == max(job.node_count, 1)
-                                         else nodes, gpu_type=job.gpu_type)
+                # a job that asked per job (--gpus=N) is given a count per job, which Slurm
+                # splits over the nodes itself (12 on two free nodes of 8: 8 + 4, measured
+                # on 22.05); a GRES per node it refuses (before, every resize of it was)
+                self.backend.update_gpus(
+                    a.job_id, count if job.asks_per_job else count // nodes,
+                    nodes=None if nodes == max(job.node_count, 1) else nodes,
+                    gpu_type=job.gpu_type, per_job=job.asks_per_job)
             except SlurmError as exc:  # not released: never at a size the plan did not give
                 if not isinstance(exc, SlurmUnanswered):  # refused: not asked again
                     self._refused_gpus.setdefault(a.job_id, set()).add(count)
