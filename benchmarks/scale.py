@@ -17,12 +17,18 @@ shipped); ``--config`` overrides Shockwave's section. Prints one JSON object; ``
 DIR`` also writes a Pareto plot per trace (``pareto_<trace>.png``: makespan and average
 JCT against worst rho, one point per policy) and the CDF plots (``scale_<trace>/``).
 
+``--critical-path-baselines NAMES`` also runs each of those baselines with Shockwave's
+critical path put ahead of its own order (``<name>+critical_path``, reported beside the
+others and never counted as a baseline in the targets): what that rule of ours, which no
+published baseline has, gives them (docs/deviations.md).
+
 ``--bounds`` adds, per trace, what no schedule can do (``fluid``: the least makespan,
 worst rho and average JCT of the fluid relaxation, solved exactly as LPs; a schedule that
 knows the future included) and whether that proves a combination of the targets
 unreachable on the trace.
 
     python -m benchmarks.scale --json [--traces 120,220,small] [--out docs/img] [--bounds]
+        [--critical-path-baselines srtf,gavel]
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ import math
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from benchmarks import traces
 from benchmarks.args import Parser, names, policy_config, round_limit
@@ -41,8 +48,13 @@ from benchmarks.reference_runs import machine
 from slurm_shockwave.cli.errors import writable_dir
 from slurm_shockwave.config import Settings, load_settings
 from slurm_shockwave.metrics.summary import contention
+from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.plan import Memory, Planned
+from slurm_shockwave.policies.base import NoConfig, Policy
 from slurm_shockwave.policies.registry import POLICIES, make_policy
+from slurm_shockwave.policies.shockwave.commitments import critical_path
+from slurm_shockwave.policies.shockwave.estimates import estimate
 from slurm_shockwave.report.results import summary_record
 from slurm_shockwave.sim.inputs import Workload
 from slurm_shockwave.sim.run import SimResult, simulate
@@ -59,10 +71,45 @@ JCT_SLACK = 1.10
 UNFAIR_LIMIT = 0.02
 
 
+CRITICAL = "+critical_path"
+"""The suffix of a baseline run with Shockwave's critical path first."""
+
+
+class _CriticalFirst(Policy[NoConfig]):
+    """A baseline with Shockwave's critical path (``commitments.critical_path`` on the
+    same estimates, at Shockwave's ``critical_frac``) put ahead of its own order: the
+    rule of ours alone, given to a published policy."""
+
+    summary = "a baseline with Shockwave's critical path first"
+    inner: ClassVar[Policy[Any]]
+    frac: ClassVar[float]
+
+    def plan(self, view: ClusterView, memory: Memory) -> Planned:
+        planned = self.inner.plan(view, memory)
+        crit = critical_path({j.job_id: estimate(j).most_remaining_s for j in view.jobs},
+                             {j.job_id: j.gpus for j in view.jobs}, view.total_gpus,
+                             self.frac)
+        first = set(crit)
+        order = (*crit, *(jid for jid in planned.plan.order if jid not in first))
+        return replace(planned, plan=replace(planned.plan, order=order))
+
+
+def make(name: str, settings: Settings, override: Mapping[str, Any] | None = None
+         ) -> Policy[Any]:
+    """The policy ``name`` as ``settings`` configure it, or ``<baseline>+critical_path``."""
+    base = name.removesuffix(CRITICAL)
+    policy = make_policy(base, {**(settings.policies.get(base) or {}), **(override or {})})
+    if base == name:
+        return policy
+    frac = float((settings.policies.get("shockwave") or {}).get("critical_frac", 0.95))
+    wrapped: type[_CriticalFirst] = type("CriticalFirst", (_CriticalFirst,),
+                                         {"name": name, "inner": policy, "frac": frac})
+    return wrapped()
+
+
 def run_policy(name: str, workload: Workload, gpus: int, settings: Settings,
                override: Mapping[str, Any] | None = None) -> SimResult:
-    section = {**(settings.policies.get(name) or {}), **(override or {})}
-    return simulate(workload, make_policy(name, section), gpus=gpus,
+    return simulate(workload, make(name, settings, override), gpus=gpus,
                     **settings.simulator.simulate_kwargs())
 
 
@@ -185,6 +232,9 @@ def main() -> None:
                     help="also what no schedule can do (the fluid relaxation's LPs)")
     ap.add_argument("--slot-s", type=float, default=120.0,
                     help="the relaxation's slot (smaller: tighter, slower)")
+    ap.add_argument("--critical-path-baselines", default="", metavar="NAMES",
+                    help="also run these baselines with Shockwave's critical path first "
+                         "(<name>+critical_path; never counted as baselines)")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
     if not 1.0 <= args.slot_s <= 3600.0:
@@ -192,6 +242,9 @@ def main() -> None:
     # everything named now, not after the first traces' minutes of simulation
     wanted = names(ap, "--traces", args.traces, traces.ALL)
     policies = names(ap, "--policies", args.policies, POLICIES)
+    if args.critical_path_baselines:
+        policies += [f"{b}{CRITICAL}" for b in names(
+            ap, "--critical-path-baselines", args.critical_path_baselines, BASELINES)]
     try:  # load_settings checks every policy's section; --config is shockwave's on top
         settings = load_settings(args.settings)
         writable_dir(args.out, "--out")

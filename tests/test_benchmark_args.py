@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
     ("scale", ["--traces", "small,bogus"], "--traces: unknown 'bogus'"),
     ("scale", ["--traces", "small", "--policies", "fifo,bogus"], "--policies: unknown 'bogus'"),
     ("scale", ["--config", "[1]"], "--config: expected a JSON object"),
+    ("scale", ["--critical-path-baselines", "shockwave"],
+     "--critical-path-baselines: unknown 'shockwave'"),
     ("scale", ["--config", '{"k": "abc"}'], "--config: shockwave.k:"),
     ("elastic", ["--range", "nan,2"], "--range: must be a finite number"),
     ("elastic", ["--range", "2,1"], "--range: expected 0 < LO <= 1 <= HI"),

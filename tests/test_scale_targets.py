@@ -61,6 +61,24 @@ def test_the_simulator_section_of_the_settings_is_the_one_simulated() -> None:
     assert third_finish_s({"fill_freed": True}) == pytest.approx(520 + 520)
 
 
+def test_a_baseline_with_the_critical_path_runs_the_path_first_then_its_own_order() -> None:
+    """``--critical-path-baselines``: the long job FIFO runs last goes ahead of the job
+    before it once its remaining time reaches the makespan's bound (0.95 of it: after
+    the first job); the record is named apart and no baseline's limit is taken from it."""
+    w = a_workload(a_spec(0, epochs=8), a_spec(1, epochs=8), a_spec(2, epochs=64))
+    settings = load_settings(str(SHIPPED))
+
+    def finish(name: str) -> dict[int, float]:
+        result = run_policy(name, w, 1, settings)
+        assert result.policy == name
+        return {o.job_id: o.finish_s for o in result.outcomes}
+
+    alone, first = finish("fifo"), finish("fifo+critical_path")
+    assert alone[0] < alone[1] < alone[2]
+    assert first[0] < first[2] < first[1]
+    assert "fifo+critical_path" not in BASELINES
+
+
 def test_pareto_plot_is_written(tmp_path: Path) -> None:
     records = [_record(p, 100.0 + i, 50.0 + i, 1.0 + i / 10, 0.0)
                for i, p in enumerate(("shockwave", *BASELINES))]
