@@ -186,9 +186,10 @@ def test_a_script_another_user_can_change_fails_where_a_missing_one_warns(
         tmp_path: Path) -> None:
     """Found by a review: a Prolog, Epilog or TaskProlog in a folder another user owns was
     only a warning (they are not needed), so doctor exited 0 on a way to root; it fails.
-    Not installed, such a script stays a warning. job_submit.lua is read by the rule
-    install-scripts writes it by: its folder (slurm.conf's) may be SlurmUser's, which
-    doctor failed while install-scripts allowed it."""
+    Not installed, such a script stays a warning. job_submit.lua's folder (slurm.conf's)
+    may be SlurmUser's, who runs it (doctor failed that while install-scripts allowed it),
+    but no other user's, nor writable by anyone (a later review: its folders were then
+    not checked at all, and a folder of mode 0777 passed)."""
     from slurm_shockwave.service.doctor import script_checks
     from slurm_shockwave.slurm.plugin_files import ScriptSettings, render
 
@@ -198,20 +199,28 @@ def test_a_script_another_user_can_change_fails_where_a_missing_one_warns(
     for name in ("prolog.sh", "events.sh", "job_submit.lua"):
         (theirs / name).write_text(render(name, settings))
         (theirs / name).chmod(0o755 if name == "prolog.sh" else 0o644)
-    conf = parse_show_config(f"SLURM_CONF = {theirs}/slurm.conf\nJobSubmitPlugins = lua\n"
-                             f"Prolog = {theirs}/prolog.sh\n"
-                             f"Epilog = {tmp_path}/none/epilog.sh\n")
+    show = (f"SLURM_CONF = {theirs}/slurm.conf\nJobSubmitPlugins = lua\n"
+            f"Prolog = {theirs}/prolog.sh\nEpilog = {tmp_path}/none/epilog.sh\n")
+    conf = parse_show_config(show + "SlurmUser = swslurm(1001)\n")
 
     def checks() -> dict[str, Any]:
         return {c.name: c for c in script_checks(conf, WANT)}
 
     assert checks()["Prolog"].status == Status.OK, checks()["Prolog"]
-    os.chown(theirs, 1001, 1001)  # SlurmUser's, say, or a user's
+    os.chown(theirs, 1001, 1001)  # SlurmUser's
     found = checks()
     assert found["Prolog"].status == Status.FAIL, found["Prolog"]
     assert f"{theirs} is owned by uid 1001" in found["Prolog"].detail
     assert found["Epilog"].status == Status.WARN and "No such file" in found["Epilog"].detail
     assert found["job_submit.lua"].status == Status.OK, found["job_submit.lua"]
+    conf = parse_show_config(show + "SlurmUser = root(0)\n")  # then a user's folder
+    found = checks()
+    assert found["job_submit.lua"].status == Status.FAIL, found["job_submit.lua"]
+    assert f"{theirs} is owned by uid 1001" in found["job_submit.lua"].detail
+    conf = parse_show_config(show + "SlurmUser = swslurm(1001)\n")
+    theirs.chmod(0o777)  # anyone's to write, whoever owns it
+    assert checks()["job_submit.lua"].status == Status.FAIL
+    theirs.chmod(0o755)
     (theirs / "job_submit.lua").chmod(0o666)
     assert checks()["job_submit.lua"].status == Status.FAIL
     # events.sh, which the Prolog sources as root, in a folder of its own: as the script

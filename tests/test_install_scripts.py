@@ -516,6 +516,31 @@ def test_the_python_a_console_script_runs_is_read_as_the_epilog_would(tmp_path: 
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
+@pytest.mark.parametrize(("slurm_user", "mode", "refused"), [
+    ("swtest1", 0o755, False),  # SlurmUser's folder: it runs job_submit.lua
+    ("root", 0o755, True),      # a user's folder
+    ("swtest1", 0o777, True),   # anyone's to write, whoever owns it
+])
+def test_job_submit_lua_goes_only_where_root_or_slurm_user_alone_can_change_it(
+        tmp_path: Path, slurm_user: str, mode: int, refused: bool) -> None:
+    """job_submit.lua goes beside slurm.conf, a folder a site may give to SlurmUser; its
+    folders were then not checked at all (a review), so one anyone could write took it,
+    and slurmctld ran whatever Lua was put in its place."""
+    import pwd
+
+    conf = _conf(tmp_path, f"JobSubmitPlugins=lua\nSlurmUser={slurm_user}\n")
+    os.chown(conf.parent, pwd.getpwnam("swtest1").pw_uid, -1)
+    conf.parent.chmod(mode)
+    done = _install("--slurm-conf", str(conf))
+    if refused:
+        assert done.returncode == 2 and "runs code as SlurmUser" in done.stderr, done.stderr
+        assert not (conf.parent / "job_submit.lua").exists()
+    else:
+        assert done.returncode == 0, done.stderr
+        assert (conf.parent / "job_submit.lua").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
 def test_scripts_are_not_installed_where_another_user_can_change_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by a red-team: ``--dest`` a folder another user owns took the scripts Slurm

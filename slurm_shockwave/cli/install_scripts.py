@@ -24,7 +24,12 @@ from slurm_shockwave.slurm.plugin_files import (
     version_of,
 )
 from slurm_shockwave.slurm.root_only import root_only_problem
-from slurm_shockwave.slurm.slurm_conf import DEFAULT_CONF, SlurmSettings, read_slurm_conf
+from slurm_shockwave.slurm.slurm_conf import (
+    DEFAULT_CONF,
+    SlurmSettings,
+    read_slurm_conf,
+    slurm_user_uid,
+)
 
 
 @click.command("install-scripts")
@@ -92,7 +97,9 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
         missing.append(f"job_submit.lua: no {conf_path} here (a configless node?): "
                        "install it on the slurmctld host")
     # every script can be written, or none is; what is there now is read here, once
-    olds = [check(target, force=force, writing=not dry_run) for target in places]
+    slurm_uid = slurm_user_uid(conf)
+    olds = [check(target, force=force, writing=not dry_run, slurm_uid=slurm_uid)
+            for target in places]
     for target, old in zip(places, olds, strict=True):
         retarget = _retarget(target, old, values, "--partition" if partition else
                              "slurm.partition")

@@ -24,13 +24,14 @@ from slurm_shockwave.slurm.plugin_files import (
     installed_lua,
     is_glob,
     lua_path,
+    script_owners,
     settings_in,
     unsafe_problem,
     version_of,
 )
 from slurm_shockwave.slurm.protocol import SlurmNode
-from slurm_shockwave.slurm.root_only import root_only_problem
-from slurm_shockwave.slurm.slurm_conf import DEFAULT_MIN_JOB_AGE_S, SlurmSettings
+from slurm_shockwave.slurm.root_only import ROOT, root_only_problem
+from slurm_shockwave.slurm.slurm_conf import DEFAULT_MIN_JOB_AGE_S, SlurmSettings, slurm_user_uid
 
 SCRIPTS_DIR = "/opt/slurm-shockwave/plugin_scripts"
 """Where docs/admin.md and etc/slurm.conf.shockwave put the node scripts."""
@@ -189,6 +190,7 @@ def script_checks(conf: SlurmSettings, want: Expected) -> list[Check]:
     settings = ScriptSettings(partition=want.partition, heartbeat=want.heartbeat,
                               endpoint_file=want.endpoint_file)
     out = [_script("job_submit.lua", lua_path(conf), settings, required=True,
+                   owners=script_owners("job_submit.lua", slurm_user_uid(conf)),
                    executable=False)]
     for setting, name in (("Prolog", "prolog.sh"), ("Epilog", "epilog.sh"),
                           ("TaskProlog", "task_prolog.sh")):
@@ -230,14 +232,14 @@ _WHY = {"prolog.sh": "job starts are not recorded for the progress view",
 
 
 def _script(name: str, path: str, want: ScriptSettings, *, required: bool,
-            executable: bool, label: str | None = None) -> Check:
+            executable: bool, label: str | None = None,
+            owners: frozenset[int] = ROOT) -> Check:
     label = label or name
     bad = Status.FAIL if required else Status.WARN
-    folders = name != "job_submit.lua"  # the rule install-scripts writes by
-    problem = file_problem(path, executable=executable, folders=folders)
+    problem = file_problem(path, executable=executable, owners=owners)
     if problem:  # a script Slurm runs that another user can change is a way to root:
         # failed whether or not the script is needed (found by a review: only a warning)
-        unsafe = unsafe_problem(path, folders=folders) is not None
+        unsafe = unsafe_problem(path, owners=owners) is not None
         return Check(label, Status.FAIL if unsafe else bad, problem, INSTALL)
     try:
         with open(path, encoding="utf-8", errors="replace") as f:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import re
 import sqlite3
 import stat
 import time
@@ -18,6 +17,7 @@ from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.lock import lock_holder
 from slurm_shockwave.service.progress_api import HEALTH_PATH, METRICS_PATH
 from slurm_shockwave.service.store import MIGRATED, SCHEMA_VERSION
+from slurm_shockwave.slurm.slurm_conf import SLURM_USER
 
 
 def munge_check() -> Check:
@@ -120,12 +120,9 @@ def _running_checks(want: Expected, now: float) -> list[Check]:
     return out
 
 
-_SLURM_USER = re.compile(r"^(\S+?)(?:\((\d+)\))?$")
-
-
 def _reader(slurm_user: str | None) -> tuple[str, int, set[int]] | None:
     """(name, uid, groups) of SlurmUser (``slurm(64030)``), None when unknown."""
-    found = _SLURM_USER.match(slurm_user or "")
+    found = SLURM_USER.match(slurm_user or "")
     if found is None:
         return None
     name, uid = found[1], found[2]

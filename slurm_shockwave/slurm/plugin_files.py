@@ -22,7 +22,7 @@ from pathlib import Path
 
 from slurm_shockwave.model.bounds import PARTITION_PROBLEM, is_partition_name
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.slurm.root_only import changeable_by_others
+from slurm_shockwave.slurm.root_only import ROOT, changeable_by_others
 from slurm_shockwave.slurm.slurm_conf import SlurmSettings
 
 SCRIPT_NAMES = ("job_submit.lua", "prolog.sh", "epilog.sh", "task_prolog.sh", "events.sh")
@@ -243,14 +243,16 @@ def targets(conf: SlurmSettings, dest: str | None = None) -> tuple[list[Target],
     return out, missing
 
 
-def check(target: Target, *, force: bool = False, writing: bool = True) -> str | None:
+def check(target: Target, *, force: bool = False, writing: bool = True,
+          slurm_uid: int | None = None) -> str | None:
     """What would keep ``install`` from writing ``target``, found before any script is
     written (InputError naming the file and setting): an existing file that is not ours
     (unless ``force``), a directory there, a parent that is not a directory, or a path
     the system refuses (too long, a read-only or virtual file system); with ``writing``
     off (a dry run, perhaps not as root) not whether it is writable. Returns the file's
     text for ``install`` to compare with, so it is read once (None: no file, or a forced
-    dry run, which needs none)."""
+    dry run, which needs none). ``slurm_uid``: SlurmUser's, who may own job_submit.lua's
+    folders (``script_owners``)."""
     path = Path(target.path)
 
     def refuse(why: str) -> InputError:
@@ -269,10 +271,12 @@ def check(target: Target, *, force: bool = False, writing: bool = True) -> str |
                          f"{target.setting} elsewhere, or --force to replace it)")
         if writing and parent is not None and not os.access(parent, os.W_OK):
             raise refuse(f"{parent} is not writable")
-        # the scripts slurmd runs as root (job_submit.lua goes where slurm.conf is, which
-        # a site may give to SlurmUser, who runs it: a review)
-        problem = (changeable_by_others(parent) if parent is not None
-                   and target.name != "job_submit.lua" else None)
+        problem = (changeable_by_others(parent, script_owners(target.name, slurm_uid))
+                   if parent is not None else None)
+        if problem and target.name == "job_submit.lua":
+            raise refuse(f"{problem}: slurmctld runs this script as SlurmUser, so whoever "
+                         "can change its folder runs code as SlurmUser; pick a folder only "
+                         "root or SlurmUser can write")
         if problem:  # found by a red-team: a folder a user owns took root's scripts
             raise refuse(f"{problem}: slurmd runs this script as root, so whoever can "
                          "change its folder gets root; pick a folder only root can write")
@@ -339,16 +343,27 @@ def closed_folder(path: str) -> str | None:
     return None
 
 
-def file_problem(path: str, *, executable: bool, folders: bool = True) -> str | None:
+def script_owners(name: str, slurm_uid: int | None) -> frozenset[int]:
+    """Who may own the folders above a plugin script: root; for job_submit.lua, which
+    goes beside slurm.conf, also SlurmUser, who runs it (a site may give it that folder:
+    a review). No folder may be writable by another user or group (a later review:
+    job_submit.lua's folders were not checked at all, so a folder anyone could write took
+    it, and slurmctld ran whatever Lua was put in its place)."""
+    if name == "job_submit.lua" and slurm_uid is not None:
+        return frozenset({0, slurm_uid})
+    return ROOT
+
+
+def file_problem(path: str, *, executable: bool, owners: frozenset[int] = ROOT
+                 ) -> str | None:
     """What keeps Slurm from running the file safely: missing, not root's, writable by
-    others, not executable; None when fine. ``folders``: the folders above it too (not
-    for job_submit.lua, which goes beside slurm.conf, a folder a site may give to
-    SlurmUser, who runs it: as ``install-scripts``)."""
+    others, not executable; None when fine. ``owners``: who may own the folders above it
+    (``script_owners``)."""
     try:
         st = os.stat(path)
     except OSError as exc:
         return f"{path}: {exc.strerror}"
-    problem = unsafe_problem(path, folders=folders)
+    problem = unsafe_problem(path, owners=owners)
     if problem:
         return problem
     if executable and not st.st_mode & stat.S_IXOTH:
@@ -356,11 +371,11 @@ def file_problem(path: str, *, executable: bool, folders: bool = True) -> str | 
     return None
 
 
-def unsafe_problem(path: str, *, folders: bool = True) -> str | None:
+def unsafe_problem(path: str, *, owners: frozenset[int] = ROOT) -> str | None:
     """Why someone other than root could change the file Slurm runs (not root's,
-    writable by group or others, or, with ``folders``, a folder above it another user may
-    write, who could put their own file in its place: found by a red-team); None when
-    only root can, or when there is no file."""
+    writable by group or others, or a folder above it another user may write, who could
+    put their own file in its place: found by a red-team; ``owners``: who may own those
+    folders); None when only root can, or when there is no file."""
     try:
         st = os.stat(path)
     except OSError:
@@ -369,5 +384,5 @@ def unsafe_problem(path: str, *, folders: bool = True) -> str | None:
         return f"{path}: owned by uid {st.st_uid}, not root"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{path}: writable by group or others (mode {oct(stat.S_IMODE(st.st_mode))[2:]})"
-    problem = changeable_by_others(path) if folders else None
+    problem = changeable_by_others(path, owners)
     return f"{path}: {problem}" if problem else None

@@ -66,8 +66,12 @@ def _acl_write(path: Path) -> bool:
                                        and ident != 0 for tag, perm, ident in entries)
 
 
-def _writable_by_others(p: Path, st: os.stat_result, *, sticky_ok: bool) -> str | None:
-    if st.st_uid != 0:
+ROOT = frozenset({0})
+
+
+def _writable_by_others(p: Path, st: os.stat_result, *, sticky_ok: bool,
+                        owners: frozenset[int] = ROOT) -> str | None:
+    if st.st_uid not in owners:
         return f"{p} is owned by uid {st.st_uid}"
     if stat.S_ISLNK(st.st_mode):
         return None  # a link's own mode means nothing; its folder and target do
@@ -82,9 +86,11 @@ def _writable_by_others(p: Path, st: os.stat_result, *, sticky_ok: bool) -> str 
     return None
 
 
-def changeable_by_others(path: str | Path) -> str | None:
-    """Why someone other than root could change what ``path`` names, or None: checked
-    as named (each component, a symlink itself included) and resolved."""
+def changeable_by_others(path: str | Path, owners: frozenset[int] = ROOT) -> str | None:
+    """Why someone other than root (or ``owners``: SlurmUser for job_submit.lua, which it
+    runs) could change what ``path`` names, or None: checked as named (each component, a
+    symlink itself included) and resolved. Writable by a group other than root's, or by
+    anyone, is never fine, whoever owns it."""
     named = Path(os.path.abspath(path))
     for chain, look in ((named, os.lstat), (Path(os.path.realpath(named)), os.stat)):
         for p in (*reversed(chain.parents), chain):
@@ -92,7 +98,7 @@ def changeable_by_others(path: str | Path) -> str | None:
                 st = look(p)
             except OSError as exc:
                 return f"{p}: {exc.strerror}"
-            problem = _writable_by_others(p, st, sticky_ok=p != chain)
+            problem = _writable_by_others(p, st, sticky_ok=p != chain, owners=owners)
             if problem:
                 return problem
     return None

@@ -9,6 +9,7 @@ reads (a slurm.conf edited but not yet applied is not what Slurm does).
 from __future__ import annotations
 
 import os
+import pwd
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,9 @@ DEFAULT_MIN_JOB_AGE_S = 300
 """Slurm's default ``AuthInfo=cred_expire``: a requeued job waits this long + 1 s."""
 
 _SHOW_LINE = re.compile(r"^(\S+)\s+=\s?(.*)$")
+SLURM_USER = re.compile(r"^(\S+?)(?:\((\d+)\))?$")
+"""SlurmUser as slurm.conf (``slurm``) or ``scontrol show config`` (``slurm(64030)``)
+gives it: its name, and its uid where shown."""
 _NULL = {"(null)", "(null type)", ""}
 
 
@@ -151,3 +155,17 @@ def parse_show_partitions(text: str) -> dict[str, dict[str, str]]:
         if "partitionname" in pairs:
             out[pairs["partitionname"]] = pairs
     return out
+
+
+def slurm_user_uid(conf: SlurmSettings) -> int | None:
+    """The uid of the user slurmctld runs as (``SlurmUser``; Slurm's default root), None
+    when the name is unknown here."""
+    found = SLURM_USER.match(conf.get("SlurmUser") or "root")
+    if found is None:
+        return None
+    if found[2]:
+        return int(found[2])
+    try:
+        return pwd.getpwnam(found[1]).pw_uid
+    except KeyError:
+        return None
