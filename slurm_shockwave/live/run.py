@@ -388,7 +388,9 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
     paper = sim(RESTORE_TRACE_S, 0.0, False)
     return {
         "policy": settings.policy, "trace_digest": trace_digest(workload.jobs),
-        "throughputs": settings.throughputs, "jobs": len(workload.jobs), "completed": len(done),
+        "throughputs": settings.throughputs, "throughputs_digest":
+        load_throughputs(settings.throughputs).digest,
+        "jobs": len(workload.jobs), "completed": len(done),
         "lost": len(workload.jobs) - len(done),
         "makespan_s": round(live.makespan_s, 1), "avg_jct_s": round(live.avg_jct_s, 1),
         "worst_rho": round(live.worst_rho, 3),

@@ -7,6 +7,7 @@ takes already-loaded JSON so this module does no I/O.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +43,13 @@ class ThroughputTable:
 
     def models(self) -> set[str]:
         return {m for m, _, _ in self.rates}
+
+    @property
+    def digest(self) -> str:
+        """Its rates' identity, whatever file they were read from: two live runs compare
+        only on the same table (``benchmarks.live --against``)."""
+        text = repr(sorted(self.rates.items()))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def from_gavel(data: Any, *, source: str, worker_type: str = "v100") -> ThroughputTable:

@@ -115,9 +115,11 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
         jid = job.job_id
         r = acted.get(jid)
         # a start's row says where the plan starts the job (found by a red-team: an
-        # elastic job started on 8 GPUs over two nodes read as its request of 4, nowhere)
+        # elastic job started on 8 GPUs over two nodes read as its request of 4, nowhere);
+        # one Slurm refused or did not answer, the count it holds (a review)
         slots = r.action.gpu_slots if r and r.action.kind == ActionKind.START \
-            and r.action.gpu_slots and not job.is_running else job.gpu_slots
+            and r.outcome == Outcome.APPLIED and r.action.gpu_slots \
+            and not job.is_running else job.gpu_slots
         rows.append(JobRow(
             job_id=jid, user=job.spec.user, model=job.spec.model, phase=job.phase.value,
             gpus=len(slots) or job.current_gpus,
@@ -139,16 +141,18 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
 
 
 def kept_details(rows: list[JobRow], before: Mapping[int, JobRow]) -> list[JobRow]:
-    """A fill step's rows: a job whose reason it gives the same code without a detail
-    keeps the round's detail (found by a red-team: a job the round preempted ``for 4``
-    read plain ``preempted_priority`` after a fill step, which names no one, since it
-    stops no one)."""
+    """A fill step's rows: a job still being preempted keeps the round's detail, whom it
+    was stopped for (found by a red-team: ``preempted_priority(for 4)`` read plain
+    ``preempted_priority`` after a fill step, which names no one, since it stops no one).
+    Only that: any other detail is the fill step's own to give (a review: a wait's
+    ``the rest drained`` was kept after the node was back)."""
     def code(reason: str) -> str:
         return reason.split("(", 1)[0]
 
     return [replace(r, reason=old.reason)
             if (old := before.get(r.job_id)) is not None and "(" not in r.reason
-            and code(r.reason) == code(old.reason) else r for r in rows]
+            and r.reason.startswith("preempted") and code(r.reason) == code(old.reason)
+            else r for r in rows]
 
 
 def round_record(report: RoundReport, *, policy: str, dry_run: bool,

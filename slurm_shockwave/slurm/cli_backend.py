@@ -354,8 +354,7 @@ class CliBackend:
             per_job=asked_per_job(r[c["tres-per-node"]].strip(), r[c["tres-per-job"]].strip(),
                                   r[c["tres-per-task"]].strip(), max_nodes),
             asks_per_job=asked_per_job(r[c["tres-per-node"]].strip(),
-                                       r[c["tres-per-job"]].strip(),
-                                       r[c["tres-per-task"]].strip()))
+                                       r[c["tres-per-job"]].strip()))
 
     @staticmethod
     def _current(detail: JobDetail, restarts: str, start: int) -> bool:
@@ -428,17 +427,19 @@ class CliBackend:
                     used.setdefault(node, set()).update(idx)
         return used
 
-    def gpus_per_job(self, job_ids: Sequence[int]) -> dict[int, tuple[int, str]]:
-        """GPUs, and the GPU type they name, that each pending or running job of
-        ``job_ids`` asked for with ``--gpus`` (its TresPerJob) or ``--gpus-per-task``,
-        for the pyslurm backend, which reads neither. One listing of those states:
-        ``squeue -j`` fails whole when one of the ids has gone."""
+    def gpus_per_job(self, job_ids: Sequence[int]) -> dict[int, tuple[int, str, bool]]:
+        """GPUs, the GPU type they name, and whether any were asked for the job, that
+        each pending or running job of ``job_ids`` asked for with ``--gpus`` (its
+        TresPerJob) or ``--gpus-per-task``, for the pyslurm backend, which reads neither.
+        One listing of those states: ``squeue -j`` fails whole when one of the ids has
+        gone."""
         text = self._run(["squeue", "-h", "-t", "PD,R", "-O",
                           "JobID:|,NumNodes:|,tres-per-job:|,tres-per-task:|,NumTasks:"])
         wanted = set(job_ids)
         rows = (line.split("|", 4) for line in text.splitlines())
         return {int(r[0]): (job_gpus("", r[2], _count(r[1], 1), r[3], _count(r[4])),
-                            gpu_type_in(r[2].strip(), r[3].strip()))
+                            gpu_type_in(r[2].strip(), r[3].strip()),
+                            asked_per_job("", r[2].strip()))
                 for r in rows if len(r) == 5 and is_count(r[0]) and int(r[0]) in wanted}
 
     def list_nodes(self) -> list[SlurmNode]:

@@ -327,8 +327,7 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
                               str(obj.get("tres_per_task") or ""),
                               number(obj.get("max_nodes"))),
         asks_per_job=asked_per_job(str(obj.get("tres_per_node") or ""),
-                                   str(obj.get("tres_per_job") or ""),
-                                   str(obj.get("tres_per_task") or "")),
+                                   str(obj.get("tres_per_job") or "")),
     )
 
 

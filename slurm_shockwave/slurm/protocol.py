@@ -62,14 +62,14 @@ class SlurmJob:
     spreads over as many nodes as it takes (7 + 1 where nodes have 7 free), not per node
     (``--gres=gpu:N``: N on each node it asked, never spread)."""
     asks_per_job: bool = False
-    """Its GPUs were asked for the job or its tasks and none per node, whatever its node
-    limit (``-N 1 --gpus=2`` too; ``per_job`` implies it): a GRES update gives it a count
-    per job (``TresPerJob``), as Slurm refuses it one per node ("Invalid generic resource
-    (gres) specification", measured on 22.05 and 25.11)."""
+    """Its GPUs were asked for the job (``--gpus=N``: TresPerJob) and none per node,
+    whatever its node limit (``-N 1 --gpus=2`` too): a GRES update gives it a count per
+    job, as Slurm refuses it one per node ("Invalid generic resource (gres)
+    specification", measured on 22.05 and 25.11). Not per task: job_submit.lua refuses
+    an elastic job that asks so, and its count would still be read per task. Read for
+    pending jobs, the only ones a GRES update is for."""
 
     def __post_init__(self) -> None:
-        if self.per_job and not self.asks_per_job:
-            object.__setattr__(self, "asks_per_job", True)
         if not 0 <= self.gpus <= MAX_LISTED_JOB_GPUS:
             raise SlurmError(f"job {self.job_id}: Slurm lists {self.gpus} GPUs; at most "
                              f"{MAX_LISTED_JOB_GPUS} are read")

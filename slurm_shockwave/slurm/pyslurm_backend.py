@@ -195,7 +195,7 @@ class PyslurmBackend:
                 # a pending job's GPUs asked per job come from squeue (below)
                 max_nodes=max_nodes,
                 per_job=may_spread(per_node, given, max_nodes),
-                asks_per_job=may_spread(per_node, given, 0),
+                asks_per_job=False,  # a pending job's is read from squeue (below)
                 node_count=nodes,
                 nodes=str(_get(j, "allocated_nodes", default="") or "") if state_ok else "",
                 restart_count=int(_get(j, "requeue_count", default=0) or 0),
@@ -226,10 +226,10 @@ class PyslurmBackend:
         per_job = self._cli.gpus_per_job(unknown)
         out = []
         for j in jobs:
-            gpus, kind = per_job.get(j.job_id, (0, ""))
+            gpus, kind, for_job = per_job.get(j.job_id, (0, "", False))
             if j.state == "PENDING" and not j.gpus and gpus:
                 j = replace(j, gpus=gpus, per_job=may_spread(0, gpus, j.max_nodes),
-                            asks_per_job=True)
+                            asks_per_job=for_job)
             out.append(replace(j, gpu_type=kind) if kind and not j.gpu_type else j)
         return out
 
