@@ -486,8 +486,10 @@ def test_jobs_asking_a_gpu_type_run_on_nodes_of_that_type(tmp_path: Path) -> Non
         a100 = submit("-p", "shockwave", "--gpus=a100:4", f"--comment={HINT}")
         assert [job(backend, j).gpu_type for j in (*busy, v100, a100)] == [
             "v100", "v100", "v100", "a100"]
-        # what the pyslurm backend asks of squeue for a --gpus job: its count and type
-        assert backend.gpus_per_job([a100, v100]) == {a100: (4, "a100"), v100: (0, "")}
+        # what the pyslurm backend asks of squeue for a --gpus job: its count and type,
+        # and whether it asked them for the job
+        assert backend.gpus_per_job([a100, v100]) == {a100: (4, "a100", True),
+                                                       v100: (0, "", False)}
         assert {n.name: n.gpu_type for n in backend.list_nodes()} == {
             "sw-node1": "a100", "sw-node2": "v100", "sw-node3": "v100"}
         world = SlurmCluster(backend, WallLikeClock(), round_s=2.0)
