@@ -92,3 +92,61 @@ def test_jobs_their_owners_hold_are_left_held_and_named(tmp_path: Path) -> None:
     earlier = hand_back(fake, "shockwave", str(tmp_path / "heartbeat"), earlier_build=True)
     assert earlier.released == (2, 3) and earlier.owner_held == (1,)
     assert fake.jobs[1].held
+
+
+ELASTIC = ("shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=static gpus=1-8 submitted=900 "
+           "asked_gpus=2 asked_nodes=1")
+
+
+def test_an_elastic_job_is_handed_back_at_the_count_its_owner_asked(tmp_path: Path) -> None:
+    """Found by a red-team: a pending elastic job the service last resized (8 GPUs on 2
+    nodes) was released at that count, for Slurm alone to wait for and bill; a running
+    one cannot change, and is named. Per node and per job (``--gpus=2``) alike."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave",)) for i in (1, 2)])
+    fake.add(SlurmJob(2, "j2", "alice", "shockwave", "PENDING", held=True, priority=0,
+                      gpus=8, node_count=2, reason="JobHeldUser", admin_comment=ELASTIC,
+                      submit_time=901))
+    fake.add(SlurmJob(3, "j3", "alice", "shockwave", "PENDING", held=True, priority=0,
+                      gpus=4, node_count=1, reason="JobHeldUser", admin_comment=ELASTIC,
+                      submit_time=902, asks_per_job=True))
+    fake.add(SlurmJob(4, "j4", "alice", "shockwave", "RUNNING", gpus=4, node_count=1,
+                      nodes="n1", admin_comment=ELASTIC, submit_time=903))
+    fake.add(SlurmJob(5, "j5", "alice", "shockwave", "PENDING", held=True, priority=0,
+                      gpus=4, reason="JobHeldUser", admin_comment=HINT, submit_time=904))
+    done = hand_back(fake, "shockwave", str(tmp_path / "heartbeat"))
+    assert done.restored == (2, 3) and done.resized_running == (4,) and not done.errors
+    assert (fake.jobs[2].gpus, fake.jobs[2].node_count) == (2, 1)
+    assert (fake.jobs[3].gpus, fake.jobs[3].asks_per_job) == (2, True)
+    assert fake.jobs[5].gpus == 4  # a fixed job's count is never the service's
+    assert done.released == (2, 3, 5)
+
+
+def test_a_job_the_checkpoint_signal_killed_is_run_again(tmp_path: Path) -> None:
+    """Found by a red-team: stopped right after a round signalled it, the service left a
+    job its signal killed before it could handle it (FAILED, SIGUSR1); its next round
+    would have run it again, the hand-back did not, and the job was lost."""
+    from slurm_shockwave.slurm.world import CheckpointIntent
+
+    fake = cluster(SlurmJob(6, "j6", "alice", "shockwave", "FAILED", gpus=1,
+                            admin_comment=HINT, submit_time=900, start_time=990,
+                            exit_signal=10),
+                   SlurmJob(7, "j7", "alice", "shockwave", "FAILED", gpus=1,
+                            admin_comment=HINT, submit_time=900, start_time=990,
+                            exit_signal=9))
+    intents = {jid: CheckpointIntent(jid, "USR1", 1000.0, 1030.0, 0) for jid in (6, 7)}
+    done = hand_back(fake, "shockwave", str(tmp_path / "heartbeat"), intents=intents)
+    assert done.rerun == (6,) and fake.jobs[6].state == "PENDING"
+    assert not fake.jobs[6].held and fake.jobs[7].state == "FAILED"
+
+
+def test_a_job_that_ended_and_is_stuck_completing_is_not_waited_for(tmp_path: Path) -> None:
+    """Found by a red-team: a job that ended and sits in COMPLETING (a hung Epilog) made
+    every hand-back wait 120 s and exit 1, telling the admin to wait for it to be
+    pending, which it never is. Only the jobs the service requeued (its store says) are
+    waited for."""
+    fake = cluster(SlurmJob(8, "j8", "alice", "shockwave", "COMPLETING", gpus=1, nodes="n1",
+                            admin_comment=HINT, submit_time=900))
+    now = [0.0]
+    done = hand_back(fake, "shockwave", str(tmp_path / "heartbeat"), requeued={5},
+                     sleep=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0])
+    assert not done.errors and now[0] == 0.0

@@ -30,6 +30,8 @@ from slurm_shockwave.service.handback import hand_back
 from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
 from slurm_shockwave.service.metrics import ServiceMetrics
 from slurm_shockwave.service.progress_api import ProgressAPI
+from slurm_shockwave.slurm.protocol import SlurmError
+from slurm_shockwave.slurm.world import CheckpointIntent
 
 log = logging.getLogger("shockwave.service")
 
@@ -145,18 +147,41 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
         # held throughout: a service starting now waits for us
         with ServiceLock(path, env.settings.service.heartbeat):
             earlier = False
+            requeued: set[int] | None = None  # no store: every job completing is waited for
+            intents: dict[int, CheckpointIntent] = {}
             # never made here: a hand-back writes no store (an empty file is none yet)
             if Path(path).exists() and Path(path).stat().st_size > 0:
                 with contextlib.closing(env.store(path, create=False)) as store:
                     earlier = store.held_by_earlier_build()
-            result = hand_back(env.backend, env.partition, env.settings.service.heartbeat,
-                               earlier_build=earlier)
+                    intents = store.load_intents()
+                    requeued = set(intents) | {
+                        jid for jid, row in store.jobs_now().items()
+                        if row.action == "preempt" or row.reason.startswith("preempted")
+                        or "restarts on other GPUs" in row.reason}
+            try:
+                result = hand_back(env.backend, env.partition,
+                                   env.settings.service.heartbeat, earlier_build=earlier,
+                                   requeued=requeued, intents=intents)
+            except SlurmError as exc:  # a red-team: it did not say what was left undone
+                raise SlurmError(f"{exc} (the heartbeat is removed, so new jobs run "
+                                 "unheld, but no job was released: run handback again "
+                                 "once Slurm answers)") from None
     except AlreadyRunning as exc:
         raise AlreadyRunning(f"the service is running (lock {exc.path}): stop it first, "
                              "e.g. systemctl stop slurm-shockwave", exc.path) from None
-    click.echo(f"{env.partition}: handed back to Slurm; released {len(result.released)} held "
-               f"jobs, unpinned {len(result.unpinned)} priorities; heartbeat "
-               f"{env.settings.service.heartbeat} removed")
+    click.echo(f"{env.partition}: handed back to Slurm"
+               f"{' (not all: below)' if result.errors else ''}; released "
+               f"{len(result.released)} held jobs, unpinned {len(result.unpinned)} "
+               f"priorities; heartbeat {env.settings.service.heartbeat} removed")
+    if result.rerun:
+        click.echo(f"run again (killed by the checkpoint signal before they could handle "
+                   f"it): {', '.join(map(str, result.rerun))}")
+    if result.restored:
+        click.echo(f"given back the GPUs and nodes they were submitted with (elastic, "
+                   f"resized by the service): {', '.join(map(str, result.restored))}")
+    if result.resized_running:
+        click.echo(f"running on another count than they asked (elastic; Slurm keeps it if "
+                   f"it requeues them): {', '.join(map(str, result.resized_running))}")
     if result.admin_held:
         click.echo(f"left held by an admin: {', '.join(map(str, result.admin_held))}")
     if result.owner_held:
@@ -164,6 +189,9 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
                    f"run): {', '.join(map(str, result.owner_held))}")
     for jid, err in sorted(result.errors.items()):
         click.echo(f"job {jid}: {err}", err=True)
+    if any(jid not in result.rerun for jid in result.errors):
+        click.echo("a job still held is its owner's to release now (scontrol release N): "
+                   "with the heartbeat gone, job_submit.lua no longer refuses it", err=True)
     if result.errors:
         raise SystemExit(1)
 

@@ -1,27 +1,35 @@
 """Handing the managed partition back to Slurm: what an admin runs when the service goes.
 
-Removes the heartbeat (new jobs are no longer held at submit), releases every managed
-job the service holds (not those an admin holds, nor those their owner holds or
-requeue-held: the service never holds a job either way),
-and unpins the priorities it set, running jobs' too: root's release of a job that is not
-held makes Slurm compute its priority afresh (job_mgr.c: a privileged release clears the
-admin-set priority; measured on 22.05 for a pending and a running job).
+Removes the heartbeat (new jobs are no longer held at submit), runs again each job the
+checkpoint signal killed before it could handle it (the service's next round would
+have), gives each pending elastic job back the GPUs and nodes it was submitted with (the
+service resized it; Slurm alone never will), releases every managed job the service
+holds (not those an admin holds, nor those their owner holds or requeue-held: the
+service never holds a job either way), and unpins the priorities it set, running jobs'
+too: root's release of a job that is not held makes Slurm compute its priority afresh
+(job_mgr.c: a privileged release clears the admin-set priority; measured on 22.05 for a
+pending and a running job).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from slurm_shockwave.service.heartbeat import remove_heartbeat
-from slurm_shockwave.slurm.protocol import SlurmBackend
+from slurm_shockwave.slurm.hints import Hint, asked_gpus, asked_min_nodes
+from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob
 from slurm_shockwave.slurm.world import (
+    CheckpointIntent,
     each_job,
     held_by_admin,
     held_by_owner,
+    hint_text,
+    killed_by,
     managed,
     pinned,
+    read_hint,
     requeue_held,
 )
 
@@ -35,37 +43,111 @@ class HandBack:
     """Held by an admin: left held."""
     owner_held: tuple[int, ...] = ()
     """Held by their owner (or requeue-held): left held, for the owner to release."""
+    restored: tuple[int, ...] = ()
+    """Pending elastic jobs given back the GPUs and nodes they were submitted with."""
+    resized_running: tuple[int, ...] = ()
+    """Running elastic jobs on another count than they asked: left running (Slurm keeps
+    that count if it requeues them)."""
+    rerun: tuple[int, ...] = ()
+    """Jobs the checkpoint signal killed, run again."""
 
 
 def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
-              earlier_build: bool = False, wait_s: float = 120.0,
+              earlier_build: bool = False, requeued: Collection[int] | None = None,
+              intents: Mapping[int, CheckpointIntent] | None = None, wait_s: float = 120.0,
               sleep: Callable[[float], None] = time.sleep,
               clock: Callable[[], float] = time.monotonic) -> HandBack:
     """``earlier_build``: the service's store was written by a build that held jobs with
     admin holds (``Store.held_by_earlier_build``), so every hold is taken for its own.
-    A managed job still COMPLETING (the last round requeued it: its hold takes effect
-    once it is pending again) is waited for, up to ``wait_s``; one still completing then
-    is an error (run it again), never left held in silence."""
+    A managed job still COMPLETING that the service requeued (``requeued``, from its
+    store: its hold takes effect once it is pending again; None: any) is waited for, up
+    to ``wait_s``; one still completing then is an error (run it again), never left held
+    in silence. Another, which ended, is not waited for (a red-team: one stuck
+    completing failed every hand-back). ``intents``: the store's checkpoints in flight,
+    whose jobs the signal may have killed."""
     remove_heartbeat(heartbeat)
+    rerun, errors = _rerun_killed(backend, partition, intents or {})
     deadline = clock() + wait_s
     while True:
         listed = [j for j in backend.list_jobs(partition)
                   if j.partition == partition and managed(j)]
-        completing = [j.job_id for j in listed if j.state == "COMPLETING"]
+        completing = [j.job_id for j in listed if j.state == "COMPLETING"
+                      and (requeued is None or j.job_id in requeued)]
         if not completing or clock() >= deadline:
             break
         sleep(1.0)
     pending = [j for j in listed if j.state == "PENDING"]
+    restored: list[int] = []
+    for job in pending:  # before the release: Slurm starts it at once
+        try:
+            if _restore_request(backend, job):
+                restored.append(job.job_id)
+        except SlurmError as exc:
+            errors[job.job_id] = f"not given back the GPUs it asked for: {exc}"
     admins = [] if earlier_build else [j.job_id for j in pending if held_by_admin(j)]
     # an earlier build's requeue-holds were its own; an owner's marked hold never is
     owners = [j.job_id for j in pending
               if held_by_owner(j) and not (earlier_build and requeue_held(j))]
     held = [j.job_id for j in pending if j.held and j.job_id not in admins + owners]
     unpin = [j.job_id for j in listed if pinned(j)]
-    errors = {jid: str(err) for jid, err in each_job(held + unpin, backend.release).items()
-              if err}
+    errors.update({jid: str(err) for jid, err
+                   in each_job(held + unpin, backend.release).items() if err})
     errors.update({jid: f"still completing after {wait_s:g} s: run handback again once "
                         "it is pending" for jid in completing})
     return HandBack(tuple(j for j in held if j not in errors),
                     tuple(j for j in unpin if j not in errors), errors, tuple(admins),
-                    tuple(owners))
+                    tuple(owners), tuple(restored),
+                    tuple(j.job_id for j in listed if j.state == "RUNNING"
+                          and _asked(j) not in (None, (j.gpus, max(j.node_count, 1)))),
+                    rerun)
+
+
+def _asked(job: SlurmJob) -> tuple[int, int] | None:
+    """The GPUs and fewest nodes an elastic job was submitted with (job_submit.lua's
+    stamp); None for a fixed job, whose count the service never changes, or one without
+    the stamp."""
+    hint = read_hint(hint_text(job))
+    gpus = asked_gpus(job.admin_comment)
+    if not isinstance(hint, Hint) or hint.gpus_range is None or gpus is None:
+        return None
+    return gpus, asked_min_nodes(job.admin_comment) or 1
+
+
+def _restore_request(backend: SlurmBackend, job: SlurmJob) -> bool:
+    """Give a pending elastic job the GPUs and nodes it asked for, where the service's
+    resizes left others (a red-team: handed back, a 2-GPU job waited for, and was billed
+    for, the 8 on two nodes the plan last gave it). Whether it did."""
+    asked = _asked(job)
+    if asked is None or asked == (job.gpus, max(job.node_count, 1)):
+        return False
+    gpus, nodes = asked
+    if not job.asks_per_job and gpus % nodes:
+        raise SlurmError(f"{gpus} GPUs do not split evenly over the {nodes} nodes asked")
+    backend.update_gpus(job.job_id, gpus if job.asks_per_job else gpus // nodes,
+                        nodes=None if nodes == max(job.node_count, 1) else nodes,
+                        gpu_type=job.gpu_type, per_job=job.asks_per_job)
+    return True
+
+
+def _rerun_killed(backend: SlurmBackend, partition: str,
+                  intents: Mapping[int, CheckpointIntent]
+                  ) -> tuple[tuple[int, ...], dict[int, str]]:
+    """Run again each of the partition's jobs the checkpoint signal of ``intents`` killed
+    before it could handle it (``killed_by``), unheld: the service's next round would
+    have (``SlurmCluster._rerun_killed``), and without it the job was lost (a red-team).
+    The ids run again, and the refusals."""
+    if not intents:
+        return (), {}
+    everyone = {j.job_id: j for j in backend.list_jobs()}
+    rerun, errors = [], {}
+    for jid, ck in sorted(intents.items()):
+        job = everyone.get(jid)
+        if job is None or job.partition != partition or not killed_by(job, ck):
+            continue
+        try:
+            backend.requeue_ended(jid)
+            rerun.append(jid)
+        except SlurmError as exc:
+            errors[jid] = (f"killed by SIG{ck.signal}, the checkpoint signal, before it "
+                           f"could handle it, and not run again: {exc}")
+    return tuple(rerun), errors

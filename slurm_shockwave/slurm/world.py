@@ -228,6 +228,22 @@ class CheckpointIntent:
     """The job's restart count when signalled: a higher one means it has been requeued."""
 
 
+def signalled_run(job: SlurmJob, ck: CheckpointIntent) -> bool:
+    """Whether ``job`` is in the run ``ck`` signalled: one that started later, at the
+    same restart count, is another job given the id again (Slurm's state reset while the
+    service was down), never signalled, not to be requeued for it."""
+    return job.restart_count == ck.restart_count and job.start_time <= ck.sent_s + CLOCK_SKEW_S
+
+
+def killed_by(job: SlurmJob, ck: CheckpointIntent) -> bool:
+    """Whether the checkpoint signal of ``ck`` killed ``job`` before it could handle it:
+    its signalled run ended FAILED of that signal (Slurm says FAILED of a batch script a
+    signal killed; a job cancelled or past its time limit has the signal's status too,
+    signal=TERM, and ended)."""
+    return (signalled_run(job, ck) and job.state == "FAILED"
+            and job.exit_signal == signal.Signals.__members__.get(f"SIG{ck.signal}"))
+
+
 class IntentLog(Protocol):
     """Where intents that span rounds live (the service's store; memory for one-shots)."""
 
@@ -832,17 +848,10 @@ class SlurmCluster:
         self._killed = []
         for jid, ck in list(self.intents.items()):
             job = ours.get(jid) or elsewhere.get(jid)
-            # the signalled run started before the signal: one that started later, at the
-            # same restart count, is another job given the id again (Slurm's state reset
-            # while the service was down), never signalled, not to be requeued for it
-            if job is not None and job.restart_count == ck.restart_count \
-                    and job.start_time <= ck.sent_s + CLOCK_SKEW_S:
+            if job is not None and signalled_run(job, ck):
                 if job.state in ("RUNNING", "COMPLETING"):
                     continue
-                # Slurm says FAILED of a batch script a signal killed; a job cancelled or
-                # past its time limit has the signal's status too (signal=TERM), and ended
-                if job.state == "FAILED" \
-                        and job.exit_signal == signal.Signals.__members__.get(f"SIG{ck.signal}"):
+                if killed_by(job, ck):
                     if job.partition == self.partition:
                         self._killed.append(jid)
                     continue  # another partition's: its service runs it again
