@@ -150,3 +150,18 @@ def test_a_job_that_ended_and_is_stuck_completing_is_not_waited_for(tmp_path: Pa
     done = hand_back(fake, "shockwave", str(tmp_path / "heartbeat"), requeued={5},
                      sleep=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0])
     assert not done.errors and now[0] == 0.0
+
+
+def test_the_jobs_the_service_requeued_are_read_from_its_store() -> None:
+    """What a hand-back waits for while completing: a checkpoint in flight, a preemption,
+    a move (the round's own words, ``engine.round.MOVED``); not a job that ran on."""
+    from slurm_shockwave.engine.round import MOVED
+    from slurm_shockwave.service.handback import requeued_by_service
+    from slurm_shockwave.service.store import JobRow
+    from slurm_shockwave.slurm.world import CheckpointIntent
+
+    rows = {1: JobRow(1, reason="preempted_priority(for 4)", action="preempt"),
+            2: JobRow(2, reason=f"kept_running({MOVED} for 9)", action="start"),
+            3: JobRow(3, reason="kept_running", action="keep")}
+    intents = {4: CheckpointIntent(4, "USR1", 1.0, 2.0, 0)}
+    assert requeued_by_service(rows, intents) == {1, 2, 4}

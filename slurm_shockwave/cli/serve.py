@@ -26,7 +26,7 @@ from slurm_shockwave.cli.live_options import (
 from slurm_shockwave.model.bounds import MAX_ROUND_S, MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
-from slurm_shockwave.service.handback import hand_back
+from slurm_shockwave.service.handback import hand_back, requeued_by_service
 from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
 from slurm_shockwave.service.metrics import ServiceMetrics
 from slurm_shockwave.service.progress_api import ProgressAPI
@@ -154,10 +154,7 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
                 with contextlib.closing(env.store(path, create=False)) as store:
                     earlier = store.held_by_earlier_build()
                     intents = store.load_intents()
-                    requeued = set(intents) | {
-                        jid for jid, row in store.jobs_now().items()
-                        if row.action == "preempt" or row.reason.startswith("preempted")
-                        or "restarts on other GPUs" in row.reason}
+                    requeued = requeued_by_service(store.jobs_now(), intents)
             try:
                 result = hand_back(env.backend, env.partition,
                                    env.settings.service.heartbeat, earlier_build=earlier,

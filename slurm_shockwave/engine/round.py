@@ -52,6 +52,12 @@ _STARTED = (ReasonCode.SCHEDULED, ReasonCode.BACKFILLED, ReasonCode.SOLVER_TIMEO
 _WAITING = (ReasonCode.WAITING_CAPACITY, ReasonCode.WAITING_FRAGMENTATION)
 
 
+MOVED = "restarts on other GPUs"
+"""The reason's words for a running job the plan moves or resizes (a checkpoint and a
+restart elsewhere): what the hand-back reads in the store to know the service requeued
+it (service/handback.py)."""
+
+
 def _reasons(view: ClusterView, plan: Plan, placement: Placement,
              rejected: dict[JobId, Reason], *, fill: bool = False) -> dict[JobId, Reason]:
     """Every observed job gets the reason for what actually happens to it this round.
@@ -73,7 +79,7 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
         detail = given.detail if given else ""
         if jid in placement.slots:
             if placement.moves(job):  # a node cleared for a wide job, or a resize
-                why = "restarts on other GPUs" + (f" for {placement.moved_for[jid]}"
+                why = MOVED + (f" for {placement.moved_for[jid]}"
                                                   if jid in placement.moved_for else "")
                 out[jid] = Reason(ReasonCode.KEPT_RUNNING, f"{why}; {detail}" if detail else why)
             elif job.is_running:

@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
+from slurm_shockwave.engine.round import MOVED
 from slurm_shockwave.service.heartbeat import remove_heartbeat
+from slurm_shockwave.service.store import JobRow
 from slurm_shockwave.slurm.hints import Hint, asked_gpus, asked_min_nodes
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob
 from slurm_shockwave.slurm.world import (
@@ -100,6 +102,16 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
                     tuple(j.job_id for j in listed if j.state == "RUNNING"
                           and _asked(j) not in (None, (j.gpus, max(j.node_count, 1)))),
                     rerun)
+
+
+def requeued_by_service(rows: Mapping[int, JobRow],
+                        intents: Mapping[int, CheckpointIntent]) -> set[int]:
+    """The jobs the service's store says its last round stopped, whose requeue may still
+    be completing: preempted (a checkpoint in flight, or its row's action or reason), or
+    moved or resized (``engine.round.MOVED``)."""
+    return set(intents) | {jid for jid, row in rows.items()
+                           if row.action == "preempt" or row.reason.startswith("preempted")
+                           or MOVED in row.reason}
 
 
 def _asked(job: SlurmJob) -> tuple[int, int] | None:
