@@ -122,9 +122,10 @@ def _round_age(last: dict[str, Any] | None, stale_after_s: float, now: float) ->
 def _reason(row: JobRow) -> str:
     """The round's reason, and for a job it started that is not running yet, why not:
     the world's note with Slurm's reason (a node's CPUs all taken, which the plan does
-    not see, left such a job reading ``scheduled`` for ever); and an action Slurm refused
-    or did not answer, with its answer (found by a red-team: a job the round could not
-    start read ``scheduled``, round after round)."""
+    not see, left such a job reading ``scheduled`` for ever); and an action not done as
+    planned, refused, unanswered or waiting (a checkpoint in flight), with its outcome
+    and message (found by a red-team: a job the round could not start read
+    ``scheduled``, round after round)."""
     if row.action == "start" and row.phase == "pending" and row.message:
         return f"{row.reason}; {row.message}"
     if row.outcome in (Outcome.REJECTED.value, Outcome.DEFERRED.value) and row.action:
