@@ -537,6 +537,30 @@ def test_an_owners_hold_stays_through_rounds_until_they_release_it(
     assert env.job(held).restart_count == 1 and env.job(held).comment == HINT.format(e=10)
 
 
+def test_hand_back_gives_elastic_jobs_the_gpus_they_asked_for(env: Env) -> None:
+    """Found by a red-team: handed back, a pending elastic job kept the count the service
+    last gave it, for Slurm alone to wait for and bill. On the real slurmctld, per node
+    (``--gres``, resized to 4 on each of 2 nodes) and per job (``--gpus``, resized to 6):
+    both go back to the 2 GPUs on one node they were submitted with."""
+    blocker = env.submit("-p", "other", "-N", "4", "--gres=gpu:8")
+    wait_for(lambda: env.job(blocker).state == "RUNNING", 30, "the cluster is full")
+    comment = f"--comment={HINT.format(e=10)} gpus=1-8"
+    per_node, per_job = env.submit("--gres=gpu:2", comment), env.submit("--gpus=2", comment)
+    env.backend.update_gpus(per_node, 4, nodes=2)  # as the service resizes them
+    env.backend.update_gpus(per_job, 6, per_job=True)
+    assert (env.job(per_node).gpus, env.job(per_job).gpus) == (8, 6)
+    out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "handback",
+                          "--config", str(env.config())], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert f"submitted with (elastic, resized by the service): {per_node}, {per_job}" \
+        in " ".join(out.stdout.split()), out.stdout
+    for jid in (per_node, per_job):
+        assert (env.job(jid).gpus, env.job(jid).node_count) == (2, 1), env.job(jid)
+    env.backend.cancel(blocker)
+    wait_for(lambda: all(env.job(j).state == "RUNNING" for j in (per_node, per_job)), 30,
+             "both run at 2 under Slurm alone")
+
+
 def test_handback_refuses_while_the_service_runs(env: Env) -> None:
     proc = env.serve("fifo")
     wait_for(lambda: env.store.exists() and

@@ -98,7 +98,7 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
                         "it is pending" for jid in completing})
     return HandBack(tuple(j for j in held if j not in errors),
                     tuple(j for j in unpin if j not in errors), errors, tuple(admins),
-                    tuple(owners), tuple(restored),
+                    tuple(owners), tuple(sorted(restored)),
                     tuple(j.job_id for j in listed if j.state == "RUNNING"
                           and _asked(j) not in (None, (j.gpus, max(j.node_count, 1)))),
                     rerun)
