@@ -304,6 +304,11 @@ def test_an_acknowledged_checkpoint_is_requeued_between_rounds(tmp_path: Path) -
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
     assert fake.jobs[1].restart_count == 1 and store.load_intents() == {}
     assert fake.signals == [(1, "USR1")]
+    # and explain shows it (found by a red-team: a requeue between rounds left no trace)
+    last = store.actions(1)[-1]
+    assert (last["kind"], last["outcome"]) == ("preempt", "applied"), last
+    assert last["message"].startswith("requeued between rounds at ") and \
+        last["message"].endswith("after its checkpoint's acknowledgement"), last
 
 
 def test_a_flood_of_acknowledgements_asks_slurm_once_a_round(tmp_path: Path) -> None:

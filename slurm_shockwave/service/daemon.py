@@ -30,7 +30,7 @@ from slurm_shockwave.engine.ports import Actuator
 from slurm_shockwave.engine.round import RoundReport, run_round
 from slurm_shockwave.model.job import JobId
 from slurm_shockwave.model.lifecycle import Phase
-from slurm_shockwave.model.plan import ActionKind, Memory
+from slurm_shockwave.model.plan import ActionKind, Memory, Outcome
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.prediction.observed import acknowledged
@@ -38,6 +38,7 @@ from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.heartbeat import read_heartbeat, write_heartbeat
 from slurm_shockwave.service.records import (
     action_rows,
+    clock_time,
     job_rows,
     kept_details,
     round_record,
@@ -310,6 +311,15 @@ class Service:
                 continue
             if done:
                 log.info("job %d: checkpoint acknowledged, requeued", job_id)
+                try:
+                    self.store.add_action(
+                        job_id, ActionKind.PREEMPT.value, Outcome.APPLIED.value,
+                        f"requeued between rounds at {clock_time(self.world.clock.now())}, "
+                        "after its checkpoint's acknowledgement")
+                except StoreGone:
+                    raise
+                except Exception as exc:  # the store's: the requeue stands, unrecorded
+                    _log_failure(f"job {job_id}: its requeue not recorded", exc, "")
 
     def _fill(self, why: str) -> RoundReport | None:
         """A fill step now; one that fails is logged and left to the next round (None)."""
