@@ -33,6 +33,7 @@ from slurm_shockwave.slurm.world import (
     pinned,
     read_hint,
     requeue_held,
+    set_gpus,
 )
 
 
@@ -135,9 +136,7 @@ def _restore_request(backend: SlurmBackend, job: SlurmJob) -> bool:
     gpus, nodes = asked
     if not job.asks_per_job and gpus % nodes:
         raise SlurmError(f"{gpus} GPUs do not split evenly over the {nodes} nodes asked")
-    backend.update_gpus(job.job_id, gpus if job.asks_per_job else gpus // nodes,
-                        nodes=None if nodes == max(job.node_count, 1) else nodes,
-                        gpu_type=job.gpu_type, per_job=job.asks_per_job)
+    set_gpus(backend, job, gpus, nodes)
     return True
 
 

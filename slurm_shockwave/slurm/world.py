@@ -1250,13 +1250,7 @@ class SlurmCluster:
                     raise SlurmError(f"{count} GPUs cannot be split evenly over the {nodes} "
                                      f"nodes placed ({'+'.join(map(str, shares.values()))}):"
                                      " Slurm gives every node of a job the same count")
-                # a job that asked per job (--gpus=N) is given a count per job, which Slurm
-                # splits over the nodes itself (12 on two free nodes of 8: 8 + 4, measured
-                # on 22.05); a GRES per node it refuses (before, every resize of it was)
-                self.backend.update_gpus(
-                    a.job_id, count if job.asks_per_job else count // nodes,
-                    nodes=None if nodes == max(job.node_count, 1) else nodes,
-                    gpu_type=job.gpu_type, per_job=job.asks_per_job)
+                set_gpus(self.backend, job, count, nodes)
             except SlurmError as exc:  # not released: never at a size the plan did not give
                 if not isinstance(exc, SlurmUnanswered):  # refused: not asked again
                     self._refused_gpus.setdefault(a.job_id, set()).add(count)
@@ -1480,6 +1474,18 @@ def not_done(action: Action, exc: SlurmError) -> ActionResult:
     if isinstance(exc, SlurmUnanswered):
         return ActionResult(action, Outcome.DEFERRED, f"{exc} (perhaps done)")
     return ActionResult(action, Outcome.REJECTED, str(exc))
+
+
+def set_gpus(backend: SlurmBackend, job: SlurmJob, count: int, nodes: int) -> None:
+    """Give a pending job ``count`` GPUs on ``nodes`` nodes (the node count only where it
+    changes), as it asked them: per job (``--gpus=N``) a count per job, which Slurm
+    splits over the nodes itself (12 on two free nodes of 8: 8 + 4, measured on 22.05),
+    for Slurm refuses such a job a GRES per node (before, every resize of it was); else
+    ``count`` / ``nodes`` on each, which the caller has made whole. The service's resizes
+    and the hand-back's return to a job's request."""
+    backend.update_gpus(job.job_id, count if job.asks_per_job else count // nodes,
+                        nodes=None if nodes == max(job.node_count, 1) else nodes,
+                        gpu_type=job.gpu_type, per_job=job.asks_per_job)
 
 
 def each_job(job_ids: list[int], call: Callable[[list[int]], None]
