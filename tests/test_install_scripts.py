@@ -548,7 +548,7 @@ def test_scripts_are_not_installed_where_another_user_can_change_them(
     one line, nothing written; and doctor's check of an installed script fails for it."""
     import pwd
 
-    from slurm_shockwave.slurm.plugin_files import file_problem
+    from slurm_shockwave.slurm.plugin_files import unsafe_problem
     uid = pwd.getpwnam("swtest1").pw_uid
     theirs = tmp_path / "theirs"
     theirs.mkdir()
@@ -561,5 +561,5 @@ def test_scripts_are_not_installed_where_another_user_can_change_them(
     script = theirs / "prolog.sh"
     script.write_text("#!/bin/sh\nexit 0\n")
     script.chmod(0o755)
-    problem = file_problem(str(script), executable=True)
+    problem = unsafe_problem(str(script))
     assert problem is not None and f"{theirs} is owned by uid {uid}" in problem

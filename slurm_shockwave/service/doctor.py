@@ -20,13 +20,13 @@ from slurm_shockwave.service.lock import heartbeat_identity
 from slurm_shockwave.slurm.plugin_files import (
     ScriptSettings,
     closed_folder,
-    file_problem,
     installed_lua,
     is_glob,
     lua_path,
     script_owners,
     settings_in,
     unsafe_problem,
+    unusable_problem,
     version_of,
 )
 from slurm_shockwave.slurm.protocol import SlurmNode
@@ -217,9 +217,10 @@ def script_checks(conf: SlurmSettings, want: Expected) -> list[Check]:
                               f"folder above {path}")
         if check.status == Status.OK and name != "task_prolog.sh":
             events = path.rsplit("/", 1)[0] + "/events.sh"
-            problem = file_problem(events, executable=False)
+            unsafe = unsafe_problem(events)
+            problem = unsafe or unusable_problem(events, executable=False)
             if problem:  # it sources events.sh as root: failed as the script itself
-                check = Check(setting, Status.FAIL if unsafe_problem(events) else Status.WARN,
+                check = Check(setting, Status.FAIL if unsafe else Status.WARN,
                               f"{path} is ours but events.sh beside it is not usable "
                               f"({problem})", INSTALL)
         out.append(check)
@@ -236,10 +237,10 @@ def _script(name: str, path: str, want: ScriptSettings, *, required: bool,
             owners: frozenset[int] = ROOT) -> Check:
     label = label or name
     bad = Status.FAIL if required else Status.WARN
-    problem = file_problem(path, executable=executable, owners=owners)
+    unsafe = unsafe_problem(path, owners=owners)
+    problem = unsafe or unusable_problem(path, executable=executable)
     if problem:  # a script Slurm runs that another user can change is a way to root:
         # failed whether or not the script is needed (found by a review: only a warning)
-        unsafe = unsafe_problem(path, owners=owners) is not None
         return Check(label, Status.FAIL if unsafe else bad, problem, INSTALL)
     try:
         with open(path, encoding="utf-8", errors="replace") as f:

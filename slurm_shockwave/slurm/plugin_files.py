@@ -337,7 +337,7 @@ def closed_folder(path: str) -> str | None:
         try:
             mode = stat.S_IMODE(os.stat(folder).st_mode)
         except OSError:
-            continue  # file_problem names a path that cannot be read
+            continue  # unusable_problem names a path that cannot be read
         if not mode & stat.S_IXOTH:
             return f"{folder} is not searchable by other users (mode {oct(mode)[2:]})"
     return None
@@ -354,18 +354,13 @@ def script_owners(name: str, slurm_uid: int | None) -> frozenset[int]:
     return ROOT
 
 
-def file_problem(path: str, *, executable: bool, owners: frozenset[int] = ROOT
-                 ) -> str | None:
-    """What keeps Slurm from running the file safely: missing, not root's, writable by
-    others, not executable; None when fine. ``owners``: who may own the folders above it
-    (``script_owners``)."""
+def unusable_problem(path: str, *, executable: bool) -> str | None:
+    """What keeps Slurm from running the file at all: missing, or not executable; None
+    when it can (``unsafe_problem`` says whether it is safe to)."""
     try:
         st = os.stat(path)
     except OSError as exc:
         return f"{path}: {exc.strerror}"
-    problem = unsafe_problem(path, owners=owners)
-    if problem:
-        return problem
     if executable and not st.st_mode & stat.S_IXOTH:
         return f"{path}: not executable by all (mode {oct(stat.S_IMODE(st.st_mode))[2:]})"
     return None
