@@ -84,7 +84,8 @@ def test_a_jobs_finish_is_read_at_the_middle_of_slurms_whole_second(tmp_path: Pa
     average (30 s at time scale 60). Here each job ends at a known wall time, its end_time
     that time truncated, the fractions spread evenly over the second."""
     trace = load_trace(LIVE_DEMO_TRACE)
-    workload = build_workload(trace, load_throughputs(None), source="demo-live")
+    table = load_throughputs(None)
+    workload = build_workload(trace, table, source="demo-live")
     scale, t0 = 60.0, 1_800_000_000.123
     jobs, true_jct = {}, []
     for i, j in enumerate(trace):
@@ -96,7 +97,8 @@ def test_a_jobs_finish_is_read_at_the_middle_of_slurms_whole_second(tmp_path: Pa
                                             "COMPLETED", submit, float(math.floor(end)))
     settings = LiveSettings(trace=LIVE_DEMO_TRACE, gpus=16, time_scale=scale,
                             policy="shockwave", work_dir=tmp_path)
-    result = live._results(settings, workload, jobs, 0.0, 0)
+    result = live._results(settings, workload, live.run_identity(settings, workload, table),
+                           jobs, 0.0, 0)
     assert result["completed"] == len(trace)
     assert result["avg_jct_s"] == pytest.approx(fmean(true_jct), abs=0.1)
 

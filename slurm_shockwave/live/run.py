@@ -33,8 +33,9 @@ from slurm_shockwave.live.ctld_log import log_summaries
 from slurm_shockwave.live.sigterm import sigterm_raises
 from slurm_shockwave.metrics.summary import Finished, summarize
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.policies.registry import make_policy
-from slurm_shockwave.sim.inputs import build_workload, load_throughputs, load_trace
+from slurm_shockwave.sim.inputs import Workload, build_workload, load_throughputs, load_trace
 from slurm_shockwave.sim.run import check_placeable, simulate
 from slurm_shockwave.sim.trace import trace_digest
 from slurm_shockwave.slurm.json_shapes import number, states
@@ -223,8 +224,9 @@ def run_live(settings: LiveSettings,
 def _run_live(settings: LiveSettings,
               on_tick: Callable[[LiveStatus], None] | None) -> dict[str, Any]:
     trace = load_trace(settings.trace)
-    workload = build_workload(trace, load_throughputs(settings.throughputs),
-                              source=settings.trace or "demo")
+    table = load_throughputs(settings.throughputs)
+    workload = build_workload(trace, table, source=settings.trace or "demo")
+    identity = run_identity(settings, workload, table)
     # the simulation of the results refuses these after the run: say so before it (12
     # GPUs ran on two whole nodes of 8 and then ended in that error, with no results)
     if not settings.gpus_per_node <= settings.gpus <= MAX_LIVE_GPUS:
@@ -273,7 +275,7 @@ def _run_live(settings: LiveSettings,
                     _stop_process(submit, 10.0)
                 if reader is not None:
                     reader.join(timeout=5)
-    return {**_results(settings, workload, jobs, time.monotonic() - started,
+    return {**_results(settings, workload, identity, jobs, time.monotonic() - started,
                        service.kills if service else 0), "timed_out": timed_out}
 
 
@@ -356,8 +358,16 @@ def _stop_process(proc: subprocess.Popen[Any], timeout_s: float) -> None:
             raise
 
 
-def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
-             wall_s: float, kills: int) -> dict[str, Any]:
+def run_identity(settings: LiveSettings, workload: Workload, table: ThroughputTable
+                 ) -> dict[str, Any]:
+    """What another run is compared on (``benchmarks.live --against``), from the jobs and
+    table as read, whatever their files' names or formats."""
+    return {"trace_digest": trace_digest(workload.jobs), "throughputs": settings.throughputs,
+            "throughputs_digest": table.digest}
+
+
+def _results(settings: LiveSettings, workload: Any, identity: Mapping[str, Any],
+             jobs: dict[int, JobState], wall_s: float, kills: int) -> dict[str, Any]:
     scale = settings.time_scale
     exclusive = {jid: p.exclusive_s for jid, p in workload.profiles.items()}
     arrivals = {j.spec.job_id: j.spec.arrival_s for j in workload.jobs}
@@ -387,10 +397,8 @@ def _results(settings: LiveSettings, workload: Any, jobs: dict[int, JobState],
     modelled = sim(restore, delay, settings.fill_freed or settings.policy == SLURM_ALONE)
     paper = sim(RESTORE_TRACE_S, 0.0, False)
     return {
-        "policy": settings.policy, "trace_digest": trace_digest(workload.jobs),
-        "throughputs": settings.throughputs, "throughputs_digest":
-        load_throughputs(settings.throughputs).digest,
-        "jobs": len(workload.jobs), "completed": len(done),
+        "policy": settings.policy, **identity, "jobs": len(workload.jobs),
+        "completed": len(done),
         "lost": len(workload.jobs) - len(done),
         "makespan_s": round(live.makespan_s, 1), "avg_jct_s": round(live.avg_jct_s, 1),
         "worst_rho": round(live.worst_rho, 3),
