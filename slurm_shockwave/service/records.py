@@ -146,13 +146,10 @@ def kept_details(rows: list[JobRow], before: Mapping[int, JobRow]) -> list[JobRo
     ``preempted_priority`` after a fill step, which names no one, since it stops no one).
     Only that: any other detail is the fill step's own to give (a review: a wait's
     ``the rest drained`` was kept after the node was back)."""
-    def code(reason: str) -> str:
-        return reason.split("(", 1)[0]
-
     return [replace(r, reason=old.reason)
             if (old := before.get(r.job_id)) is not None and "(" not in r.reason
-            and r.reason.startswith("preempted") and code(r.reason) == code(old.reason)
-            else r for r in rows]
+            and r.reason.startswith("preempted")
+            and old.reason.split("(", 1)[0] == r.reason else r for r in rows]
 
 
 def round_record(report: RoundReport, *, policy: str, dry_run: bool,
