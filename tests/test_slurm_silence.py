@@ -96,6 +96,21 @@ def test_a_round_asks_no_more_once_a_signal_goes_unanswered() -> None:
     assert set(svc.world.intents) == {1}  # only the one perhaps signalled waits for it
 
 
+def test_a_signal_left_unanswered_reads_perhaps_sent_at_the_next_round() -> None:
+    """The next round does not signal again (its intent stays), and it said "SIGUSR1
+    sent 5s ago": read as delivered, where Slurm never said it was (a review)."""
+    fake, svc = _eight_running_and_a_wide_one()
+    fake.down_at = "signal"
+    svc.round_once()
+    fake.down, fake.down_at = False, None
+    svc.world.clock.t += 5  # type: ignore[attr-defined]
+    done = svc.round_once()
+    first = next(r for r in done.report.result.results
+                 if r.action.job_id == 1 and r.action.kind.value == "preempt")
+    assert first.message.startswith("SIGUSR1 perhaps sent 5s ago, not again"), first.message
+    assert fake.calls.count("signal") == 8  # the other seven, asked now; not job 1 again
+
+
 def test_acknowledgements_with_slurm_gone_ask_once() -> None:
     """Eight jobs acknowledge their checkpoints while slurmctld is gone: each asked a
     requeue and a listing, 16 unanswered requests (minutes) before the next round. The

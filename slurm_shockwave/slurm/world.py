@@ -551,6 +551,9 @@ class SlurmCluster:
         self._looked: dict[int, float] = {}
         """Job -> when a step last looked at its checkpoint in flight and waited on
         (``_preempt``); the signal's time before the first."""
+        self._unanswered_signals: set[int] = set()
+        """Jobs whose checkpoint signal Slurm left unanswered ("perhaps not sent"): a
+        later step says "perhaps sent", not "sent" (a review: it read as delivered)."""
         self._pending: frozenset[int] = frozenset()
         self._let_go_failed: set[int] = set()
         """Held-back jobs whose release failed, warned about once."""
@@ -1302,6 +1305,7 @@ class SlurmCluster:
                 # it may have arrived: keep the intent, so the job's acknowledgement
                 # counts and no second signal asks for a second checkpoint (found by a
                 # review); the deadline requeues it if it never came
+                self._unanswered_signals.add(a.job_id)
                 return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} perhaps not "
                                     f"sent ({exc}); requeue after ack or at the deadline")
             except SlurmError as exc:
@@ -1312,7 +1316,9 @@ class SlurmCluster:
         self._looked[a.job_id] = now
         # one sent by an earlier step is not sent again (found by a red-team: a fill
         # step's "sent" read as a second signal)
-        sent = "sent" if ck.sent_s == now else f"sent {now - ck.sent_s:.0f}s ago, not again"
+        sent = "sent" if ck.sent_s == now else (
+            f"{'perhaps ' if a.job_id in self._unanswered_signals else ''}sent "
+            f"{now - ck.sent_s:.0f}s ago, not again")
         return ActionResult(a, Outcome.DEFERRED, f"SIG{ck.signal} {sent}; requeue after "
                                                  f"ack or at +{ck.deadline_s - now:.0f}s")
 
@@ -1397,6 +1403,7 @@ class SlurmCluster:
 
     def _forget(self, job_id: int) -> None:
         self._looked.pop(job_id, None)
+        self._unanswered_signals.discard(job_id)
         if job_id in self.intents:  # the store first: if it cannot be written, the intent
             self.intent_log.forget_intent(job_id)  # stays in both and a round forgets it
             del self.intents[job_id]
