@@ -57,7 +57,7 @@ def test_a_running_job_slurm_prints_as_configuring_is_running_on_its_gpus(
                 f"Reason=None Requeue=1 Restarts=0 BatchFlag=1 SubmitTime=2026-11-29T09:01:00 "
                 f"StartTime=2026-11-29T09:0{jid}:00 TimeLimit=04:00:00 Partition=shockwave "
                 "NodeList=n1 NumNodes=1 CoreSpec=* JOB_GRES=gpu:4 Nodes=n1 CPU_IDs=0-3 "
-                f"Mem=1000 GRES=gpu:4(IDX:{idx}) MinCPUsNode=1 AdminComment={hint}")
+                f"Mem=1000 GRES=gpu:4(IDX:{idx}) MinCPUsNode=1 WorkDir=/w AdminComment={hint}")
 
     rows = [row(7, "RUNNING"), row(8, "CONFIGURING")]
     alloc = ["|".join([*(r.split("|")[i] for i in (0, 1, 10, 11, 7)), "shockwave",
@@ -123,7 +123,7 @@ for j in json.load(open(os.environ["FAKE_STATE"])):
           f'SubmitTime={j["submit"]} StartTime={"2026-01-01T10:01:00" if run else "Unknown"} '
           f'TimeLimit=04:00:00 Partition=shockwave NodeList={"n1" if run else "(null)"} '
           'CoreSpec=* ' + ('Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:0) ' if run else '')
-          + f'MinCPUsNode=1 AdminComment={j["admin"]}')
+          + f'MinCPUsNode=1 WorkDir=/w AdminComment={j["admin"]}')
 '''
 
 

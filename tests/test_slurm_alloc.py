@@ -104,7 +104,7 @@ DETAIL = ("JobId={jid} JobName=name UserId=alice(1) JobState={state} Restarts={r
           "TimeLimit=01:00:00 SubmitTime=2026-11-30T10:00:00 StartTime={start} "
           "Partition=shockwave NodeList={nodes} CoreSpec=* JOB_GRES=gpu:2 "
           "  Nodes={nodes} CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:{idx}) MinCPUsNode=1 "
-          "AdminComment=shockwave:v1 model=x Comment=model=x bs=1 epochs=1")
+          "WorkDir=/w AdminComment=shockwave:v1 model=x Comment=model=x bs=1 epochs=1")
 
 
 class Scripted(CliBackend):

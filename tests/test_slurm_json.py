@@ -314,7 +314,8 @@ def test_scontrol_detail_groups_typed_and_spoofed() -> None:
             "NodeList=n[1-3] NumNodes=3 CoreSpec=* "
             "JOB_GRES=gpu:tesla:5   Nodes=n[1-2] CPU_IDs=0-1 Mem=0 GRES=gpu:(null):2(IDX:0-1)"
             "   Nodes=n3 CPU_IDs=0 Mem=0 GRES=gpu:tesla:1(IDX:5) MinCPUsNode=1 "
-            "AdminComment=shockwave:v1 model=x Comment=Nodes=n9 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:7)")
+            "WorkDir=/w AdminComment=shockwave:v1 model=x "
+            "Comment=Nodes=n9 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:7)")
     d = detail_from_line(line)
     assert d is not None and d.restarts == 2 and d.time_limit_s == 93784
     assert d.gpu_alloc == (("n1", (0, 1)), ("n2", (0, 1)), ("n3", (5,)))
@@ -348,6 +349,25 @@ def test_a_line_with_a_key_planted_in_a_users_string_is_not_read_as_text(
     got = detail_from_line(real)
     assert got is not None and got.admin_comment.endswith("submitted=1796000000")
     assert detail_from_line(real.replace(field, planted, 1)) is None
+
+
+@pytest.mark.parametrize(("field", "planted"), [
+    ("JobName=x", f"JobName=x {_FORGED}"), ("Command=/x", f"Command=/x {_FORGED}"),
+    ("Comment=bs", f"Comment=x {_FORGED} bs"), ("WorkDir=/w", "WorkDir=/w StdOut=/o "
+                                                            f"{_FORGED}")])
+def test_a_job_without_an_admin_comment_has_none_planted(field: str, planted: str) -> None:
+    """Slurm prints no AdminComment for a job without one (submitted before
+    job_submit.lua was loaded), so one planted in its name, command, comment or paths
+    occurred once and was read as the plugin's: a hint, GPUs and a submission time of
+    the user's choosing (a review). Only one right after the work directory is Slurm's."""
+    real = ("JobId=7 JobName=x UserId=u(1) JobState=PENDING Restarts=0 TimeLimit=10 "
+            "SubmitTime=2026-11-30T09:00:00 StartTime=Unknown Partition=shockwave "
+            "NodeList=(null) CoreSpec=* MinCPUsNode=1 Command=/x WorkDir=/w "
+            "Comment=bs=32 epochs=9")
+    got = detail_from_line(real)
+    assert got is not None and got.admin_comment == ""
+    forged = detail_from_line(real.replace(field, planted, 1))
+    assert forged is None or forged.admin_comment == "", forged
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.cli_backend import CliBackend, detail_from_line
 from slurm_shockwave.slurm.hints import asked_gpus, asked_min_nodes, split_admin_comment
 from slurm_shockwave.slurm.protocol import SlurmError
 from tests.live_cluster import Submitter, job, kept_heartbeat, wait_for, write_fresh
@@ -177,6 +177,11 @@ def test_a_job_name_holding_a_key_does_not_forge_the_admin_comment(
     for j in (jid, victim):
         assert stamped(listed[j].admin_comment), (j, listed[j].admin_comment)
         assert asked_gpus(listed[j].admin_comment) == 1
+    # Slurm's own line is read as text: its admin comment right after the work directory
+    line = subprocess.run(["scontrol", "-o", "-d", "show", "job", str(victim)],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    detail = detail_from_line(line.strip())
+    assert detail is not None and detail.admin_comment == listed[victim].admin_comment, line
 
 
 def test_the_hint_of_a_managed_job_cannot_change(backend, jobs, heartbeat) -> None:

@@ -155,10 +155,18 @@ def unambiguous(line: str) -> bool:
     job's name, command, work directory and paths are printed on the same line and may
     hold anything: a red-team named a job ``x AdminComment=shockwave:v1 ...`` and the
     parser took it for the admin comment job_submit.lua wrote (the hint, its submission
-    stamp, its GPUs). A line where one of them occurs again is read from JSON instead."""
+    stamp, its GPUs). A line where one of them occurs again is read from JSON instead.
+    Slurm prints no AdminComment for a job without one (submitted before job_submit.lua
+    was loaded), so one planted there occurs once: the real one follows the work
+    directory at once (scontrol's info_job.c), where the name, command and submit line
+    come before it and the comment and paths after (a review). A work directory holding
+    a space is read from JSON too."""
     counts = {key: len(re.findall(rf"(?:^| ){re.escape(key)}=", line))
-              for key in (*_ONCE, "AdminComment")}
-    return all(counts[k] == 1 for k in _ONCE) and counts["AdminComment"] <= 1
+              for key in (*_ONCE, "AdminComment", "WorkDir")}
+    if not all(counts[k] == 1 for k in _ONCE) or counts["AdminComment"] > 1:
+        return False
+    return counts["AdminComment"] == 0 or (
+        counts["WorkDir"] == 1 and re.search(r"(?:^| )WorkDir=\S* AdminComment=", line) is not None)
 
 
 def detail_of(job: SlurmJob) -> JobDetail:
