@@ -699,3 +699,6 @@ def test_answers_to_unauthenticated_requests_are_not_vouched_and_munged_away_is_
         body = body_of()
         status, answer = post(away, body, munge.encode(body_digest(body).encode()))
     assert status == 503 and "munged" in answer["error"]
+    # "send it again", not a client to fix: counted busy (a review: counted rejected, so
+    # an alert on rejections fired whenever munged went away, and after every restart)
+    assert (away.counts.busy, away.counts.rejected) == (1, 0)

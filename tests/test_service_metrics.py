@@ -11,13 +11,14 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.service.metrics import ServiceMetrics
 from slurm_shockwave.service.progress_api import Counts
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.protocol import SlurmNode
 from tests.builders import WallLikeClock as Clock
-from tests.test_service_loop import Flaky, job, service
+from tests.test_service_loop import Flaky, fake_cluster, job, service
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,12 +51,14 @@ def test_rounds_failures_actions_and_jobs_are_counted(tmp_path: Path) -> None:
     seen_down: list[float] = []
     stop = threading.Event()
     stop.wait = lambda t=None: False  # type: ignore[method-assign]
+    failed = metrics.round_failed
 
-    def failed(cause: str) -> None:
-        metrics.round_failed(cause)
+    def failing(cause: str) -> None:
+        failed(cause)
         seen_down.append(scraped(metrics)["shockwave_slurm_reachable"])
 
-    assert svc.run(stop, max_rounds=2, on_round=metrics.round_done, on_failure=failed) == 2
+    metrics.round_failed = failing  # type: ignore[method-assign]
+    assert svc.run(stop, max_rounds=2, observer=metrics) == 2
     m = scraped(metrics)
     assert seen_down == [0.0, 0.0] and m["shockwave_slurm_reachable"] == 1
     assert m["shockwave_round_failures_total{cause=slurm}"] == 2
@@ -71,6 +74,90 @@ def test_rounds_failures_actions_and_jobs_are_counted(tmp_path: Path) -> None:
     write_heartbeat(beat, clock.now() - 5, 30)
     m = scraped(metrics)
     assert m["shockwave_fail_open"] == 0 and m["shockwave_heartbeat_age_seconds"] >= 5
+
+
+def test_every_series_is_there_from_the_start_and_none_reads_as_known() -> None:
+    """Found by a review: a first failure made its series appear at 1, which
+    ``increase()`` cannot see, so a one-off full disk never showed; and a fresh process
+    said its last round was at 0 (1970), round 0 and Slurm reachable before asking."""
+    m = scraped(ServiceMetrics(policy="fifo", partition="p", backend="cli"))
+    for cause in ("slurm", "store", "error"):
+        assert m[f"shockwave_round_failures_total{{cause={cause}}}"] == 0
+    for kind in ("start", "preempt"):
+        for outcome in ("applied", "rejected", "deferred"):
+            assert m[f"shockwave_actions_total{{kind={kind},outcome={outcome}}}"] == 0
+    assert m["shockwave_solver_solves_total{status=optimal}"] == 0
+    for name in ("shockwave_last_round_timestamp_seconds", "shockwave_round_index",
+                 "shockwave_slurm_reachable", "shockwave_solver_gap"):
+        assert math.isnan(m[name]), name
+    assert not [k for k in m if "_created" in k]
+
+
+def test_a_window_plan_kept_for_rounds_is_one_solve(tmp_path: Path) -> None:
+    """Found by a review: Shockwave keeps its window plan for up to ``reopt_rounds``
+    rounds, and every round counted its solve again (up to 8 times)."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    for j in (job(1, 2, epochs=900), job(2, 2, epochs=900), job(3, 4, epochs=900)):
+        fake.add(j)
+    clock = Clock()
+    svc = service(fake, Store(tmp_path / "s.db"), clock, policy="shockwave")
+    metrics = ServiceMetrics(policy="shockwave", partition="p", backend="cli",
+                             clock=clock.now)
+    for _ in range(5):
+        metrics.round_done(svc.round_once())
+        fake.tick()
+        clock.t += 60
+    solves = sum(v for k, v in scraped(metrics).items()
+                 if k.startswith("shockwave_solver_solves_total"))
+    assert solves == svc.memory["solves"] >= 1
+    assert solves < 5
+
+
+def test_actions_between_rounds_are_counted(tmp_path: Path) -> None:
+    """Found by a review: the starts of a fill step (a job's end report) and the requeue
+    after a checkpoint's acknowledgement were stored but never counted, nor a failed
+    fill step."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    for j in (job(1, 4), job(2, 4), job(3, 4)):
+        fake.add(j)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock, fill_freed=True, fill_poll_s=2.0)
+    metrics = svc.observer = ServiceMetrics(policy="fifo", partition="p", backend="cli",
+                                            clock=clock.now)
+    metrics.round_done(svc.round_once())
+    fake.tick()
+    ticks = iter(float(t) for t in range(1000))
+    svc.timer = lambda: next(ticks)  # type: ignore[method-assign]
+    fake.finish(1)
+    svc.ended(ProgressReport(1, ReportKind.END, clock.t, exit_code=0))
+    svc._wait(threading.Event(), boundary=3.0)  # between rounds, as ``run`` does
+    stored = sum(1 for jid in (1, 2, 3) for a in store.actions(jid)
+                 if a["kind"] == "start" and a["outcome"] == "applied")
+    assert stored == 3
+    assert scraped(metrics)["shockwave_actions_total{kind=start,outcome=applied}"] == 3
+
+
+def test_a_requeue_after_an_acknowledgement_is_counted(tmp_path: Path) -> None:
+    """The preemption a checkpoint's acknowledgement completes between rounds counted
+    only as deferred (its signal's round), never applied (a review)."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(job(1, 4, epochs=500))
+    clock = Clock()
+    svc = service(fake, Store(tmp_path / "s.db"), clock, policy="srtf")
+    metrics = svc.observer = ServiceMetrics(policy="srtf", partition="p", backend="cli",
+                                            clock=clock.now)
+    metrics.round_done(svc.round_once())
+    fake.tick()
+    fake.add(job(2, 4, epochs=1))
+    clock.t += 60
+    metrics.round_done(svc.round_once())  # job 1 signalled for job 2
+    m = scraped(metrics)
+    assert m["shockwave_actions_total{kind=preempt,outcome=deferred}"] == 1
+    assert m["shockwave_actions_total{kind=preempt,outcome=applied}"] == 0
+    svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, clock.t + 1))
+    svc._requeue_acknowledged()
+    assert fake.jobs[1].restart_count == 1
+    assert scraped(metrics)["shockwave_actions_total{kind=preempt,outcome=applied}"] == 1
 
 
 def test_fail_open_is_1_when_slurmctld_cannot_read_a_fresh_heartbeat() -> None:

@@ -100,7 +100,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
                           on_ended=loop.ended, listed_by=loop.store.last_round_id())
         metrics = ServiceMetrics(policy=name, partition=env.partition,
                                  backend=env.backend_in_use,
-                                 heartbeat=None if dry_run else svc.heartbeat,
+                                 heartbeat=svc.heartbeat,  # the partition's, dry or not
                                  counts=lambda: api.counts,
                                  slurm_user=None if conf is None else conf.get("SlurmUser") or None)
         api.metrics = metrics.exposition
@@ -122,8 +122,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
         log.info("progress API at %s (endpoint file %s), metrics at %s/metrics", url,
                  api.endpoint_file or "none (dry run)", url)
         try:
-            done = loop.run(stop, max_rounds=rounds, on_round=metrics.round_done,
-                            on_failure=metrics.round_failed)
+            done = loop.run(stop, max_rounds=rounds, observer=metrics)
         finally:
             api.stop()
         log.info("stopped after %d rounds; progress API: %d reports accepted, %d refused, "

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from slurm_shockwave.engine.dry_run import DryRunActuator
 from slurm_shockwave.engine.fill import round_due
@@ -55,6 +55,20 @@ class RoundDone:
     report: RoundReport
     record: RoundRecord
     round_id: int
+
+
+class Observer(Protocol):
+    """What the loop tells an observer (the metrics) as it goes: every step, not only
+    the rounds ``run`` counts (a review: the starts of fill steps and the requeues after
+    an acknowledgement never reached the metrics, nor a failed fill step)."""
+
+    def round_done(self, done: RoundDone) -> None: ...
+
+    def fill_done(self, done: RoundDone) -> None: ...
+
+    def action_done(self, kind: str, outcome: str) -> None: ...
+
+    def round_failed(self, cause: str) -> None: ...
 
 
 _WAITING = frozenset(p.value for p in (Phase.PENDING, Phase.HELD, Phase.REQUEUED))
@@ -98,6 +112,8 @@ class Service:
         """Job -> the round whose acknowledgement of it was tried: once a round each."""
         self._ended = threading.Event()
         self._wake = threading.Event()
+        self.observer: Observer | None = None
+        """Told each step done or failed (``run``'s, or set before stepping by hand)."""
         self._idle_gpus = 0
         """GPUs the last round or fill step left idle: a new job may take them at once."""
         self._must_start: frozenset[JobId] = frozenset()
@@ -176,12 +192,13 @@ class Service:
                         self.heartbeat, exc)
 
     def run(self, stop: threading.Event, *, max_rounds: int | None = None,
-            on_round: Callable[[RoundDone], None] | None = None,
-            on_failure: Callable[[str], None] | None = None) -> int:
+            observer: Observer | None = None) -> int:
         """Plan rounds until ``stop`` is set (SIGTERM/SIGINT) or ``max_rounds`` are done;
-        the round in progress always finishes. Returns the rounds completed. ``on_round``
-        gets every round done, ``on_failure`` the cause of every failed one (``slurm``:
-        unreachable, ``error``: a bug)."""
+        the round in progress always finishes. Returns the rounds completed. The
+        ``observer`` is told every round, fill step and action between them done, and
+        the cause of every failed round or fill step (``slurm``: unreachable, ``store``:
+        not written, ``error``: a bug)."""
+        observer = self.observer = observer or self.observer
         self._name_uid()
         done = 0
         backoff = 0.0
@@ -194,8 +211,8 @@ class Service:
                 if outage_since is None:
                     outage_since = self.timer()
                     log.error("Slurm unreachable: %s; retrying with backoff", exc)
-                if on_failure is not None:
-                    on_failure("slurm")
+                if observer is not None:
+                    observer.round_failed("slurm")
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
@@ -203,8 +220,8 @@ class Service:
                 raise  # its writes would go nowhere: stop, and the partition fails open
             except Exception as exc:  # keep the cluster scheduled
                 cause = _log_failure("round", exc, "; retrying")
-                if on_failure is not None:
-                    on_failure(cause)
+                if observer is not None:
+                    observer.round_failed(cause)
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
@@ -215,8 +232,8 @@ class Service:
             backoff = 0.0
             done += 1
             self._log_round(result)
-            if on_round is not None:
-                on_round(result)
+            if observer is not None:
+                observer.round_done(result)
             boundary += self.round_s
             now = self.timer()
             if now >= boundary:
@@ -311,6 +328,8 @@ class Service:
                 continue
             if done:
                 log.info("job %d: checkpoint acknowledged, requeued", job_id)
+                if self.observer is not None:
+                    self.observer.action_done(ActionKind.PREEMPT.value, Outcome.APPLIED.value)
                 try:
                     self.store.add_action(
                         job_id, ActionKind.PREEMPT.value, Outcome.APPLIED.value,
@@ -327,12 +346,18 @@ class Service:
             done = self.round_once(fill=True)
         except SlurmError as exc:
             log.warning("fill step (%s) skipped: Slurm unreachable: %s", why, exc)
+            if self.observer is not None:
+                self.observer.round_failed("slurm")
             return None
         except StoreGone:
             raise
         except Exception as exc:
-            _log_failure(f"fill step ({why})", exc)
+            cause = _log_failure(f"fill step ({why})", exc)
+            if self.observer is not None:
+                self.observer.round_failed(cause)
             return None
+        if self.observer is not None:
+            self.observer.fill_done(done)
         starts = sum(1 for a in done.report.actions if a.kind == ActionKind.START)
         log.info("fill step of round %d (%s): %d starts", done.record.round_index, why,
                  starts)

@@ -1,10 +1,13 @@
 """The service's Prometheus metrics, served on the progress API's ``GET /metrics``.
 
-Updated by the round loop's hooks (a round done, a round failed) and, for what can be
+Updated by the round loop as its observer (a round, a fill step or an action between
+them done, a round or fill step failed) and, for what can be
 read at any moment (the fail-open heartbeat, whether slurmctld's SlurmUser can read it,
 the progress API's counts), computed at scrape time. A registry of its own, not the
 process-global one, so two services in one process (tests) never share series. Names
-are listed in docs/admin.md.
+are listed in docs/admin.md. Every labelled series the service can have is there from
+the start, at 0 (a review: a first failure made its series appear at 1, which
+``increase()`` cannot see), and no ``_created`` series are served.
 """
 
 from __future__ import annotations
@@ -14,22 +17,36 @@ import math
 import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from slurm_shockwave.model.lifecycle import Phase
+from slurm_shockwave.model.plan import ActionKind, Outcome
 from slurm_shockwave.service.daemon import RoundDone
 from slurm_shockwave.service.doctor_host import heartbeat_closed
 from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.progress_api import Counts
-from slurm_shockwave.service.records import action_rows
+from slurm_shockwave.service.records import action_rows, solved_in
+from slurm_shockwave.solver.plan_window import WINDOW_STATUSES
 
 log = logging.getLogger("shockwave.service")
 
 PHASES = ("observe", "plan", "apply", "persist", "total")
-_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+            1800.0)
+CAUSES = ("slurm", "store", "error")
+"""Why a round or fill step failed (``daemon._log_failure``)."""
+# a ``_created`` twin of every counter and histogram: series nobody reads
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class _LiveState(Collector):
@@ -79,31 +96,43 @@ class ServiceMetrics:
                      ["policy", "partition", "backend"], registry=r)
         info.labels(policy, partition, backend).set(1)
         self.rounds = Counter("shockwave_rounds", "Rounds completed", registry=r)
-        self.round_index = Gauge("shockwave_round_index", "Index of the last round", registry=r)
+        self.round_index = Gauge("shockwave_round_index", "Index of the last round (NaN "
+                                 "before this process's first)", registry=r)
         self.round_time = Gauge("shockwave_last_round_timestamp_seconds",
-                                "When the last round completed (Unix time)", registry=r)
+                                "When the last round completed (Unix time; NaN before this "
+                                "process's first)", registry=r)
         self.phase = Histogram("shockwave_round_phase_seconds", "Seconds per round phase",
                                ["phase"], buckets=_BUCKETS, registry=r)
         self.last_phase = Gauge("shockwave_last_round_phase_seconds",
                                 "Seconds per phase of the last round", ["phase"], registry=r)
         self.failures = Counter("shockwave_round_failures",
-                                "Rounds that failed, by cause (slurm: unreachable; store: "
-                                "could not be written, e.g. a full disk; error: a bug, "
-                                "in the log)", ["cause"], registry=r)
+                                "Rounds and fill steps that failed, by cause (slurm: "
+                                "unreachable; store: could not be written, e.g. a full "
+                                "disk; error: a bug, in the log)", ["cause"], registry=r)
         self.slurm_up = Gauge("shockwave_slurm_reachable",
-                              "0 while the last round could not reach Slurm", registry=r)
+                              "0 while the last round or fill step could not reach Slurm "
+                              "(NaN before this process's first)", registry=r)
         self.solver_gap = Gauge("shockwave_solver_gap",
-                                "Relative gap the solver reported for the last window "
-                                "program (NaN: no solve in that round)", registry=r)
-        self.solves = Counter("shockwave_solver_solves", "Window programs solved, by status",
-                              ["status"], registry=r)
+                                "Relative gap of the window plan that runs, solved in this "
+                                "round or kept from an earlier one (NaN: no window plan, "
+                                "or its gap unknown)", registry=r)
+        self.solves = Counter("shockwave_solver_solves", "Window programs solved, by status "
+                              "(a plan kept for later rounds counts once)", ["status"],
+                              registry=r)
         self.jobs = Gauge("shockwave_jobs", "Managed jobs the last round saw, by phase",
                           ["phase"], registry=r)
         self.actions = Counter("shockwave_actions", "Actions sent to Slurm (keeping a job "
-                               "running is none), by kind and outcome", ["kind", "outcome"],
-                               registry=r)
-        self.solver_gap.set(math.nan)
-        self.slurm_up.set(1)
+                               "running is none) in rounds, fill steps and between them, by "
+                               "kind and outcome", ["kind", "outcome"], registry=r)
+        for gauge in (self.solver_gap, self.slurm_up, self.round_index, self.round_time):
+            gauge.set(math.nan)
+        for cause in CAUSES:
+            self.failures.labels(cause)
+        for status in WINDOW_STATUSES:
+            self.solves.labels(status)
+        for kind in (ActionKind.START, ActionKind.PREEMPT):
+            for outcome in Outcome:
+                self.actions.labels(kind.value, outcome.value)
         r.register(_LiveState(heartbeat, counts, clock, slurm_user))
         self.clock = clock
 
@@ -124,15 +153,32 @@ class ServiceMetrics:
             self.phase.labels(name).observe(seconds)
             self.last_phase.labels(name).set(seconds)
         self.solver_gap.set(math.nan if record.solver_gap is None else record.solver_gap)
-        if record.solver_status is not None:
+        if record.solver_status is not None and solved_in(report.memory, record.round_index):
             self.solves.labels(record.solver_status).inc()
         by_phase = {p.value: 0 for p in Phase}
         for job in report.view.jobs if report.view else ():
             by_phase[job.phase.value] += 1
         for name, count in by_phase.items():
             self.jobs.labels(name).set(count)
-        for _job, kind, outcome, _message in action_rows(report):
+        self._count_actions(done)
+
+    def fill_done(self, done: RoundDone) -> None:
+        """A fill step between rounds: its actions. The rounds, phases, jobs and solves
+        are the rounds' (a fill step keeps the round's plan)."""
+        try:
+            self.slurm_up.set(1)
+            self._count_actions(done)
+        except Exception:
+            log.exception("metrics: could not record a fill step of round %d",
+                          done.record.round_index)
+
+    def _count_actions(self, done: RoundDone) -> None:
+        for _job, kind, outcome, _message in action_rows(done.report):
             self.actions.labels(kind, outcome).inc()
+
+    def action_done(self, kind: str, outcome: str) -> None:
+        """An action taken between rounds: a requeue after a checkpoint's acknowledgement."""
+        self.actions.labels(kind, outcome).inc()
 
     def round_failed(self, cause: str) -> None:
         self.failures.labels(cause).inc()

@@ -196,7 +196,8 @@ class Counts:
     accepted: int = 0
     rejected: int = 0
     busy: int = 0
-    """Requests answered 503 with no worker free in time (their jobs send them again)."""
+    """Requests answered 503, to be sent again (their jobs do): no worker free in time,
+    munged or the store away, a job the service has not listed yet."""
 
     def as_dict(self) -> dict[str, int]:
         return {"accepted": self.accepted, "rejected": self.rejected, "busy": self.busy}
@@ -299,7 +300,10 @@ class ProgressAPI:
         try:
             report_id, checkpoint = self._accept(body, credential, key)
         except Refused as exc:
-            self.count_rejected()
+            # 503: "send it again" (munged or the store away, a job not listed yet after
+            # a restart), not a client to fix (a review: counted rejected, an alert on
+            # rejections fired after every restart)
+            self._count_refused(exc.status)
             log.debug("report refused (%d): %s [%s]", exc.status, exc.error, exc.field)
             return exc.status, {"error": exc.error, "field": exc.field}
         with self._counts_lock:
@@ -411,7 +415,8 @@ class ProgressAPI:
             self.counts.rejected += 1
 
     def _count_refused(self, status: int) -> None:
-        """An answer the server sent itself: 503 busy, or a request it could not read."""
+        """A refusal: 503 busy (sent again), any other rejected; the server's own answers
+        too (503 busy, or a request it could not read)."""
         with self._counts_lock:
             if status == 503:
                 self.counts.busy += 1

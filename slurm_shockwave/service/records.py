@@ -33,8 +33,17 @@ def clock_time(at_s: float, *, date: bool = False, now: float | None = None) -> 
     return time.strftime("%H:%M:%S" if same_day and not date else "%Y-%m-%d %H:%M:%S", at)
 
 
+def solved_in(memory: Mapping[str, Any], round_index: int) -> bool:
+    """Whether the policy solved its window program in this round: it keeps a plan for
+    rounds (``reopt_rounds``), and the memory holds the kept plan's solve in each."""
+    plan = memory.get("plan")
+    return isinstance(plan, Mapping) and isinstance(plan.get("solve"), Mapping) \
+        and plan.get("start") == round_index
+
+
 def solver_summary(memory: Mapping[str, Any]) -> tuple[str | None, float | None]:
-    """The status and gap of the window program the policy's memory holds, if any."""
+    """The status and gap of the window program the policy's memory holds, if any: the
+    plan that runs, solved in this round or kept from an earlier one."""
     plan = memory.get("plan")
     solve = plan.get("solve") if isinstance(plan, Mapping) else None
     if not isinstance(solve, Mapping):

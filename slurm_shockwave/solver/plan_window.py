@@ -20,6 +20,10 @@ from slurm_shockwave.solver.backends import solve
 from slurm_shockwave.solver.milp import SolveOptions, Status, relative_gap
 from slurm_shockwave.solver.window import WindowInputs, build, evaluate, round_down_up, to_point
 
+WINDOW_STATUSES = ("optimal", "feasible", "within_gap", "rounded_lp", "greedy", "infeasible")
+"""Every ``WindowSolution.status``: the MILP's optimal or feasible, the rounded LP's within
+the gap or not, the greedy fallback, infeasible (the metrics count solves by these)."""
+
 
 @dataclass(frozen=True)
 class WindowSolution:
