@@ -61,6 +61,15 @@ if [ -f "$STATE/run/slurmctld.pid" ] && kill -0 "$(cat "$STATE/run/slurmctld.pid
   echo "start.sh: a cluster from $STATE is already running (docker-slurm/stop.sh --state-dir $STATE)" >&2
   exit 3
 fi
+[[ "$CTLD_PORT" =~ ^[1-9][0-9]*$ && "$NODE_PORT_BASE" =~ ^[1-9][0-9]*$ ]] \
+  || die "--ctld-port and --node-port-base must be port numbers"
+# another cluster on these ports (a second demo, or daemons a killed run left) would
+# answer our sinfo and take our jobs while our own slurmctld died (found by a red-team)
+for port in "$CTLD_PORT" $(seq $((NODE_PORT_BASE + 1)) $((NODE_PORT_BASE + NODES))); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    die "port $port is in use (another cluster? docker-slurm/stop.sh --state-dir ITS_DIR, or --ctld-port / --node-port-base)"
+  fi
+done
 
 mkdir -p "$STATE"/{etc,run,log,ctld,dev,spool}
 STATE="$(cd "$STATE" && pwd)"
@@ -212,16 +221,16 @@ done
 
 deadline=$((SECONDS + TIMEOUT))
 while :; do
-  # a refused sinfo (controller not listening yet) is one more try, not the end of start.sh
-  states="$(sinfo -h -N -o '%t' 2>/dev/null | sort -u | tr '\n' ' ' || true)"
-  [ "$states" = "idle " ] && break
   ctld="$(cat "$STATE/run/slurmctld.pid" 2>/dev/null || true)"
   if [ -n "$ctld" ] && ! kill -0 "$ctld" 2>/dev/null; then
-    # else sinfo would go on asking whatever else answers on its port
+    # before sinfo: else it would go on asking whatever else answers on its port
     echo "start.sh: slurmctld exited; the end of $STATE/log/slurmctld.log:" >&2
     tail -n 5 "$STATE/log/slurmctld.log" >&2 2>/dev/null || true
     exit 1
   fi
+  # a refused sinfo (controller not listening yet) is one more try, not the end of start.sh
+  states="$(sinfo -h -N -o '%t' 2>/dev/null | sort -u | tr '\n' ' ' || true)"
+  [ "$states" = "idle " ] && [ -n "$ctld" ] && kill -0 "$ctld" 2>/dev/null && break
   if [ $SECONDS -ge $deadline ]; then
     echo "start.sh: nodes not idle after ${TIMEOUT}s (states: ${states:-none}); logs in $STATE/log" >&2
     exit 1

@@ -135,6 +135,11 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
      "'--output-dir': must be a path, not empty"),
     (["trace", "submit", "demo", "--time-scale", "1", "--checkpoint-dir", " "],
      "'--checkpoint-dir': must be a path, not empty"),
+    # found by a red-team: NaN passed click's range and started a cluster; a bad trace
+    # was found after the packages were installed (these never get that far)
+    (["demo", "--time-scale", "nan"], "time-scale: must be a number from 1 to 1000"),
+    (["demo", "--work-dir", ""], "work-dir: an empty path"),
+    (["demo", "--trace", "/nonexistent.jsonl"], "trace: cannot read"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], expected: str) -> None:
     proc = run(*args, check=False)

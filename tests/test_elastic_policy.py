@@ -54,6 +54,10 @@ def test_make_elastic_caps_the_range_and_leaves_a_too_wide_job_fixed() -> None:
     jobs = [TraceJob(a_spec(0, gpus=8), 1), TraceJob(a_spec(1, gpus=2048), 1)]
     assert make_elastic(jobs[0], 0.5, 1000).spec.gpus_range == (4, 1024)
     assert make_elastic(jobs[1], 0.5, 2).spec.gpus_range is None
+    # found by a red-team: 0.5-1 of 1 GPU was written as an elastic job of range 1-1
+    one = TraceJob(a_spec(2, gpus=1), 1)
+    assert make_elastic(one, 0.5, 1).spec.gpus_range is None
+    assert make_elastic(one, 0.5, 2).spec.gpus_range == (1, 2)
 
 
 def test_a_waiting_job_shrinks_only_where_it_gains_throughput_per_gpu() -> None:

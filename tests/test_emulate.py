@@ -309,6 +309,17 @@ def test_a_new_job_never_takes_up_an_earlier_jobs_checkpoint(
     assert saved is not None and saved.epochs_done == 6 and "ResNet-50" in saved.run
 
 
+def test_a_requeued_job_without_a_checkpoint_says_it_starts_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a red-team: restarted by Slurm with its checkpoint gone (a node-local
+    folder), the job went back to epoch 0 without a word."""
+    out, err = an_emulated_job(tmp_path, monkeypatch, capsys, "ResNet-18", 4, 2)
+    assert out[-1] == "done 4/4 epochs"
+    assert err == [f"no checkpoint {tmp_path / '1.json'} to take up (restart 2): training "
+                   "from epoch 0"]
+
+
 def test_a_requeued_job_takes_up_only_its_own_runs_checkpoint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -423,6 +434,39 @@ def test_the_loops_own_work_does_not_slow_the_epochs(tmp_path: Path) -> None:
     assert trainer.run()
     # 40 s of epochs and two reports outside them (at the start, after the last): not 44 s
     assert clock.now == pytest.approx(40.0 + 2 * 0.004, abs=1e-6)
+
+
+def test_a_service_answering_late_does_not_slow_the_job(tmp_path: Path) -> None:
+    """Found by a red-team: the report interval was measured from before the call, so
+    with each report blocking its 2 s timeout (a hung service) every overdue epoch
+    reported again, one epoch a report: 76 times slower."""
+    clock = FakeClock()
+
+    class HungReporter(FakeReporter):
+        def report(self, epoch: float | None = None, batch_size: int | None = None,
+                   samples_per_s: float | None = None) -> None:
+            super().report(epoch, batch_size, samples_per_s)
+            clock.now += 2.0
+
+    rep = HungReporter()
+    plan = tuple(train.Epoch(32, 0.1) for _ in range(300))  # 30 s of epochs
+    trainer, _ = a_trainer(tmp_path, plan, rep, clock=clock)
+    trainer.report_every_s = 1.0
+    assert trainer.run()
+    assert clock.now < 30.0 + 2.0 * 20, (clock.now, len(rep.reports))
+
+
+def test_a_rate_past_the_apis_bound_leaves_the_rest_of_the_report(tmp_path: Path) -> None:
+    """Found by a red-team: at a time scale of 20,000 a job's samples/s passed the API's
+    1e9 and the client dropped every report whole, epochs and batch sizes too."""
+    rep = FakeReporter()
+    plan = tuple(train.Epoch(32, 1.0) for _ in range(3))
+    trainer, _ = a_trainer(tmp_path, plan, rep, clock=FakeClock(), scale=1e6)
+    trainer.samples_per_epoch = 10**7
+    assert trainer.run()
+    assert [r[0] for r in rep.reports][-1] == 3 and all(r[2] is None for r in rep.reports)
+    trainer, _ = a_trainer(tmp_path / "b", plan, rep := FakeReporter(), clock=FakeClock())
+    assert trainer.run() and rep.reports[-1][2] == pytest.approx(50_000)
 
 
 def test_reports_are_spaced_but_batch_size_changes_and_the_end_are_sent(

@@ -114,3 +114,45 @@ def test_start_says_when_its_controller_died(tmp_path: Path, slurm_stubs: Path) 
     done = _start(tmp_path)
     assert done.returncode == 1
     assert "slurmctld exited" in done.stderr and "Address already in use" in done.stderr
+
+
+def test_start_refuses_a_port_another_cluster_holds(tmp_path: Path, slurm_stubs: Path) -> None:
+    """Found by a red-team: the demo's fixed ports held by another cluster (a second demo,
+    daemons a killed run left) let start.sh say "cluster up" with its own slurmctld dead,
+    and the run submitted to the other one. A port in use is refused before anything
+    starts."""
+    import socket
+
+    _stub(slurm_stubs, "slurmctld", f"echo started >> {tmp_path}/started")
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        done = subprocess.run(["bash", str(cluster_mod.SCRIPTS / "start.sh"), "--nodes", "1",
+                               "--ctld-port", str(port), "--state-dir", str(tmp_path / "s")],
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"port {port} is in use" in done.stderr, done.stderr
+    assert not (tmp_path / "started").exists()
+
+
+def test_start_is_not_fooled_by_another_controller_answering(
+        tmp_path: Path, slurm_stubs: Path) -> None:
+    """Its own slurmctld died while another controller answers sinfo with idle nodes:
+    before, the first idle answer ended the wait with "cluster up"."""
+    _stub(slurm_stubs, "slurmctld",
+          f'echo "fatal: bind: Address already in use" > {tmp_path}/state/log/'
+          f'slurmctld.log\nsh -c "exit 0" & wait $!\necho $! > {tmp_path}/state/run/slurmctld.pid')
+    _stub(slurm_stubs, "sinfo", "echo idle")
+    done = _start(tmp_path)
+    assert done.returncode == 1 and "slurmctld exited" in done.stderr, done.stderr
+
+
+def test_a_second_interrupt_does_not_cut_the_stop_short(
+        tmp_path: Path, scripts: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a red-team: ^C again while stop.sh ran (seconds, silent) killed it and
+    left the daemons on their ports. The stop goes on to its end, and says so."""
+    (scripts / "stop.sh").write_text(f"#!/bin/bash\nsleep 1\necho stopped >> {tmp_path}/stops\n")
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    LocalCluster(tmp_path / "state", nodes=1).stop()
+    assert stops(tmp_path) == 1
+    assert "stopping the local cluster" in capsys.readouterr().err

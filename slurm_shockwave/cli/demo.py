@@ -21,12 +21,17 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from slurm_shockwave.cli.checks import json_text, note_bundled
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.live.cluster import install_slurm_packages, missing_for_cluster
+from slurm_shockwave.live.cluster import (
+    can_install_packages,
+    install_slurm_packages,
+    missing_for_cluster,
+)
 from slurm_shockwave.live.run import (
     MAX_LIVE_GPUS,
     SLURM_ALONE,
     LiveSettings,
     LiveStatus,
+    prepare,
     run_live,
 )
 from slurm_shockwave.model.errors import InputError
@@ -86,21 +91,31 @@ def demo(trace: str, gpus: int, time_scale: float, policy: str, no_slurm_alone: 
          work_dir: str | None, as_json: bool) -> None:
     """Run the service on a local cluster with emulated jobs; compare with the simulator
     and with Slurm alone."""
+    if work_dir is not None and not work_dir.strip():
+        raise InputError("an empty path", field="work-dir")
+    # the inputs first: a bad trace or time scale was found only after the packages
+    # were installed and the folder made (a red-team)
+    prepare(LiveSettings(trace=trace, gpus=gpus, time_scale=time_scale, policy=policy,
+                         work_dir=Path(work_dir or ".")))
     problem = missing_for_cluster()
-    if problem and "not installed" in problem:
+    if problem and "not installed" in problem and can_install_packages():
         click.echo("installing Debian's Slurm packages ...", err=True)
         problem = install_slurm_packages()
     if problem:
         raise InputError(problem, field="demo")
     work = Path(work_dir or tempfile.mkdtemp(prefix="shockwave-demo-"))
-    results = [_run(LiveSettings(trace=trace, gpus=gpus, time_scale=time_scale, policy=policy,
-                                 work_dir=work / policy), f"{policy} (live)",
-                    to_stderr=as_json)]
-    if not no_slurm_alone:
-        results.append(_run(LiveSettings(trace=trace, gpus=gpus, time_scale=time_scale,
-                                         policy=SLURM_ALONE, work_dir=work / SLURM_ALONE,
-                                         ports=(22817, 22900)), "Slurm alone",
-                            to_stderr=as_json))
+    runs = [(policy, f"{policy} (live)", (21817, 21900))]
+    if not no_slurm_alone and policy != SLURM_ALONE:  # not the same run twice
+        runs.append((SLURM_ALONE, "Slurm alone", (22817, 22900)))
+    results = []
+    try:
+        for name, title, ports in runs:
+            results.append(_run(LiveSettings(trace=trace, gpus=gpus, time_scale=time_scale,
+                                             policy=name, work_dir=work / name, ports=ports),
+                                title, to_stderr=as_json))
+    except BaseException:  # ^C or an error: where its logs are (printed on success only)
+        click.echo(f"logs and the store: {work}", err=True)
+        raise
     if as_json:
         click.echo(json_text({"results": results, "work_dir": str(work)}))
         return
@@ -114,6 +129,8 @@ def demo(trace: str, gpus: int, time_scale: float, policy: str, no_slurm_alone: 
              first["sim_paper_worst_rho"], "")]
     rows += [("Slurm alone, live", r["completed"], r["makespan_s"], r["avg_jct_s"],
               r["worst_rho"], r["preemptions"]) for r in results[1:]]
+    if policy == SLURM_ALONE:
+        rows[0] = ("Slurm alone, live", *rows[0][1:])
     console().print(rows_table(
         f"{first['jobs']} jobs on {gpus} GPUs, time scale {time_scale:g} (trace seconds)",
         ("run", "completed", "makespan s", "avg JCT s", "worst rho", "requeues"), rows))

@@ -164,9 +164,13 @@ def elastic_cmd(trace_file: str, factors: str, out: str) -> None:
     # say what the trace had that this changed or left: nothing is replaced unsaid
     replaced = sum(1 for a, b in zip(given, jobs, strict=True)
                    if a.spec.gpus_range is not None and a.spec.gpus_range != b.spec.gpus_range)
-    fixed = sum(1 for j in jobs if j.spec.gpus_range is None)
+    wide = sum(1 for j in jobs if j.spec.gpus > MAX_RANGE_GPUS)
+    alone = sum(1 for j in jobs if j.spec.gpus_range is None) - wide
+    fixed = wide + alone
     notes = [f"{replaced} range(s) the trace gave replaced"] if replaced else []
-    notes += [f"{fixed} job(s) wider than {MAX_RANGE_GPUS} GPUs left fixed"] if fixed else []
+    notes += [f"{wide} job(s) wider than {MAX_RANGE_GPUS} GPUs left fixed"] if wide else []
+    notes += [f"{alone} job(s) whose range would be their request alone left fixed"
+              ] if alone else []
     click.echo(f"wrote {len(jobs) - fixed} elastic jobs to {out}"
                + (f" ({'; '.join(notes)})" if notes else ""), err=True)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol, TextIO
 
+from slurm_shockwave.client.reporter import check as report_problem
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
 from slurm_shockwave.model.throughputs import ThroughputTable
@@ -288,6 +289,11 @@ class Trainer:
                                "the same id; replacing it")
         else:
             ckpt = read_checkpoint(self.checkpoint)
+            if ckpt is None and self.restart_count:
+                # requeued before any checkpoint was written, or its file is gone (a
+                # node-local folder): said, not silent (a red-team)
+                _say(self.err, f"no checkpoint {self.checkpoint} to take up (restart "
+                               f"{self.restart_count}): training from epoch 0")
             if ckpt is not None and not ckpt.run and self.unnamed_is_own:
                 _say(self.err, f"taking up checkpoint {self.checkpoint}, which names no run "
                                "(written before checkpoints named theirs), as this job's: "
@@ -349,14 +355,21 @@ class Trainer:
             now = self.clock()
             changed = self.bs_now() != reported_bs
             if now - reported_at >= self.report_every_s or changed or self.epochs_done >= total:
-                rate = (self.samples_per_epoch / wall
-                        if self.samples_per_epoch and wall > 0 else None)
+                rate: float | None = (self.samples_per_epoch / wall
+                                      if self.samples_per_epoch and wall > 0 else None)
+                if rate is not None and report_problem("samples_per_s", rate) is not None:
+                    # past the API's bound at a huge time scale: the client dropped the
+                    # whole report, epoch and batch size too (a red-team); sent without it
+                    rate = None
                 if changed:  # the epochs since the last report were at the old size
                     self.reporter.report(epoch=self.epochs_done, batch_size=reported_bs,
                                          samples_per_s=rate)
                 self.reporter.report(epoch=self.epochs_done, batch_size=self.bs_now(),
                                      samples_per_s=rate)
-                reported_at, reported_bs = now, self.bs_now()
+                # after the reports: a service that answers each at its timeout (2 s) made
+                # every overdue epoch report again, one epoch a report (76x slower, a
+                # red-team); the schedule from the start catches the epochs up
+                reported_at, reported_bs = self.clock(), self.bs_now()
             _say(self.out, f"epoch {index + 1}/{total} bs={epoch.bs} "
                            f"{epoch.seconds:.1f}s (slept {wall:.3f}s) next_bs={self.bs_now()}")
             if self.unacknowledged and problem is None and self.epochs_done < total:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import TracebackType
 
@@ -31,10 +32,15 @@ def missing_for_cluster() -> str | None:
     return None
 
 
+def can_install_packages() -> bool:
+    """Root on Debian: ``install_slurm_packages`` can apt-get what is missing."""
+    return os.geteuid() == 0 and Path("/etc/debian_version").exists()
+
+
 def install_slurm_packages() -> str | None:
     """apt-get install Debian's Slurm packages when root on Debian; None when done."""
-    if os.geteuid() != 0 or not Path("/etc/debian_version").exists():
-        return None if missing_for_cluster() is None else missing_for_cluster()
+    if not can_install_packages():
+        return missing_for_cluster()
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -82,8 +88,19 @@ class LocalCluster:
         return {**os.environ, **self.env}
 
     def stop(self) -> None:
-        subprocess.run(["bash", str(SCRIPTS / "stop.sh"), "--state-dir", str(self.state_dir)],
-                       capture_output=True, check=False)
+        """stop.sh to its end, in a session of its own: a second ^C while it ran (it
+        takes seconds, and said nothing) killed it with the terminal's SIGINT and left
+        the daemons on their ports (a red-team)."""
+        proc = subprocess.Popen(["bash", str(SCRIPTS / "stop.sh"), "--state-dir",
+                                 str(self.state_dir)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        while True:
+            try:
+                proc.wait()
+                return
+            except KeyboardInterrupt:
+                print(f"stopping the local cluster in {self.state_dir}: a few seconds",
+                      file=sys.stderr)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

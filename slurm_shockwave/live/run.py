@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -146,10 +147,11 @@ def _await_heartbeat(path: Path, since: float, service: _Service,
                 return
         if service.proc is not None and service.proc.poll() is not None:
             raise InputError(f"the service exited ({service.proc.returncode}) before its "
-                             "first round: see serve.log", field="service")
+                             f"first round: see {service.settings.work_dir / 'serve.log'}",
+                             field="service")
         time.sleep(0.1)
-    raise InputError(f"no heartbeat from the service within {timeout_s:g} s: see serve.log",
-                     field="service")
+    raise InputError(f"no heartbeat from the service within {timeout_s:g} s: see "
+                     f"{service.settings.work_dir / 'serve.log'}", field="service")
 
 
 def live_restore_s(time_scale: float) -> float:
@@ -221,8 +223,22 @@ def run_live(settings: LiveSettings,
         return _run_live(settings, on_tick)
 
 
-def _run_live(settings: LiveSettings,
-              on_tick: Callable[[LiveStatus], None] | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Prepared:
+    """A run's inputs, read and checked before anything starts."""
+    trace_jobs: int
+    workload: Workload
+    identity: dict[str, Any]
+
+
+def prepare(settings: LiveSettings) -> Prepared:
+    """Read and check a run's inputs (one line naming the field, before any cluster or
+    package install: ``demo`` asks first)."""
+    if not (math.isfinite(settings.time_scale) and 1 <= settings.time_scale <= 1000):
+        # click's FloatRange lets NaN through: ``demo --time-scale nan`` started a
+        # cluster and ended in "internal error" (a red-team)
+        raise InputError(f"must be a number from 1 to 1000, got {settings.time_scale!r}",
+                         field="time-scale")
     trace = load_trace(settings.trace)
     table = load_throughputs(settings.throughputs)
     workload = build_workload(trace, table, source=settings.trace or "demo")
@@ -236,6 +252,13 @@ def _run_live(settings: LiveSettings,
         raise InputError(f"{settings.gpus} GPUs are no whole number of nodes of "
                          f"{settings.gpus_per_node}", field="gpus")
     check_placeable(workload, settings.gpus, settings.gpus_per_node)
+    return Prepared(len(trace), workload, identity)
+
+
+def _run_live(settings: LiveSettings,
+              on_tick: Callable[[LiveStatus], None] | None) -> dict[str, Any]:
+    ready = prepare(settings)
+    workload, identity = ready.workload, ready.identity
     try:
         settings.work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a file there, or above it: before the cluster starts
@@ -243,6 +266,9 @@ def _run_live(settings: LiveSettings,
                          f"({exc.strerror or exc})", field="work-dir") from None
     started = time.monotonic()
     jobs: dict[int, JobState] = {}
+    # the reader thread's rows, taken into ``jobs`` by this thread alone (it iterated the
+    # dict while the reader added to it: "dictionary changed size", found by a red-team)
+    arrived: queue.SimpleQueue[JobState] = queue.SimpleQueue()
     with LocalCluster(settings.work_dir / "cluster",
                       nodes=math.ceil(settings.gpus / settings.gpus_per_node),
                       gpus_per_node=settings.gpus_per_node, ctld_port=settings.ports[0],
@@ -263,9 +289,9 @@ def _run_live(settings: LiveSettings,
             else:  # Slurm alone: no heartbeat, so job_submit.lua holds nothing
                 Path(env.get("SHOCKWAVE_HEARTBEAT", "/nonexistent")).unlink(missing_ok=True)
             submit = _start_submit(settings, env)
-            reader = _read_mapping(submit, jobs)
-            timed_out = not _watch(settings, env, jobs, len(trace), started, submit,
-                                   reader, service, on_tick)
+            reader = _read_mapping(submit, arrived)
+            timed_out = not _watch(settings, env, jobs, arrived, ready.trace_jobs, started,
+                                   submit, reader, service, on_tick)
         finally:
             try:
                 if service is not None:
@@ -275,6 +301,7 @@ def _run_live(settings: LiveSettings,
                     _stop_process(submit, 10.0)
                 if reader is not None:
                     reader.join(timeout=5)
+    _take(arrived, jobs)
     return {**_results(settings, workload, identity, jobs, time.monotonic() - started,
                        service.kills if service else 0), "timed_out": timed_out}
 
@@ -292,17 +319,16 @@ def _start_submit(settings: LiveSettings, env: dict[str, str]) -> subprocess.Pop
             env=env, stdout=subprocess.PIPE, stderr=submit_log, text=True)
 
 
-def _read_mapping(submit: subprocess.Popen[str], jobs: dict[int, JobState]
+def _read_mapping(submit: subprocess.Popen[str], arrived: queue.SimpleQueue[JobState]
                   ) -> threading.Thread:
-    """A thread reading which Slurm job each trace job became into ``jobs``."""
+    """A thread reading which Slurm job each trace job became into ``arrived``."""
     def read_mapping() -> None:
         assert submit.stdout is not None
         for line in submit.stdout:
             try:
                 row = json.loads(line)
-                jobs[int(row["trace_job_id"])] = JobState(
-                    int(row["trace_job_id"]), int(row["slurm_job_id"]),
-                    float(row["submitted_at"]))
+                arrived.put(JobState(int(row["trace_job_id"]), int(row["slurm_job_id"]),
+                                     float(row["submitted_at"])))
             except (ValueError, KeyError, TypeError):
                 continue
 
@@ -311,26 +337,34 @@ def _read_mapping(submit: subprocess.Popen[str], jobs: dict[int, JobState]
     return reader
 
 
+def _take(arrived: queue.SimpleQueue[JobState], jobs: dict[int, JobState]) -> None:
+    while not arrived.empty():
+        job = arrived.get()
+        jobs[job.trace_id] = job
+
+
 def _watch(settings: LiveSettings, env: dict[str, str], jobs: dict[int, JobState],
-           total: int, started: float, submit: subprocess.Popen[str],
-           reader: threading.Thread, service: _Service | None,
-           on_tick: Callable[[LiveStatus], None] | None) -> bool:
+           arrived: queue.SimpleQueue[JobState], total: int, started: float,
+           submit: subprocess.Popen[str], reader: threading.Thread,
+           service: _Service | None, on_tick: Callable[[LiveStatus], None] | None) -> bool:
     """Poll the jobs until all of them finished (True) or the run's timeout (False, said
     in one line: its unfinished jobs count as lost), killing the service every
     ``kill_service_every_s`` if asked."""
     last_kill = time.monotonic()
     while time.monotonic() - started < settings.timeout_s:
         time.sleep(1.0)
+        code = submit.poll()
+        reading = reader.is_alive()  # before the take: all it read is taken
+        _take(arrived, jobs)
         _poll(env, jobs)
         finished = [j for j in jobs.values() if j.state not in ACTIVE]
         if on_tick is not None:
             on_tick(LiveStatus(len(jobs), total,
                                sum(j.state == "RUNNING" for j in jobs.values()),
                                len(finished), time.monotonic() - started, jobs))
-        code = submit.poll()
         if code is not None and len(jobs) == total == len(finished):
             return True
-        if code is not None and (code != 0 or (not reader.is_alive() and len(jobs) < total)):
+        if code is not None and (code != 0 or (not reading and len(jobs) < total)):
             raise RuntimeError(
                 f"trace submit exited with {code} after {len(jobs)} of "
                 f"{total} jobs (see {settings.work_dir / 'submit.log'})")

@@ -257,12 +257,15 @@ def elastic_factors(low: float, high: float, *, field: str = "--range") -> None:
 def make_elastic(job: TraceJob, low: float, high: float) -> TraceJob:
     """The job with the range ``low`` x .. ``high`` x its request (at least 1 GPU and at
     most MAX_RANGE_GPUS, the low end rounded down and the high end up, so 0.5-2 of 1 GPU
-    is 1-2); a job wider than any range stays fixed."""
+    is 1-2); a job wider than any range stays fixed, and so does one whose range would be
+    its request alone (0.5-1 of 1 GPU: a red-team found it written as elastic 1-1)."""
     g = job.spec.gpus
     if g > MAX_RANGE_GPUS:
         return job
     lo = max(1, math.floor(low * g))
     hi = max(lo, min(MAX_RANGE_GPUS, math.ceil(high * g)))
+    if lo == hi:
+        return replace(job, spec=replace(job.spec, gpus_range=None))
     return replace(job, spec=replace(job.spec, gpus_range=(lo, hi)))
 
 
