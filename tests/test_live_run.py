@@ -10,6 +10,7 @@ import contextlib
 import functools
 import math
 import os
+import queue
 import signal
 import sqlite3
 import subprocess
@@ -113,8 +114,8 @@ def test_a_run_past_its_timeout_says_so_in_one_line(tmp_path: Path,
     jobs = {1: live.JobState(1, 101, 0.0, "COMPLETED"), 2: live.JobState(2, 102, 0.0)}
     submit = subprocess.Popen(["sleep", "30"])
     try:
-        finished = live._watch(settings, {}, jobs, 3, 0.0, submit, threading.Thread(),
-                               None, None)
+        finished = live._watch(settings, {}, jobs, queue.SimpleQueue(), 3, 0.0, submit,
+                               threading.Thread(), None, None)
     finally:
         submit.kill()
         submit.wait()
