@@ -259,6 +259,17 @@ def test_main_reads_the_gpus_and_finishes(tmp_path: Path, capsys: pytest.Capture
     assert saved.run == "job 4242: ResNet-18 bs=32 epochs=3 mode=static gpus=2"
 
 
+def test_epoch_s_for_a_model_the_table_has_is_said_unused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a red-team: ``--epoch-s`` was ignored without a word where the table has
+    the model: the table's times win, and the job says so."""
+    plan = train.epoch_plan("ResNet-18", 32, 2, AdaptationMode.STATIC, 1, load_table(None),
+                            epoch_s=5.0)
+    assert plan[0].seconds != 5.0
+    assert capsys.readouterr().err.startswith("--epoch-s 5 not used: the throughput table "
+                                              "has ResNet-18")
+
+
 def test_unknown_model_needs_epoch_s(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(train, "load_reporter", lambda: FakeReporter())

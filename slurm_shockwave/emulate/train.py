@@ -66,6 +66,9 @@ def epoch_plan(model: str, init_bs: int, epochs: int, mode: AdaptationMode, gpus
                  else [init_bs] * epochs)
         factor = relative_rates({gpus: 1.0}, [got], gpus)[got]
         return tuple(Epoch(b, epoch_s / factor) for b in sizes)
+    if epoch_s is not None:  # the table's times win: said, not ignored silently (a red-team)
+        _say(sys.stderr, f"--epoch-s {epoch_s:g} not used: the throughput table has {model} "
+                         f"at batch size {init_bs} on {gpus} GPU(s)")
     plan = []
     for e, b in enumerate(profile.bs_by_epoch):
         seconds = profile.epoch_s(e)
