@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
+from slurm_shockwave.live.run import TIME_SCALES
 from slurm_shockwave.model.bounds import name_list, number_list
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import make_policy
@@ -62,7 +63,8 @@ def policy_config(ap: argparse.ArgumentParser, option: str, text: str, policy: s
 
 def time_scale_arg(ap: argparse.ArgumentParser, time_scale: str) -> float:
     """``--time-scale`` of a live run, or of a model of one: 1 to 1000."""
-    return floats(ap, "--time-scale", time_scale, count=1, lo=1, hi=1000)[0]
+    low, high = TIME_SCALES
+    return floats(ap, "--time-scale", time_scale, count=1, lo=low, hi=high)[0]
 
 
 def live_costs_args(ap: argparse.ArgumentParser, time_scale: str, cred_expire_s: int

@@ -151,8 +151,12 @@ def test_a_second_interrupt_does_not_cut_the_stop_short(
         tmp_path: Path, scripts: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Found by a red-team: ^C again while stop.sh ran (seconds, silent) killed it and
     left the daemons on their ports. The stop goes on to its end, and says so."""
-    (scripts / "stop.sh").write_text(f"#!/bin/bash\nsleep 1\necho stopped >> {tmp_path}/stops\n")
+    (scripts / "stop.sh").write_text(f"#!/bin/bash\nps -o sid= -p $$ > {tmp_path}/sid\n"
+                                     f"sleep 1\necho stopped >> {tmp_path}/stops\n")
     threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-    LocalCluster(tmp_path / "state", nodes=1).stop()
+    with pytest.raises(KeyboardInterrupt):  # raised once the cluster is down
+        LocalCluster(tmp_path / "state", nodes=1).stop()
     assert stops(tmp_path) == 1
     assert "stopping the local cluster" in capsys.readouterr().err
+    # out of the terminal's reach: its ^C goes to the whole foreground process group
+    assert int((tmp_path / "sid").read_text()) != os.getsid(0)

@@ -204,3 +204,35 @@ def test_the_grafana_dashboard_queries_only_metrics_the_service_serves() -> None
     suffixes = ("", "_total", "_bucket", "_count", "_sum")
     missing = {n for n in used if not any(n.removesuffix(s) in served for s in suffixes)}
     assert not missing and len(used) >= 10, missing
+
+
+def test_a_failed_fill_step_is_counted_and_a_failing_observer_stops_nothing(
+        tmp_path: Path) -> None:
+    """A fill step Slurm does not answer counts as a failure (reachable 0, then 1 after
+    one that works); an observer that raises is logged, the step goes on (a review:
+    only two of its calls were guarded)."""
+    fake = Flaky([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake.add(job(1, 4))
+    clock = Clock()
+    svc = service(fake, Store(tmp_path / "s.db"), clock, fill_freed=True)
+    metrics = svc.observer = ServiceMetrics(policy="fifo", partition="p", backend="cli",
+                                            clock=clock.now)
+    metrics.round_done(svc.round_once())
+    fake.down = 1
+    assert svc._fill("a job ended") is None
+    m = scraped(metrics)
+    assert m["shockwave_round_failures_total{cause=slurm}"] == 1
+    assert m["shockwave_slurm_reachable"] == 0
+    assert svc._fill("a job ended") is not None
+    assert scraped(metrics)["shockwave_slurm_reachable"] == 1
+
+    class Broken:
+        def __getattr__(self, name: str) -> object:
+            def fail(*_args: object) -> None:
+                raise RuntimeError("observer bug")
+            return fail
+
+    svc.observer = Broken()  # type: ignore[assignment]
+    fake.down = 1
+    assert svc._fill("a job ended") is None  # told, and its failure only logged
+    assert svc._fill("a job ended") is not None

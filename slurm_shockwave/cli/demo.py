@@ -29,6 +29,7 @@ from slurm_shockwave.live.cluster import (
 from slurm_shockwave.live.run import (
     MAX_LIVE_GPUS,
     SLURM_ALONE,
+    TIME_SCALES,
     LiveSettings,
     LiveStatus,
     prepare,
@@ -79,7 +80,7 @@ def _run(settings: LiveSettings, title: str, *, to_stderr: bool = False) -> dict
 @click.option("--trace", default=LIVE_DEMO_TRACE, show_default=True,
               help="Trace file, or the bundled live demo (16 jobs).", callback=note_bundled)
 @click.option("--gpus", type=click.IntRange(8, MAX_LIVE_GPUS), default=16, show_default=True)
-@click.option("--time-scale", type=click.FloatRange(1, 1000), default=60.0,
+@click.option("--time-scale", type=click.FloatRange(*TIME_SCALES), default=60.0,
               show_default=True, help="Trace seconds per wall second.")
 @click.option("--policy", type=click.Choice((*POLICIES, SLURM_ALONE)), default="shockwave",
               show_default=True, help=f"{SLURM_ALONE}: Slurm alone, no service.")

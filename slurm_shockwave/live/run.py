@@ -60,6 +60,10 @@ the second after it, on average half-way through it. Against submission times fr
 every JCT, and the makespan, 0.5 x time scale trace seconds short)."""
 
 
+TIME_SCALES = (1.0, 1000.0)
+"""The time scales a live run takes (trace seconds per wall second), and its models."""
+
+
 MAX_LIVE_GPUS = 64
 """The most GPUs of a local cluster: one slurmd a node of 8 on this machine (8 of them)."""
 
@@ -234,11 +238,12 @@ class Prepared:
 def prepare(settings: LiveSettings) -> Prepared:
     """Read and check a run's inputs (one line naming the field, before any cluster or
     package install: ``demo`` asks first)."""
-    if not (math.isfinite(settings.time_scale) and 1 <= settings.time_scale <= 1000):
+    low, high = TIME_SCALES
+    if not (math.isfinite(settings.time_scale) and low <= settings.time_scale <= high):
         # click's FloatRange lets NaN through: ``demo --time-scale nan`` started a
         # cluster and ended in "internal error" (a red-team)
-        raise InputError(f"must be a number from 1 to 1000, got {settings.time_scale!r}",
-                         field="time-scale")
+        raise InputError(f"must be a number from {low:g} to {high:g}, got "
+                         f"{settings.time_scale!r}", field="time-scale")
     trace = load_trace(settings.trace)
     table = load_throughputs(settings.throughputs)
     workload = build_workload(trace, table, source=settings.trace or "demo")

@@ -71,6 +71,11 @@ class Observer(Protocol):
     def round_failed(self, cause: str) -> None: ...
 
 
+CAUSES = ("slurm", "store", "error")
+"""Why a round or fill step failed: Slurm unreachable, the store not written, a bug."""
+SLURM, STORE, ERROR = CAUSES
+
+
 _WAITING = frozenset(p.value for p in (Phase.PENDING, Phase.HELD, Phase.REQUEUED))
 """The phases of a job row that is not running (``Service.__init__``)."""
 
@@ -198,7 +203,7 @@ class Service:
         ``observer`` is told every round, fill step and action between them done, and
         the cause of every failed round or fill step (``slurm``: unreachable, ``store``:
         not written, ``error``: a bug)."""
-        observer = self.observer = observer or self.observer
+        self.observer = observer or self.observer
         self._name_uid()
         done = 0
         backoff = 0.0
@@ -211,8 +216,7 @@ class Service:
                 if outage_since is None:
                     outage_since = self.timer()
                     log.error("Slurm unreachable: %s; retrying with backoff", exc)
-                if observer is not None:
-                    observer.round_failed("slurm")
+                self._tell("round_failed", SLURM)
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
@@ -220,8 +224,7 @@ class Service:
                 raise  # its writes would go nowhere: stop, and the partition fails open
             except Exception as exc:  # keep the cluster scheduled
                 cause = _log_failure("round", exc, "; retrying")
-                if observer is not None:
-                    observer.round_failed(cause)
+                self._tell("round_failed", cause)
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
                 continue
@@ -232,8 +235,7 @@ class Service:
             backoff = 0.0
             done += 1
             self._log_round(result)
-            if observer is not None:
-                observer.round_done(result)
+            self._tell("round_done", result)
             boundary += self.round_s
             now = self.timer()
             if now >= boundary:
@@ -328,8 +330,7 @@ class Service:
                 continue
             if done:
                 log.info("job %d: checkpoint acknowledged, requeued", job_id)
-                if self.observer is not None:
-                    self.observer.action_done(ActionKind.PREEMPT.value, Outcome.APPLIED.value)
+                self._tell("action_done", ActionKind.PREEMPT.value, Outcome.APPLIED.value)
                 try:
                     self.store.add_action(
                         job_id, ActionKind.PREEMPT.value, Outcome.APPLIED.value,
@@ -346,22 +347,29 @@ class Service:
             done = self.round_once(fill=True)
         except SlurmError as exc:
             log.warning("fill step (%s) skipped: Slurm unreachable: %s", why, exc)
-            if self.observer is not None:
-                self.observer.round_failed("slurm")
+            self._tell("round_failed", SLURM)
             return None
         except StoreGone:
             raise
         except Exception as exc:
             cause = _log_failure(f"fill step ({why})", exc)
-            if self.observer is not None:
-                self.observer.round_failed(cause)
+            self._tell("round_failed", cause)
             return None
-        if self.observer is not None:
-            self.observer.fill_done(done)
+        self._tell("fill_done", done)
         starts = sum(1 for a in done.report.actions if a.kind == ActionKind.START)
         log.info("fill step of round %d (%s): %d starts", done.record.round_index, why,
                  starts)
         return done.report
+
+    def _tell(self, event: str, *args: Any) -> None:
+        """Tell the observer; its failure is logged, never the loop's (a review: only
+        two of its calls were guarded, and one ran before the store's record)."""
+        if self.observer is None:
+            return
+        try:
+            getattr(self.observer, event)(*args)
+        except Exception:
+            log.exception("observer: %s failed", event)
 
     def _log_round(self, done: RoundDone) -> None:
         r, p = done.record, done.record.phase_s
@@ -383,6 +391,6 @@ def _log_failure(what: str, exc: Exception, then: str = "") -> str:
     (``error``)."""
     if unwritable(exc):
         log.error("%s failed: the store could not be written (%s)%s", what, exc, then)
-        return "store"
+        return STORE
     log.exception("%s failed%s", what, then)
-    return "error"
+    return ERROR

@@ -5,9 +5,10 @@ them done, a round or fill step failed) and, for what can be
 read at any moment (the fail-open heartbeat, whether slurmctld's SlurmUser can read it,
 the progress API's counts), computed at scrape time. A registry of its own, not the
 process-global one, so two services in one process (tests) never share series. Names
-are listed in docs/admin.md. Every labelled series the service can have is there from
-the start, at 0 (a review: a first failure made its series appear at 1, which
-``increase()`` cannot see), and no ``_created`` series are served.
+are listed in docs/admin.md. Every counter's labelled series (each failure cause, action
+kind and outcome, solver status) is there from the start, at 0 (a review: a first
+failure made its series appear at 1, which ``increase()`` cannot see); the per-phase
+gauges and histograms appear with the first round. No ``_created`` series are served.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from prometheus_client.registry import Collector
 
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ActionKind, Outcome
-from slurm_shockwave.service.daemon import RoundDone
+from slurm_shockwave.service.daemon import CAUSES, RoundDone
 from slurm_shockwave.service.doctor_host import heartbeat_closed
 from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.progress_api import Counts
@@ -43,8 +44,6 @@ log = logging.getLogger("shockwave.service")
 PHASES = ("observe", "plan", "apply", "persist", "total")
 _BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
             1800.0)
-CAUSES = ("slurm", "store", "error")
-"""Why a round or fill step failed (``daemon._log_failure``)."""
 # a ``_created`` twin of every counter and histogram: series nobody reads
 disable_created_metrics()  # type: ignore[no-untyped-call]
 

@@ -159,8 +159,12 @@ def unambiguous(line: str) -> bool:
     Slurm prints no AdminComment for a job without one (submitted before job_submit.lua
     was loaded), so one planted there occurs once: the real one follows the work
     directory at once (scontrol's info_job.c), where the name, command and submit line
-    come before it and the comment and paths after (a review). A work directory holding
-    a space is read from JSON too."""
+    come before it and the comment and paths after (a review). What this cannot tell
+    apart: a job without one whose work directory itself ends in `` AdminComment=...``
+    (the line is the same as a real one's); job_submit.lua writes an admin comment for
+    every job it admits, so only a job submitted while it was not loaded is open to
+    that, and only for itself. A work directory holding a space where a real admin
+    comment follows is read from JSON."""
     counts = {key: len(re.findall(rf"(?:^| ){re.escape(key)}=", line))
               for key in (*_ONCE, "AdminComment", "WorkDir")}
     if not all(counts[k] == 1 for k in _ONCE) or counts["AdminComment"] > 1:

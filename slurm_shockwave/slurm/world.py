@@ -553,7 +553,8 @@ class SlurmCluster:
         (``_preempt``); the signal's time before the first."""
         self._unanswered_signals: set[int] = set()
         """Jobs whose checkpoint signal Slurm left unanswered ("perhaps not sent"): a
-        later step says "perhaps sent", not "sent" (a review: it read as delivered)."""
+        later step says "perhaps sent", not "sent" (a review: it read as delivered). In
+        this process only: after a restart the intent, from the store, reads "sent"."""
         self._pending: frozenset[int] = frozenset()
         self._let_go_failed: set[int] = set()
         """Held-back jobs whose release failed, warned about once."""
