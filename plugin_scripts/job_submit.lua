@@ -547,6 +547,17 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
     local rc = hold_or_release(job_desc, job_rec, owner, privileged)
     if rc ~= slurm.SUCCESS then return rc end
   end
+  if was == "managed" then
+    -- other GRES given to an elastic job after its admission: its next resize would drop
+    -- them, as at submit (OTHER_GRES; a review found an update let them in)
+    local other = shockwave_other_gres(job_desc.tres_per_node)
+                  or shockwave_other_gres(job_desc.tres_per_job)
+    local hint = job_rec.admin_comment
+    if hint == nil or hint == "" then hint = job_rec.comment end
+    if other and string.find(" " .. (hint or ""), " gpus=", 1, true) then
+      return reject(job_rec.job_id, "%s%s", OTHER_GRES, other)
+    end
+  end
   if job_desc.partition ~= nil and job_desc.partition ~= "" then
     local kind = shockwave_partition_kind(job_desc.partition, part_list)
     if kind == "mixed" then return reject(job_rec.job_id, "%s", MIXED) end

@@ -521,8 +521,9 @@ print(n.admin_comment)
 def test_lua_refuses_an_elastic_job_that_asks_other_gres(tmp_path: Path) -> None:
     """Found by a red-team: an elastic job submitted ``--gres=gpu:2,nvme:100`` lost its
     disk at its first resize (``scontrol update gres=gpu:8``: Slurm replaces a job's GRES
-    with what it is given). Refused at submit and when moved in, naming the GRES; a fixed
-    job with other GRES, never resized, is admitted."""
+    with what it is given). Refused at submit, when moved in and as an update of an
+    elastic job's GRES (a review), naming the GRES; a fixed job with other GRES, never
+    resized, is admitted."""
     out = _run("""
 local parts = { shockwave = part(1), other = part(0) }
 for _, d in ipairs({
@@ -537,12 +538,23 @@ end
 local m = { partition = "shockwave" }
 show(slurm_job_modify(m, { partition = "other", comment = "bs=1 epochs=1 gpus=2-8",
                            tres_per_node = "gres:gpu:2,gres:nvme:1", job_id = 9 }, parts, 0), m)
+-- an update of a managed job's GRES: refused for an elastic one, the service's own
+-- resize (GPUs alone) and a fixed job's other GRES pass
+local elastic = { partition = "shockwave", job_id = 11, comment = "x",
+                  admin_comment = "shockwave:v1 bs=1 epochs=1 mode=static gpus=2-8 submitted=1" }
+local fixed = { partition = "shockwave", job_id = 12, comment = "bs=1 epochs=1" }
+for _, u in ipairs({ { elastic, "gres:gpu:2,gres:nvme:1" }, { elastic, "gres:gpu:4" },
+                     { fixed, "gres:gpu:2,gres:nvme:1" } }) do
+  local d = { tres_per_node = u[2] }
+  print(slurm_job_modify(d, u[1], parts, 0))
+end
 """, tmp_path / "heartbeat")
     refused = "\tnil\tnil\tshockwave: an elastic job (gpus=LO-HI in --comment) asks for no GRES"
     assert out[0].startswith("-1" + refused) and out[0].endswith("drop gres:nvme:100")
     assert out[1].startswith("-1" + refused) and out[1].endswith("drop gres/mps:50")
     assert out[2].startswith("0\tshockwave:v1") and out[3].startswith("0\tshockwave:v1")
     assert out[4].startswith("-1" + refused) and out[4].endswith("drop gres:nvme:1")
+    assert out[5:] == ["-1", "0", "0"], out[5:]
 
 
 def test_lua_refuses_a_job_that_cannot_be_requeued(tmp_path: Path) -> None:

@@ -195,6 +195,19 @@ def test_the_hint_of_a_managed_job_cannot_change(backend, jobs, heartbeat) -> No
     assert scontrol_update(jid, "timelimit=10").returncode == 0  # anything else passes
 
 
+def test_an_elastic_job_is_given_no_other_gres_by_an_update(backend, jobs, heartbeat) -> None:
+    """Found by a review: refused at submit, other GRES could still be given to a queued
+    elastic job by ``scontrol update gres=...``, and its next resize dropped them. The
+    service's own resize (GPUs alone) passes."""
+    heartbeat.fresh()
+    jid = jobs("-p", "shockwave", "--gres=gpu:2", f"--comment={GOOD} gpus=1-4")
+    assert scontrol_update(jid, "gres=gpu:2,nvme:1").returncode != 0
+    # Slurm drops a job_modify's message to the user ("Unspecified error"); its log has it
+    assert f"lua: job {jid}: shockwave: an elastic job (gpus=LO-HI in --comment) asks for " \
+        "no GRES but GPUs" in ctld_log().read_text()
+    assert scontrol_update(jid, "gres=gpu:4").returncode == 0
+
+
 @pytest.mark.parametrize("gpus", [("--gres=gpu:2",), ("--gres=gpu:1", "-N", "2"),
                                   ("--gpus=3",)])
 def test_the_gpus_a_job_asked_for_are_stamped_as_the_service_reads_them(
