@@ -5,10 +5,12 @@ reason elsewhere, failed instead under SHOCKWAVE_REQUIRE_PYSLURM)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import pytest
 
+from slurm_shockwave.slurm.cli_backend import detail_from_line
 from slurm_shockwave.slurm.hints import with_hold_mark
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import make_backend, pyslurm_problem
@@ -41,6 +43,12 @@ def test_backend_contract(kind: str, tmp_path) -> None:
     try:
         job = next(j for j in b.list_jobs() if j.job_id == jid)
         assert job.held and job.gpus == 1 and job.admin_comment.startswith("shockwave:v1")
+        # the CLI backend reads it from scontrol's line as text (JSON only for a line it
+        # cannot trust): this Slurm prints the admin comment right after the work folder
+        line = subprocess.run(["scontrol", "-o", "-d", "show", "job", str(jid)],
+                              capture_output=True, text=True, timeout=60, check=True).stdout
+        detail = detail_from_line(line.strip())
+        assert detail is not None and detail.admin_comment == job.admin_comment, line
         b.update_gpus(jid, 2)
         assert next(j for j in b.list_jobs() if j.job_id == jid).gpus == 2
         with pytest.raises(SlurmError):
