@@ -645,3 +645,29 @@ def test_a_command_started_with_a_standard_stream_closed_runs(closed: str,
              *args], capture_output=True, text=True, timeout=120, cwd=tmp_path,
             env={**os.environ, "SLURM_JOB_ID": "5", "SHOCKWAVE_URL": "http://127.0.0.1:1"})
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr)
+
+
+def test_plan_apply_refuses_a_heartbeat_it_could_not_keep_before_planning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a docs review: `plan --apply`, one round of the service, skipped serve's
+    start checks: with the heartbeat a folder it released and pinned jobs, then failed
+    writing it ("internal error", exit 1)."""
+    from click.testing import CliRunner
+
+    from slurm_shockwave.cli import plan as plan_cli
+    from slurm_shockwave.cli.live_options import Live
+    from slurm_shockwave.config import parse_settings
+    from slurm_shockwave.slurm.fake import FakeSlurm
+    from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
+
+    fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
+    fake.add(SlurmJob(1, "j1", "alice", "shockwave", "PENDING", held=True, gpus=1,
+                      reason="JobHeldUser", submit_time=900,
+                      admin_comment="shockwave:v1 bs=32 epochs=9 mode=static submitted=900"))
+    service = {"heartbeat": str(tmp_path), "endpoint_file": str(tmp_path / "endpoint")}
+    monkeypatch.setattr(plan_cli, "live", lambda *a: Live(parse_settings(
+        {"service": service}, source="c.yaml"), fake))
+    result = CliRunner().invoke(plan_cli.plan, ["--policy", "fifo", "--apply", "--store",
+                                                str(tmp_path / "s.db")])
+    assert result.exit_code == 2 and "service.heartbeat: " in result.output, result.output
+    assert fake.jobs[1].held and not (tmp_path / "s.db").exists()

@@ -20,6 +20,7 @@ from slurm_shockwave.cli.live_options import (
     running_config,
     service,
 )
+from slurm_shockwave.cli.serve import heartbeat_writable
 from slurm_shockwave.engine.dry_run import DryRunActuator
 from slurm_shockwave.engine.round import run_round
 from slurm_shockwave.model.errors import InputError
@@ -51,8 +52,12 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
             raise InputError(f"{same[0]}: {same[1]}")
         check_job_submit_lua(env, running_config(env),
                              "--partition" if partition else "slurm.partition")
+        # as serve's start: a heartbeat it cannot write failed after the plan was applied,
+        # and holds made before its uid line passed for the owner's (a docs review)
+        heartbeat_writable(env.settings.service.heartbeat, source=env.settings.source)
         with ServiceLock(path, env.settings.service.heartbeat):
             one = service(env, env.store(path), name)
+            one.name_uid()
             report = one.round_once().report
             left = one.world.left_out
     else:  # read the store if there is one, write nothing anywhere

@@ -180,7 +180,7 @@ class Service:
             write_heartbeat(self.heartbeat, self.world.clock.now(), self.stale_after_s)
         return RoundDone(report, replace(record, phase_s=phase_s), round_id)
 
-    def _name_uid(self) -> None:
+    def name_uid(self) -> None:
         """The heartbeat names the service's uid before the first round's holds, keeping
         its time (a fresh one stays fresh; none, or a hand-back's removal, is written as
         stale: new jobs run unheld until the first round, as without a file): with no
@@ -204,7 +204,7 @@ class Service:
         the cause of every failed round or fill step (``slurm``: unreachable, ``store``:
         not written, ``error``: a bug)."""
         self.observer = observer or self.observer
-        self._name_uid()
+        self.name_uid()
         done = 0
         backoff = 0.0
         outage_since: float | None = None
