@@ -13,7 +13,6 @@ gauges and histograms appear with the first round. No ``_created`` series are se
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -32,14 +31,12 @@ from prometheus_client.registry import Collector
 
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ActionKind, Outcome
-from slurm_shockwave.service.daemon import CAUSES, RoundDone
+from slurm_shockwave.service.daemon import CAUSES, SLURM, RoundDone
 from slurm_shockwave.service.doctor_host import heartbeat_closed
 from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.progress_api import Counts
 from slurm_shockwave.service.records import action_rows, solved_in
 from slurm_shockwave.solver.plan_window import WINDOW_STATUSES
-
-log = logging.getLogger("shockwave.service")
 
 PHASES = ("observe", "plan", "apply", "persist", "total")
 _BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
@@ -136,12 +133,8 @@ class ServiceMetrics:
         self.clock = clock
 
     def round_done(self, done: RoundDone) -> None:
-        try:
-            self._round_done(done)
-        except Exception:  # a metrics bug must never stop the scheduling loop
-            log.exception("metrics: could not record round %d", done.record.round_index)
-
-    def _round_done(self, done: RoundDone) -> None:
+        """A round done. Its failures are the loop's to contain, as every observer call's
+        (``Service._tell``: a metrics bug never stops the scheduling loop)."""
         record, report = done.record, done.report
         self.rounds.inc()
         self.round_index.set(record.round_index)
@@ -164,12 +157,8 @@ class ServiceMetrics:
     def fill_done(self, done: RoundDone) -> None:
         """A fill step between rounds: its actions. The rounds, phases, jobs and solves
         are the rounds' (a fill step keeps the round's plan)."""
-        try:
-            self.slurm_up.set(1)
-            self._count_actions(done)
-        except Exception:
-            log.exception("metrics: could not record a fill step of round %d",
-                          done.record.round_index)
+        self.slurm_up.set(1)
+        self._count_actions(done)
 
     def _count_actions(self, done: RoundDone) -> None:
         for _job, kind, outcome, _message in action_rows(done.report):
@@ -181,7 +170,7 @@ class ServiceMetrics:
 
     def round_failed(self, cause: str) -> None:
         self.failures.labels(cause).inc()
-        if cause == "slurm":
+        if cause == SLURM:
             self.slurm_up.set(0)
 
     def exposition(self) -> tuple[bytes, str]:
