@@ -430,18 +430,24 @@ def test_a_signal_during_restore_keeps_the_checkpoint(tmp_path: Path) -> None:
     assert read_checkpoint(trainer.checkpoint) == Checkpoint(2, 64) and rep.acks == 1
 
 
+class BlockingReporter(FakeReporter):
+    """Each report takes ``seconds`` of ``clock``'s time, as a call to a slow service."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        super().__init__()
+        self.clock, self.seconds = clock, seconds
+
+    def report(self, epoch: float | None = None, batch_size: int | None = None,
+               samples_per_s: float | None = None) -> None:
+        super().report(epoch, batch_size, samples_per_s)
+        self.clock.now += self.seconds
+
+
 def test_the_loops_own_work_does_not_slow_the_epochs(tmp_path: Path) -> None:
     # 1,000 epochs of 40 ms (a scaled Recommendation job); every report takes 4 ms
     clock = FakeClock()
-
-    class SlowReporter(FakeReporter):
-        def report(self, epoch: float | None = None, batch_size: int | None = None,
-                   samples_per_s: float | None = None) -> None:
-            super().report(epoch, batch_size, samples_per_s)
-            clock.now += 0.004
-
     plan = tuple(train.Epoch(32, 0.04) for _ in range(1000))
-    trainer, _ = a_trainer(tmp_path, plan, SlowReporter(), clock=clock)
+    trainer, _ = a_trainer(tmp_path, plan, BlockingReporter(clock, 0.004), clock=clock)
     assert trainer.run()
     # 40 s of epochs and two reports outside them (at the start, after the last): not 44 s
     assert clock.now == pytest.approx(40.0 + 2 * 0.004, abs=1e-6)
@@ -452,14 +458,7 @@ def test_a_service_answering_late_does_not_slow_the_job(tmp_path: Path) -> None:
     with each report blocking its 2 s timeout (a hung service) every overdue epoch
     reported again, one epoch a report: 76 times slower."""
     clock = FakeClock()
-
-    class HungReporter(FakeReporter):
-        def report(self, epoch: float | None = None, batch_size: int | None = None,
-                   samples_per_s: float | None = None) -> None:
-            super().report(epoch, batch_size, samples_per_s)
-            clock.now += 2.0
-
-    rep = HungReporter()
+    rep = BlockingReporter(clock, 2.0)
     plan = tuple(train.Epoch(32, 0.1) for _ in range(300))  # 30 s of epochs
     trainer, _ = a_trainer(tmp_path, plan, rep, clock=clock)
     trainer.report_every_s = 1.0
