@@ -405,7 +405,7 @@ def run_identity(settings: LiveSettings, workload: Workload, table: ThroughputTa
             "throughputs_digest": table.digest}
 
 
-def _results(settings: LiveSettings, workload: Any, identity: Mapping[str, Any],
+def _results(settings: LiveSettings, workload: Workload, identity: Mapping[str, Any],
              jobs: dict[int, JobState], wall_s: float, kills: int) -> dict[str, Any]:
     scale = settings.time_scale
     exclusive = {jid: p.exclusive_s for jid, p in workload.profiles.items()}

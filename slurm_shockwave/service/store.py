@@ -351,7 +351,6 @@ class Store:
             value = self._meta("origin_s")
         return float(value or default)
 
-    # -- reads --------------------------------------------------------------------------------
     def add_action(self, job_id: int, kind: str, outcome: str, message: str) -> None:
         """An action taken between rounds (its own short transaction), under the last
         round written, whose time ``explain`` shows beside it: ``message`` says its own.
@@ -364,6 +363,7 @@ class Store:
             self.db.execute("INSERT INTO actions VALUES (?, ?, ?, ?, ?)",
                             (round_id, job_id, kind, outcome, message))
 
+    # -- reads --------------------------------------------------------------------------------
     def last_round_id(self) -> int:
         row = self.db.execute("SELECT MAX(id) FROM rounds").fetchone()
         return int(row[0] or 0)
