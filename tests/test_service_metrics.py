@@ -204,6 +204,11 @@ def test_the_grafana_dashboard_queries_only_metrics_the_service_serves() -> None
     suffixes = ("", "_total", "_bucket", "_count", "_sum")
     missing = {n for n in used if not any(n.removesuffix(s) in served for s in suffixes)}
     assert not missing and len(used) >= 10, missing
+    # the fail-open panel says YES with the service down too (its own series gone with
+    # it), by the expression docs/admin.md gives admins for their alert
+    fail_open = next(p for p in dashboard["panels"] if p["title"].startswith("Fail-open"))
+    expr = fail_open["targets"][0]["expr"]
+    assert "up{job=" in expr and f"`{expr}`" in (REPO / "docs" / "admin.md").read_text()
 
 
 def test_a_failed_fill_step_is_counted_and_a_failing_observer_stops_nothing(
