@@ -6,7 +6,7 @@ reject a malformed one at submit time with a message naming the field, store the
 normalised hint in the admin-only comment (users cannot change it after submit) with the
 time of submission (`submitted=<epoch>`, which a requeue does not move) and the GPUs it
 asked for (`asked_gpus=<count>`, which the service's resizes do not move) with its
-fewest nodes (`asked_nodes=<count>`), and,
+node range (`asked_nodes=<fewest>-<most>`, 0: no most), and,
 while the scheduler service is alive (its heartbeat file is fresh), hold the job so
 nothing starts before the planner decides, and refuse its owner's release of that hold.
 With no fresh heartbeat the job is not held: it runs under Slurm alone (fail-open).
@@ -413,11 +413,14 @@ local function admit(job_desc, comment, job_id, job_rec)
   -- asked_gpus read them back)
   local stamp = " submitted=" .. tostring(os.time())
   local gpus = asked(job_desc, job_rec)
-  -- and its fewest nodes: Slurm lists a pending job's node count as its last run's or
-  -- its own estimate (hints.py's asked_min_nodes reads it back; absent: an older stamp)
+  -- and its node range, MIN-MAX (0: no most, as Slurm lists it): Slurm lists a pending
+  -- job's node count as its last run's or its own estimate, and the service's resizes
+  -- pin the range (hints.py's asked_nodes reads it back; without MAX: an older stamp)
   local nodes = given_count(job_field(job_desc, job_rec, "min_nodes"), 1)
-  if gpus >= 1 and gpus <= 9999999 and nodes <= 9999999 then
-    stamp = stamp .. string.format(" asked_gpus=%d asked_nodes=%d", gpus, nodes)
+  local most = given_count(job_field(job_desc, job_rec, "max_nodes"), 0)
+  if most < nodes then most = 0 end
+  if gpus >= 1 and gpus <= 9999999 and nodes <= 9999999 and most <= 9999999 then
+    stamp = stamp .. string.format(" asked_gpus=%d asked_nodes=%d-%d", gpus, nodes, most)
   end
   job_desc.admin_comment = normalised .. stamp
   if job_desc.priority == 0

@@ -165,3 +165,45 @@ def test_the_jobs_the_service_requeued_are_read_from_its_store() -> None:
             3: JobRow(3, reason="kept_running", action="keep")}
     intents = {4: CheckpointIntent(4, "USR1", 1.0, 2.0, 0)}
     assert requeued_by_service(rows, intents) == {1, 2, 4}
+
+
+def test_an_elastic_job_gets_back_its_node_range_and_one_never_resized_is_left() -> None:
+    """Found in a review: the hand-back gave every elastic job exactly its fewest nodes,
+    resized or not, so a ``--gpus=12`` job that never was (nodes of 8) was pinned to one
+    node and never ran (BadConstraints on 22.05), and a ``-N 1-2`` job lost its range. The
+    stamp's range comes back: with no most, per job the partition's nodes (Slurm packs
+    it), per node its fewest (a range would give it a count on every free node)."""
+    nodes = [SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",)) for i in (1, 2, 3)]
+    fake = FakeSlurm([*nodes, SlurmNode("x", ("IDLE",), 8, 0, ("other",))])
+
+    def add(jid: int, stamp: str, **kw: object) -> None:
+        fields = {"held": True, "priority": 0, "reason": "JobHeldUser", "submit_time": 900,
+                  **kw}
+        fake.add(SlurmJob(jid, f"j{jid}", "alice", "shockwave", "PENDING",
+                          admin_comment=ELASTIC.replace("asked_gpus=2 asked_nodes=1", stamp),
+                          **fields))  # type: ignore[arg-type]
+
+    add(1, "asked_gpus=12 asked_nodes=1-0", gpus=12, node_count=2, asks_per_job=True)
+    add(2, "asked_gpus=4 asked_nodes=1-2", gpus=8, node_count=2, max_nodes=2)
+    add(3, "asked_gpus=12 asked_nodes=1-0", gpus=6, node_count=1, max_nodes=1,
+        asks_per_job=True)
+    add(4, "asked_gpus=4 asked_nodes=1-2", gpus=4, node_count=1, max_nodes=1)  # pinned
+    add(5, "asked_gpus=2 asked_nodes=1-0", gpus=4, node_count=2, max_nodes=2)
+    add(6, "asked_gpus=2 asked_nodes=1", gpus=4, node_count=2, max_nodes=2)  # older stamp
+    calls: list[tuple[int, int, int | None, int | None]] = []
+    real = fake.update_gpus
+
+    def update(job_id: int, gpus: int, *, nodes: int | None = None, gpu_type: str = "",
+               per_job: bool = False, max_nodes: int | None = None) -> None:
+        calls.append((job_id, gpus, nodes, max_nodes))
+        real(job_id, gpus, nodes=nodes, gpu_type=gpu_type, per_job=per_job,
+             max_nodes=max_nodes)
+
+    fake.update_gpus = update  # type: ignore[method-assign]
+    done = hand_back(fake, "shockwave", "/nonexistent/heartbeat")
+    assert not done.errors and done.restored == (3, 4, 5, 6)
+    assert calls == [(3, 12, 1, 3), (4, 4, 1, 2), (5, 2, 1, 1), (6, 2, 1, 1)]
+    assert (fake.jobs[3].gpus, fake.jobs[3].max_nodes) == (12, 3)
+    assert (fake.jobs[5].gpus, fake.jobs[5].node_count, fake.jobs[5].max_nodes) == (2, 1, 1)
+    again = hand_back(fake, "shockwave", "/nonexistent/heartbeat")
+    assert again.restored == ()  # handed back, as it asked

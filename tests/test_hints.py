@@ -18,6 +18,7 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.slurm.hints import (
     Hint,
     asked_gpus,
+    asked_max_nodes,
     asked_min_nodes,
     parse_hint,
     split_admin_comment,
@@ -314,13 +315,14 @@ end
 
 def test_lua_stamps_the_gpus_a_job_asked_for(tmp_path: Path) -> None:
     """Submitted with sbatch's spellings, the admin comment says the GPUs asked for
-    (read back by asked_gpus; none where it asked none) and the fewest nodes
-    (asked_min_nodes). A job moved into the partition
+    (read back by asked_gpus; none where it asked none) and the node range
+    (asked_min_nodes, asked_max_nodes). A job moved into the partition
     is stamped from its record where the update does not name GPUs."""
     out = _run("""
 local parts = { shockwave = part(1) }
 for _, d in ipairs({
-    { tres_per_node = "gres:gpu:2" }, { tres_per_node = "gres:gpu:a100:4", min_nodes = 2 },
+    { tres_per_node = "gres:gpu:2" },
+    { tres_per_node = "gres:gpu:a100:4", min_nodes = 2, max_nodes = 3 },
     { tres_per_job = "gres:gpu:8", min_nodes = 4294967294 }, { tres_per_node = "gres/gpu:3" },
     {}, { tres_per_node = "gres:mps:100", comment = "model=lm bs=10 epochs=3" } }) do
   d.partition = "shockwave"; d.comment = d.comment or "model=lm bs=10 epochs=3 gpus=1-16"
@@ -335,7 +337,10 @@ print(u.admin_comment)
     assert [asked_gpus(line) for line in out] == [2, 8, 8, 3, None, None, 8]
     # with the fewest nodes (-N 2; 1 where none; the record's for a job moved in)
     assert [asked_min_nodes(line) for line in out] == [1, 2, 1, 1, None, None, 2]
+    # and the most (-N 2-3; 0 where none)
+    assert [asked_max_nodes(line) for line in out] == [0, 3, 0, 0, None, None, 0]
     assert asked_min_nodes("x submitted=9 asked_gpus=2") is None  # an older stamp
+    assert asked_max_nodes("x submitted=9 asked_gpus=2 asked_nodes=2") is None
     assert all(split_admin_comment(line)[1] for line in out)
     assert split_admin_comment(out[0])[0] == \
         "shockwave:v1 model=LM bs=10 epochs=3 mode=static gpus=1-16"

@@ -541,24 +541,34 @@ def test_hand_back_gives_elastic_jobs_the_gpus_they_asked_for(env: Env) -> None:
     """Found by a red-team: handed back, a pending elastic job kept the count the service
     last gave it, for Slurm alone to wait for and bill. On the real slurmctld, per node
     (``--gres``, resized to 4 on each of 2 nodes) and per job (``--gpus``, resized to 6):
-    both go back to the 2 GPUs on one node they were submitted with."""
+    both go back to the 2 GPUs on one node they were submitted with. Found by a review:
+    every elastic job went back to exactly its fewest nodes, so a ``--gpus=12`` job the
+    service never resized was pinned to one node of 8 and never ran (BadConstraints), and
+    a ``-N 1-2`` job pinned to one node by a resize kept it: each gets its range back."""
     blocker = env.submit("-p", "other", "-N", "4", "--gres=gpu:8")
     wait_for(lambda: env.job(blocker).state == "RUNNING", 30, "the cluster is full")
-    comment = f"--comment={HINT.format(e=10)} gpus=1-8"
+    comment = f"--comment={HINT.format(e=10)} gpus=1-16"
     per_node, per_job = env.submit("--gres=gpu:2", comment), env.submit("--gpus=2", comment)
+    wide = env.submit("--gpus=12", comment)
+    ranged = env.submit("-N", "1-2", "--gres=gpu:2", comment)
     env.backend.update_gpus(per_node, 4, nodes=2)  # as the service resizes them
     env.backend.update_gpus(per_job, 6, per_job=True)
+    env.backend.update_gpus(ranged, 2, nodes=1)
     assert (env.job(per_node).gpus, env.job(per_job).gpus) == (8, 6)
+    assert env.job(ranged).max_nodes == 1
     out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "handback",
                           "--config", str(env.config())], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert f"submitted with (elastic, resized by the service): {per_node}, {per_job}" \
-        in " ".join(out.stdout.split()), out.stdout
+    assert f"submitted with (elastic, resized by the service): {per_node}, {per_job}, " \
+        f"{ranged}" in " ".join(out.stdout.split()), out.stdout
     for jid in (per_node, per_job):
         assert (env.job(jid).gpus, env.job(jid).node_count) == (2, 1), env.job(jid)
+    assert env.job(ranged).max_nodes == 2, env.job(ranged)
     env.backend.cancel(blocker)
-    wait_for(lambda: all(env.job(j).state == "RUNNING" for j in (per_node, per_job)), 30,
-             "both run at 2 under Slurm alone")
+    wait_for(lambda: all(env.job(j).state == "RUNNING"
+                         for j in (per_node, per_job, wide, ranged)), 30,
+             "all four run under Slurm alone")
+    assert [env.job(j).gpus for j in (per_node, per_job, wide)] == [2, 2, 12]
 
 
 def test_handback_refuses_while_the_service_runs(env: Env) -> None:

@@ -18,7 +18,12 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend, detail_from_line
-from slurm_shockwave.slurm.hints import asked_gpus, asked_min_nodes, split_admin_comment
+from slurm_shockwave.slurm.hints import (
+    asked_gpus,
+    asked_max_nodes,
+    asked_min_nodes,
+    split_admin_comment,
+)
 from slurm_shockwave.slurm.protocol import SlurmError
 from tests.live_cluster import Submitter, job, kept_heartbeat, wait_for, write_fresh
 
@@ -220,20 +225,23 @@ def test_the_gpus_a_job_asked_for_are_stamped_as_the_service_reads_them(
     assert j.gpus > 0 and asked_gpus(j.admin_comment) == j.gpus, j.admin_comment
 
 
-@pytest.mark.parametrize(("args", "fewest"), [(("--gpus=7", "-N", "2"), 2),
-                                             (("--gpus=12", "-N", "2-4"), 2),
-                                             (("--gres=gpu:1", "-N", "3"), 3),
-                                             (("--gpus=7",), 1), (("--gpus=3", "-N", "1-2"), 1)])
-def test_the_fewest_nodes_a_job_asked_for_are_stamped(backend, jobs, heartbeat,
-                                                      args: tuple[str, ...], fewest: int
-                                                      ) -> None:
-    """job_submit.lua's asked_nodes: the ``-N`` minimum (1 where none), which Slurm's
-    listing cannot give (a requeued ``--gpus=8`` that ran 7 + 1 lists 2 nodes, then runs
-    on one: measured), so a per-job count placed over at least that many nodes is read
-    from the stamp, checked on the real slurmctld."""
+@pytest.mark.parametrize(("args", "fewest", "most"), [(("--gpus=7", "-N", "2"), 2, 2),
+                                                     (("--gpus=12", "-N", "2-4"), 2, 4),
+                                                     (("--gres=gpu:1", "-N", "3"), 3, 3),
+                                                     (("--gpus=7",), 1, 0),
+                                                     (("--gpus=3", "-N", "1-2"), 1, 2)])
+def test_the_node_range_a_job_asked_for_is_stamped(backend, jobs, heartbeat,
+                                                   args: tuple[str, ...], fewest: int,
+                                                   most: int) -> None:
+    """job_submit.lua's asked_nodes: the ``-N`` range (1-0 where none, 0 no most), which
+    Slurm's listing cannot give (a requeued ``--gpus=8`` that ran 7 + 1 lists 2 nodes,
+    then runs on one: measured), so a per-job count placed over at least that many nodes
+    is read from the stamp, and the hand-back gives the range back; checked on the real
+    slurmctld."""
     heartbeat.fresh()
     j = job(backend, jobs("-p", "shockwave", *args, f"--comment={GOOD}"))
     assert asked_min_nodes(j.admin_comment) == fewest, j.admin_comment
+    assert asked_max_nodes(j.admin_comment) == most, j.admin_comment
     assert split_admin_comment(j.admin_comment)[1]
 
 

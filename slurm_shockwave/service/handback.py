@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from slurm_shockwave.engine.round import MOVED
 from slurm_shockwave.service.heartbeat import remove_heartbeat
 from slurm_shockwave.service.store import JobRow
-from slurm_shockwave.slurm.hints import Hint, asked_gpus, asked_min_nodes
+from slurm_shockwave.slurm.hints import Hint, asked_gpus, asked_max_nodes, asked_min_nodes
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob
 from slurm_shockwave.slurm.world import (
     CheckpointIntent,
@@ -81,9 +81,11 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
         sleep(1.0)
     pending = [j for j in listed if j.state == "PENDING"]
     restored: list[int] = []
+    nodes_in_partition = sum(partition in n.partitions for n in backend.list_nodes()) \
+        if any(_asked(j) for j in listed) else 0
     for job in pending:  # before the release: Slurm starts it at once
         try:
-            if _restore_request(backend, job):
+            if _restore_request(backend, job, nodes_in_partition):
                 restored.append(job.job_id)
         except SlurmError as exc:
             errors[job.job_id] = f"not given back the GPUs it asked for: {exc}"
@@ -101,7 +103,8 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
                     tuple(j for j in unpin if j not in errors), errors, tuple(admins),
                     tuple(owners), tuple(sorted(restored)),
                     tuple(j.job_id for j in listed if j.state == "RUNNING"
-                          and _asked(j) not in (None, (j.gpus, max(j.node_count, 1)))),
+                          and (asked := _asked(j)) is not None
+                          and asked.differs(j, nodes_in_partition)),
                     rerun)
 
 
@@ -115,28 +118,68 @@ def requeued_by_service(rows: Mapping[int, JobRow],
                            or MOVED in row.reason}
 
 
-def _asked(job: SlurmJob) -> tuple[int, int] | None:
-    """The GPUs and fewest nodes an elastic job was submitted with (job_submit.lua's
-    stamp); None for a fixed job, whose count the service never changes, or one without
-    the stamp."""
+@dataclass(frozen=True)
+class _Asked:
+    """What an elastic job was submitted with (job_submit.lua's stamp): its GPUs and its
+    node range, ``most`` 0 where it set no most (an older stamp, which did not say, too)."""
+    gpus: int
+    fewest: int
+    most: int
+
+    def most_for(self, job: SlurmJob, nodes_in_partition: int) -> int:
+        """The most nodes to give it back: the one it asked; with none, per node its
+        fewest (a range lets Slurm give it as many nodes as are free, each with its
+        count: ``--gres=gpu:2`` with ``numnodes=1-4`` ran 2 on each of 4 idle nodes), per
+        job the partition's nodes (Slurm packs such a job onto as few as hold it:
+        ``--gpus=4`` ran on one, ``--gpus=12`` on two of 8; measured on 22.05).
+        ``scontrol`` cannot clear a most."""
+        if self.most:
+            return self.most
+        return max(nodes_in_partition, self.fewest) if job.asks_per_job else self.fewest
+
+    def differs(self, job: SlurmJob, nodes_in_partition: int) -> bool:
+        """Whether the job's GPUs or node range are no longer these. A pending job's
+        listed node count is Slurm's estimate (``-N 1-2`` lists 2-2, measured on 22.05),
+        so of its range only the most is compared, which the service's resizes set
+        (``numnodes=K-K``)."""
+        count = max(job.node_count, 1)
+        if job.gpus != (self.gpus if job.asks_per_job else self.gpus // self.fewest * count):
+            return True  # per node, its count on each of the nodes it has
+        if job.state != "PENDING":  # running: where it runs, Slurm keeps if it requeues
+            return not self.fewest <= count <= self.most_for(job, nodes_in_partition)
+        listed = job.max_nodes
+        spread = job.asks_per_job and listed >= nodes_in_partition
+        if not self.most and (not listed or spread):
+            return False  # as submitted, or as handed back before
+        return listed != self.most_for(job, nodes_in_partition)
+
+
+def _asked(job: SlurmJob) -> _Asked | None:
+    """What an elastic job was submitted with; None for a fixed job, whose count the
+    service never changes, or one without the stamp."""
     hint = read_hint(hint_text(job))
     gpus = asked_gpus(job.admin_comment)
     if not isinstance(hint, Hint) or hint.gpus_range is None or gpus is None:
         return None
-    return gpus, asked_min_nodes(job.admin_comment) or 1
+    return _Asked(gpus, asked_min_nodes(job.admin_comment) or 1,
+                  asked_max_nodes(job.admin_comment) or 0)
 
 
-def _restore_request(backend: SlurmBackend, job: SlurmJob) -> bool:
-    """Give a pending elastic job the GPUs and nodes it asked for, where the service's
-    resizes left others (a red-team: handed back, a 2-GPU job waited for, and was billed
-    for, the 8 on two nodes the plan last gave it). Whether it did."""
+def _restore_request(backend: SlurmBackend, job: SlurmJob, nodes_in_partition: int) -> bool:
+    """Give a pending elastic job the GPUs and node range it asked for, where the
+    service's resizes left others (a red-team: handed back, a 2-GPU job waited for, and
+    was billed for, the 8 on two nodes the plan last gave it). A range with no most is
+    given a most (``_Asked.most_for``): pinned to its fewest, a ``--gpus=12`` job on
+    nodes of 8 never ran (BadConstraints, measured on 22.05: before, the hand-back gave
+    every elastic job exactly its fewest nodes, a ``-N 1-2`` job too). Whether it did."""
     asked = _asked(job)
-    if asked is None or asked == (job.gpus, max(job.node_count, 1)):
+    if asked is None or not asked.differs(job, nodes_in_partition):
         return False
-    gpus, nodes = asked
-    if not job.asks_per_job and gpus % nodes:
-        raise SlurmError(f"{gpus} GPUs do not split evenly over the {nodes} nodes asked")
-    set_gpus(backend, job, gpus, nodes)
+    if not job.asks_per_job and asked.gpus % asked.fewest:
+        raise SlurmError(f"{asked.gpus} GPUs do not split evenly over the {asked.fewest} "
+                         "nodes asked")
+    set_gpus(backend, job, asked.gpus, asked.fewest,
+             max_nodes=asked.most_for(job, nodes_in_partition))
     return True
 
 

@@ -513,8 +513,9 @@ class CliBackend:
         self._run(["scontrol", "requeue", str(job_id)])
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
-                    gpu_type: str = "", per_job: bool = False) -> None:
-        count = [] if nodes is None else [f"numnodes={nodes}-{nodes}"]
+                    gpu_type: str = "", per_job: bool = False,
+                    max_nodes: int | None = None) -> None:
+        count = [] if nodes is None else [f"numnodes={nodes}-{max_nodes or nodes}"]
         gres = (f"TresPerJob=gres:{gpu_gres(gpus, gpu_type)}" if per_job
                 else f"gres={gpu_gres(gpus, gpu_type)}")
         self._run(["scontrol", "update", f"jobid={job_id}", *count, gres])

@@ -275,19 +275,22 @@ class FakeSlurm:
             submit_time=max(self.now, j.submit_time + 1))
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
-                    gpu_type: str = "", per_job: bool = False) -> None:
+                    gpu_type: str = "", per_job: bool = False,
+                    max_nodes: int | None = None) -> None:
         """As ``scontrol update gres=gpu[:TYPE]:N`` (``TresPerJob=gres:gpu[:TYPE]:N`` for
         ``per_job``): the job's GRES is what it is given, its type too (none: untyped).
         A job that asked per job is refused a GRES per node, and one that asked per node
-        a count per job (both measured on 22.05)."""
+        a count per job (both measured on 22.05). With ``nodes``, the range
+        ``nodes``-``max_nodes`` (exactly ``nodes`` without it) as ``numnodes=``."""
         j = self._get(job_id)
         if j.state != "PENDING":
             raise SlurmError(f"Job {job_id} is not pending: GRES can change only before it runs")
         if per_job != j.asks_per_job:
             raise SlurmError(f"Invalid generic resource (gres) specification for job {job_id}")
         count = nodes if nodes is not None else max(j.node_count, 1)
+        most = j.max_nodes if nodes is None else (max_nodes or nodes)
         self.jobs[job_id] = replace(j, gpus=gpus if per_job else gpus * count,
-                                    node_count=count, gpu_type=gpu_type)
+                                    node_count=count, gpu_type=gpu_type, max_nodes=most)
 
     def submit(self, script: str, args: Sequence[str] = ()) -> int:
         """sbatch's -p/--partition, --gres=gpu:N, -N/--nodes and -w/--nodelist are read;

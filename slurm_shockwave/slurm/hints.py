@@ -93,7 +93,7 @@ def _gpu_range(value: str) -> tuple[int, int]:
 
 
 SUBMITTED = re.compile(r"(.*)[ ]submitted=([0-9]{1,12})(?:[ ]asked_gpus=([0-9]{1,7}))?"
-                       r"(?:[ ]asked_nodes=([0-9]{1,7}))?")
+                       r"(?:[ ]asked_nodes=([0-9]{1,7})(?:-([0-9]{1,7}))?)?")
 """job_submit.lua appends ``submitted=<epoch>`` to the normalised hint it writes into the
 admin comment: the job's first submission. Slurm sets a requeued job's submit time to
 the requeue (job_mgr.c: batch_requeue_fini), so without the stamp every preemption
@@ -101,8 +101,9 @@ would look like a new arrival and reset the job's fair finish time. Then, where 
 asked for GPUs, ``asked_gpus=<count>``: the GPUs it was submitted with (``--gres`` per
 node times its nodes, plus ``--gpus``), which the service's resizes of an elastic job
 change in Slurm (its GRES) and a requeue by Slurm keeps changed, with
-``asked_nodes=<fewest>``, the fewest nodes it asked for (``-N 2``, ``-N 2-4``; 1 where
-it asked none): Slurm lists a pending job's node count as its last run's (measured on
+``asked_nodes=<fewest>-<most>``, the node range it asked for (``-N 2``: 2-2, ``-N 2-4``:
+2-4; 1-0 where it asked none, 0 being no most, as Slurm lists it; an older stamp has no
+most): Slurm lists a pending job's node count as its last run's (measured on
 22.05: a requeued ``--gpus=8`` that ran 7 + 1 lists 2 nodes, then runs on one) or its
 own estimate (``-N 1-2 --gpus=12`` lists 2-2), so the listing cannot tell a ``-N 2
 --gpus=7``, which must have two nodes, from a ``--gpus=7`` that once had them. Not part
@@ -209,3 +210,10 @@ def asked_min_nodes(text: str) -> int | None:
     where it says none (a job submitted before the stamp)."""
     m = SUBMITTED.fullmatch(text.rstrip(_WS))
     return int(m.group(4)) if m and m.group(4) else None
+
+
+def asked_max_nodes(text: str) -> int | None:
+    """The most nodes an admin comment says the job was submitted with (``-N 1-2``: 2),
+    0 where it set none, None where the stamp does not say (one written before it did)."""
+    m = SUBMITTED.fullmatch(text.rstrip(_WS))
+    return int(m.group(5)) if m and m.group(5) else None

@@ -172,14 +172,16 @@ class SlurmBackend(Protocol):
         service sent it (world.py, ``_sync_intents``)."""
         ...
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
-                    gpu_type: str = "", per_job: bool = False) -> None:
+                    gpu_type: str = "", per_job: bool = False,
+                    max_nodes: int | None = None) -> None:
         """A pending job's GPUs per node (Slurm's GRES is per node); with ``nodes``, its
         node count too (a job on several nodes changes both together). ``gpu_type``: the
         type it asked (Slurm replaces the job's GRES with what it is given: without it a
         typed job became untyped, found by a review). ``per_job``: ``gpus`` is the whole
         job's, for a job that asked them so (``--gpus=N``: ``TresPerJob``), whose GRES
         per node Slurm refuses to set ("Invalid generic resource (gres) specification",
-        measured on 22.05)."""
+        measured on 22.05). ``max_nodes``: with ``nodes``, the most nodes (the job's
+        ``-N nodes-max_nodes``; None: exactly ``nodes``)."""
         ...
     def submit(self, script: str, args: Sequence[str] = ()) -> int: ...
     def cancel(self, job_id: int) -> None: ...

@@ -288,12 +288,14 @@ class PyslurmBackend:
         self._call(f"requeue {job_id}", self._ps.Job(job_id).requeue)
 
     def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
-                    gpu_type: str = "", per_job: bool = False) -> None:
+                    gpu_type: str = "", per_job: bool = False,
+                    max_nodes: int | None = None) -> None:
         # scontrol: pyslurm 25.11 reads a description's node count only at submit
         # (``_create_job_submit_desc``: ``if not self.is_update``), so a resize onto two
         # nodes kept one (found by the contract test), and the count and the GRES must
         # change in one request
-        self._cli.update_gpus(job_id, gpus, nodes=nodes, gpu_type=gpu_type, per_job=per_job)
+        self._cli.update_gpus(job_id, gpus, nodes=nodes, gpu_type=gpu_type, per_job=per_job,
+                              max_nodes=max_nodes)
 
     def submit(self, script: str, args: Sequence[str] = ()) -> int:
         # sbatch's option parsing is not in pyslurm's API: submission goes through sbatch

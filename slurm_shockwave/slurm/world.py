@@ -1484,15 +1484,18 @@ def not_done(action: Action, exc: SlurmError) -> ActionResult:
     return ActionResult(action, Outcome.REJECTED, str(exc))
 
 
-def set_gpus(backend: SlurmBackend, job: SlurmJob, count: int, nodes: int) -> None:
+def set_gpus(backend: SlurmBackend, job: SlurmJob, count: int, nodes: int, *,
+             max_nodes: int | None = None) -> None:
     """Give a pending job ``count`` GPUs on ``nodes`` nodes (the node count only where it
-    changes), as it asked them: per job (``--gpus=N``) a count per job, which Slurm
-    splits over the nodes itself (12 on two free nodes of 8: 8 + 4, measured on 22.05),
-    for Slurm refuses such a job a GRES per node (before, every resize of it was); else
-    ``count`` / ``nodes`` on each, which the caller has made whole. The service's resizes
-    and the hand-back's return to a job's request."""
+    changes; with ``max_nodes``, the range ``nodes``-``max_nodes`` always), as it asked
+    them: per job (``--gpus=N``) a count per job, which Slurm splits over nodes itself
+    (12 on two free nodes of 8: 8 + 4, measured on 22.05), for Slurm refuses such a job a
+    GRES per node (before, every resize of it was); else ``count`` / ``nodes`` on each,
+    which the caller has made whole. The service's resizes and the hand-back's return to
+    a job's request."""
+    same = max_nodes is None and nodes == max(job.node_count, 1)
     backend.update_gpus(job.job_id, count if job.asks_per_job else count // nodes,
-                        nodes=None if nodes == max(job.node_count, 1) else nodes,
+                        nodes=None if same else nodes, max_nodes=max_nodes,
                         gpu_type=job.gpu_type, per_job=job.asks_per_job)
 
 
