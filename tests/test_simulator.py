@@ -1,5 +1,6 @@
 """The simulator's time model on hand-checkable cases."""
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -323,3 +324,19 @@ def test_rounds_at_least_counts_jobs_one_after_another_not_the_idle_time_between
     assert busy_s_at_least(apart, 20) == pytest.approx(2 * 520)
     r = simulate(back_to_back, make_policy("fifo"), gpus=2)
     assert rounds_at_least(back_to_back, gpus=2, round_s=120, restore_s=20) <= r.rounds
+
+
+@pytest.mark.parametrize("fill_freed", [False, True])
+def test_the_gpus_busy_plot_draws_the_gpu_time_utilisation_counts(fill_freed: bool) -> None:
+    """Found by a red-team: the timeline (drawn as steps by the "GPUs busy" plot) had no
+    step where jobs finished inside a round or where the clock jumped over an idle gap,
+    so the plot drew the GPUs busy until the next round: 58 GPU-hours against 3 on a
+    trace with a late arrival, 5% over on ordinary ones. Its area is the busy GPU time."""
+    w = a_workload(a_spec(0, epochs=3), a_spec(1, epochs=7, gpus=2),
+                   a_spec(2, epochs=2, arrival_s=50_000), a_spec(3, epochs=5, arrival_s=70))
+    r = simulate(w, make_policy("fifo"), gpus=4, fill_freed=fill_freed)
+    steps = [*r.timeline, (r.summary.makespan_s, 0)]
+    area = sum((t1 - t0) * g for (t0, g), (t1, _) in pairwise(steps))
+    assert [t for t, _ in steps] == sorted(t for t, _ in steps)
+    assert area == pytest.approx(r.summary.utilization * 4 * r.summary.makespan_s)
+    assert r.timeline[-1][1] == 0

@@ -245,6 +245,8 @@ class SimulatedCluster:
         running = [j for j in self._active.values() if j.phase == Phase.RUNNING]
         if not running and self._round_start is None:
             if not self._active:  # idle: jump to the next arrival
+                if not self.timeline or self.timeline[-1][1]:
+                    self.timeline.append((now, 0))  # the plot's step: idle until then
                 if self._next < len(self._all):
                     self.clock.advance_to(max(start, self._arrivals[self._next]))
                 return True
@@ -265,13 +267,20 @@ class SimulatedCluster:
         stop = round_end
         if self.fill_freed:
             stop = self._fill_at(now, round_end, running, need)
-        self.timeline.append((now, sum(j.gpus for j in running)))
+        busy = sum(j.gpus for j in running)
+        self.timeline.append((now, busy))
         last = now
         for job in running:
             ends = now + need[id(job)] <= stop  # the same sum as ``stop``: exact for its job
             self._run(job, need[id(job)] if ends else stop - now, ends)
             if job.finish_s is not None:
                 last = max(last, job.finish_s)
+        # a job's GPUs are free from its finish, not the round's end: a step each (the
+        # plot, found by a red-team, drew them busy to the next round)
+        for job in sorted((j for j in running if j.finish_s is not None),
+                          key=lambda j: j.finish_s or 0.0):
+            busy -= job.gpus
+            self.timeline.append((job.finish_s or now, busy))
         unfinished = any(j.finish_s is None for j in running)
         if stop < round_end:  # a fill step: the round goes on after it
             for job in running:
