@@ -326,3 +326,15 @@ def test_a_fixed_job_wider_than_a_node_is_placed_as_slurm_spreads_it() -> None:
     assert 1 not in five.fragmented and sorted(_nodes_of(five.slots[1]).values()) == [1, 4]
     eleven = place(a_view(a_job(1, gpus=11), gpus=128, gpus_per_node=8), Plan((1,)))
     assert sorted(_nodes_of(eleven.slots[1]).values()) == [3, 8]
+
+
+def test_a_job_left_out_is_not_kept_on_a_node_a_wide_job_holds_whole() -> None:
+    """Found by a red-team of the simulator: a fixed 4-GPU job on nodes of 3 holds both
+    nodes whole (3 + 1, the other 2 GPUs of the second held idle with it), but a running
+    1-GPU job the plan left out was kept on that second node under ``avoid_idle``: two
+    jobs on a node the simulator gives one of them whole."""
+    small = a_job(2, gpus=1, running=True, slots=("n1:2",))
+    wide = a_job(1, gpus=4)
+    placed = place(a_view(wide, small, gpus=6, gpus_per_node=3), Plan((1,), avoid_idle=True))
+    assert sorted(placed.slots[1]) == ["n0:0", "n0:1", "n0:2", "n1:0"]
+    assert 2 not in placed.slots

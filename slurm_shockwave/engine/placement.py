@@ -1,8 +1,11 @@
 """Placement: turn a policy's priority order into GPU slots.
 
-Rules: a job of up to K GPUs (K = GPUs per node) sits on one node; a larger job takes
-whole nodes that split its count evenly (Slurm gives every node of a job the same
-count); a fixed job that asked for several nodes (``JobSpec.nodes``: ``-N 2
+Rules: a job of up to K GPUs (K = GPUs per node) sits on one node; a larger elastic
+job takes whole nodes that split its count evenly (the service sets its count per
+node, and Slurm gives every node of such a job the same count); a larger fixed job
+takes GPUs node after node by name until they hold enough, as Slurm spreads a
+``--gpus=N`` (5 on nodes of 4: 4 + 1; in the simulator whole nodes, the last one's
+other GPUs held idle with it); a fixed job that asked for several nodes (``JobSpec.nodes``: ``-N 2
 --gres=gpu:4``) takes its count on each of that many. Running jobs keep their GPUs when
 they stay selected, so a round does not migrate work needlessly. Selection is greedy by
 count in the plan's order; a selected job that fragmentation leaves without room gets
@@ -409,9 +412,17 @@ def _keep_running(view: ClusterView, order: list[Job], want: Mapping[JobId, int]
     a checkpoint frees (``view.reserved``), or one further behind its fair finish time
     than the running job (``Plan.rho``), which could otherwise wait as long as a job the
     plan ranks last runs. A job already checkpointing is not kept (its requeue is under
-    way), nor an elastic job the plan resizes."""
-    owner = {s: jid for jid, slots in out.slots.items() for s in slots}
+    way), nor an elastic job the plan resizes. In the simulator a placed job on several
+    nodes holds them whole (``_FreeSlots.take_exact``), the GPUs it does not use too: a
+    job kept there shared a node with it (a red-team)."""
     jobs = view.by_id()
+    on_node = {n.name: n.slots() for n in view.nodes}
+    owner: dict[str, JobId] = {}
+    for jid, slots in out.slots.items():
+        nodes = {slot_node(s) for s in slots}
+        whole = len(nodes) > 1 and not view.exact_slots and _nodes(jobs[jid]) <= 1
+        owner.update(dict.fromkeys((x for n in nodes for x in on_node[n]) if whole
+                                   else slots, jid))
     never = plan.moves_for | view.reserved
     held_back: set[JobId] = set()
     for job in sorted((j for j in view.jobs if j.phase == Phase.RUNNING
