@@ -930,11 +930,12 @@ def test_a_gpu_count_slurm_refuses_an_elastic_job_is_not_asked_for_again(
 
     class Limited(FakeSlurm):
         def update_gpus(self, job_id: int, gpus: int, *, nodes: int | None = None,
-                        gpu_type: str = "", per_job: bool = False) -> None:
+                        gpu_type: str = "", per_job: bool = False,
+                        max_nodes: int | None = None) -> None:
             if gpus * (nodes or 1) > 4:
                 raise SlurmError("Job violates accounting/QOS policy")
             super().update_gpus(job_id, gpus, nodes=nodes, gpu_type=gpu_type,
-                                per_job=per_job)
+                                per_job=per_job, max_nodes=max_nodes)
 
     fake = Limited([SlurmNode("n1", ("IDLE",), 8, 0, ("shockwave",))])
     fake.add(job(1, 2, epochs=50, hint=PLAIN + " gpus=1-8"))
@@ -1520,9 +1521,11 @@ def test_a_resized_elastic_job_keeps_its_gpu_type() -> None:
     real = fake.update_gpus
 
     def update(job_id: int, gpus: int, *, nodes: int | None = None,
-               gpu_type: str = "", per_job: bool = False) -> None:
+               gpu_type: str = "", per_job: bool = False,
+               max_nodes: int | None = None) -> None:
         calls.append((gpus, gpu_type))
-        real(job_id, gpus, nodes=nodes, gpu_type=gpu_type, per_job=per_job)
+        real(job_id, gpus, nodes=nodes, gpu_type=gpu_type, per_job=per_job,
+             max_nodes=max_nodes)
 
     fake.update_gpus = update  # type: ignore[method-assign]
     _rounds_over(fake, "shockwave", 2)
