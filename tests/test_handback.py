@@ -172,7 +172,11 @@ def test_an_elastic_job_gets_back_its_node_range_and_one_never_resized_is_left()
     resized or not, so a ``--gpus=12`` job that never was (nodes of 8) was pinned to one
     node and never ran (BadConstraints on 22.05), and a ``-N 1-2`` job lost its range. The
     stamp's range comes back: with no most, per job the partition's nodes (Slurm packs
-    it), per node its fewest (a range would give it a count on every free node)."""
+    it), per node its fewest (a range would give it a count on every free node). A second
+    review: a range whose listed fewest is above the stamp's is set again (the listing is
+    Slurm's estimate, the same for a job the service pinned), a job with an older stamp
+    is not widened, and a per-node job pinned at its own count per node is found by its
+    node count."""
     nodes = [SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",)) for i in (1, 2, 3)]
     fake = FakeSlurm([*nodes, SlurmNode("x", ("IDLE",), 8, 0, ("other",))])
 
@@ -184,12 +188,15 @@ def test_an_elastic_job_gets_back_its_node_range_and_one_never_resized_is_left()
                           **fields))  # type: ignore[arg-type]
 
     add(1, "asked_gpus=12 asked_nodes=1-0", gpus=12, node_count=2, asks_per_job=True)
-    add(2, "asked_gpus=4 asked_nodes=1-2", gpus=8, node_count=2, max_nodes=2)
+    add(2, "asked_gpus=8 asked_nodes=1-2", gpus=16, node_count=2, max_nodes=2)  # 2-2
     add(3, "asked_gpus=12 asked_nodes=1-0", gpus=6, node_count=1, max_nodes=1,
         asks_per_job=True)
     add(4, "asked_gpus=4 asked_nodes=1-2", gpus=4, node_count=1, max_nodes=1)  # pinned
     add(5, "asked_gpus=2 asked_nodes=1-0", gpus=4, node_count=2, max_nodes=2)
     add(6, "asked_gpus=2 asked_nodes=1", gpus=4, node_count=2, max_nodes=2)  # older stamp
+    add(7, "asked_gpus=8 asked_nodes=2", gpus=8, node_count=2, max_nodes=2,
+        asks_per_job=True)  # an older stamp's -N 2 --gpus=8, never resized
+    add(8, "asked_gpus=8 asked_nodes=1-0", gpus=16, node_count=2)  # grown 2 x 8, no most
     calls: list[tuple[int, int, int | None, int | None]] = []
     real = fake.update_gpus
 
@@ -201,8 +208,9 @@ def test_an_elastic_job_gets_back_its_node_range_and_one_never_resized_is_left()
 
     fake.update_gpus = update  # type: ignore[method-assign]
     done = hand_back(fake, "shockwave", "/nonexistent/heartbeat")
-    assert not done.errors and done.restored == (3, 4, 5, 6)
-    assert calls == [(3, 12, 1, 3), (4, 4, 1, 2), (5, 2, 1, 1), (6, 2, 1, 1)]
+    assert not done.errors and done.restored == (2, 3, 4, 5, 6, 8)
+    assert calls == [(2, 8, 1, 2), (3, 12, 1, 3), (4, 4, 1, 2), (5, 2, 1, 1), (6, 2, 1, 1),
+                     (8, 8, 1, 1)]
     assert (fake.jobs[3].gpus, fake.jobs[3].max_nodes) == (12, 3)
     assert (fake.jobs[5].gpus, fake.jobs[5].node_count, fake.jobs[5].max_nodes) == (2, 1, 1)
     again = hand_back(fake, "shockwave", "/nonexistent/heartbeat")

@@ -174,7 +174,8 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
                    f"it): {', '.join(map(str, result.rerun))}")
     if result.restored:
         click.echo(f"given back the GPUs and nodes they were submitted with (elastic, "
-                   f"resized by the service): {', '.join(map(str, result.restored))}")
+                   f"as the service may have resized them): "
+                   f"{', '.join(map(str, result.restored))}")
     if result.resized_running:
         click.echo(f"running on another count than they asked (elastic; Slurm keeps it if "
                    f"it requeues them): {', '.join(map(str, result.resized_running))}")

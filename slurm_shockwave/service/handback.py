@@ -47,7 +47,8 @@ class HandBack:
     owner_held: tuple[int, ...] = ()
     """Held by their owner (or requeue-held): left held, for the owner to release."""
     restored: tuple[int, ...] = ()
-    """Pending elastic jobs given back the GPUs and nodes they were submitted with."""
+    """Pending elastic jobs given back the GPUs and nodes they were submitted with: those
+    whose listing differs, or may (``_Asked.differs``)."""
     resized_running: tuple[int, ...] = ()
     """Running elastic jobs on another count than they asked: left running (Slurm keeps
     that count if it requeues them)."""
@@ -121,10 +122,11 @@ def requeued_by_service(rows: Mapping[int, JobRow],
 @dataclass(frozen=True)
 class _Asked:
     """What an elastic job was submitted with (job_submit.lua's stamp): its GPUs and its
-    node range, ``most`` 0 where it set no most (an older stamp, which did not say, too)."""
+    node range, ``most`` 0 where it set no most, None where the stamp does not say (one
+    written before it gave the range)."""
     gpus: int
     fewest: int
-    most: int
+    most: int | None
 
     def most_for(self, job: SlurmJob, nodes_in_partition: int) -> int:
         """The most nodes to give it back: the one it asked; with none, per node its
@@ -132,26 +134,37 @@ class _Asked:
         count: ``--gres=gpu:2`` with ``numnodes=1-4`` ran 2 on each of 4 idle nodes), per
         job the partition's nodes (Slurm packs such a job onto as few as hold it:
         ``--gpus=4`` ran on one, ``--gpus=12`` on two of 8; measured on 22.05).
-        ``scontrol`` cannot clear a most."""
+        ``scontrol`` cannot clear a most. An older stamp's per-job most: the listed one
+        where it holds the fewest (the stamp cannot say it was not asked)."""
         if self.most:
             return self.most
-        return max(nodes_in_partition, self.fewest) if job.asks_per_job else self.fewest
+        if not job.asks_per_job:
+            return self.fewest
+        if self.most is None and job.max_nodes >= self.fewest:
+            return job.max_nodes
+        return max(nodes_in_partition, self.fewest)
 
     def differs(self, job: SlurmJob, nodes_in_partition: int) -> bool:
-        """Whether the job's GPUs or node range are no longer these. A pending job's
-        listed node count is Slurm's estimate (``-N 1-2`` lists 2-2, measured on 22.05),
-        so of its range only the most is compared, which the service's resizes set
-        (``numnodes=K-K``)."""
+        """Whether the job may no longer hold these GPUs or this node range (the
+        service's resizes set ``numnodes=K-K``). A pending job's listed node count is
+        Slurm's estimate (``-N 1-2 --gres=gpu:4`` lists 2-2 as submitted, measured on
+        22.05), so where it is above a range's fewest the range is taken as changed
+        and set again: it is the job's own request (a review: a ``-N 1-2`` job the
+        service pinned to 2-2 kept it)."""
         count = max(job.node_count, 1)
         if job.gpus != (self.gpus if job.asks_per_job else self.gpus // self.fewest * count):
             return True  # per node, its count on each of the nodes it has
+        most = self.most_for(job, nodes_in_partition)
         if job.state != "PENDING":  # running: where it runs, Slurm keeps if it requeues
-            return not self.fewest <= count <= self.most_for(job, nodes_in_partition)
+            return not self.fewest <= count <= most
+        if self.most is None and job.asks_per_job:
+            return False  # an older stamp's range is not known: its GPUs only
         listed = job.max_nodes
-        spread = job.asks_per_job and listed >= nodes_in_partition
-        if not self.most and (not listed or spread):
-            return False  # as submitted, or as handed back before
-        return listed != self.most_for(job, nodes_in_partition)
+        if most == self.fewest:  # exactly its fewest
+            return count != self.fewest or listed not in (0, self.fewest)
+        if not self.most:  # per job, no most: unpinned, or handed back before
+            return 0 < listed < nodes_in_partition
+        return listed != most or count > self.fewest
 
 
 def _asked(job: SlurmJob) -> _Asked | None:
@@ -162,7 +175,7 @@ def _asked(job: SlurmJob) -> _Asked | None:
     if not isinstance(hint, Hint) or hint.gpus_range is None or gpus is None:
         return None
     return _Asked(gpus, asked_min_nodes(job.admin_comment) or 1,
-                  asked_max_nodes(job.admin_comment) or 0)
+                  asked_max_nodes(job.admin_comment))
 
 
 def _restore_request(backend: SlurmBackend, job: SlurmJob, nodes_in_partition: int) -> bool:
