@@ -340,3 +340,18 @@ def test_the_gpus_busy_plot_draws_the_gpu_time_utilisation_counts(fill_freed: bo
     assert [t for t, _ in steps] == sorted(t for t, _ in steps)
     assert area == pytest.approx(r.summary.utilization * 4 * r.summary.makespan_s)
     assert r.timeline[-1][1] == 0
+
+
+def test_the_gpus_busy_plot_leaves_out_a_moved_jobs_requeue_delay() -> None:
+    """Found by a second red-team: a job moved onto new GPUs waits out its requeue delay
+    there, held, not busy (docs/simulator.md), and the plot drew it busy from the
+    stretch's start. Its area is the busy GPU time with moves and a delay too."""
+    from slurm_shockwave.sim.inputs import build_workload, load_throughputs, load_trace
+
+    path = Path(__file__).resolve().parents[1] / "slurm_shockwave" / "data" / "demo.jsonl"
+    w = build_workload(load_trace(str(path)), load_throughputs(None), source=str(path))
+    r = simulate(w, make_policy("gandiva_fair"), gpus=16, gpus_per_node=4,
+                 requeue_delay_s=150)
+    steps = [*r.timeline, (r.summary.makespan_s, 0)]
+    area = sum((t1 - t0) * g for (t0, g), (t1, _) in pairwise(steps))
+    assert area == pytest.approx(r.summary.utilization * 16 * r.summary.makespan_s)

@@ -47,6 +47,13 @@ class Placement:
         return slots is not None and not set(slots) <= set(job.gpu_slots)
 
 
+def _held_whole(spans: int, exact: bool, may: bool = True) -> bool:
+    """Whether a job on ``spans`` nodes holds them whole, the GPUs it does not use with
+    them: in the simulator only (``exact``: live, Slurm lends the rest out), and not a
+    fixed job spread over the nodes it asked for (``may`` False; ``_FreeSlots.take_exact``)."""
+    return may and spans > 1 and not exact
+
+
 class _FreeSlots:
     def __init__(self, view: ClusterView) -> None:
         self.per_node = view.gpus_per_node
@@ -96,7 +103,7 @@ class _FreeSlots:
             have = self.free.get(node)
             if have is None or not set(wanted).issubset(have):
                 return False
-        whole = whole and len(by_node) > 1 and not self.exact
+        whole = _held_whole(len(by_node), self.exact, whole)
         for node, wanted in by_node.items():
             gone = set(wanted)  # a set: a pool node holds hundreds of slots
             left = [] if whole else [s for s in self.free[node] if s not in gone]
@@ -420,7 +427,7 @@ def _keep_running(view: ClusterView, order: list[Job], want: Mapping[JobId, int]
     owner: dict[str, JobId] = {}
     for jid, slots in out.slots.items():
         nodes = {slot_node(s) for s in slots}
-        whole = len(nodes) > 1 and not view.exact_slots and _nodes(jobs[jid]) <= 1
+        whole = _held_whole(len(nodes), view.exact_slots, _nodes(jobs[jid]) <= 1)
         owner.update(dict.fromkeys((x for n in nodes for x in on_node[n]) if whole
                                    else slots, jid))
     never = plan.moves_for | view.reserved

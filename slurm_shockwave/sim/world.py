@@ -135,7 +135,10 @@ class SimulatedCluster:
         self.restore_gpu_s = 0.0
         self.starts = 0
         """Jobs started (first starts, restarts after a preemption, moves, resizes)."""
-        self.timeline: list[tuple[float, int]] = []  # (round start, GPUs busy)
+        self.timeline: list[tuple[float, int]] = []
+        """(time, GPUs busy from then): each stretch's start, each job's finish and the
+        end of its requeue delay within it, and 0 before an idle jump; its steps' area is
+        ``busy_gpu_s``."""
 
     # -- ClusterSource ----------------------------------------------------------------------
     def observe(self) -> ClusterView:
@@ -267,20 +270,24 @@ class SimulatedCluster:
         stop = round_end
         if self.fill_freed:
             stop = self._fill_at(now, round_end, running, need)
-        busy = sum(j.gpus for j in running)
-        self.timeline.append((now, busy))
+        # busy from the end of its requeue delay (a moved job's wait on its new GPUs is
+        # not busy time) to its finish: a step at each (the plot, found by red-teams, drew
+        # them busy from the stretch's start to the next round)
+        steps = [(now, 0), *((now + min(j.hold_left_s, stop - now), j.gpus) for j in running)]
         last = now
         for job in running:
             ends = now + need[id(job)] <= stop  # the same sum as ``stop``: exact for its job
             self._run(job, need[id(job)] if ends else stop - now, ends)
             if job.finish_s is not None:
                 last = max(last, job.finish_s)
-        # a job's GPUs are free from its finish, not the round's end: a step each (the
-        # plot, found by a red-team, drew them busy to the next round)
-        for job in sorted((j for j in running if j.finish_s is not None),
-                          key=lambda j: j.finish_s or 0.0):
-            busy -= job.gpus
-            self.timeline.append((job.finish_s or now, busy))
+                steps.append((job.finish_s, -job.gpus))
+        busy = 0
+        for at, change in sorted(steps):
+            busy += change
+            if self.timeline and self.timeline[-1][0] == at:
+                self.timeline[-1] = (at, busy)
+            else:
+                self.timeline.append((at, busy))
         unfinished = any(j.finish_s is None for j in running)
         if stop < round_end:  # a fill step: the round goes on after it
             for job in running:
