@@ -592,6 +592,19 @@ def test_compare_leaves_no_earlier_runs_csv_beside_its_results(tmp_path: Path) -
         "jobs_mine.csv", "jobs_srtf.csv"]
 
 
+def test_compare_removes_only_the_csvs_its_earlier_results_listed(tmp_path: Path) -> None:
+    """Found by a red-team: compare --out removed every jobs_<policy>.csv of a policy it
+    did not run, a user's own ``simulate --csv`` output too, with no earlier
+    results.json there."""
+    out = tmp_path / "o"
+    out.mkdir()
+    for name in ("fifo", "gavel"):
+        run("simulate", "--gpus", "16", "--policy", name, "--csv", str(out / f"jobs_{name}.csv"))
+    run("compare", "--gpus", "16", "--policies", "srtf", "--out", str(out))
+    assert sorted(p.name for p in out.glob("jobs_*.csv")) == [
+        "jobs_fifo.csv", "jobs_gavel.csv", "jobs_srtf.csv"]
+
+
 def test_both_bundled_traces_simulate_on_their_16_gpus_by_default() -> None:
     """Found by a review: `simulate demo-live` (16 jobs made for 16 GPUs) asked for --gpus
     while `simulate demo` did not."""

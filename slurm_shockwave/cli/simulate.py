@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -52,7 +53,9 @@ def simulate(trace: str, gpus: int | None, gpus_per_node: int | None, throughput
 @click.option("--policies", "names", default="shockwave,gavel,themis,allox,gandiva_fair,ossp",
               show_default=True, help="Comma-separated; ratios are against the first.")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Write results.json, per-job CSVs and PNG plots here.")
+              help="Write results.json, per-job CSVs and PNG plots here (the per-job CSVs "
+                   "of policies an earlier results.json there listed, and this run has not, "
+                   "are removed).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per policy.")
 @one_line_errors
 def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs: str | None,
@@ -78,6 +81,7 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
         from slurm_shockwave.report.plots import write_plots  # matplotlib only when asked
 
         folder = Path(out)
+        earlier = _listed_policies(folder / "results.json")
         with output_errors("--out", out), as_set():  # renamed at the end (outputs.py)
             folder.mkdir(parents=True, exist_ok=True)
             write_text(folder / "results.json", json_text(records, indent=1) + "\n")
@@ -85,10 +89,25 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
                 write_per_job_csv(r, folder / f"jobs_{r.policy}.csv")
             paths = write_plots(results, folder,
                                 f"{Path(trace).name[:40]}, {inputs.gpus} GPUs")
-        for csv in folder.glob("jobs_*.csv"):  # an earlier run's, beside results.json's
-            if csv.stem.removeprefix("jobs_") in set(POLICIES) - set(wanted) and \
-                    not is_input(str(csv), given):
+        for name in sorted(earlier - set(wanted)):  # the run results.json listed, whose
+            csv = folder / f"jobs_{name}.csv"  # table the new one no longer has
+            if not is_input(str(csv), given):
                 csv.unlink(missing_ok=True)
         if not as_json:
             click.echo(f"wrote {folder / 'results.json'}, per-job CSVs and "
                        f"{', '.join(p.name for p in paths)}")
+
+
+def _listed_policies(results: Path) -> set[str]:
+    """The policies an earlier ``compare --out`` listed in its results.json (none where
+    there is none, or it is not one): only their per-job CSVs are its to remove. Before,
+    every ``jobs_<policy>.csv`` there went, a user's own ``simulate --csv`` too (found by
+    a red-team)."""
+    try:
+        records = json.loads(results.read_text())
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(records, list):
+        return set()
+    return {r["policy"] for r in records
+            if isinstance(r, dict) and isinstance(r.get("policy"), str) and r["policy"] in POLICIES}
