@@ -684,3 +684,18 @@ def test_plan_apply_refuses_a_heartbeat_it_could_not_keep_before_planning(
                                                 str(tmp_path / "s.db")])
     assert result.exit_code == 2 and "service.heartbeat: " in result.output, result.output
     assert fake.jobs[1].held and not (tmp_path / "s.db").exists()
+
+
+def test_a_record_says_how_it_was_made_and_how_many_jobs_were_cut_off() -> None:
+    """Found by a red-team: a --json record or results.json could not say which seed,
+    cut-off or rounds made it, and with --cutoff 1.02 gavel's average JCT counted 59 of
+    64 jobs at their cut, said only in the per-job CSV."""
+    rec = json.loads(run("simulate", "--policy", "gavel", "--cutoff", "1.02", "--seed", "3",
+                         "--json").stdout)
+    assert rec["cut_off"] > 0
+    assert rec["settings"]["deadline_factor"] == 1.02 and rec["settings"]["seed"] == 3
+    assert rec["settings"]["round_s"] == 120.0 and rec["settings"]["gpus"] == 16
+    plain = json.loads(run("simulate", "--policy", "gavel", "--json").stdout)
+    assert plain["cut_off"] == 0 and plain["settings"]["deadline_factor"] is None
+    shown = run("compare", "--policies", "fifo,gavel", "--cutoff", "1.02").stdout
+    assert "jobs cut off by --cutoff" in " ".join(shown.split())

@@ -76,6 +76,8 @@ class RunInputs:
     progress: bool
     seed: int | None = None
     """--seed: over a policy's seed in the config file; None: that seed, else 0."""
+    throughputs: str | None = None
+    """--throughputs: the table's path; None: the bundled one."""
 
 
 def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs: str | None,
@@ -112,7 +114,26 @@ def prepare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
     show = progress if progress is not None else Console(stderr=True).is_terminal
     return RunInputs(trace, gpus, gpus_per_node, workload, settings, period,
                      cutoff if cutoff is not None else settings.simulator.deadline_factor, show,
-                     seed)
+                     seed, throughputs)
+
+
+def simulate_kwargs(inputs: RunInputs) -> dict[str, Any]:
+    """The simulator's keywords of a run: the config's ``simulator`` section with the
+    command line's cluster, round and cut-off over it. ``run_policy`` runs with them, and
+    the JSON records them (``run_settings``)."""
+    return {**inputs.settings.simulator.simulate_kwargs(), "gpus": inputs.gpus,
+            "gpus_per_node": inputs.gpus_per_node, "round_s": inputs.round_s,
+            "deadline_factor": inputs.cutoff}
+
+
+def run_settings(inputs: RunInputs) -> dict[str, Any]:
+    """How a run was made, for its JSON record: the simulator's keywords, the seed given
+    on the command line (None: each policy's own from the config, else 0), the config
+    file and the throughput table (found by a red-team: a record could not say which
+    seed or cut-off made it)."""
+    return {**simulate_kwargs(inputs), "seed": inputs.seed,
+            "config": inputs.settings.source or None,
+            "throughputs": inputs.throughputs}
 
 
 def run_policy(inputs: RunInputs, name: str) -> SimResult:
@@ -123,9 +144,7 @@ def run_policy(inputs: RunInputs, name: str) -> SimResult:
             config["seed"] = inputs.seed
         config.setdefault("seed", 0)
     policy = make_policy(name, config, source=inputs.settings.source, path=f"policies.{name}")
-    kwargs: dict[str, Any] = {**inputs.settings.simulator.simulate_kwargs(),
-                              "gpus": inputs.gpus, "gpus_per_node": inputs.gpus_per_node,
-                              "round_s": inputs.round_s, "deadline_factor": inputs.cutoff}
+    kwargs = simulate_kwargs(inputs)
     try:
         if not inputs.progress:
             return simulate(inputs.workload, policy, **kwargs)

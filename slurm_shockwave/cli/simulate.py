@@ -15,7 +15,7 @@ from slurm_shockwave.cli.errors import (
     writable_dir,
     writable_file,
 )
-from slurm_shockwave.cli.run_options import prepare, run_options, run_policy
+from slurm_shockwave.cli.run_options import prepare, run_options, run_policy, run_settings
 from slurm_shockwave.model.bounds import name_list
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.outputs import PLOTS, as_set, write_text
@@ -43,7 +43,8 @@ def simulate(trace: str, gpus: int | None, gpus_per_node: int | None, throughput
         with output_errors("--csv", csv_path):
             write_per_job_csv(result, Path(csv_path))
     if as_json:
-        click.echo(json_text(summary_record(result, trace=trace)))
+        click.echo(json_text(summary_record(result, trace=trace,
+                                            settings=run_settings(inputs))))
     else:
         console().print(summary_table(result, f"{trace} on {inputs.gpus} GPUs"))
 
@@ -71,7 +72,7 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
     inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
                      progress, seed)
     results = [run_policy(inputs, n) for n in wanted]
-    records = [summary_record(r, trace=trace) for r in results]
+    records = [summary_record(r, trace=trace, settings=run_settings(inputs)) for r in results]
     if as_json:
         for rec in records:
             click.echo(json_text(rec))

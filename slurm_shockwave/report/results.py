@@ -10,7 +10,12 @@ from slurm_shockwave.report.outputs import replacing
 from slurm_shockwave.sim.run import SimResult
 
 
-def summary_record(result: SimResult, *, trace: str = "") -> dict[str, Any]:
+def summary_record(result: SimResult, *, trace: str = "",
+                   settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One run's figures; ``cut_off``: the jobs the simulator's cut-off
+    (``deadline_factor``) ended before their work was done, whose JCT the averages count
+    (found by a red-team: only the per-job CSV said so); ``settings``: how the run was
+    made, where the caller knows (``cli.run_options.run_settings``)."""
     s = result.summary
     return {
         "policy": result.policy, "trace": trace, "jobs": s.jobs, "gpus": s.gpus,
@@ -21,6 +26,8 @@ def summary_record(result: SimResult, *, trace: str = "") -> dict[str, Any]:
         "utilization": round(s.utilization, 5),
         "useful_utilization": round(s.useful_utilization, 5), "rounds": result.rounds,
         "wall_s": round(result.wall_s, 3),
+        "cut_off": sum(o.cut_off for o in result.outcomes),
+        **({"settings": settings} if settings is not None else {}),
     }
 
 
