@@ -76,8 +76,10 @@ def runtimes_s(workload: Workload, round_s: float, restore_s: float) -> np.ndarr
 
 
 def lags(workload: Workload, run_s: np.ndarray) -> np.ndarray:
-    """Each job's simulator runtime over its exclusive runtime (>= 1 where batch sizes
-    change: a change applies at a round's end)."""
+    """Each job's simulator runtime over its exclusive runtime: not 1 where batch sizes
+    change, since a change applies at a round's end (above 1 where the job keeps a slower
+    batch size a while, below where it keeps a faster one: 0.9914 at least on the 120-job
+    trace)."""
     exclusive = np.array([workload.profiles[j.spec.job_id].exclusive_s
                           for j in workload.jobs])
     return np.asarray(run_s / exclusive)
