@@ -12,8 +12,13 @@ nine baselines:
 - average JCT <= 1.10 x the lowest of the nine;
 - unfair fraction (rho > 1.05) <= 2%.
 
+The targets compare the figures as measured (the JSON rounds them), and are withheld
+(``targets_withheld``) on a trace where the simulator's cut-off ended any job.
+
 Every policy runs as configured in ``--settings`` (default: etc/shockwave.yaml as
-shipped); ``--config`` overrides Shockwave's section. Prints one JSON object; ``--out
+shipped); ``--config`` overrides Shockwave's section. The JSON says so: ``config`` (the
+override), ``simulator`` (the simulator's settings) and ``as_shipped`` (the shipped
+settings, no override: what issue 10's targets are of). Prints one JSON object; ``--out
 DIR`` also writes a Pareto plot per trace (``pareto_<trace>.png``: makespan and average
 JCT against worst rho, one point per policy) and the CDF plots (``scale_<trace>/``).
 
@@ -199,11 +204,21 @@ def study(name: str, policies: list[str], settings: Settings,
     records = {r.policy: summary_record(r, trace=name) for r in results}
     for r in records.values():
         r["makespan_vs_bound"] = round(float(r["makespan_s"]) / bound, 4)
+    # the targets on the figures as measured, not as rounded for the JSON (a red-team: a
+    # worst rho of 1.0870049 passed against 1.087)
+    exact = {r.policy: {"policy": r.policy, "makespan_s": r.summary.makespan_s,
+                        "avg_jct_s": r.summary.avg_jct_s, "worst_rho": r.summary.worst_rho,
+                        "unfair_fraction": r.summary.unfair_fraction} for r in results}
     row: dict[str, Any] = {"jobs": len(workload.jobs), "gpus": gpus,
                            "lower_bound_s": round(bound, 1), "policies": records}
-    if all(b in records for b in BASELINES):
+    cut = {p: r["cut_off"] for p, r in records.items() if r["cut_off"]}
+    if cut:  # the targets are of runs to completion (a red-team: they counted cut jobs)
+        row["cut_off"] = cut
+        row["targets_withheld"] = ("jobs were cut off (simulator.deadline_factor): the "
+                                   "targets are for every job run to its end")
+    elif all(b in records for b in BASELINES):
         for policy in (p for p in CONTENDERS if p in records):
-            checked = targets(records, bound, policy)
+            checked = targets(exact, bound, policy)
             key = "" if policy == "shockwave" else f"_{policy}"
             row[f"targets{key}"] = checked
             row[f"all_pass{key}"] = all(t["pass"] for t in checked.values())
@@ -215,7 +230,7 @@ def study(name: str, policies: list[str], settings: Settings,
 
         title = f"{name}: {len(workload.jobs)} jobs, {gpus} GPUs"
         write_pareto(list(records.values()), out / f"pareto_{name}.png", title, bound,
-                     plot_limits(records, bound))
+                     None if cut else plot_limits(exact, bound))
         write_plots(results, out / f"scale_{name}", title)
     return row
 
@@ -262,7 +277,12 @@ def main() -> None:
                          f"{sim.requeue_delay_s:g} s, leave too little of a round to run in "
                          f"({args.settings}); give a longer simulator.round_s"):
             table[name] = study(name, policies, settings, override, out, slot)
-    print(json.dumps({"scale": table, "settings": args.settings, "machine": machine()}))
+    # how it was measured (a red-team: a --config override left the JSON as a shipped
+    # run's): issue 10's targets are of etc/shockwave.yaml as shipped
+    shipped = Path(args.settings).resolve() == SHIPPED.resolve() and not override
+    print(json.dumps({"scale": table, "settings": args.settings, "config": override,
+                      "simulator": sim.simulate_kwargs(), "as_shipped": shipped,
+                      "machine": machine()}))
 
 
 if __name__ == "__main__":
