@@ -45,3 +45,28 @@ def test_a_stall_delays_every_report_due_during_it() -> None:
     waited = [x for x in out["latencies"] if x > 0.5]
     assert out["sent"] == out["accepted"] >= 140
     assert len(waited) >= 20, sorted(out["latencies"])[-5:]
+
+
+def test_the_checks_fail_on_a_slow_rate_a_loss_or_nothing_sent() -> None:
+    """Found by a review: every slot is sent however late, so a count of the reports sent
+    always reached the rate; the rate is what was sent over the time it took."""
+    def out(sent: int, accepted: int, elapsed: float) -> dict[str, object]:
+        return {"sent": sent, "accepted": accepted, "elapsed": elapsed,
+                "latencies": [0.001] * sent}
+
+    assert all(progress.checks(out(1000, 1000, 5.0), 1000, 200, 3.0).values())
+    slow = progress.checks(out(1000, 1000, 8.3), 1000, 200, 3.0)
+    assert not slow["rate_reached"] and slow["none_lost"]
+    assert not progress.checks(out(1000, 1000, 5.0), 999, 200, 3.0)["none_lost"]
+    assert not progress.checks(out(1000, 990, 5.0), 990, 200, 3.0)["all_accepted"]
+    assert not any(progress.checks(out(0, 0, 5.0), 0, 200, 0.0).values())
+
+
+def test_bad_arguments_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a red-team: --jobs 0 sent nothing and passed; a run past the store's
+    budget would count its trimmed reports as lost."""
+    for argv in (["--jobs", "0"], ["--rate", "nan"], ["--rate", "5000", "--seconds", "3600"]):
+        with pytest.raises(SystemExit) as stop:
+            progress.main([*argv, "--emulated"])
+        assert stop.value.code == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1

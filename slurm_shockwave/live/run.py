@@ -137,7 +137,7 @@ class _Service:
 
     def stop(self) -> None:
         if self.proc is not None:
-            _stop_process(self.proc, 60.0)
+            stop_process(self.proc, 60.0)
 
 
 def _await_heartbeat(path: Path, since: float, service: _Service,
@@ -179,7 +179,7 @@ def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
                     "stale_after_s": max(30.0, 5 * round_s),
                     # one port for the whole run: a restarted service must be where the
                     # jobs' SHOCKWAVE_URL (fixed when they started) says it is
-                    "listen": f"127.0.0.1:{_free_port()}",
+                    "listen": f"127.0.0.1:{free_port()}",
                     "endpoint_file": str(heartbeat.parent / "endpoint"),
                     # the service's fill steps, scaled: a poll every 5 trace seconds (at
                     # most 4 a wall second) while GPUs idle
@@ -189,7 +189,7 @@ def _service_config(settings: LiveSettings, env: dict[str, str]) -> Path:
     return path
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -303,7 +303,7 @@ def _run_live(settings: LiveSettings,
                     service.stop()
             finally:  # a second ^C while the service stops: trace submit still is
                 if submit is not None:
-                    _stop_process(submit, 10.0)
+                    stop_process(submit, 10.0)
                 if reader is not None:
                     reader.join(timeout=5)
     _take(arrived, jobs)
@@ -383,7 +383,7 @@ def _watch(settings: LiveSettings, env: dict[str, str], jobs: dict[int, JobState
     return False
 
 
-def _stop_process(proc: subprocess.Popen[Any], timeout_s: float) -> None:
+def stop_process(proc: subprocess.Popen[Any], timeout_s: float) -> None:
     """SIGTERM, and wait ``timeout_s`` for it to end (the service finishes its round;
     ``trace submit`` removes its scripts' folder, /tmp/shockwave-submit-*); SIGKILL if it
     does not, or if a second ^C cuts the wait short: never left running."""
