@@ -224,7 +224,7 @@ def study(name: str, policies: list[str], settings: Settings,
             row[f"all_pass{key}"] = all(t["pass"] for t in checked.values())
     if bounds_slot_s is not None:
         print(f"{name}: fluid bounds ...", file=sys.stderr, flush=True)
-        row["fluid"] = fluid_bounds(workload, gpus, bound, records, bounds_slot_s)
+        row["fluid"] = fluid_bounds(workload, gpus, bound, exact, bounds_slot_s)
     if out is not None:
         from slurm_shockwave.report.plots import write_pareto, write_plots
 

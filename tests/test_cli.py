@@ -690,12 +690,24 @@ def test_a_record_says_how_it_was_made_and_how_many_jobs_were_cut_off() -> None:
     """Found by a red-team: a --json record or results.json could not say which seed,
     cut-off or rounds made it, and with --cutoff 1.02 gavel's average JCT counted 59 of
     64 jobs at their cut, said only in the per-job CSV."""
-    rec = json.loads(run("simulate", "--policy", "gavel", "--cutoff", "1.02", "--seed", "3",
-                         "--json").stdout)
+    rec = json.loads(run("simulate", "--policy", "shockwave", "--cutoff", "1.02", "--seed",
+                         "3", "--json").stdout)
     assert rec["cut_off"] > 0
-    assert rec["settings"]["deadline_factor"] == 1.02 and rec["settings"]["seed"] == 3
+    assert rec["settings"]["deadline_factor"] == 1.02
+    assert rec["settings"]["policy"]["seed"] == 3
     assert rec["settings"]["round_s"] == 120.0 and rec["settings"]["gpus"] == 16
     plain = json.loads(run("simulate", "--policy", "gavel", "--json").stdout)
     assert plain["cut_off"] == 0 and plain["settings"]["deadline_factor"] is None
     shown = run("compare", "--policies", "fifo,gavel", "--cutoff", "1.02").stdout
-    assert "jobs cut off by --cutoff" in " ".join(shown.split())
+    assert "jobs cut off (--cutoff" in " ".join(shown.split())
+
+
+def test_compare_out_over_a_results_json_that_is_not_ours(tmp_path: Path) -> None:
+    """Found by a review: a deeply nested results.json in --out crashed compare (a
+    RecursionError, after its table) and it wrote nothing; it is read bounded and
+    strict, and taken for none of ours."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "results.json").write_text("[" * 200_000)
+    run("compare", "--gpus", "16", "--policies", "fifo", "--out", str(out))
+    assert json.loads((out / "results.json").read_text())[0]["policy"] == "fifo"

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from benchmarks import scale
 from slurm_shockwave.config import load_settings
@@ -37,3 +40,23 @@ def test_the_json_says_whether_it_ran_as_shipped() -> None:
     assert run()["as_shipped"] is True
     over = run("--config", '{"critical_frac": 0.5}')
     assert over["as_shipped"] is False and over["config"] == {"critical_frac": 0.5}
+
+
+def test_the_targets_read_the_figures_as_measured_not_the_json(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a red-team: the targets compared the JSON's rounded figures (a worst rho
+    of 1.0870049 passed against 1.087). Whatever the JSON shows, they read the run's."""
+    shipped = load_settings(scale.SHIPPED)
+    policies = [*scale.CONTENDERS, *scale.BASELINES]
+    honest = scale.study("small", policies, shipped, None, None)
+    real = scale.summary_record
+
+    def shown(result: Any, **kw: Any) -> dict[str, Any]:
+        rec = real(result, **kw)
+        return {**rec, "worst_rho": 0.0, "avg_jct_s": 0.0}  # as if rounded away
+
+    monkeypatch.setattr(scale, "summary_record", shown)
+    again = scale.study("small", policies, shipped, None, None)
+    for key in ("targets", "targets_stretch_edf"):
+        assert {k: v["pass"] for k, v in again[key].items()} == \
+            {k: v["pass"] for k, v in honest[key].items()}

@@ -126,23 +126,30 @@ def simulate_kwargs(inputs: RunInputs) -> dict[str, Any]:
             "deadline_factor": inputs.cutoff}
 
 
-def run_settings(inputs: RunInputs) -> dict[str, Any]:
-    """How a run was made, for its JSON record: the simulator's keywords, the seed given
-    on the command line (None: each policy's own from the config, else 0), the config
-    file and the throughput table (found by a red-team: a record could not say which
-    seed or cut-off made it)."""
-    return {**simulate_kwargs(inputs), "seed": inputs.seed,
-            "config": inputs.settings.source or None,
-            "throughputs": inputs.throughputs}
-
-
-def run_policy(inputs: RunInputs, name: str) -> SimResult:
+def policy_settings(inputs: RunInputs, name: str) -> dict[str, Any]:
+    """The settings the policy ``name`` runs with: its config section, the seed given on
+    the command line over the file's (0 where neither gives one, for a policy that
+    draws)."""
     config = dict(inputs.settings.policies.get(name) or {})
     cls = POLICIES.get(name)  # an unknown name is make_policy's one-line error
     if cls is not None and "seed" in {f.name for f in fields(cls.Config)}:
         if inputs.seed is not None:  # given on the command line: over the file's
             config["seed"] = inputs.seed
         config.setdefault("seed", 0)
+    return config
+
+
+def run_settings(inputs: RunInputs, name: str) -> dict[str, Any]:
+    """How the run of ``name`` was made, for its JSON record: the simulator's keywords,
+    the policy's settings as it ran (its seed among them), the config file and the
+    throughput table (found by a red-team: a record could not say which seed or cut-off
+    made it)."""
+    return {**simulate_kwargs(inputs), "policy": policy_settings(inputs, name),
+            "config": inputs.settings.source or None, "throughputs": inputs.throughputs}
+
+
+def run_policy(inputs: RunInputs, name: str) -> SimResult:
+    config = policy_settings(inputs, name)
     policy = make_policy(name, config, source=inputs.settings.source, path=f"policies.{name}")
     kwargs = simulate_kwargs(inputs)
     try:

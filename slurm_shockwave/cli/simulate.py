@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -17,10 +16,12 @@ from slurm_shockwave.cli.errors import (
 )
 from slurm_shockwave.cli.run_options import prepare, run_options, run_policy, run_settings
 from slurm_shockwave.model.bounds import name_list
+from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.outputs import PLOTS, as_set, write_text
 from slurm_shockwave.report.results import summary_record, write_per_job_csv
 from slurm_shockwave.report.tables import compare_table, console, summary_table
+from slurm_shockwave.workloads.input_files import read_text, strict_json
 
 
 @click.command()
@@ -44,7 +45,7 @@ def simulate(trace: str, gpus: int | None, gpus_per_node: int | None, throughput
             write_per_job_csv(result, Path(csv_path))
     if as_json:
         click.echo(json_text(summary_record(result, trace=trace,
-                                            settings=run_settings(inputs))))
+                                            settings=run_settings(inputs, policy))))
     else:
         console().print(summary_table(result, f"{trace} on {inputs.gpus} GPUs"))
 
@@ -72,7 +73,8 @@ def compare(trace: str, gpus: int | None, gpus_per_node: int | None, throughputs
     inputs = prepare(trace, gpus, gpus_per_node, throughputs, config_path, round_s, cutoff,
                      progress, seed)
     results = [run_policy(inputs, n) for n in wanted]
-    records = [summary_record(r, trace=trace, settings=run_settings(inputs)) for r in results]
+    records = [summary_record(r, trace=trace, settings=run_settings(inputs, r.policy))
+               for r in results]
     if as_json:
         for rec in records:
             click.echo(json_text(rec))
@@ -104,9 +106,9 @@ def _listed_policies(results: Path) -> set[str]:
     there is none, or it is not one): only their per-job CSVs are its to remove. Before,
     every ``jobs_<policy>.csv`` there went, a user's own ``simulate --csv`` too (found by
     a red-team)."""
-    try:
-        records = json.loads(results.read_text())
-    except (OSError, ValueError):
+    try:  # bounded and strict: a huge or deeply nested file is no results.json of ours
+        records = strict_json(read_text(results, field="--out"), source=str(results))
+    except (InputError, OSError, ValueError, RecursionError):
         return set()
     if not isinstance(records, list):
         return set()

@@ -42,7 +42,7 @@ def summary_table(result: SimResult, title: str) -> Table:
     ):
         t.add_row(name, value)
     if cut := _cut_off(result):
-        t.add_row("cut off by --cutoff (JCT at the cut)", str(cut))
+        t.add_row("jobs cut off (--cutoff, or the config's deadline_factor)", str(cut))
     return t
 
 
@@ -70,7 +70,8 @@ def compare_table(results: Sequence[SimResult], title: str) -> Table:
                   f"{100 * s.useful_utilization:.1f}", f"{r.wall_s:.2f}")
     cut = [f"{r.policy} {_cut_off(r)}" for r in results if _cut_off(r)]
     if cut:  # their JCT is the cut's, which flatters the average (a red-team)
-        t.caption = Text(f"jobs cut off by --cutoff (their JCT is at the cut): {', '.join(cut)}")
+        t.caption = Text(f"jobs cut off (--cutoff, or the config's deadline_factor; their "
+                         f"JCT is at the cut): {', '.join(cut)}")
     return t
 
 
