@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -241,3 +242,32 @@ def test_a_failed_fill_step_is_counted_and_a_failing_observer_stops_nothing(
     fake.down = 1
     assert svc._fill("a job ended") is None  # told, and its failure only logged
     assert svc._fill("a job ended") is not None
+
+
+def test_a_round_that_fails_after_its_actions_counts_them_and_the_failure(
+        tmp_path: Path) -> None:
+    """Found by a review: a round whose store write failed after Slurm took its actions
+    counted as a failure only, its starts never counted."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    for j in (job(1, 4), job(2, 4)):
+        fake.add(j)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = service(fake, store, clock)
+    metrics = ServiceMetrics(policy="fifo", partition="p", backend="cli", clock=clock.now)
+    real = store.save_round
+
+    def full(*args: object, **kwargs: object) -> int:
+        store.save_round = real  # type: ignore[method-assign]
+        raise sqlite3.OperationalError("database or disk is full")
+
+    store.save_round = full  # type: ignore[method-assign]
+    stop = threading.Event()
+    stop.wait = lambda t=None: False  # type: ignore[method-assign]
+    svc.run(stop, max_rounds=1, observer=metrics)
+    now = scraped(metrics)
+    # the failed round's two starts, which Slurm took, and the next round's two (the jobs
+    # had not started yet, so it released them again); only the latter are stored
+    assert now["shockwave_actions_total{kind=start,outcome=applied}"] == 4
+    assert sum(v for k, v in now.items()
+               if k.startswith("shockwave_round_failures_total{")) == 1
+    assert now["shockwave_rounds_total"] == 1  # the round after it

@@ -68,7 +68,19 @@ class Observer(Protocol):
 
     def action_done(self, kind: str, outcome: str) -> None: ...
 
+    def actions_applied(self, report: RoundReport) -> None: ...
+
     def round_failed(self, cause: str) -> None: ...
+
+
+class FailedAfterApply(Exception):
+    """A round or fill step that failed after Slurm took its actions (its store write,
+    the heartbeat's): the actions stand, and the observer counts them
+    (``Observer.actions_applied``) beside the failure (a review: they went uncounted)."""
+
+    def __init__(self, report: RoundReport, error: Exception) -> None:
+        super().__init__(str(error))
+        self.report, self.error = report, error
 
 
 CAUSES = ("slurm", "store", "error")
@@ -137,7 +149,7 @@ class Service:
 
     def round_once(self, *, fill: bool = False) -> RoundDone:
         """One whole round (``fill``: a fill step of the last one, engine/fill.py); raises
-        (and writes nothing) if it cannot finish."""
+        if it cannot finish: ``FailedAfterApply`` where its actions were taken."""
         self.store.check_file()  # before anything is applied: a deleted store stops us
         if self._take_over:
             taken = self.world.take_over_admin_holds()
@@ -153,6 +165,16 @@ class Service:
             self.feed.refresh()
         report = run_round(self.world, self.policy, self.memory, self.actuator,
                            timer=self.timer, fill=fill)
+        try:
+            return self._persist(report, fill=fill, start=start, read_id=read_id)
+        except StoreGone:
+            raise  # the service stops: nothing is counted past it
+        except Exception as exc:
+            raise FailedAfterApply(report, exc) from exc
+
+    def _persist(self, report: RoundReport, *, fill: bool, start: float,
+                 read_id: int) -> RoundDone:
+        """The round's record, the store's write and the heartbeat, after its actions."""
         if report.view is not None:
             self._idle_gpus = report.view.total_gpus - report.gpus_busy
         if not fill:
@@ -223,7 +245,7 @@ class Service:
             except StoreGone:
                 raise  # its writes would go nowhere: stop, and the partition fails open
             except Exception as exc:  # keep the cluster scheduled
-                cause = _log_failure("round", exc, "; retrying")
+                cause = self._failed("round", exc, "; retrying")
                 self._tell("round_failed", cause)
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
                 stop.wait(backoff)
@@ -352,7 +374,7 @@ class Service:
         except StoreGone:
             raise
         except Exception as exc:
-            cause = _log_failure(f"fill step ({why})", exc)
+            cause = self._failed(f"fill step ({why})", exc)
             self._tell("round_failed", cause)
             return None
         self._tell("fill_done", done)
@@ -360,6 +382,14 @@ class Service:
         log.info("fill step of round %d (%s): %d starts", done.record.round_index, why,
                  starts)
         return done.report
+
+    def _failed(self, what: str, exc: Exception, then: str = "") -> str:
+        """Log a failed round or fill step and return its cause; one that failed after
+        Slurm took its actions has them counted first."""
+        if isinstance(exc, FailedAfterApply):
+            self._tell("actions_applied", exc.report)
+            exc = exc.error
+        return _log_failure(what, exc, then)
 
     def _tell(self, event: str, *args: Any) -> None:
         """Tell the observer; its failure is logged, never the loop's (a review: only

@@ -29,6 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from slurm_shockwave.engine.round import RoundReport
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ActionKind, Outcome
 from slurm_shockwave.service.daemon import CAUSES, SLURM, RoundDone
@@ -152,16 +153,18 @@ class ServiceMetrics:
             by_phase[job.phase.value] += 1
         for name, count in by_phase.items():
             self.jobs.labels(name).set(count)
-        self._count_actions(done)
+        self.actions_applied(done.report)
 
     def fill_done(self, done: RoundDone) -> None:
         """A fill step between rounds: its actions. The rounds, phases, jobs and solves
         are the rounds' (a fill step keeps the round's plan)."""
         self.slurm_up.set(1)
-        self._count_actions(done)
+        self.actions_applied(done.report)
 
-    def _count_actions(self, done: RoundDone) -> None:
-        for _job, kind, outcome, _message in action_rows(done.report):
+    def actions_applied(self, report: RoundReport) -> None:
+        """The actions of a round or fill step, also of one that failed after Slurm took
+        them (its store write, say)."""
+        for _job, kind, outcome, _message in action_rows(report):
             self.actions.labels(kind, outcome).inc()
 
     def action_done(self, kind: str, outcome: str) -> None:
