@@ -26,6 +26,7 @@ from slurm_shockwave.engine.round import run_round
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.policies.registry import POLICIES
 from slurm_shockwave.report.tables import console, rows_table
+from slurm_shockwave.service.daemon import FailedAfterApply
 from slurm_shockwave.service.lock import ServiceLock
 from slurm_shockwave.service.records import job_rows
 from slurm_shockwave.slurm.world import MemoryIntents
@@ -58,7 +59,11 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
         with ServiceLock(path, env.settings.service.heartbeat):
             one = service(env, env.store(path), name)
             one.name_uid()
-            report = one.round_once().report
+            try:
+                report = one.round_once().report
+            except FailedAfterApply as late:  # a store that cannot be written, say
+                raise InputError(f"its actions were carried out in Slurm, then: "
+                                 f"{late.error}", field="service.store") from None
             left = one.world.left_out
     else:  # read the store if there is one, write nothing anywhere
         memory: dict[str, Any] = {}

@@ -77,8 +77,9 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
     if not dry_run:
         check_job_submit_lua(env, conf, "--partition" if partition else "slurm.partition")
         heartbeat_writable(svc.heartbeat, source=env.settings.source)
-    with ServiceLock(path, None if dry_run else svc.heartbeat):
+    with ServiceLock(path, None if dry_run else svc.heartbeat) as lock:
         loop = service(env, env.store(path), name, round_s=period, dry_run=dry_run)
+        loop.check_lock = lock.check
         stop = threading.Event()
 
         def on_signal(signum: int, _frame: Any) -> None:

@@ -112,6 +112,10 @@ class Service:
         self.actuator: Actuator = DryRunActuator() if dry_run else world
         self.heartbeat = None if dry_run else heartbeat
         self.stale_after_s = stale_after_s or 3 * round_s
+        self._beat_failing = False
+        """The last heartbeat write failed (said once until one succeeds again)."""
+        self.check_lock: Callable[[], None] = lambda: None
+        """Raises when the service's lock files are gone or replaced (``ServiceLock``)."""
         self.timer = timer
         self.feed = feed
         if feed is not None:
@@ -151,6 +155,7 @@ class Service:
         """One whole round (``fill``: a fill step of the last one, engine/fill.py); raises
         if it cannot finish: ``FailedAfterApply`` where its actions were taken."""
         self.store.check_file()  # before anything is applied: a deleted store stops us
+        self.check_lock()  # as does a lock another service may now hold
         if self._take_over:
             taken = self.world.take_over_admin_holds()
             self.store.mark_user_holds()
@@ -198,9 +203,29 @@ class Service:
         end = self.timer()
         phase_s.update(persist=end - before_persist, total=end - start)
         self.store.set_timings(round_id, phase_s)
-        if self.heartbeat:
-            write_heartbeat(self.heartbeat, self.world.clock.now(), self.stale_after_s)
+        self._beat()
         return RoundDone(report, replace(record, phase_s=phase_s), round_id)
+
+    def _beat(self) -> None:
+        """The heartbeat, after a round. One that cannot be written fails the partition
+        open (job_submit.lua holds no new job once it is stale) but not the round, which
+        Slurm and the store have: one line when it starts failing and one when it is
+        written again (a red-team: a traceback every round, each round taken for failed,
+        ``--rounds`` never reached and ``plan --apply`` a bug)."""
+        if not self.heartbeat:
+            return
+        try:
+            write_heartbeat(self.heartbeat, self.world.clock.now(), self.stale_after_s)
+        except OSError as exc:
+            if not self._beat_failing:
+                log.error("heartbeat %s not written (%s): new jobs run under Slurm alone "
+                          "(fail-open) until it is", self.heartbeat, exc)
+            self._beat_failing = True
+            return
+        if self._beat_failing:
+            log.warning("heartbeat %s written again: new jobs are held for the planner",
+                        self.heartbeat)
+        self._beat_failing = False
 
     def name_uid(self) -> None:
         """The heartbeat names the service's uid before the first round's holds, keeping

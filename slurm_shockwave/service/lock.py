@@ -8,6 +8,7 @@ from pathlib import Path
 from types import TracebackType
 
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.service.store import StoreGone
 
 
 class AlreadyRunning(RuntimeError):
@@ -51,24 +52,45 @@ class ServiceLock:
         self.heartbeat = heartbeat
         self.path = lock_path(store_path)
         self._fds: list[int] = []
+        self._paths: list[Path] = []
 
     def acquire(self) -> ServiceLock:
         self._fds.append(_take(self.path, self.store_path, "service.store",
                                "one instance at a time"))
+        self._paths.append(self.path)
         if self.heartbeat:
+            beat = heartbeat_lock_path(self.heartbeat)
             try:
-                self._fds.append(_take(heartbeat_lock_path(self.heartbeat), self.heartbeat,
-                                       "service.heartbeat", "one service per heartbeat"))
+                self._fds.append(_take(beat, self.heartbeat, "service.heartbeat",
+                                       "one service per heartbeat"))
+                self._paths.append(beat)
             except BaseException:
                 self.release()
                 raise
         return self
 
+    def check(self) -> None:
+        """Raise StoreGone when a lock file this process holds was deleted or replaced:
+        another service could take the new one and plan the same partition beside this
+        one (a red-team: two services alternated rounds over one store, and `handback`
+        ran under a live service). The service stops, as for a replaced store."""
+        for fd, path in zip(self._fds, self._paths, strict=True):
+            held = os.fstat(fd)
+            try:
+                now = os.stat(path)
+            except OSError:
+                now = None
+            if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+                raise StoreGone(f"the lock file {path} was deleted or replaced while the "
+                                "service held it (another service could now run beside "
+                                "it); stopping: restart it once no other runs",
+                                source=str(path), field="service.store")
+
     def release(self) -> None:
         for fd in self._fds:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
-        self._fds = []
+        self._fds, self._paths = [], []
 
     def __enter__(self) -> ServiceLock:
         return self.acquire()
