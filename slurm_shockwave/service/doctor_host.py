@@ -112,8 +112,11 @@ def _running_checks(want: Expected, now: float) -> list[Check]:
     if not fresh:
         out.append(Check("heartbeat", Status.FAIL, f"{want.heartbeat}: " +
                          ("missing" if beat is None else f"{age:.0f} s old, stale after "
-                          f"{beat[1]} s") + ": the service runs but no round reached Slurm",
-                         "journalctl -u slurm-shockwave (Slurm unreachable? a dry run?)"))
+                          f"{beat[1]} s") + ": the service runs but has not written it "
+                         "(no round reached Slurm, or the file cannot be written): new jobs "
+                         "run under Slurm alone",
+                         "journalctl -u slurm-shockwave (Slurm unreachable? the heartbeat "
+                         "not written? a dry run?)"))
     else:
         out.append(ok("heartbeat", f"{want.heartbeat}: {age:.0f} s old (stale after "
                       f"{beat[1] if beat else 0} s)"))
