@@ -75,7 +75,7 @@ class Observer(Protocol):
 
 class FailedAfterApply(Exception):
     """A round or fill step that failed after Slurm took its actions (its store write,
-    the heartbeat's): the actions stand, and the observer counts them
+    say): the actions stand, and the observer counts them
     (``Observer.actions_applied``) beside the failure (a review: they went uncounted)."""
 
     def __init__(self, report: RoundReport, error: Exception) -> None:
