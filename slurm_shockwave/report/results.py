@@ -26,7 +26,7 @@ def summary_record(result: SimResult, *, trace: str = "",
         "utilization": round(s.utilization, 5),
         "useful_utilization": round(s.useful_utilization, 5), "rounds": result.rounds,
         "wall_s": round(result.wall_s, 3),
-        "cut_off": sum(o.cut_off for o in result.outcomes),
+        "cut_off": result.cut_off,
         **({"settings": settings} if settings is not None else {}),
     }
 

@@ -41,13 +41,10 @@ def summary_table(result: SimResult, title: str) -> Table:
         ("wall time (s)", f"{result.wall_s:.2f}"),
     ):
         t.add_row(name, value)
-    if cut := _cut_off(result):
-        t.add_row("jobs cut off (--cutoff, or the config's deadline_factor)", str(cut))
+    if result.cut_off:
+        t.add_row("jobs cut off (--cutoff, or the config's deadline_factor)",
+                  str(result.cut_off))
     return t
-
-
-def _cut_off(result: SimResult) -> int:
-    return sum(o.cut_off for o in result.outcomes)
 
 
 def compare_table(results: Sequence[SimResult], title: str) -> Table:
@@ -68,7 +65,7 @@ def compare_table(results: Sequence[SimResult], title: str) -> Table:
                   f"{s.worst_rho:.3f}", ratio(s.worst_rho, base.worst_rho),
                   f"{100 * s.unfair_fraction:.1f}", f"{100 * s.utilization:.1f}",
                   f"{100 * s.useful_utilization:.1f}", f"{r.wall_s:.2f}")
-    cut = [f"{r.policy} {_cut_off(r)}" for r in results if _cut_off(r)]
+    cut = [f"{r.policy} {r.cut_off}" for r in results if r.cut_off]
     if cut:  # their JCT is the cut's, which flatters the average (a red-team)
         t.caption = Text(f"jobs cut off (--cutoff, or the config's deadline_factor; their "
                          f"JCT is at the cut): {', '.join(cut)}")

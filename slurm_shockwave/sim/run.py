@@ -71,6 +71,11 @@ class SimResult:
     starts: int = 0
     """Jobs started, restarts included: starts - jobs is what preemptions cost."""
 
+    @property
+    def cut_off(self) -> int:
+        """Jobs the cut-off (``deadline_factor``) ended before their work was done."""
+        return sum(o.cut_off for o in self.outcomes)
+
 
 def check_placeable(workload: Workload, gpus: int, gpus_per_node: int | None = None) -> None:
     """Raise InputError (the trace's line, field ``gpus``) for the first job that a
