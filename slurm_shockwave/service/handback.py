@@ -82,11 +82,13 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
         sleep(1.0)
     pending = [j for j in listed if j.state == "PENDING"]
     restored: list[int] = []
+    asked = {j.job_id: a for j in listed if (a := _asked(j)) is not None}
     nodes_in_partition = sum(partition in n.partitions for n in backend.list_nodes()) \
-        if any(_asked(j) for j in listed) else 0
+        if asked else 0
     for job in pending:  # before the release: Slurm starts it at once
         try:
-            if _restore_request(backend, job, nodes_in_partition):
+            if job.job_id in asked and _restore_request(backend, job, asked[job.job_id],
+                                                        nodes_in_partition):
                 restored.append(job.job_id)
         except SlurmError as exc:
             errors[job.job_id] = f"not given back the GPUs it asked for: {exc}"
@@ -104,8 +106,8 @@ def hand_back(backend: SlurmBackend, partition: str, heartbeat: str, *,
                     tuple(j for j in unpin if j not in errors), errors, tuple(admins),
                     tuple(owners), tuple(sorted(restored)),
                     tuple(j.job_id for j in listed if j.state == "RUNNING"
-                          and (asked := _asked(j)) is not None
-                          and asked.differs(j, nodes_in_partition)),
+                          and j.job_id in asked
+                          and asked[j.job_id].differs(j, nodes_in_partition)),
                     rerun)
 
 
@@ -178,15 +180,15 @@ def _asked(job: SlurmJob) -> _Asked | None:
                   asked_max_nodes(job.admin_comment))
 
 
-def _restore_request(backend: SlurmBackend, job: SlurmJob, nodes_in_partition: int) -> bool:
+def _restore_request(backend: SlurmBackend, job: SlurmJob, asked: _Asked,
+                     nodes_in_partition: int) -> bool:
     """Give a pending elastic job the GPUs and node range it asked for, where the
     service's resizes left others (a red-team: handed back, a 2-GPU job waited for, and
     was billed for, the 8 on two nodes the plan last gave it). A range with no most is
     given a most (``_Asked.most_for``): pinned to its fewest, a ``--gpus=12`` job on
     nodes of 8 never ran (BadConstraints, measured on 22.05: before, the hand-back gave
     every elastic job exactly its fewest nodes, a ``-N 1-2`` job too). Whether it did."""
-    asked = _asked(job)
-    if asked is None or not asked.differs(job, nodes_in_partition):
+    if not asked.differs(job, nodes_in_partition):
         return False
     if not job.asks_per_job and asked.gpus % asked.fewest:
         raise SlurmError(f"{asked.gpus} GPUs do not split evenly over the {asked.fewest} "
