@@ -51,19 +51,17 @@ class ServiceLock:
         self.store_path = store_path
         self.heartbeat = heartbeat
         self.path = lock_path(store_path)
-        self._fds: list[int] = []
-        self._paths: list[Path] = []
+        self._held: list[tuple[int, Path]] = []
+        """Each lock file held: its open descriptor and its path."""
 
     def acquire(self) -> ServiceLock:
-        self._fds.append(_take(self.path, self.store_path, "service.store",
-                               "one instance at a time"))
-        self._paths.append(self.path)
+        self._held.append((_take(self.path, self.store_path, "service.store",
+                                 "one instance at a time"), self.path))
         if self.heartbeat:
             beat = heartbeat_lock_path(self.heartbeat)
             try:
-                self._fds.append(_take(beat, self.heartbeat, "service.heartbeat",
-                                       "one service per heartbeat"))
-                self._paths.append(beat)
+                self._held.append((_take(beat, self.heartbeat, "service.heartbeat",
+                                         "one service per heartbeat"), beat))
             except BaseException:
                 self.release()
                 raise
@@ -74,7 +72,7 @@ class ServiceLock:
         another service could take the new one and plan the same partition beside this
         one (a red-team: two services alternated rounds over one store, and `handback`
         ran under a live service). The service stops, as for a replaced store."""
-        for fd, path in zip(self._fds, self._paths, strict=True):
+        for fd, path in self._held:
             held = os.fstat(fd)
             try:
                 now = os.stat(path)
@@ -87,10 +85,10 @@ class ServiceLock:
                                 source=str(path), field="service.store")
 
     def release(self) -> None:
-        for fd in self._fds:
+        for fd, _path in self._held:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
-        self._fds, self._paths = [], []
+        self._held = []
 
     def __enter__(self) -> ServiceLock:
         return self.acquire()
