@@ -170,27 +170,27 @@ def emulated(jobs: int) -> Iterator[Target]:
             store.close()
 
 
+def _query(path: str, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...]:
+    """One row from the store, read-only (beside the service's own connections)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        return tuple(db.execute(sql, params).fetchone())
+    finally:
+        db.close()
+
+
 def _count(path: str, job_ids: list[int], since: float) -> int:
     """This run's reports in the store: its jobs', received since it began (a
     ``--work-dir`` used again holds an earlier run's)."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-    try:
-        marks = ",".join("?" * len(job_ids))
-        return int(db.execute(f"SELECT COUNT(*) FROM reports WHERE kind = 'progress' AND "
-                              f"at_s >= ? AND job_id IN ({marks})",
-                              (since, *job_ids)).fetchone()[0])
-    finally:
-        db.close()
+    marks = ",".join("?" * len(job_ids))
+    return int(_query(path, f"SELECT COUNT(*) FROM reports WHERE kind = 'progress' AND "
+                            f"at_s >= ? AND job_id IN ({marks})", (since, *job_ids))[0])
 
 
 def _rounds(path: str, t0: float, t1: float) -> tuple[int, float]:
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-    try:
-        got = db.execute("SELECT COUNT(*), MAX(total_s) FROM rounds WHERE at_s BETWEEN ? AND ?",
-                         (t0, t1)).fetchone()
-        return int(got[0]), float(got[1] or 0.0)
-    finally:
-        db.close()
+    got = _query(path, "SELECT COUNT(*), MAX(total_s) FROM rounds WHERE at_s BETWEEN ? AND ?",
+                 (t0, t1))
+    return int(got[0]), float(got[1] or 0.0)
 
 
 JOB = "#!/bin/sh\nsleep 7200\n"
