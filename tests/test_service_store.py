@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -380,6 +383,38 @@ def test_a_reader_reads_a_store_on_a_read_only_disk(
     view = read_only_mount(tmp_path / "no-shm")
     with pytest.raises(InputError, match=r"service\.store: cannot read it: it has a write-"):
         Store(view / "state.db", create=False)
+
+
+def test_a_jobs_owner_reads_roots_stopped_store(users: tuple[str, str],
+                                               request: pytest.FixtureRequest) -> None:
+    """Found by an admin walkthrough: job_submit.lua tells a job's owner to run
+    ``shockwave explain``, and on the store of a cleanly stopped service (no -wal, no -shm)
+    in root's 0755 folder it said "not a usable store (attempt to write a readonly
+    database)": SQLite cannot make the -shm there (READONLY_DIRECTORY, where a read-only
+    disk gives CANTOPEN). Read as the whole store, as on a read-only disk."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as another user")
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    if system_python is None:
+        pytest.skip("no system python3 for the job's user")
+    base = Path(tempfile.mkdtemp(prefix="sw-store-"))  # pytest's tmp is root's alone
+    base.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    package = Path(__import__("slurm_shockwave").__file__).parent
+    shutil.copytree(package, base / "code" / "slurm_shockwave",
+                    ignore=shutil.ignore_patterns("__pycache__"), symlinks=True)
+    store = Store(base / "state.db")
+    store.save_round(record(0), [row(1), row(2)], [], {}, read_round_id=0)
+    store.close()
+    assert sorted(p.name for p in base.iterdir()) == ["code", "state.db"]
+    code = ("import sys\nfrom slurm_shockwave.service.store import Store\n"
+            "print(sorted(Store(sys.argv[1], create=False).jobs_now()))\n")
+    done = subprocess.run(["runuser", "-u", users[0], "--", system_python, "-c", code,
+                           str(base / "state.db")], env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                                                    "PYTHONPATH": str(base / "code")},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "[1, 2]", done.stderr
+    assert sorted(p.name for p in base.iterdir()) == ["code", "state.db"]
 
 
 def test_the_services_store_on_a_read_only_disk_is_refused_at_once(

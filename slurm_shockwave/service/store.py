@@ -671,18 +671,25 @@ def _tables(db: sqlite3.Connection) -> set[str]:
     return {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
+_NO_SHM = ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY")
+"""What SQLite says when it cannot make a WAL store's ``-shm`` beside it."""
+
+
 def _open_reader(path: str) -> tuple[sqlite3.Connection, set[str]]:
     """A reader's connection, read-only (``mode=ro``), and its tables: it writes nothing,
     and a store on a read-only mount or folder is read too. There SQLite cannot make the
     ``-shm`` a WAL store is read through; with no ``-wal`` beside it either (the service
     stopped: its last close folded the log into the file) the file is the whole store,
     read as it is (``immutable=1``). A store with a ``-wal`` is never read that way: the
-    rounds in its log would be missed."""
+    rounds in its log would be missed. A folder this user may not write (a job's owner
+    running ``explain`` on root's store) is SQLite's READONLY_DIRECTORY, a read-only
+    mount its CANTOPEN: both the same here (an admin walkthrough: the first read as "not
+    a usable store")."""
     uri = Path(path).absolute().as_uri()
     try:
         return _connected(f"{uri}?mode=ro")
     except sqlite3.OperationalError as exc:
-        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
+        if getattr(exc, "sqlite_errorname", "") not in _NO_SHM:
             raise
         problem = _unreadable(path)
         if problem is not None:
