@@ -105,6 +105,10 @@ def test_explain_says_a_job_left_the_queue(setup: tuple[FakeSlurm, Store, Clock,
     fake.tick()
     clock.t += 60
     svc.round_once()
+    # as of which round: a fill step since may have started or stopped it (an admin
+    # walkthrough read "now: held" for a job queue showed running)
+    shown = " ".join(run("explain", "1").output.split())
+    assert f"(as of round 1 at {clock_time(clock.t)}; `shockwave queue` asks Slurm)" in shown
     fake.cancel(1)
     fake.tick()
     clock.t += 60

@@ -179,7 +179,11 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
                   f"{clock_time(intent.deadline_s, date=True)}")
     last = next(iter(store.rounds(1)), None)
     if now is not None:  # a job unchanged for longer than the retention has only this
-        out.print(f"now: {now.phase}, {now.reason}" + (
+        # as of the last round: a fill step since may have started it (an admin
+        # walkthrough: a running job read "now: held"); queue asks Slurm itself
+        seen_at = ("" if last is None else f" (as of round {last['round_index']} at "
+                   f"{clock_time(float(last['at_s']))}; `shockwave queue` asks Slurm)")
+        out.print(f"now: {now.phase}, {now.reason}{seen_at}" + (
             "" if history else " (unchanged since before the retention: no history kept)"))
     elif last is not None:  # found by a red-team: an ended job read as still running
         seen = max((r["round"] for r in (*history, *actions)), default=None)
