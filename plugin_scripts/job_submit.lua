@@ -302,6 +302,11 @@ local function reject(job_id, fmt, ...)
   return slurm.ERROR
 end
 
+local NO_HINT = "shockwave: jobs in the " .. SHOCKWAVE_PARTITION .. " partition say what"
+                .. " they train in --comment, at least the batch size and epochs, e.g."
+                .. " --comment \"bs=32 epochs=90\" (all keys: slurm-shockwave's"
+                .. " docs/hints.md)"
+
 local MIXED = "shockwave: the " .. SHOCKWAVE_PARTITION .. " partition cannot be combined "
               .. "with other partitions; submit to it alone"
 
@@ -389,6 +394,10 @@ local function admit(job_desc, comment, job_id, job_rec)
   local text, mark = shockwave_split_mark(comment)
   if mark ~= nil then comment, job_desc.comment = text, text end
   local normalised, field, problem = shockwave_parse_hint(comment)
+  if not normalised and string.find(comment or "", "%S") == nil then
+    -- no hint at all: say what one is, not "field 'bs': missing" (an admin walkthrough)
+    return reject(job_id, "%s", NO_HINT)
+  end
   if not normalised then
     return reject(job_id, "shockwave: bad hint in --comment: field '%s': %s", field, problem)
   end

@@ -101,6 +101,18 @@ def test_no_partition_is_managed_iff_the_default_is(backend, jobs, heartbeat) ->
         assert j.partition != "shockwave" and j.admin_comment == ""
 
 
+def test_a_job_with_no_hint_is_told_what_one_is(backend, jobs, heartbeat) -> None:
+    """An admin walkthrough: a user who never wrote a hint read "field 'bs': missing"."""
+    heartbeat.fresh()
+    told = r"say what they train in --comment, at least the batch size and epochs, e\.g\. " \
+           r"--comment \"bs=32 epochs=90\""
+    for comment in ((), ("--comment=  ",)):
+        with pytest.raises(SlurmError, match=told):
+            jobs("-p", "shockwave", "--gres=gpu:1", *comment)
+    with pytest.raises(SlurmError, match="field 'epochs': missing"):
+        jobs("-p", "shockwave", "--gres=gpu:1", "--comment=bs=32")
+
+
 def test_managed_partition_in_a_list_is_rejected(backend, jobs, heartbeat) -> None:
     heartbeat.fresh()
     with pytest.raises(SlurmError, match="cannot be combined with other partitions"):
