@@ -10,7 +10,7 @@ SERVICE_UID=""  # the uid the service at SERVICE_URL runs as, when not root
 PARTITION="shockwave"  # the managed partition, as in task_prolog.sh
 case "$0" in */*) HERE="${0%/*}" ;; *) HERE=. ;; esac
 if [ -r "$HERE/events.sh" ] && command . "$HERE/events.sh" 2>/dev/null; then
-  event "$(date +%s) end job=$JOB user=${SLURM_JOB_USER:-?} node=$(hostname -s 2>/dev/null)" 2>/dev/null
+  event "$(date +%s) end job=$JOB user=${SLURM_JOB_USER:-?} node=${SLURMD_NODENAME:-$(hostname -s 2>/dev/null)}" 2>/dev/null
 fi
 # another partition's job has no spool and no end to report (the event above is kept)
 case "${SLURM_JOB_PARTITION:-}" in ""|"$PARTITION") ;; *) exit 0 ;; esac

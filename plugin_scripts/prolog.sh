@@ -7,6 +7,6 @@
 # broken events.sh from ending the shell) and the script exits 0.
 case "$0" in */*) HERE="${0%/*}" ;; *) HERE=. ;; esac
 if [ -r "$HERE/events.sh" ] && command . "$HERE/events.sh" 2>/dev/null; then
-  event "$(date +%s) start job=$JOB user=${SLURM_JOB_USER:-?} node=$(hostname -s 2>/dev/null) restart=${SLURM_RESTART_COUNT:-0} gpus=${CUDA_VISIBLE_DEVICES:-${SLURM_JOB_GPUS:-}}" 2>/dev/null
+  event "$(date +%s) start job=$JOB user=${SLURM_JOB_USER:-?} node=${SLURMD_NODENAME:-$(hostname -s 2>/dev/null)} restart=${SLURM_RESTART_COUNT:-0} gpus=${CUDA_VISIBLE_DEVICES:-${SLURM_JOB_GPUS:-}}" 2>/dev/null
 fi
 exit 0

@@ -450,6 +450,30 @@ def test_the_event_log_is_written_only_into_its_own_root_folder(tmp_path: Path) 
     assert list(events.iterdir()) == []
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the event log is root's")
+def test_the_event_log_names_slurms_node(tmp_path: Path) -> None:
+    """An admin walkthrough: ``node=`` was the host's name, which is not the node's where
+    slurm.conf names nodes otherwise (NodeHostname) or one host runs several slurmd, so
+    the trail could not answer "did job N start on this node". Slurm's name for it, the
+    host's where Slurm gives none."""
+    events = tmp_path / "events"
+    for name in ("prolog.sh", "epilog.sh"):
+        (tmp_path / name).write_text((REPO / "plugin_scripts" / name).read_text())
+    (tmp_path / "events.sh").write_text((REPO / "plugin_scripts" / "events.sh").read_text()
+                                        .replace("DIR=/var/lib/slurm-shockwave/events",
+                                                 f"DIR={events}"))
+    env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "12", "SLURM_JOB_USER": "ann"}
+    for name, node in (("prolog.sh", {"SLURMD_NODENAME": "gpu-a7"}), ("epilog.sh", {})):
+        done = subprocess.run(["sh", str(tmp_path / name)], env={**env, **node},
+                              capture_output=True, timeout=30, check=False)
+        assert done.returncode == 0
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True, timeout=30,
+                          check=True).stdout.strip()
+    start, end = (events / "12.log").read_text().splitlines()
+    assert " start job=12 user=ann node=gpu-a7 restart=0" in start
+    assert end.endswith(f" end job=12 user=ann node={host}")
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="files of other owners and ACLs need root")
 def test_what_the_epilogs_python_imports_is_checked_too(tmp_path: Path) -> None:
     """A review found root_only_problem passing commands whose Python then ran a user's
