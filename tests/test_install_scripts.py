@@ -132,6 +132,8 @@ def test_install_scripts_puts_each_where_slurm_conf_points(tmp_path: Path) -> No
     assert not bin_dir.exists() and "would install" in dry.stdout
     done = _install("--slurm-conf", str(conf), "--config", str(cfg))
     assert done.returncode == 0, done.stderr
+    assert "then: scontrol reconfigure" in done.stdout  # or a restart for a new plugin
+    assert "or restart slurmctld if it has not loaded the lua plugin yet" in done.stdout
     modes = {p.name: stat.S_IMODE(p.stat().st_mode)
              for p in [*bin_dir.iterdir(), tmp_path / "etc" / "job_submit.lua"]}
     assert modes == {"job_submit.lua": 0o644, "prolog.sh": 0o755, "epilog.sh": 0o755,
@@ -141,6 +143,8 @@ def test_install_scripts_puts_each_where_slurm_conf_points(tmp_path: Path) -> No
     assert "SHOCKWAVE_IS_DEFAULT = true" in lua  # slurm.conf's Default=YES
     again = _install("--slurm-conf", str(conf), "--config", str(cfg))
     assert again.stdout.count("unchanged") == 5
+    # an admin walkthrough: "then: scontrol reconfigure" after every run, all unchanged too
+    assert "then:" not in again.stdout and "nothing changed" in again.stdout
     # a site's own prolog is never overwritten silently
     (bin_dir / "prolog.sh").write_text("#!/bin/sh\n# the site's prolog\nexit 0\n")
     refused = _install("--slurm-conf", str(conf), "--config", str(cfg))

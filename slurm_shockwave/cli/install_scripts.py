@@ -114,12 +114,15 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
         click.echo(f"warning: {conf_path} defines no partition {part!r} (PartitionName=); "
                    "the scripts act on that partition's jobs only, so add it, or pass "
                    "--partition", err=True)
+    changed = False
     for target, old in zip(places, olds, strict=True):
         text = render(target.name, values)
         if dry_run:
             click.echo(f"would install {target.path} ({oct(target.mode)[2:]}, root:root)")
         else:
-            click.echo(install(target, text, old))
+            done = install(target, text, old)
+            changed |= not done.startswith("unchanged ")
+            click.echo(done)
     for line in missing:
         click.echo(f"skipped: {line}", err=True)
     needed = []
@@ -136,8 +139,14 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
     elif needed:
         click.echo(f"then add to {conf_path}: {' '.join(needed)} and restart slurmctld "
                    "(plugin changes need a restart)")
+    elif changed:
+        # an admin walkthrough: said after every run, all unchanged too, and on a first
+        # install, where section 4 of docs/admin.md restarts slurmctld
+        click.echo("then: scontrol reconfigure (slurmctld rereads job_submit.lua), or restart "
+                   "slurmctld if it has not loaded the lua plugin yet (a new plugin needs a "
+                   "restart)")
     elif not dry_run:
-        click.echo("then: scontrol reconfigure (slurmctld rereads job_submit.lua)")
+        click.echo("nothing changed: Slurm needs no reconfigure")
 
 
 def _retarget(target: Target, old: str | None, values: ScriptSettings,
