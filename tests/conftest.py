@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -65,6 +67,28 @@ def users() -> tuple[str, str]:
                 pytest.skip(f"user {user} missing and not root to add it")
             subprocess.run(["useradd", "-m", user], check=True, capture_output=True)
     return LOCAL_USERS
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A folder every user may read and search (pytest's own tmp is root's alone), for
+    files other local users run or read; removed when the test ends."""
+    base = Path(tempfile.mkdtemp(prefix="sw-open-"))
+    base.chmod(0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def system_python() -> str:
+    """The system's python3, which other users can run (root's may be private). Skips
+    where this process is not root (it cannot act as them) or there is none."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as other users")
+    found = shutil.which("python3", path="/usr/bin:/bin")
+    if found is None:
+        pytest.skip("no system python3 for the other users")
+    return found
 
 
 @pytest.fixture

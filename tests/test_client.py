@@ -554,7 +554,7 @@ def spool_job_id(base: int, request: pytest.FixtureRequest) -> int:
 @pytest.mark.parametrize("plant", ["open-dir", "dir", "symlink", "own-open-dir"])
 def test_a_spool_another_user_planted_is_never_used(
         plant: str, users: tuple[str, str], tmp_path: Path,
-        request: pytest.FixtureRequest) -> None:
+        request: pytest.FixtureRequest, open_dir: Path, system_python: str) -> None:
     """Found by a review: job ids are predictable, and another user (swtest2) may make
     /tmp/shockwave-spool-<job> before the job of swtest1 runs, to read its reports (a
     directory of theirs, or a symlink to one) or to stop them (the TaskProlog refused it
@@ -562,17 +562,10 @@ def test_a_spool_another_user_planted_is_never_used(
     a directory of the job's own user that others may write lets them add files. Such a
     folder is never used: the TaskProlog makes the job a folder of its own beside it,
     the client refuses to spool into it (one warning), the epilog never forwards it."""
-    if os.geteuid() != 0:
-        pytest.skip("the users and the epilog need root")
-    system_python = shutil.which("python3", path="/usr/bin:/bin")
-    if system_python is None:
-        pytest.skip("no system python3 for the users")
     victim, attacker = users
     job = spool_job_id(3_900_000, request)
     planted = Path(f"/tmp/shockwave-spool-{job}")
-    base = Path(tempfile.mkdtemp(prefix="sw-plant-"))  # pytest's tmp is root's alone
-    base.chmod(0o755)
-    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    base = open_dir
     # the plant, before the job runs
     theirs = base / "theirs"
     if plant == "symlink":
@@ -771,7 +764,8 @@ for epoch in (3.0, 4.0):
     ("none", None, False), ("own", None, False), ("own", "1002", True)],
     ids=["no-credential", "another-uid", "the-named-uid"])
 def test_an_answer_not_from_the_service_is_no_answer(
-        users: tuple[str, str], request: pytest.FixtureRequest, vouch: str,
+        users: tuple[str, str], request: pytest.FixtureRequest, open_dir: Path,
+        system_python: str, vouch: str,
         service_uid: str | None, believed: bool) -> None:
     """Found by a review: while the service's port is free (stopped, restarting) any user
     of its host may listen there; answering every report 202 {"checkpoint": true}, swtest2
@@ -779,14 +773,7 @@ def test_an_answer_not_from_the_service_is_no_answer(
     is believed only with a credential over it and this request made by root or the
     service's uid (``SHOCKWAVE_SERVICE_UID``): else the reports are spooled, with one
     warning. The job's side is the vendored file as swtest1, the listener swtest2's."""
-    if os.geteuid() != 0:
-        pytest.skip("runs the job and the listener as two other users")
-    system_python = shutil.which("python3", path="/usr/bin:/bin")
-    if system_python is None:
-        pytest.skip("no system python3 for the users")
-    base = Path(tempfile.mkdtemp(prefix="sw-fake-"))  # pytest's tmp is root's alone
-    base.chmod(0o755)
-    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    base = open_dir
     shutil.copy(reporter.__file__, base / "reporter.py")
     spool = base / "spool"
     spool.mkdir(mode=0o700)

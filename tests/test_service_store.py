@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -385,21 +383,14 @@ def test_a_reader_reads_a_store_on_a_read_only_disk(
         Store(view / "state.db", create=False)
 
 
-def test_a_jobs_owner_reads_roots_stopped_store(users: tuple[str, str],
-                                               request: pytest.FixtureRequest) -> None:
+def test_a_jobs_owner_reads_roots_stopped_store(users: tuple[str, str], open_dir: Path,
+                                               system_python: str) -> None:
     """Found by an admin walkthrough: job_submit.lua tells a job's owner to run
     ``shockwave explain``, and on the store of a cleanly stopped service (no -wal, no -shm)
     in root's 0755 folder it said "not a usable store (attempt to write a readonly
     database)": SQLite cannot make the -shm there (READONLY_DIRECTORY, where a read-only
     disk gives CANTOPEN). Read as the whole store, as on a read-only disk."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to act as another user")
-    system_python = shutil.which("python3", path="/usr/bin:/bin")
-    if system_python is None:
-        pytest.skip("no system python3 for the job's user")
-    base = Path(tempfile.mkdtemp(prefix="sw-store-"))  # pytest's tmp is root's alone
-    base.chmod(0o755)
-    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    base = open_dir
     package = Path(__import__("slurm_shockwave").__file__).parent
     shutil.copytree(package, base / "code" / "slurm_shockwave",
                     ignore=shutil.ignore_patterns("__pycache__"), symlinks=True)
