@@ -311,6 +311,49 @@ def test_an_acknowledged_checkpoint_is_requeued_between_rounds(tmp_path: Path) -
         last["message"].endswith("after its checkpoint's acknowledgement"), last
 
 
+def test_a_job_that_reported_its_last_epoch_after_its_acknowledgement_is_let_end(
+        tmp_path: Path) -> None:
+    """Found by a user walkthrough: a job acknowledged its checkpoint at its last epoch's
+    last step, trained on as it is told to, reported that epoch and printed "done", and
+    the requeue 60 ms later ran the epoch again from the checkpoint. A job whose run has
+    reported every epoch its hint asks for is let end, between rounds and in a round; at
+    its grace's end a job that has not ended is requeued all the same."""
+    fake, store, clock, svc = srtf_preempting_job_1(tmp_path)
+    svc.world.epochs_reported = store.epochs_reported  # as cli/live_options.service wires it
+    sent = store.load_intents()[1].sent_s
+    stop = threading.Event()
+    ticks = iter(float(t) for t in range(100))
+    svc.timer = lambda: next(ticks)
+    for report in (ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1),
+                   ProgressReport(1, ReportKind.PROGRESS, sent + 1.007, epoch=500.0,
+                                  batch_size=32)):
+        store.add_report(report)
+    svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1))
+    svc._wait(stop, boundary=6.0)
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 0
+    svc.world.acked = lambda _job, _since: True  # the feed has the acknowledgement too
+    clock.t += 10  # a round within the grace: not requeued either
+    svc.round_once()
+    assert fake.jobs[1].state == "RUNNING" and 1 in store.load_intents()
+    clock.t += 30  # past the grace, still running: requeued
+    svc.round_once()
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1
+
+
+def test_the_service_reads_each_runs_epochs_from_its_store(tmp_path: Path) -> None:
+    from slurm_shockwave.cli.live_options import Live
+    from slurm_shockwave.cli.live_options import service as live_service
+    from slurm_shockwave.config import Settings
+
+    env = Live(Settings(), fake_cluster())
+    store = env.store(str(tmp_path / "s.db"))
+    assert live_service(env, store, "fifo").world.epochs_reported == store.epochs_reported
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, 10.0, epoch=3.0, restart_count=1))
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, 20.0, epoch=2.5, restart_count=1))
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, 30.0, epoch=9.0, restart_count=0))
+    assert store.epochs_reported(1, 1) == 3.0 and store.epochs_reported(2, 0) == 0.0
+
+
 def test_a_flood_of_acknowledgements_asks_slurm_once_a_round(tmp_path: Path) -> None:
     """Found by a red-team: a job whose requeue Slurm refuses (``--no-requeue``) that
     acknowledged again and again cost two Slurm calls each on the loop's thread, and no

@@ -151,6 +151,7 @@ def service(env: Live, store: Store, policy_name: str, *, round_s: float | None 
     feed = env.feed(store, record=True)
     world = env.world(MemoryIntents(store.load_intents()) if dry_run else store, feed)
     world.round_s = period
+    world.epochs_reported = store.epochs_reported
     return Service(world, env.policy(policy_name), policy_name, store, round_s=period,
                    dry_run=dry_run, feed=feed, heartbeat=svc.heartbeat,
                    stale_after_s=svc.stale_after_s, fill_freed=svc.fill_freed,

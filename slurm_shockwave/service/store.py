@@ -431,6 +431,14 @@ class Store:
         with self._transaction():
             self.db.execute("DELETE FROM intents WHERE job_id = ?", (job_id,))
 
+    def epochs_reported(self, job_id: int, restart_count: int) -> float:
+        """The most epochs a run of the job (``restart_count``) has reported, read afresh
+        (between rounds the feed's reports are a round old); 0 with none."""
+        row = self.db.execute(
+            "SELECT MAX(epoch) FROM reports WHERE job_id = ? AND restart_count = ? "
+            "AND kind = 'progress'", (job_id, restart_count)).fetchone()
+        return float(row[0]) if row and row[0] is not None else 0.0
+
     def signalled_s(self, job_id: int, restart_count: int) -> float | None:
         """When a checkpoint signal went to this run of the job, if one did and its intent
         is not forgotten."""

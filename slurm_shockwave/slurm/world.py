@@ -509,6 +509,12 @@ class SlurmCluster:
         self.round_s = round_s
         self.progress = progress or table_progress(bundled_table("tacc"))
         self.acked = acked
+        self.epochs_reported: Callable[[int, int], float] = lambda _job_id, _run: 0.0
+        """The most epochs a run of a job has reported, read afresh (the service's store):
+        a job that acknowledged its checkpoint and then reported its last epoch is let
+        end, not requeued (``_trained_out``)."""
+        self._let_end: set[int] = set()
+        """Jobs let end after their last epoch's report, logged once each."""
         self.intent_log: IntentLog = intents or MemoryIntents()
         self.intents = self.intent_log.load_intents()
         self.round_index = round_index
@@ -1324,8 +1330,28 @@ class SlurmCluster:
                                                  f"ack or at +{ck.deadline_s - now:.0f}s")
 
     def _due(self, ck: CheckpointIntent, now: float) -> bool:
-        """The job acknowledged the checkpoint, or its grace ran out: requeue it."""
-        return self.acked(ck.job_id, ck.sent_s) or now >= ck.deadline_s
+        """The job acknowledged the checkpoint, or its grace ran out: requeue it. Not on
+        the acknowledgement of a job that has since reported its last epoch: it ends on
+        its own (its grace's end requeues it if it does not)."""
+        return now >= ck.deadline_s or (self.acked(ck.job_id, ck.sent_s)
+                                         and not self._trained_out(ck.job_id))
+
+    def _trained_out(self, job_id: int) -> bool:
+        """The job's current run has reported every epoch its hint asks for. Found by a
+        user walkthrough: a job acknowledged its checkpoint at its last epoch's last step,
+        trained on as told, reported that epoch and was requeued 60 ms later, to train it
+        again from the checkpoint."""
+        job = self._jobs.get(job_id)
+        hint = self._hint(job) if job is not None else None
+        if job is None or hint is None:
+            return False
+        done = self.epochs_reported(job_id, job.restart_count) >= hint.epochs
+        if done and job_id not in self._let_end:
+            self._let_end.add(job_id)
+            log.info("job %d: acknowledged its checkpoint, then reported its last epoch: "
+                     "not requeued (it ends on its own; at its grace's end it is requeued "
+                     "if it has not)", job_id)
+        return done
 
     def _stale_after_s(self) -> float:
         """How long no step may have looked at a checkpoint in flight before it is taken
@@ -1344,7 +1370,8 @@ class SlurmCluster:
         GPUs, which nothing could start on, and the first round after it reopens requeues
         it."""
         ck = self.intents.get(ack.job_id)
-        if ck is None or not acknowledged((ack,), ck.sent_s) or self.partition_state in CLOSED:
+        if (ck is None or not acknowledged((ack,), ck.sent_s) or self.partition_state in CLOSED
+                or self._trained_out(ack.job_id)):
             return False
         try:
             self.backend.requeue([ack.job_id])
