@@ -92,12 +92,21 @@ def test_reports_land_through_the_endpoint_file(env: Path, store: Store,
 
 
 def test_a_refused_report_is_dropped_not_spooled(env: Path, store: Store,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """And the job's log says why, once (a user walkthrough: a report for another user's
+    job id came back False with not a word)."""
+    monkeypatch.setattr(reporter, "_warned", set())
     with ProgressAPI(store.path, listen="127.0.0.1:0") as api:
         monkeypatch.setenv("SHOCKWAVE_URL", api.url)
         monkeypatch.setenv("SLURM_JOB_ID", "999")  # not managed: 404
         assert reporter.report(epoch=1.0) is False
+        assert reporter.report(epoch=2.0) is False
     assert not env.exists() or not list(env.iterdir())
+    warned = capsys.readouterr().err.splitlines()
+    assert len(warned) == 1, warned
+    assert f"{api.url} refused a report (404: job_id: " in warned[0], warned
+    assert warned[0].endswith("it is dropped, not sent again"), warned
 
 
 def test_spools_while_the_service_is_down_and_flushes_when_back(

@@ -694,6 +694,7 @@ def _exchange(url: str, data: bytes, cred: str, deadline: float, took: threading
                        "spooled until the service answers")
             return "unreachable", {}
         if status != 202:
+            _warn_refused(url, status, resp, digest, deadline)
             return "refused", {}
         took.set()
         try:
@@ -703,6 +704,27 @@ def _exchange(url: str, data: bytes, cred: str, deadline: float, took: threading
         # taken either way; an answer cut short (or not the one vouched for) says nothing
         vouched = hashlib.sha256(body).hexdigest().encode() == digest
         return "accepted", _answer(body) if vouched else {}
+
+
+def _warn_refused(url: str, status: int, resp: Any, digest: bytes, deadline: float) -> None:
+    """Say once a process for each status and field why the service refused a report
+    (its answer's error and field, where the credential vouches for it): the report is
+    dropped, and a job reporting for another user's job id, or a value out of range,
+    was told nothing (a user walkthrough)."""
+    why: dict[str, Any] = {}
+    with contextlib.suppress(Exception):
+        body = _body(resp, deadline)
+        if hashlib.sha256(body).hexdigest().encode() == digest:
+            why = _answer(body)
+    field, error = (_printable(str(why.get(k, ""))) for k in ("field", "error"))
+    said = f": {field}: {error}" if error else ""
+    _warn_once(f"refused {status} {field}", f"{url} refused a report ({status}{said}); it "
+               "is dropped, not sent again")
+
+
+def _printable(text: str, most: int = 200) -> str:
+    """At most ``most`` printable ASCII characters of ``text``: a line of the job's log."""
+    return "".join(c if " " <= c <= "~" else "?" for c in text[:most])
 
 
 def answer_payload(status: int, credential: str, body: bytes) -> bytes:
