@@ -93,6 +93,20 @@ def test_epochs_redone_after_a_resume_are_not_counted_twice() -> None:
     assert p.bs_history == ((32, 4),) and p.epochs_done == 4
 
 
+def test_an_earlier_runs_report_after_the_next_runs_is_not_its_progress() -> None:
+    """A user walkthrough: a script that ignored the checkpoint signal died, and its
+    child, lost by Slurm's proctrack/linuxproc, trained on beside the requeued run and
+    reported epoch 8 while that run was at 4. The newest run's latest report is the
+    job's progress, its batch size too; an earlier run's spool flushed before it counts
+    as before."""
+    stray = [rep(1, 10), rep(2, 20), rep(1, 100, restart=1), rep(5, 105, bs=64),
+             rep(2, 110, restart=1), rep(8, 115, bs=64)]
+    p = observed_progress(TABLE, stray)
+    assert p.epochs_done == 2 and p.bs == 32
+    flushed = [rep(1, 10), rep(2, 20), rep(3, 25), rep(2.5, 100, restart=1)]
+    assert observed_progress(TABLE, flushed).epochs_done == 2.5
+
+
 def test_a_runs_start_up_is_not_an_epoch_time_once_one_was_measured() -> None:
     # measured 10 s/epoch; requeued at 3.5, the restart reports at start, restores for
     # 40 s, then trains: the interval 3.5 -> 4 is 45 s, not 90 s an epoch

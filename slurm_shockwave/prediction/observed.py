@@ -3,8 +3,9 @@
 Pure: the reports in, a ``JobProgress`` out. The table's guess (or the prior for a model
 the table does not know) is the starting point; reports replace what they measure:
 
-- epochs done and the batch size are the latest progress report's (after a requeue the
-  job resumes from its checkpoint, so a lower epoch than before is the truth);
+- epochs done and the batch size are the newest run's latest progress report's (after a
+  requeue the job resumes from its checkpoint, so a lower epoch than before is the truth;
+  an earlier run's report accepted after it is a stray process's, or a spool flushed late);
 - the batch-size history (completed epochs at each batch size, run-length encoded) is what
   the Dirichlet regime posterior reads;
 - the epoch time at the current batch size is measured between consecutive progress
@@ -154,10 +155,18 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
     history: list[tuple[int, int]] = []
     last_epoch = 0.0
     bs = guess.bs
+    # the latest report of the newest run: one of an earlier run accepted after it is
+    # stale (a user walkthrough: a script that ignored the signal died, its child lived
+    # on where Slurm's proctrack lost it, and reported epoch 8 while the requeued run was
+    # at 4; a spool an earlier run's Epilog flushed comes before the next run's reports)
+    newest = max(r.restart_count for r in progress)
+    latest, latest_bs = progress[-1], bs
     for r in progress:
         epoch = float(r.epoch or 0.0)
         bs = r.batch_size or bs  # a report without one: the last one said (a job
         # reporting its size once, then epochs only, read as at its first size again)
+        if r.restart_count == newest:
+            latest, latest_bs = r, bs
         # after a requeue the job resumes from its checkpoint: epochs it redoes up to
         # the furthest it had reached are not new history
         whole = int(epoch) - int(last_epoch)
@@ -168,7 +177,7 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
                 history.append((bs, whole))
         last_epoch = max(last_epoch, epoch)
     measured = {b: seconds for b, (seconds, _) in measured_by_bs.items()}
-    latest = progress[-1]
+    bs = latest_bs
     known = dict(guess.epoch_s_by_bs)
     for b, s in measured.items():
         known.setdefault(b, s)  # a batch size the table lacks: its measured time
