@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.containers import BASE, CA, REPO, need_podman, podman
+from tests.live_cluster import WARNED_ON_TEST_CLUSTERS
 
 pytestmark = pytest.mark.container
 
@@ -157,5 +158,8 @@ def test_the_admin_guide_installs_on_a_fresh_debian(tmp_path: Path) -> None:
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-5000:]
     verdict = re.search(r"^(\d+) checks: (\d+) ok, (\d+) warn, (\d+) failed$", run.stdout, re.M)
-    assert verdict and verdict.group(1) == verdict.group(2), out[-3000:]  # doctor: all ok
+    # doctor: all ok but the site's proctrack/linuxproc above (no cgroups in the container)
+    assert verdict and (int(verdict.group(1)) - int(verdict.group(2)), verdict.group(3)) \
+        == (len(WARNED_ON_TEST_CLUSTERS), str(len(WARNED_ON_TEST_CLUSTERS))), out[-3000:]
+    assert "[warn] ProctrackType: is proctrack/linuxproc" in run.stdout, out[-3000:]
     assert "== ROUND PLANNED" in run.stdout, out[-3000:]

@@ -21,6 +21,7 @@ AuthInfo                = cred_expire=10
 JobRequeue              = 1
 JobSubmitPlugins        = lua
 PriorityType            = priority/multifactor
+ProctrackType           = proctrack/cgroup
 SLURM_CONF              = /etc/slurm/slurm.conf
 """
 PART = ("PartitionName=shockwave AllowGroups=ALL Default=YES Nodes=g[1-2] State=UP "
@@ -40,14 +41,15 @@ def verdicts(show: str, want: Expected = WANT) -> dict[str, Status]:
 def test_each_setting_is_judged() -> None:
     assert verdicts(SHOW) == {"JobSubmitPlugins": Status.OK, "JobRequeue": Status.OK,
                               "cred_expire": Status.OK, "MinJobAge": Status.OK,
-                              "PriorityType": Status.OK,
+                              "PriorityType": Status.OK, "ProctrackType": Status.OK,
                               "partition shockwave": Status.WARN}  # g2 is drained
     broken = (SHOW.replace("= lua", "= (null)").replace("JobRequeue              = 1",
                                                          "JobRequeue = 0")
-              .replace("cred_expire=10", "").replace("multifactor", "basic"))
+              .replace("cred_expire=10", "").replace("multifactor", "basic")
+              .replace("proctrack/cgroup", "proctrack/linuxproc"))
     assert verdicts(broken) == {"JobSubmitPlugins": Status.FAIL, "JobRequeue": Status.FAIL,
                                 "cred_expire": Status.WARN, "MinJobAge": Status.OK,
-                                "PriorityType": Status.WARN,
+                                "PriorityType": Status.WARN, "ProctrackType": Status.WARN,
                                 "partition shockwave": Status.WARN}
     # a job the checkpoint signal killed is run again only while Slurm lists it: purged
     # within a round, it is lost (0: never purged)

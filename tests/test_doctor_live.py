@@ -23,7 +23,13 @@ from pathlib import Path
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import CliBackend
-from tests.live_cluster import Submitter, kept_heartbeat, slurmctld_stopped, wait_for
+from tests.live_cluster import (
+    Submitter,
+    doctor_all_ok,
+    kept_heartbeat,
+    slurmctld_stopped,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -91,7 +97,7 @@ def test_doctor_passes_and_metrics_show_rounds_and_gap(
             assert now['shockwave_round_phase_seconds_count{phase="plan"}'] >= 3
             assert 'shockwave_progress_reports_total{outcome="accepted"}' in now
             code, checks = doctor(cfg)
-            bad = {n: c for n, c in checks.items() if c["status"] != "ok"}
+            bad = doctor_all_ok(checks)
             assert code == 0 and not bad, bad
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -173,8 +179,8 @@ def test_doctor_names_each_setting_removed(own: OwnCluster, tmp_path: Path) -> N
     cfg.write_text(f"service: {{store: {tmp_path}/state.db}}\n")
     code, checks = doctor(cfg, own.env)
     assert code == 0, checks
-    assert all(c["status"] in ("ok", "skip") for n, c in checks.items()
-               if n not in ("service", "heartbeat")), checks
+    assert all(c["status"] == "skip" for c in doctor_all_ok(checks, "service",
+                                                            "heartbeat").values()), checks
     for edit, name, status in BROKEN:
         own.restart_with(edit)
         code, checks = doctor(cfg, own.env)

@@ -114,6 +114,16 @@ def slurm_checks(conf: SlurmSettings, partitions: Mapping[str, Mapping[str, str]
                      "here under multifactor they stay pinned",
                      "slurm.conf: PriorityType=priority/multifactor, then restart "
                      "slurmctld"))
+    track = conf.get("ProctrackType") or "proctrack/cgroup"  # Slurm's default with cgroups
+    out.append(ok("ProctrackType", f"{track}: a requeued job's processes end with it")
+               if track in ("proctrack/cgroup", "proctrack/cray_aries") else
+               Check("ProctrackType", Status.WARN,
+                     f"is {track}: a process whose parent exits escapes it, so a preempted "
+                     "job's processes may outlive its requeue and train on beside the next "
+                     "run (a user walkthrough: a script the checkpoint signal killed left "
+                     "its child reporting)",
+                     "slurm.conf: ProctrackType=proctrack/cgroup (cgroup.conf), then "
+                     "restart slurmctld and slurmd"))
     out.append(partition_check(partitions.get(want.partition), nodes, want.partition))
     return out
 
