@@ -359,10 +359,16 @@ def test_a_job_the_checkpoint_signal_killed_is_requeued_not_lost() -> None:
     fake.finish(2, "FAILED", signal=9)  # not the checkpoint signal: its own end
     world.observe()  # observing changes nothing in Slurm (a dry run observes too)
     assert fake.jobs[1].state == "FAILED" and set(world.intents) == {1}
-    world.apply([])
+    done = world.apply([])
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
     assert fake.jobs[1].restart_count == 1
     assert fake.jobs[2].state == "FAILED" and world.intents == {}
+    # and the round's actions say so, for explain (a user walkthrough: only the service's
+    # log said why the job had died)
+    [rerun] = done.results
+    assert (rerun.action, rerun.outcome) == (Action(ActionKind.PREEMPT, 1), Outcome.APPLIED)
+    assert rerun.message == ("killed by SIGUSR1, the checkpoint signal, before it could "
+                             "handle it: requeued, to restart from its last checkpoint")
 
 
 def test_a_signalled_job_slurm_has_purged_is_named_not_forgotten_silently(caplog) -> None:

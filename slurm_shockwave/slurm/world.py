@@ -879,16 +879,21 @@ class SlurmCluster:
                             "ended): not run again; if the signal killed it, its owner "
                             "must resubmit it", jid)
 
-    def _rerun_killed(self) -> None:
+    def _rerun_killed(self) -> list[ActionResult]:
         """Requeue and hold each job the checkpoint signal killed (``_sync_intents``). It
         came before the job could handle it: between Slurm's start of the batch script
         and its ``trap`` or ``reporter.install()`` the signal's default action applies
         (SIGUSR1's kills). Seen live: a job a fill step started was preempted 81 ms later
         and died of SIGUSR1 (WTERMSIG 10), and Slurm counted it FAILED, not requeued: the
         job was lost. Run again, it loses what it did since its last checkpoint, as a job
-        preempted without a signal does. Not done by observing: a dry run changes nothing."""
+        preempted without a signal does. Not done by observing: a dry run changes nothing.
+        Each is the round's preemption of it, with what happened (a user walkthrough: only
+        the service's log said why the job died; ``explain`` showed the signal alone)."""
+        done: list[ActionResult] = []
         for jid in self._killed:
             signame = self.intents[jid].signal
+            killed = f"killed by SIG{signame}, the checkpoint signal, before it could handle it"
+            preempt = Action(ActionKind.PREEMPT, jid)
             try:
                 self.backend.requeue_ended(jid)
             except SlurmUnanswered as exc:
@@ -896,17 +901,22 @@ class SlurmCluster:
                 # restart count grew: the intent is forgotten, and the pending job held
                 # again by the first apply that sees it eligible)
                 log.error("job %d: killed by SIG%s, not requeued yet (%s)", jid, signame, exc)
+                done.append(ActionResult(preempt, Outcome.DEFERRED,
+                                         f"{killed}; not requeued yet ({exc})"))
                 continue
             except SlurmError as exc:
-                log.error("job %d: killed by SIG%s, the checkpoint signal, before it could "
-                          "handle it, and Slurm refused to requeue it (%s)", jid, signame, exc)
+                log.error("job %d: %s, and Slurm refused to requeue it (%s)", jid, killed, exc)
+                done.append(ActionResult(preempt, Outcome.REJECTED,
+                                         f"{killed}; Slurm refused to requeue it ({exc})"))
             else:
-                log.warning("job %d: killed by SIG%s, the checkpoint signal, before it could "
-                            "handle it: requeued, to restart from its last checkpoint",
-                            jid, signame)
+                log.warning("job %d: %s: requeued, to restart from its last checkpoint",
+                            jid, killed)
                 self._hold_requeued([jid])
+                done.append(ActionResult(preempt, Outcome.APPLIED, f"{killed}: requeued, to "
+                                         "restart from its last checkpoint"))
             self._forget(jid)
         self._killed = []
+        return done
 
     def _arrival(self, job: SlurmJob) -> float:
         """When the job was first submitted, on the view's clock. Slurm sets a requeued
@@ -959,7 +969,7 @@ class SlurmCluster:
             self.backend = backend
 
     def _apply(self, actions: Sequence[Action]) -> ApplyResult:
-        self._rerun_killed()
+        reruns = self._rerun_killed()
         self._mark_requeue_holds()
         self._let_go_held_back()
         self._give_back_moved_out()
@@ -967,9 +977,9 @@ class SlurmCluster:
             # Slurm starts nothing in it: a preemption would only idle the GPUs it frees
             why = (f"partition {self.partition} is {self.partition_state}: nothing is "
                    "started or preempted until it is UP")
-            return ApplyResult(tuple(
+            return ApplyResult((*reruns, *(
                 ActionResult(a, Outcome.APPLIED) if a.kind == ActionKind.KEEP
-                else ActionResult(a, Outcome.DEFERRED, why) for a in actions))
+                else ActionResult(a, Outcome.DEFERRED, why) for a in actions)))
         now = self.clock.now()
         results: list[ActionResult] = []
         moving = ({a.job_id for a in actions if a.kind == ActionKind.PREEMPT}
@@ -1105,7 +1115,7 @@ class SlurmCluster:
         # preemption, then moved out by its owner, it stayed held for ever)
         self._pending |= frozenset(rehold) | frozenset(
             a.job_id for a in actions if a.kind in (ActionKind.START, ActionKind.PREEMPT))
-        return ApplyResult(tuple(results))
+        return ApplyResult((*reruns, *results))
 
     def _since(self, job: SlurmJob, now: int) -> tuple[int, int]:
         """The round since which ``job`` has been started and not run (``now`` if it ran
