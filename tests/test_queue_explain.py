@@ -226,3 +226,11 @@ def test_explain_shows_where_a_start_puts_a_job(setup: tuple[FakeSlurm, Store, C
     assert started["outcome"] == "applied"
     assert row["action"] == "start" and row["where"].startswith("n1[")
     assert row["gpus"] == len(row["where"].split("[", 1)[1].rstrip("]").split(","))
+
+
+def test_queue_shows_epochs_as_people_read_them() -> None:
+    """A user walkthrough read ``1.14299/4``: epochs read forward between reports are
+    fractions; whole ones stay whole."""
+    from slurm_shockwave.cli.queue import _epochs
+
+    assert [_epochs(e) for e in (1.14299, 3.0, 0.0, 7.999)] == ["1.14", "3", "0", "8.00"]

@@ -38,6 +38,12 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def _epochs(done: float) -> str:
+    """Epochs done as people read them: whole, or to two places (read forward between
+    reports they are fractions: a user walkthrough read ``1.14299/4``)."""
+    return f"{done:.0f}" if done == int(done) else f"{done:.2f}"
+
+
 @click.command()
 @live_options
 @store_option
@@ -87,7 +93,7 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
         f"{sum(len(j.gpu_slots) for j in view.jobs if j.is_running)} "
         "of them running its jobs", _COLUMNS,
         [(r.job_id, r.user, r.model or "-", r.phase, r.gpus, r.where,
-          f"{r.epochs_done:g}/{r.epochs}" if r.epochs else "-", r.bs or "-",
+          f"{_epochs(r.epochs_done)}/{r.epochs}" if r.epochs else "-", r.bs or "-",
           _hms(r.remaining_s) if r.remaining_s > 0 else "-",
           "-" if r.rho is None else f"{r.rho:.2f}",
           "-" if r.planned_rounds is None else r.planned_rounds, _reason(r)) for r in rows]))
