@@ -354,6 +354,28 @@ def test_the_service_reads_each_runs_epochs_from_its_store(tmp_path: Path) -> No
     assert store.epochs_reported(1, 1) == 3.0 and store.epochs_reported(2, 0) == 0.0
 
 
+def test_a_job_the_checkpoint_signal_killed_keeps_its_reports_and_its_row(
+        tmp_path: Path) -> None:
+    """A review: the job the signal killed is FAILED when the round observes it, so it was
+    out of the round's rows; the next round it is PENDING again, read as another job
+    under the id, its reports deleted and its progress 0 until it reported again; and
+    explain said it had left the queue. Its row now says it is run again."""
+    fake, store, clock, svc = srtf_preempting_job_1(tmp_path)
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, clock.t, epoch=30.0,
+                                    batch_size=32))
+    fake.finish(1, "FAILED", signal=10)  # SIGUSR1 before the script could handle it
+    clock.t += 60
+    svc.round_once()
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1
+    now = store.jobs_now()[1]
+    assert (now.phase, now.user) == ("ending", "alice"), now
+    assert "killed by SIGUSR1, the checkpoint signal" in now.reason, now
+    fake.tick()
+    clock.t += 60
+    svc.round_once()
+    assert [r.epoch for r in store.reports([1])[1]] == [30.0]
+
+
 def test_a_flood_of_acknowledgements_asks_slurm_once_a_round(tmp_path: Path) -> None:
     """Found by a red-team: a job whose requeue Slurm refuses (``--no-requeue``) that
     acknowledged again and again cost two Slurm calls each on the loop's thread, and no

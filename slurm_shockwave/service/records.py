@@ -86,6 +86,11 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
     rows += [JobRow(job_id=jid, user=user(jid, ""), phase="ending",
                     reason=f"{ReasonCode.ENDING.value}(COMPLETING: its Epilog runs)")
              for jid in sorted(left.ending)]
+    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="ending",
+                    reason=f"{ReasonCode.ENDING.value}(killed by SIG{signal}, the checkpoint "
+                           "signal, before it could handle it: run again from its last "
+                           "checkpoint)")
+             for jid, signal in sorted(left.killed.items())]
     rows += [JobRow(job_id=jid, user=user(jid, ""), phase="suspended",
                     reason=f"{ReasonCode.SUSPENDED.value}(by an admin: left to Slurm "
                            "until resumed)")

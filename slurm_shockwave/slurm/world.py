@@ -302,6 +302,12 @@ class LeftOut:
     review: a job on a drained node got 403, an ending one's end report 404)."""
     held_back: Mapping[int, str] = field(default_factory=dict)
     """Pending jobs Slurm will not start whatever the plan (``held_back``): job -> why."""
+    killed: Mapping[int, str] = field(default_factory=dict)
+    """Jobs the checkpoint signal killed before they could handle it, which this round's
+    apply runs again (``_rerun_killed``): job -> the signal. Their rows keep them in the
+    store's jobs, so their reports stay theirs (a review: out of the view as FAILED for
+    one round, back PENDING the next, each read as another job under the id, its reports
+    deleted and its progress 0)."""
     not_requeueable: frozenset[int] = frozenset()
     """Running jobs Slurm will not requeue (``SlurmJob.requeue``: submitted
     ``--no-requeue`` and moved into the partition, which job_submit.lua cannot see):
@@ -597,6 +603,9 @@ class SlurmCluster:
         self._killed: list[int] = []
         """Jobs the checkpoint signal killed, seen by the last observation: ``apply``
         runs them again."""
+        self._killed_seen: dict[int, str] = {}
+        """The same jobs and the signal (``LeftOut.killed``), kept after
+        ``_rerun_killed`` empties ``_killed``."""
         self._moving: dict[int, _Move] = {}
         """Jobs a plan moved or resized (preempt + start in one round), until they run
         again: the requeue is the plan's, so the job stays in the view through the
@@ -608,7 +617,7 @@ class SlurmCluster:
                        dict(self.on_closed_node), self._without_gpus, self._ending,
                        self._suspended, dict(self.owner_held), dict(self._users),
                        {jid: why for jid, (_j, why) in self.held_back.items()},
-                       self._not_requeueable)
+                       dict(self._killed_seen), self._not_requeueable)
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -856,6 +865,7 @@ class SlurmCluster:
         if any(jid not in ours for jid in self.intents):
             elsewhere = {j.job_id: j for j in self.backend.list_jobs()}
         self._killed = []
+        self._killed_seen = {}
         for jid, ck in list(self.intents.items()):
             job = ours.get(jid) or elsewhere.get(jid)
             if job is not None and signalled_run(job, ck):
@@ -864,6 +874,8 @@ class SlurmCluster:
                 if killed_by(job, ck):
                     if job.partition == self.partition:
                         self._killed.append(jid)
+                        self._killed_seen[jid] = ck.signal
+                        self._users[jid] = job.user  # its row names its owner
                     continue  # another partition's: its service runs it again
             try:
                 self._forget(jid)
