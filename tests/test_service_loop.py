@@ -314,28 +314,52 @@ def test_an_acknowledged_checkpoint_is_requeued_between_rounds(tmp_path: Path) -
 def test_a_job_that_reported_its_last_epoch_after_its_acknowledgement_is_let_end(
         tmp_path: Path) -> None:
     """Found by a user walkthrough: a job acknowledged its checkpoint at its last epoch's
-    last step, trained on as it is told to, reported that epoch and printed "done", and
-    the requeue 60 ms later ran the epoch again from the checkpoint. A job whose run has
-    reported every epoch its hint asks for is let end, between rounds and in a round; at
-    its grace's end a job that has not ended is requeued all the same."""
+    last step, trained on as it is told to, reported that epoch 7 ms later and printed
+    "done", and the requeue 60 ms after the acknowledgement ran the epoch again from the
+    checkpoint. A job in its last epoch is not requeued between rounds (its report may
+    follow its acknowledgement: a review); the round lets it end once it has reported
+    every epoch its hint asks for, and its grace's end requeues it if it has not ended."""
     fake, store, clock, svc = srtf_preempting_job_1(tmp_path)
     svc.world.epochs_reported = store.epochs_reported  # as cli/live_options.service wires it
     sent = store.load_intents()[1].sent_s
     stop = threading.Event()
     ticks = iter(float(t) for t in range(100))
     svc.timer = lambda: next(ticks)
-    for report in (ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1),
-                   ProgressReport(1, ReportKind.PROGRESS, sent + 1.007, epoch=500.0,
-                                  batch_size=32)):
-        store.add_report(report)
-    svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1))
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, sent - 5, epoch=499.0,
+                                    batch_size=32))
+    ack = ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1)
+    store.add_report(ack)
+    svc.checkpointed(ack)  # the acknowledgement first: the loop wakes at once
     svc._wait(stop, boundary=6.0)
     assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 0
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, sent + 1.007, epoch=500.0,
+                                    batch_size=32))
     svc.world.acked = lambda _job, _since: True  # the feed has the acknowledgement too
-    clock.t += 10  # a round within the grace: not requeued either
+    clock.t += 10  # a round within the grace: let end
     svc.round_once()
     assert fake.jobs[1].state == "RUNNING" and 1 in store.load_intents()
     clock.t += 30  # past the grace, still running: requeued
+    svc.round_once()
+    assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1
+
+
+def test_a_job_in_its_last_epoch_that_acknowledges_is_requeued_by_the_round(
+        tmp_path: Path) -> None:
+    """Not between rounds (its last report may be on its way), but by the next round when
+    it has not reported its last epoch by then; a job with epochs to go at once."""
+    fake, store, clock, svc = srtf_preempting_job_1(tmp_path)
+    svc.world.epochs_reported = store.epochs_reported
+    sent = store.load_intents()[1].sent_s
+    stop = threading.Event()
+    ticks = iter(float(t) for t in range(100))
+    svc.timer = lambda: next(ticks)
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, sent - 5, epoch=499.5,
+                                    batch_size=32))
+    svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1))
+    svc._wait(stop, boundary=6.0)
+    assert fake.jobs[1].state == "RUNNING"
+    svc.world.acked = lambda _job, _since: True
+    clock.t += 10
     svc.round_once()
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1
 

@@ -518,7 +518,7 @@ class SlurmCluster:
         self.epochs_reported: Callable[[int, int], float] = lambda _job_id, _run: 0.0
         """The most epochs a run of a job has reported, read afresh (the service's store):
         a job that acknowledged its checkpoint and then reported its last epoch is let
-        end, not requeued (``_trained_out``)."""
+        end, not requeued (``_epochs_left``)."""
         self._let_end: set[int] = set()
         """Jobs let end after their last epoch's report, logged once each."""
         self.intent_log: IntentLog = intents or MemoryIntents()
@@ -1356,24 +1356,25 @@ class SlurmCluster:
         the acknowledgement of a job that has since reported its last epoch: it ends on
         its own (its grace's end requeues it if it does not)."""
         return now >= ck.deadline_s or (self.acked(ck.job_id, ck.sent_s)
-                                         and not self._trained_out(ck.job_id))
+                                         and self._epochs_left(ck.job_id) > 0)
 
-    def _trained_out(self, job_id: int) -> bool:
-        """The job's current run has reported every epoch its hint asks for. Found by a
-        user walkthrough: a job acknowledged its checkpoint at its last epoch's last step,
-        trained on as told, reported that epoch and was requeued 60 ms later, to train it
-        again from the checkpoint."""
+    def _epochs_left(self, job_id: int) -> float:
+        """Epochs the job's hint asks for beyond those its current run has reported (the
+        store's, read afresh; inf where there is no hint to read). Found by a user
+        walkthrough: a job acknowledged its checkpoint at its last epoch's last step,
+        trained on as told, reported that epoch 7 ms later and was requeued 60 ms after
+        the acknowledgement, to train the epoch again from its checkpoint."""
         job = self._jobs.get(job_id)
         hint = self._hint(job) if job is not None else None
         if job is None or hint is None:
-            return False
-        done = self.epochs_reported(job_id, job.restart_count) >= hint.epochs
-        if done and job_id not in self._let_end:
+            return math.inf
+        left = hint.epochs - self.epochs_reported(job_id, job.restart_count)
+        if left <= 0 and job_id not in self._let_end:
             self._let_end.add(job_id)
             log.info("job %d: acknowledged its checkpoint, then reported its last epoch: "
                      "not requeued (it ends on its own; at its grace's end it is requeued "
                      "if it has not)", job_id)
-        return done
+        return left
 
     def _stale_after_s(self) -> float:
         """How long no step may have looked at a checkpoint in flight before it is taken
@@ -1393,7 +1394,10 @@ class SlurmCluster:
         it."""
         ck = self.intents.get(ack.job_id)
         if (ck is None or not acknowledged((ack,), ck.sent_s) or self.partition_state in CLOSED
-                or self._trained_out(ack.job_id)):
+                or self._epochs_left(ack.job_id) <= 1):
+            # in its last epoch the job may report it a moment after its acknowledgement
+            # (it trains on, as told): the round decides, with its reports by then (a
+            # review: the acknowledgement came first and the requeue beat the report)
             return False
         try:
             self.backend.requeue([ack.job_id])
