@@ -102,7 +102,15 @@ def test_an_earlier_runs_report_after_the_next_runs_is_not_its_progress() -> Non
     stray = [rep(1, 10), rep(2, 20), rep(1, 100, restart=1), rep(5, 105, bs=64),
              rep(2, 110, restart=1), rep(8, 115, bs=64)]
     p = observed_progress(TABLE, stray)
-    assert p.epochs_done == 2 and p.bs == 32
+    assert p.epochs_done == 2 and p.bs == 32 and p.bs_history == ((32, 2),)
+    # the newest run gave its batch size once, then epochs only (a review: its size and
+    # history followed the stray's)
+    quiet = [ProgressReport(1, ReportKind.PROGRESS, at, epoch=e, restart_count=run,
+                            batch_size=bs)
+             for e, at, run, bs in ((1, 10, 0, 32), (2, 20, 0, 32), (2, 100, 1, 32),
+                                    (5, 105, 0, 64), (3, 110, 1, None), (8, 115, 0, 64))]
+    p = observed_progress(TABLE, quiet)
+    assert (p.epochs_done, p.bs, p.bs_history) == (3, 32, ((32, 3),))
     flushed = [rep(1, 10), rep(2, 20), rep(3, 25), rep(2.5, 100, restart=1)]
     assert observed_progress(TABLE, flushed).epochs_done == 2.5
 

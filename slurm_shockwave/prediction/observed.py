@@ -3,9 +3,10 @@
 Pure: the reports in, a ``JobProgress`` out. The table's guess (or the prior for a model
 the table does not know) is the starting point; reports replace what they measure:
 
-- epochs done and the batch size are the newest run's latest progress report's (after a
-  requeue the job resumes from its checkpoint, so a lower epoch than before is the truth;
-  an earlier run's report accepted after it is a stray process's, or a spool flushed late);
+- epochs done and the batch size are the latest progress report's (after a requeue the
+  job resumes from its checkpoint, so a lower epoch than before is the truth), and a
+  report of an earlier run accepted after a later run's is dropped (a process Slurm's
+  proctrack lost, training on beside the requeued run);
 - the batch-size history (completed epochs at each batch size, run-length encoded) is what
   the Dirichlet regime posterior reads;
 - the epoch time at the current batch size is measured between consecutive progress
@@ -82,8 +83,25 @@ Interval = tuple[ProgressReport, int, float, bool]
 """One of ``_epoch_times``: closing report, batch size, seconds per epoch, run's first."""
 
 
+def _superseded_dropped(reports: Sequence[ProgressReport]) -> list[ProgressReport]:
+    """``reports`` without those of a run older than one reported before them: a later
+    run's report supersedes its earlier runs. Found by a user walkthrough: a script that
+    ignored the checkpoint signal died, its child lived on where Slurm's proctrack lost
+    it, and reported epoch 8 at batch size 64 while the requeued run was at 4 (and, a
+    review, the newest run's batch size and history followed it). A spool an earlier
+    run's Epilog flushed comes before the next run's reports, and is kept."""
+    newest = -1
+    kept = []
+    for r in reports:
+        if r.restart_count >= newest:
+            newest = r.restart_count
+            kept.append(r)
+    return kept
+
+
 def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> JobProgress:
     """``guess`` updated by ``reports`` (in the order the service accepted them)."""
+    reports = _superseded_dropped(reports)
     intervals = list(_epoch_times(reports, guess.bs))
     return _observed(guess, _progress_reports(reports),
                      _measured(intervals, _table_times(guess)))
@@ -122,6 +140,7 @@ def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
     ``merged_rates``), and an epoch time measured on another count than ``current``
     (before a resize, or a pending job whose GRES was changed) converted to ``current``.
     One pass over the reports for all three (the service asks every round)."""
+    reports = _superseded_dropped(reports)
     progress = _progress_reports(reports)
     intervals = list(_epoch_times(reports, guess.bs))
     if not guess.rate_by_gpus:
@@ -155,18 +174,10 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
     history: list[tuple[int, int]] = []
     last_epoch = 0.0
     bs = guess.bs
-    # the latest report of the newest run: one of an earlier run accepted after it is
-    # stale (a user walkthrough: a script that ignored the signal died, its child lived
-    # on where Slurm's proctrack lost it, and reported epoch 8 while the requeued run was
-    # at 4; a spool an earlier run's Epilog flushed comes before the next run's reports)
-    newest = max(r.restart_count for r in progress)
-    latest, latest_bs = progress[-1], bs
     for r in progress:
         epoch = float(r.epoch or 0.0)
         bs = r.batch_size or bs  # a report without one: the last one said (a job
         # reporting its size once, then epochs only, read as at its first size again)
-        if r.restart_count == newest:
-            latest, latest_bs = r, bs
         # after a requeue the job resumes from its checkpoint: epochs it redoes up to
         # the furthest it had reached are not new history
         whole = int(epoch) - int(last_epoch)
@@ -177,7 +188,7 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
                 history.append((bs, whole))
         last_epoch = max(last_epoch, epoch)
     measured = {b: seconds for b, (seconds, _) in measured_by_bs.items()}
-    bs = latest_bs
+    latest = progress[-1]
     known = dict(guess.epoch_s_by_bs)
     for b, s in measured.items():
         known.setdefault(b, s)  # a batch size the table lacks: its measured time
