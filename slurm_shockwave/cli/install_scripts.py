@@ -146,7 +146,8 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
                    "slurmctld if it has not loaded the lua plugin yet (a new plugin needs a "
                    "restart)")
     elif not dry_run:
-        click.echo("nothing changed: Slurm needs no reconfigure")
+        click.echo("nothing changed on disk (if an earlier run changed job_submit.lua, "
+                   "scontrol reconfigure once)")
 
 
 def _retarget(target: Target, old: str | None, values: ScriptSettings,

@@ -118,10 +118,11 @@ def slurm_checks(conf: SlurmSettings, partitions: Mapping[str, Mapping[str, str]
     out.append(ok("ProctrackType", f"{track}: a requeued job's processes end with it")
                if track in ("proctrack/cgroup", "proctrack/cray_aries") else
                Check("ProctrackType", Status.WARN,
-                     f"is {track}: a process whose parent exits escapes it, so a preempted "
-                     "job's processes may outlive its requeue and train on beside the next "
-                     "run (a user walkthrough: a script the checkpoint signal killed left "
-                     "its child reporting)",
+                     f"is {track}: it loses a process whose parent exits (linuxproc) or "
+                     "that leaves its process group (pgid), so a preempted job's processes "
+                     "may outlive its requeue and train on beside the next run (a user "
+                     "walkthrough: a script the checkpoint signal killed left its child "
+                     "reporting)",
                      "slurm.conf: ProctrackType=proctrack/cgroup (cgroup.conf), then "
                      "restart slurmctld and slurmd"))
     out.append(partition_check(partitions.get(want.partition), nodes, want.partition))
