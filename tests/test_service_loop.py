@@ -420,16 +420,16 @@ def test_a_flood_of_acknowledgements_asks_slurm_once_a_round(tmp_path: Path) -> 
 
     fake.requeue, fake.list_jobs = refused, listing  # type: ignore[method-assign]
     svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent - 5))  # stale
-    svc._requeue_acknowledged()  # as the loop does on each wake
+    svc.requeue_acknowledged()  # as the loop does on each wake
     assert calls == []
     for i in range(50):
         svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + i))
-        svc._requeue_acknowledged()
+        svc.requeue_acknowledged()
     assert calls.count("requeue") == 1
     fake.requeue = real_requeue  # type: ignore[method-assign]
     svc.world.round_index += 1  # the next round: tried again
     svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + 60))
-    svc._requeue_acknowledged()
+    svc.requeue_acknowledged()
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1
 
 

@@ -156,7 +156,7 @@ def test_a_requeue_after_an_acknowledgement_is_counted(tmp_path: Path) -> None:
     assert m["shockwave_actions_total{kind=preempt,outcome=deferred}"] == 1
     assert m["shockwave_actions_total{kind=preempt,outcome=applied}"] == 0
     svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, clock.t + 1))
-    svc._requeue_acknowledged()
+    svc.requeue_acknowledged()
     assert fake.jobs[1].restart_count == 1
     assert scraped(metrics)["shockwave_actions_total{kind=preempt,outcome=applied}"] == 1
 

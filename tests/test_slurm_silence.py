@@ -122,7 +122,7 @@ def test_acknowledgements_with_slurm_gone_ask_once() -> None:
     fake.calls.clear()
     for jid in range(1, 9):
         svc.checkpointed(ProgressReport(jid, ReportKind.CHECKPOINTED, 1005.0, epoch=1))
-    svc._requeue_acknowledged()
+    svc.requeue_acknowledged()
     assert fake.calls == ["requeue", "list_jobs"]  # was it done? then no more
 
 
@@ -144,7 +144,7 @@ def test_an_acknowledged_requeue_whose_listing_is_lost_is_held() -> None:
     for jid in (1, 2):
         svc.checkpointed(ProgressReport(jid, ReportKind.CHECKPOINTED, 1005.0, epoch=1))
     fake.calls.clear()
-    svc._requeue_acknowledged()
+    svc.requeue_acknowledged()
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].held
     # the hold asked anyway, then no more: job 2's waits for the round (a review)
     assert fake.calls == ["requeue", "list_jobs", "hold"] and 1 not in svc.world.intents

@@ -315,7 +315,7 @@ class Service:
         while not stop.is_set() and (left := boundary - self.timer()) > 0:
             if self._wake.wait(min(left, 0.25)):
                 self._wake.clear()
-                self._requeue_acknowledged()
+                self.requeue_acknowledged()
             step = None
             # after the requeues (their GPUs are free too); at most one a poll interval,
             # ends in between taken together: a job's owner may send end reports too,
@@ -339,7 +339,7 @@ class Service:
                 return True
         return False
 
-    def _requeue_acknowledged(self) -> None:
+    def requeue_acknowledged(self) -> None:
         """Requeue each acknowledged job once a round, its newest acknowledgement tried
         (an older one, flushed late from a spool, answers no signal of this run): a job
         whose requeue Slurm refuses, acknowledging again and again, asked two Slurm
