@@ -311,6 +311,24 @@ def test_an_acknowledged_checkpoint_is_requeued_between_rounds(tmp_path: Path) -
         last["message"].endswith("after its checkpoint's acknowledgement"), last
 
 
+def _acknowledged_at(tmp_path: Path, epoch: float
+                     ) -> tuple[FakeSlurm, Store, Clock, Service, float]:
+    """Job 1 of 500 epochs signalled for its checkpoint, having reported ``epoch``, then
+    acknowledging: the loop woken at once, as the progress API wakes it, and waited."""
+    fake, store, clock, svc = srtf_preempting_job_1(tmp_path)
+    svc.world.epochs_reported = store.epochs_reported  # as cli/live_options.service wires it
+    sent = store.load_intents()[1].sent_s
+    ticks = iter(float(t) for t in range(100))
+    svc.timer = lambda: next(ticks)
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, sent - 5, epoch=epoch,
+                                    batch_size=32))
+    ack = ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1)
+    store.add_report(ack)
+    svc.checkpointed(ack)  # the acknowledgement first: the loop wakes at once
+    svc._wait(threading.Event(), boundary=6.0)
+    return fake, store, clock, svc, sent
+
+
 def test_a_job_that_reported_its_last_epoch_after_its_acknowledgement_is_let_end(
         tmp_path: Path) -> None:
     """Found by a user walkthrough: a job acknowledged its checkpoint at its last epoch's
@@ -319,18 +337,7 @@ def test_a_job_that_reported_its_last_epoch_after_its_acknowledgement_is_let_end
     checkpoint. A job in its last epoch is not requeued between rounds (its report may
     follow its acknowledgement: a review); the round lets it end once it has reported
     every epoch its hint asks for, and its grace's end requeues it if it has not ended."""
-    fake, store, clock, svc = srtf_preempting_job_1(tmp_path)
-    svc.world.epochs_reported = store.epochs_reported  # as cli/live_options.service wires it
-    sent = store.load_intents()[1].sent_s
-    stop = threading.Event()
-    ticks = iter(float(t) for t in range(100))
-    svc.timer = lambda: next(ticks)
-    store.add_report(ProgressReport(1, ReportKind.PROGRESS, sent - 5, epoch=499.0,
-                                    batch_size=32))
-    ack = ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1)
-    store.add_report(ack)
-    svc.checkpointed(ack)  # the acknowledgement first: the loop wakes at once
-    svc._wait(stop, boundary=6.0)
+    fake, store, clock, svc, sent = _acknowledged_at(tmp_path, epoch=499.0)
     assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 0
     store.add_report(ProgressReport(1, ReportKind.PROGRESS, sent + 1.007, epoch=500.0,
                                     batch_size=32))
@@ -346,17 +353,9 @@ def test_a_job_that_reported_its_last_epoch_after_its_acknowledgement_is_let_end
 def test_a_job_in_its_last_epoch_that_acknowledges_is_requeued_by_the_round(
         tmp_path: Path) -> None:
     """Not between rounds (its last report may be on its way), but by the next round when
-    it has not reported its last epoch by then; a job with epochs to go at once."""
-    fake, store, clock, svc = srtf_preempting_job_1(tmp_path)
-    svc.world.epochs_reported = store.epochs_reported
-    sent = store.load_intents()[1].sent_s
-    stop = threading.Event()
-    ticks = iter(float(t) for t in range(100))
-    svc.timer = lambda: next(ticks)
-    store.add_report(ProgressReport(1, ReportKind.PROGRESS, sent - 5, epoch=499.5,
-                                    batch_size=32))
-    svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1))
-    svc._wait(stop, boundary=6.0)
+    it has not reported its last epoch by then (a job with epochs to go is requeued at
+    once: ``test_an_acknowledged_checkpoint_is_requeued_between_rounds``)."""
+    fake, _store, clock, svc, _sent = _acknowledged_at(tmp_path, epoch=499.5)
     assert fake.jobs[1].state == "RUNNING"
     svc.world.acked = lambda _job, _since: True
     clock.t += 10
