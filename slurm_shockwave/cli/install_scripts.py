@@ -120,8 +120,8 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
         if dry_run:
             click.echo(f"would install {target.path} ({oct(target.mode)[2:]}, root:root)")
         else:
-            done = install(target, text, old)
-            changed |= not done.startswith("unchanged ")
+            wrote, done = install(target, text, old)
+            changed |= wrote
             click.echo(done)
     for line in missing:
         click.echo(f"skipped: {line}", err=True)

@@ -299,13 +299,14 @@ def make_dirs(folder: Path, mode: int = 0o755) -> None:
         os.chmod(made, mode)
 
 
-def install(target: Target, text: str, old: str | None) -> str:
-    """Write one script atomically with its mode and root as owner; what was done.
-    ``old`` is what ``check`` returned for it, called for every script before any is
-    written (so an existing file that is not ours is left alone unless forced)."""
+def install(target: Target, text: str, old: str | None) -> tuple[bool, str]:
+    """Write one script atomically with its mode and root as owner: whether it wrote it
+    (``install-scripts`` asks for a reconfigure only then), and what was done. ``old`` is
+    what ``check`` returned for it, called for every script before any is written (so an
+    existing file that is not ours is left alone unless forced)."""
     path = Path(target.path)
     if old == text and _owned_as(path, target.mode):
-        return f"unchanged {path}"
+        return False, f"unchanged {path}"
     try:
         make_dirs(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -321,7 +322,7 @@ def install(target: Target, text: str, old: str | None) -> str:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return f"installed {path} ({oct(target.mode)[2:]}, root:root)"
+    return True, f"installed {path} ({oct(target.mode)[2:]}, root:root)"
 
 
 def _owned_as(path: Path, mode: int) -> bool:
