@@ -698,12 +698,16 @@ def _exchange(url: str, data: bytes, cred: str, deadline: float, took: threading
             return "refused", {}
         took.set()
         try:
-            body = _body(resp, deadline)
+            return "accepted", _vouched_answer(resp, digest, deadline)
         except Exception:  # taken: an unreadable answer must not send it twice
             return "accepted", {}
-        # taken either way; an answer cut short (or not the one vouched for) says nothing
-        vouched = hashlib.sha256(body).hexdigest().encode() == digest
-        return "accepted", _answer(body) if vouched else {}
+
+
+def _vouched_answer(resp: Any, digest: bytes, deadline: float) -> dict[str, Any]:
+    """The answer's JSON object, read by ``deadline``, where the credential vouches for
+    its body; an answer cut short, or not the one vouched for, says nothing (empty)."""
+    body = _body(resp, deadline)
+    return _answer(body) if hashlib.sha256(body).hexdigest().encode() == digest else {}
 
 
 def _warn_refused(url: str, status: int, resp: Any, digest: bytes, deadline: float) -> None:
@@ -713,9 +717,7 @@ def _warn_refused(url: str, status: int, resp: Any, digest: bytes, deadline: flo
     was told nothing (a user walkthrough)."""
     why: dict[str, Any] = {}
     with contextlib.suppress(Exception):
-        body = _body(resp, deadline)
-        if hashlib.sha256(body).hexdigest().encode() == digest:
-            why = _answer(body)
+        why = _vouched_answer(resp, digest, deadline)
     field, error = (_printable(str(why.get(k, ""))) for k in ("field", "error"))
     said = f": {field}: {error}" if error else ""
     _warn_once(f"refused {status} {field}", f"{url} refused a report ({status}{said}); it "
