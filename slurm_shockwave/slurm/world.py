@@ -600,12 +600,12 @@ class SlurmCluster:
         self._requeuing: set[int] = set()
         """Jobs Slurm is requeueing (COMPLETING, their restart count grown since seen
         running): ``returning`` until pending."""
-        self._killed: list[int] = []
-        """Jobs the checkpoint signal killed, seen by the last observation: ``apply``
-        runs them again."""
-        self._killed_seen: dict[int, str] = {}
-        """The same jobs and the signal (``LeftOut.killed``), kept after
-        ``_rerun_killed`` empties ``_killed``."""
+        self._killed: dict[int, str] = {}
+        """Jobs the checkpoint signal killed, seen by the last observation, and the
+        signal: the first ``apply`` after it runs them again (``_reran``), and their rows
+        say so (``LeftOut.killed``)."""
+        self._reran = False
+        """``_rerun_killed`` ran since the last observation."""
         self._moving: dict[int, _Move] = {}
         """Jobs a plan moved or resized (preempt + start in one round), until they run
         again: the requeue is the plan's, so the job stays in the view through the
@@ -617,7 +617,7 @@ class SlurmCluster:
                        dict(self.on_closed_node), self._without_gpus, self._ending,
                        self._suspended, dict(self.owner_held), dict(self._users),
                        {jid: why for jid, (_j, why) in self.held_back.items()},
-                       dict(self._killed_seen), self._not_requeueable)
+                       dict(self._killed), self._not_requeueable)
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -864,8 +864,7 @@ class SlurmCluster:
         elsewhere: dict[int, SlurmJob] = {}
         if any(jid not in ours for jid in self.intents):
             elsewhere = {j.job_id: j for j in self.backend.list_jobs()}
-        self._killed = []
-        self._killed_seen = {}
+        self._killed, self._reran = {}, False
         for jid, ck in list(self.intents.items()):
             job = ours.get(jid) or elsewhere.get(jid)
             if job is not None and signalled_run(job, ck):
@@ -873,8 +872,7 @@ class SlurmCluster:
                     continue
                 if killed_by(job, ck):
                     if job.partition == self.partition:
-                        self._killed.append(jid)
-                        self._killed_seen[jid] = ck.signal
+                        self._killed[jid] = ck.signal
                         self._users[jid] = job.user  # its row names its owner
                     continue  # another partition's: its service runs it again
             try:
@@ -902,8 +900,10 @@ class SlurmCluster:
         Each is the round's preemption of it, with what happened (a user walkthrough: only
         the service's log said why the job died; ``explain`` showed the signal alone)."""
         done: list[ActionResult] = []
-        for jid in self._killed:
-            signame = self.intents[jid].signal
+        if self._reran:
+            return done
+        self._reran = True
+        for jid, signame in self._killed.items():
             killed = f"killed by SIG{signame}, the checkpoint signal, before it could handle it"
             preempt = Action(ActionKind.PREEMPT, jid)
             try:
@@ -927,7 +927,6 @@ class SlurmCluster:
                 done.append(ActionResult(preempt, Outcome.APPLIED, f"{killed}: requeued, to "
                                          "restart from its last checkpoint"))
             self._forget(jid)
-        self._killed = []
         return done
 
     def _arrival(self, job: SlurmJob) -> float:
