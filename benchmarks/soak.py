@@ -38,6 +38,7 @@ from typing import Any
 
 from benchmarks.args import Parser, floats
 from benchmarks.reference_runs import machine
+from slurm_shockwave.clock import SimClock
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.service.daemon import Service
@@ -50,22 +51,15 @@ from slurm_shockwave.slurm.world import SlurmCluster, table_progress
 from slurm_shockwave.workloads.bundled import bundled_table
 
 ROUND_S = 60.0
+FILL_AFTER_S = 10.0
+"""When, after a round with ends, the fill step runs."""
+START_S = 1_000_000.0
 TABLES = ("rounds", "actions", "job_history", "job_now", "reports", "runs", "intents")
 HINT = "shockwave:v1 model=ResNet-18 bs=32 epochs={e} mode=static"
 MINJOBAGE_ROUNDS = 5
 """Rounds after which the fake forgets an ended job, as Slurm does after MinJobAge."""
 RSS_GROWTH_MB = 8.0
 STORE_MB = 16.0
-
-
-class _Clock:
-    """The service's clock, moved by the benchmark (rounds of 60 s in no time)."""
-
-    def __init__(self) -> None:
-        self.t = 1_000_000.0
-
-    def now(self) -> float:
-        return self.t
 
 
 @dataclass
@@ -126,7 +120,7 @@ def soak(policy: str, rounds: int, every: int, retention_s: float, seed: int,
     """Run the loop ``rounds`` rounds; the samples, the end's per-job entries, checks."""
     fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",))
                       for i in range(1, 5)])
-    clock = _Clock()
+    clock = SimClock(START_S)  # moved by the benchmark: rounds of 60 s in no time
     store = Store(path, retention_s=retention_s)
     api = Store(path, retention_s=retention_s)  # the progress API's own connection
     feed = ReportFeed(lambda since: store.reports(since_id=since),
@@ -141,7 +135,7 @@ def soak(policy: str, rounds: int, every: int, retention_s: float, seed: int,
                   feed=feed, fill_freed=True)
     jobs = _Jobs(random.Random(seed))
     for _ in range(40):
-        jobs.submit(fake, clock.t)
+        jobs.submit(fake, clock.now())
     failures: list[str] = []
     samples: list[dict[str, Any]] = []
     walls: list[float] = []
@@ -173,7 +167,7 @@ def soak(policy: str, rounds: int, every: int, retention_s: float, seed: int,
             "checks": _checks(samples, len(failures), stale, retention_s)}
 
 
-def _between_rounds(fake: FakeSlurm, svc: Service, api: Store, jobs: _Jobs, clock: _Clock,
+def _between_rounds(fake: FakeSlurm, svc: Service, api: Store, jobs: _Jobs, clock: SimClock,
                     index: int, seen_signals: int) -> int:
     """What the jobs and Slurm do until the next round; the signals seen so far."""
     rng = jobs.rng
@@ -181,22 +175,21 @@ def _between_rounds(fake: FakeSlurm, svc: Service, api: Store, jobs: _Jobs, cloc
         job = fake.jobs.get(jid)
         if job is None or job.state != "RUNNING" or rng.random() < 0.3:
             continue
-        ack = ProgressReport(jid, ReportKind.CHECKPOINTED, clock.t + 5,
+        ack = ProgressReport(jid, ReportKind.CHECKPOINTED, clock.now() + 5,
                              restart_count=job.restart_count, uid=1000)
-        rid = api.add_report(ack, keep=MAX_REPORTS_PER_JOB, stored=api.report_count(jid))
-        svc.checkpointed(replace(ack, report_id=rid))
+        svc.checkpointed(replace(ack, report_id=_report(api, ack)))
     svc.requeue_acknowledged()  # what the loop does when an acknowledgement wakes it
     ended = False
     for job in [j for j in fake.jobs.values() if j.state == "RUNNING"]:
         jid = job.job_id
         jobs.done[jid] += 1
         share = min(jobs.done[jid] / jobs.need[jid], 1.0)
-        _report(api, ProgressReport(jid, ReportKind.PROGRESS, clock.t + 30,
+        _report(api, ProgressReport(jid, ReportKind.PROGRESS, clock.now() + 30,
                                     epoch=round(jobs.epochs[jid] * share, 3), batch_size=32,
                                     restart_count=job.restart_count, uid=1000))
         if share >= 1.0 or rng.random() < 0.005:
             fake.finish(jid, "COMPLETED" if share >= 1.0 else "FAILED")
-            _report(api, ProgressReport(jid, ReportKind.END, clock.t + 31,
+            _report(api, ProgressReport(jid, ReportKind.END, clock.now() + 31,
                                         exit_code=0 if share >= 1.0 else 1,
                                         restart_count=job.restart_count, uid=1000))
             jobs.ended_at[jid], ended = index, True
@@ -207,24 +200,29 @@ def _between_rounds(fake: FakeSlurm, svc: Service, api: Store, jobs: _Jobs, cloc
     listed = sum(1 for j in fake.jobs.values() if j.state in LISTED_STATES)
     arriving = rng.choice((0, 0, 1, 1, 2, 3)) + max(0, 30 - listed)
     for _ in range(min(arriving, max(0, 60 - listed))):
-        jobs.submit(fake, clock.t)
+        jobs.submit(fake, clock.now())
     if ended and index % 2 == 0:  # a fill step on the GPUs the ends freed
-        clock.t += 10
-        fake.tick(10)
+        _advance(clock, fake, FILL_AFTER_S)
         svc.round_once(fill=True)
-        clock.t += ROUND_S - 10
-        fake.tick(int(ROUND_S) - 10)
+        _advance(clock, fake, ROUND_S - FILL_AFTER_S)
     else:
-        clock.t += ROUND_S
-        fake.tick(int(ROUND_S))
+        _advance(clock, fake, ROUND_S)
     for jid in [j for j, at in jobs.ended_at.items() if index - at >= MINJOBAGE_ROUNDS]:
         fake.jobs.pop(jid, None)
         jobs.forget(jid)
     return len(fake.signals)
 
 
-def _report(api: Store, report: ProgressReport) -> None:
-    api.add_report(report, keep=MAX_REPORTS_PER_JOB, stored=api.report_count(report.job_id))
+def _advance(clock: SimClock, fake: FakeSlurm, seconds: float) -> None:
+    """The service's clock and Slurm's, moved together."""
+    clock.advance_to(clock.now() + seconds)
+    fake.tick(int(seconds))
+
+
+def _report(api: Store, report: ProgressReport) -> int:
+    """Store a job's report as the progress API does (its cap per job); its id."""
+    return api.add_report(report, keep=MAX_REPORTS_PER_JOB,
+                          stored=api.report_count(report.job_id))
 
 
 def _sample(index: int, store: Store, path: Path, walls: list[float]) -> dict[str, Any]:
