@@ -65,6 +65,10 @@ def main() -> None:
     ap.add_argument("--timeout-s", default="1800",
                     help=f"wall seconds, 1 to {MAX_RUN_S:.0f} (default 1800)")
     ap.add_argument("--work-dir", default=None)
+    ap.add_argument("--ports", default="21817,21900", metavar="CTLD,NODE",
+                    help="its cluster's slurmctld port and first slurmd port (a node "
+                         "each from there), so two runs can share a machine "
+                         "(default 21817,21900)")
     ap.add_argument("--against", default=None, metavar="FILE",
                     help="the JSON this command printed for --policy slurm on the same "
                          "trace, GPUs, time scale and throughputs: adds the checks that "
@@ -84,6 +88,7 @@ def main() -> None:
                   floats(ap, "--kill-service-every", args.kill_service_every, count=1,
                          lo=1, hi=MAX_RUN_S)[0])
     against = None if args.against is None else _against(ap, args)
+    ports = _ports(ap, args.ports, nodes=args.gpus // 8)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="shockwave-live-"))
 
     def tick(s: LiveStatus) -> None:
@@ -95,7 +100,7 @@ def main() -> None:
             trace=args.trace, gpus=args.gpus, time_scale=time_scale, policy=args.policy,
             work_dir=work, throughputs=args.throughputs,
             kill_service_every_s=kill_every, timeout_s=timeout_s,
-            fill_freed=not args.no_fill, policy_config=config), tick)
+            fill_freed=not args.no_fill, policy_config=config, ports=ports), tick)
     except KeyboardInterrupt:
         print(f"\ninterrupted: stopped everything it started (logs in {work})", file=sys.stderr)
         raise SystemExit(130) from None
@@ -112,6 +117,18 @@ def main() -> None:
                       "work_dir": str(work)}))
     if not all(checks.values()):
         raise SystemExit(1)
+
+
+def _ports(ap: Parser, text: str, *, nodes: int) -> tuple[int, int]:
+    """``--ports CTLD,NODE``: unprivileged, the nodes' run (NODE to NODE + nodes - 1) in
+    range and clear of slurmctld's, checked before the cluster starts."""
+    ctld, node = (int(v) for v in floats(ap, "--ports", text, count=2, lo=1024, hi=65535))
+    if f"{ctld},{node}" != text.replace(" ", ""):
+        ap.error(f"--ports: expected two whole port numbers, got {text!r}")
+    if node + nodes - 1 > 65535 or node <= ctld < node + nodes:
+        ap.error(f"--ports: the {nodes} nodes' ports {node}-{node + nodes - 1} must be "
+                 f"up to 65535 and not include slurmctld's {ctld}")
+    return ctld, node
 
 
 def _against(ap: Parser, args: Any) -> dict[str, Any]:
