@@ -234,3 +234,21 @@ def test_queue_shows_epochs_as_people_read_them() -> None:
     from slurm_shockwave.cli.queue import _epochs
 
     assert [_epochs(e) for e in (1.14299, 3.0, 0.0, 7.999)] == ["1.14", "3", "0", "8.00"]
+
+
+def test_queue_shows_a_job_in_its_requeue_delay_with_its_model_gpus_and_epochs(
+        setup: tuple[FakeSlurm, Store, Clock, Cli]) -> None:
+    """Found by a researcher's walkthrough: a requeued job, out of the plan until its
+    eligible time, read model "-" and 0 GPUs, as if the service knew nothing of it."""
+    fake, store, clock, run = setup
+    fake.now = int(clock.t)  # one clock for Slurm's eligible time and the service's
+    fake.add(job(1, 4, epochs=6))
+    service(fake, store, clock, policy="srtf").round_once()
+    fake.tick()
+    assert fake.jobs[1].state == "RUNNING"
+    fake.requeue([1])
+    row = next(json.loads(line) for line in run("queue", "--json").output.splitlines()
+               if json.loads(line)["job_id"] == 1)
+    assert (row["phase"], row["gpus"], row["epochs"]) == ("pending", 4, 6), row
+    assert row["model"] and row["reason"].startswith("not_eligible(until "), row
+    assert row["action"] == "" and row["bs"] > 0, row

@@ -8,7 +8,7 @@ reason, action); ``explain`` reads a job's history from the store.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import live, live_options
 from slurm_shockwave.model.bounds import MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.job import Job
 from slurm_shockwave.model.plan import Outcome
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.service.heartbeat import read_heartbeat
@@ -65,23 +66,14 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
         last_round = next(iter(store.rounds(1)), None)
     world = env.world(intents, feed)
     view = world.observe()
-    rows: list[JobRow] = []
-    for j in sorted(view.jobs, key=lambda j: j.job_id):
-        last = planned.get(j.job_id)
-        rows.append(JobRow(
-            job_id=j.job_id, user=j.spec.user, model=j.spec.model, phase=j.phase.value,
-            gpus=j.current_gpus,
-            where=where(j.gpu_slots), epochs_done=j.progress.epochs_done,
-            epochs=j.spec.num_epochs, bs=j.progress.bs or j.spec.init_bs,
-            # a row the round wrote without an estimate (admission's) reads 0
-            remaining_s=last.remaining_s if last and last.remaining_s > 0
-            else j.remaining_s_now,
-            rho=last.rho if last else None,
-            planned_rounds=last.planned_rounds if last else None,
-            reason=last.reason if last else "not planned yet",
-            action=last.action if last else "", outcome=last.outcome if last else "",
-            message=last.message if last else ""))
-    rows += unplanned_rows(world.left_out)
+    rows = [_row(j, planned.get(j.job_id)) for j in sorted(view.jobs, key=lambda j: j.job_id)]
+    # a job back in the queue in its requeue delay is out of the plan, but its model,
+    # GPUs and epochs are known (a researcher's walkthrough: it read "-" and 0 GPUs)
+    back = {j.job_id: j for j in view.returning}
+    rows += [row if (j := back.get(row.job_id)) is None else
+             replace(_row(j, planned.get(j.job_id)), phase=row.phase, reason=row.reason,
+                     action="", outcome="", message="")
+             for row in unplanned_rows(world.left_out)]
     if as_json:
         for row in rows:
             click.echo(json_text(asdict(row)))
@@ -105,6 +97,22 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
     else:
         out.print(_round_age(last_round, beat[1] if beat else
                              STALE_ROUNDS * env.settings.slurm.round_s, time.time()))
+
+
+def _row(j: Job, last: JobRow | None) -> JobRow:
+    """A job as Slurm and its reports show it now, with the last round's estimate and
+    reason (``last``, None before its first round)."""
+    return JobRow(
+        job_id=j.job_id, user=j.spec.user, model=j.spec.model, phase=j.phase.value,
+        gpus=j.current_gpus, where=where(j.gpu_slots), epochs_done=j.progress.epochs_done,
+        epochs=j.spec.num_epochs, bs=j.progress.bs or j.spec.init_bs,
+        # a row the round wrote without an estimate (admission's) reads 0
+        remaining_s=last.remaining_s if last and last.remaining_s > 0 else j.remaining_s_now,
+        rho=last.rho if last else None,
+        planned_rounds=last.planned_rounds if last else None,
+        reason=last.reason if last else "not planned yet",
+        action=last.action if last else "", outcome=last.outcome if last else "",
+        message=last.message if last else "")
 
 
 def _round_age(last: dict[str, Any] | None, stale_after_s: float, now: float) -> str:
