@@ -537,6 +537,61 @@ def test_an_owners_hold_stays_through_rounds_until_they_release_it(
     assert env.job(held).restart_count == 1 and env.job(held).comment == HINT.format(e=10)
 
 
+def test_reports_are_taken_only_from_a_jobs_owner_with_a_fresh_credential(
+        env: Env, users: tuple[str, str], open_dir: Path, system_python: str) -> None:
+    """Issue 8's judgement on the real cluster, with Slurm's own jobs (the progress API's
+    own tests use store rows): two real local users each submit a job, and the running
+    service takes a report for a job from its owner alone, with a fresh MUNGE credential
+    made by that user; another user's report (by HTTP, and through the vendored client,
+    which says why on stderr) is 403, a replayed credential 401, and neither is stored."""
+    from slurm_shockwave.client import reporter
+    from slurm_shockwave.service.progress_api import body_digest
+    from tests.test_progress_api import body_of, cred_as, post
+
+    def submit(user: str) -> int:
+        sub = subprocess.run(["runuser", "-u", user, "--", "sbatch", "--parsable", "-p",
+                              "shockwave", "--gres=gpu:1", "-o", "/dev/null",
+                              f"--comment={HINT.format(e=10)}", "--wrap", "sleep 600"],
+                             capture_output=True, text=True, timeout=60, cwd="/tmp")
+        assert sub.returncode == 0, sub.stderr
+        env.mine.append(int(sub.stdout.strip().split(";")[0]))  # cancelled at the end
+        return env.mine[-1]
+
+    def reports(jid: int) -> int:
+        return int(str(env.query(f"SELECT COUNT(*) FROM reports WHERE job_id = {jid}")[0][0]))
+
+    endpoint = Path(env.heartbeat).parent / "endpoint"
+    mine, theirs = users
+    with serving_with_endpoint(env, "fifo"):
+        ours, other = submit(mine), submit(theirs)
+        wait_for(lambda: {ours, other} <= {int(str(r[0])) for r in env.query(
+            "SELECT job_id FROM job_now")}, 60, "the service lists both jobs")
+        url = endpoint.read_text().strip()
+
+        def sent(user: str, jid: int, epoch: float) -> tuple[int, dict[str, object]]:
+            body = body_of(job_id=jid, epoch=epoch)
+            return post(url, body, cred_as(user, body_digest(body)))
+
+        status, answer = sent(mine, other, 1.0)
+        assert (status, answer["field"]) == (403, "job_id"), answer
+        assert sent(theirs, ours, 1.0)[0] == 403
+        body = body_of(job_id=ours, epoch=2.0)
+        cred = cred_as(mine, body_digest(body))
+        assert post(url, body, cred)[0] == 202
+        status, answer = post(url, body, cred)
+        assert status == 401 and "eplayed" in str(answer["error"]), answer
+        # the job's side: the vendored client, run by the wrong user for the other's job
+        (open_dir / "reporter.py").write_bytes(Path(reporter.__file__).read_bytes())
+        told = subprocess.run(
+            ["runuser", "-u", mine, "--", "env", f"PYTHONPATH={open_dir}",
+             f"SHOCKWAVE_URL={url}", f"SLURM_JOB_ID={other}", system_python, "-c",
+             "import reporter; print(reporter.report(epoch=3.0))"],
+            capture_output=True, text=True, timeout=60, cwd="/tmp")
+        assert told.stdout.split() == ["False"], told.stderr
+        assert "403" in told.stderr, told.stderr
+        assert (reports(ours), reports(other)) == (1, 0)
+
+
 def test_hand_back_gives_elastic_jobs_the_gpus_they_asked_for(env: Env) -> None:
     """Found by a red-team: handed back, a pending elastic job kept the count the service
     last gave it, for Slurm alone to wait for and bill. On the real slurmctld, per node
