@@ -35,8 +35,45 @@ def load(path):
 '''
 
 LIGHTNING_STUB = '''
+import os, signal
+from __main__ import LOG  # the example's log (LOOP_PRELUDE)
 class Callback:
     pass
+class Trainer:
+    """Lightning's trainer as far as the doc's block uses it: fit calls the callbacks'
+    hooks for max_epochs epochs of three batches (from the checkpoint's epoch when
+    given one), and the checkpoint signal arrives mid-epoch in a run not resumed."""
+    def __init__(self, max_epochs, callbacks, plugins):
+        self.max_epochs, self.callbacks, self.plugins = max_epochs, callbacks, plugins
+        self.current_epoch = 0
+    def save_checkpoint(self, path):
+        LOG.append(["saved", self.current_epoch])
+        with open(path, "w") as f:
+            f.write(str(self.current_epoch))
+    def fit(self, model, train_dataloaders, ckpt_path=None):
+        LOG.append(["fit", [type(p).__name__ for p in self.plugins],
+                    [p.auto_requeue for p in self.plugins], ckpt_path])
+        self.train_dataloader = train_dataloaders
+        start = int(open(ckpt_path).read()) if ckpt_path else 0
+        for cb in self.callbacks:
+            cb.on_fit_start(self, model)
+        for epoch in range(start, self.max_epochs):
+            self.current_epoch = epoch
+            for cb in self.callbacks:
+                cb.on_train_epoch_start(self, model)
+            for i in range(3):
+                if (epoch, i) == (1, 1) and ckpt_path is None:
+                    os.kill(os.getpid(), signal.SIGUSR1)
+                for cb in self.callbacks:
+                    cb.on_train_batch_end(self, model, None,
+                                          ([0.0] * train_dataloaders.batch_size, None), i)
+            for cb in self.callbacks:
+                cb.on_train_epoch_end(self, model)
+'''
+ENVIRONMENTS_STUB = '''
+class SLURMEnvironment:
+    def __init__(self, auto_requeue=True, requeue_signal=None):
+        self.auto_requeue, self.requeue_signal = auto_requeue, requeue_signal
 '''
 
 # What the loop leaves to the user, and a log of what the doc's code did. The loader
@@ -99,31 +136,6 @@ model, optimizer, loader, epochs = _Model(), _Optimizer(), _Loader(), 4
 criterion = lambda out, y: _Loss()
 '''
 
-LIGHTNING_DRIVER = '''
-class _Loader:
-    batch_size = 8
-
-class _Trainer:
-    def __init__(self):
-        self.current_epoch = 0
-        self.train_dataloader = _Loader()
-    def save_checkpoint(self, path):
-        LOG.append(["saved", self.current_epoch])
-        with open(path, "w") as f:
-            f.write("ckpt")
-
-trainer, cb = _Trainer(), ShockwaveCallback()
-cb.on_fit_start(trainer, None)
-for epoch in range(3):
-    trainer.current_epoch = epoch
-    cb.on_train_epoch_start(trainer, None)
-    for i in range(3):
-        if (epoch, i) == (1, 1):
-            os.kill(os.getpid(), signal.SIGUSR1)
-        cb.on_train_batch_end(trainer, None, None, ([0.0] * 8, None), i)
-    cb.on_train_epoch_end(trainer, None)
-'''
-
 EPILOGUE = '''
 print(json.dumps(LOG))
 '''
@@ -140,10 +152,13 @@ def _block(heading: str) -> str:
 
 def _run(code: str, tmp: Path, **env: str) -> list[list[object]]:
     stubs = tmp / "stubs"
-    (stubs / "lightning" / "pytorch").mkdir(parents=True, exist_ok=True)
+    (stubs / "lightning" / "pytorch" / "plugins").mkdir(parents=True, exist_ok=True)
     (stubs / "torch.py").write_text(TORCH_STUB)
     (stubs / "lightning" / "__init__.py").write_text("")
     (stubs / "lightning" / "pytorch" / "__init__.py").write_text(LIGHTNING_STUB)
+    (stubs / "lightning" / "pytorch" / "plugins" / "__init__.py").write_text("")
+    (stubs / "lightning" / "pytorch" / "plugins" / "environments.py").write_text(
+        ENVIRONMENTS_STUB)
     script = tmp / "example.py"
     script.write_text(code.replace("/scratch/", f"{tmp}/"))
     clean = {k: v for k, v in os.environ.items()
@@ -173,12 +188,21 @@ def test_the_pytorch_style_loop_checkpoints_on_the_signal_and_resumes_after_a_re
     assert ["checkpointed"] not in again
 
 
-def test_the_lightning_callback_checkpoints_on_the_signal_and_reports_each_epoch(
+def test_the_lightning_callback_checkpoints_on_the_signal_and_resumes_after_a_requeue(
         tmp_path: Path) -> None:
     callback = _block("### A PyTorch Lightning callback")
-    code = LOOP_PRELUDE + callback + LIGHTNING_DRIVER + EPILOGUE
-    log = _run(code, tmp_path)
-    assert ["saved", 1] in log and ["checkpointed"] in log
-    assert log.index(["saved", 1]) < log.index(["checkpointed"])
-    assert [e[1:] for e in log if e[0] == "report"] == [[1, 8], [2, 8], [3, 8]]
-    assert (tmp_path / "4242.ckpt").exists()
+    code = LOOP_PRELUDE + callback + EPILOGUE
+    first = _run(code, tmp_path)
+    # Lightning's own requeue off, nothing to resume from
+    assert first[0] == ["fit", ["SLURMEnvironment"], [False], None], first
+    assert ["saved", 1] in first and ["checkpointed"] in first
+    assert first.index(["saved", 1]) < first.index(["checkpointed"])
+    # trained on after the acknowledgement, every epoch reported with the loader's size
+    assert [e[1:] for e in first if e[0] == "report"] == [[1, 4], [2, 4], [3, 4], [4, 4]]
+    ckpt = tmp_path / "4242.ckpt"
+    assert ckpt.exists()
+    # requeued: the trainer is given the checkpoint, and resumes in its epoch
+    again = _run(code, tmp_path, SLURM_RESTART_COUNT="1")
+    assert again[0] == ["fit", ["SLURMEnvironment"], [False], str(ckpt)], again
+    assert [e[1] for e in again if e[0] == "report"] == [2, 3, 4]
+    assert ["checkpointed"] not in again
