@@ -31,7 +31,7 @@ class Generated:
 
 GENERATED: dict[str, Generated] = {
     "poisson": Generated(32, TraceShape(num_jobs=300, mean_gap_s=180.0), seed=11,
-                         about="steady Poisson arrivals over 15 h"),
+                         about="steady Poisson arrivals over 14 h"),
     "diurnal": Generated(40, TraceShape(num_jobs=600, mean_gap_s=100.0, arrivals="diurnal"),
                          seed=12, about="a day/night cycle over more than a day"),
     "heavy_tail": Generated(32, TraceShape(num_jobs=160, mean_gap_s=90.0, min_h=0.25,
