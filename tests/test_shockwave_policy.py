@@ -69,12 +69,64 @@ def test_worked_example_with_the_policys_own_support() -> None:
 _RHO = st.floats(0.0, 50.0, allow_nan=False)
 
 
-@given(_RHO, _RHO, st.booleans(), st.floats(0.0, 20.0))
+@given(_RHO, _RHO, st.booleans(), st.booleans(), st.floats(0.0, 20.0))
 def test_relaxation_weights_grow_with_lateness(a: float, b: float, short: bool,
-                                               lam: float) -> None:
+                                               other: bool, lam: float) -> None:
+    """For each kind of job; and up to rho 1 (on time) for any two jobs, whatever their
+    kinds: a short on-time job weighed rho^100, 0.006 at 0.95 against a long one's 0.03
+    at 0.5 (an audit). Past 1 a job about to finish is pushed above a longer one."""
     lo, hi = sorted((a, b))
     w = fairness.relaxation_weight(np.array([lo, hi]), np.array([short, short]), lam)
     assert fairness.PRIORITY_RANGE[0] <= w[0] <= w[1] <= fairness.PRIORITY_RANGE[1]
+    if hi <= 1.0:
+        w = fairness.relaxation_weight(np.array([lo, hi]), np.array([short, other]), lam)
+        assert w[0] <= w[1]
+    at = fairness.relaxation_weight(np.array([hi, hi]), np.array([True, False]), lam)
+    assert at[0] >= at[1] if hi > 1.0 else at[0] == at[1]
+
+
+def test_the_program_solved_weighs_every_job_by_its_lateness(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an audit: the weight function was monotone but the program solved was
+    not: a job whose cap still held weighed 1 whatever its lateness, one whose cap was
+    out of reach (a long job: at rho~ 0.6 already) weighed rho~^lambda, 0.08, less than
+    every on-track job. Here the weights each solve is given, against each job's
+    projected rho~ (the plan's), on a crowded cluster with caps held and dropped."""
+    from slurm_shockwave.policies.shockwave.policy import Shockwave
+
+    given_weights: list[np.ndarray] = []
+    solve = Shockwave._run
+
+    def run(self: Shockwave, inputs: object) -> object:
+        given_weights.append(np.array(inputs.weight))  # type: ignore[attr-defined]
+        return solve(self, inputs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Shockwave, "_run", run)
+    # two long jobs among short ones on 2 GPUs: the long ones' caps go out of reach
+    # while they are on time (the old program weighed them below the short ones)
+    jobs = [a_spec(0, epochs=300), a_spec(1, epochs=300, arrival_s=600),
+            *(a_spec(i, epochs=10, arrival_s=60 * i) for i in range(2, 14))]
+    world = SimulatedCluster(a_workload(*jobs), make_nodes(2))
+    policy = make_policy("shockwave")
+    memory: dict = {}
+    seen_relaxed = seen_kept = 0
+    for _ in range(60):
+        if world.done:
+            break
+        given_weights.clear()
+        report = run_round(world, policy, memory, world)
+        memory = dict(report.memory)
+        plan = memory["plan"]
+        if given_weights and plan["start"] == report.round_index:
+            rho = np.array([plan["rho"][str(j)] for j in plan["per_job"]])
+            later = (rho[:, None] < rho[None, :]) & (rho[None, :] <= 1.0)  # the plan's
+            for w in given_weights:  # rho~ is rounded to 3 places: ties are not compared
+                earlier_w = np.broadcast_to(w[:, None], later.shape)[later]
+                assert np.all(earlier_w <= np.broadcast_to(w, later.shape)[later]), (rho, w)
+            seen_relaxed += plan["relaxed"]
+            seen_kept += not plan["relaxed"]
+        world.advance()
+    assert seen_relaxed and seen_kept  # both kinds of program were checked
 
 
 def test_relaxation_weight_of_the_review_case() -> None:

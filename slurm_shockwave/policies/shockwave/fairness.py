@@ -60,15 +60,20 @@ PRIORITY_RANGE = (1e-4, 1e4)
 
 
 def relaxation_weight(projected_rho: np.ndarray, short: np.ndarray, lam: float) -> np.ndarray:
-    """The weight on a job's log progress when its fairness cap is relaxed: the paper's
-    ``rho^lambda`` (``rho^100`` for a job with less than one round left), clipped to
-    :data:`PRIORITY_RANGE`.
+    """The weight on each job's log progress in the window program: the paper's
+    ``rho^lambda``, and ``rho^100`` for a job with less than one round left once it is past
+    its fair time (rho > 1), clipped to :data:`PRIORITY_RANGE`.
 
-    Strictly increasing in lateness (until the clip) for every rho, with no threshold:
-    an earlier version gave weight 1 to every job below rho_max and rho^lambda above it,
-    so a job at rho 0.61 weighed 0.08 and one at 0.59 weighed 1.
+    Every job of the program gets it, whether its fairness cap holds or not, so priority
+    grows with lateness in the program solved: up to rho 1 it is one strictly increasing
+    function for every job, and past 1 strictly increasing for each kind, a job about to
+    finish late above a longer one at the same rho (the paper's push). Earlier forms:
+    weight 1 below rho_max and rho^lambda above it (a job at 0.61 weighed 0.08, one at
+    0.59 weighed 1); then weight 1 for every job whose cap held, so a long job whose cap
+    was out of reach at rho 0.6 weighed 0.08 against the on-track jobs' 1; and ``rho^100``
+    for every short job, 0.006 at rho 0.95 against a long job's 0.03 at 0.5 (an audit).
     """
-    exponent = np.where(short, 100.0, lam)
+    exponent = np.where(short & (projected_rho > 1.0), 100.0, lam)
     with np.errstate(over="ignore", under="ignore"):
         weight = np.power(np.maximum(projected_rho, 0.0), exponent)
     return np.asarray(np.clip(weight, *PRIORITY_RANGE), dtype=float)

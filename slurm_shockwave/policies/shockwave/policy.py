@@ -160,20 +160,20 @@ class Shockwave(Policy[ShockwaveConfig]):
         # A job whose fair finish time falls inside the window must finish within it
         # (cap 0); the paper's form makes the whole program infeasible instead.
         reachable = remaining - tau * t <= np.maximum(cap, 0.0)
+        # every job weighted by its lateness, its cap held or not (fairness.py)
         weight = fairness.relaxation_weight(projected, remaining < tau, cfg.lam)
-        # Relax in two steps: first only the caps no schedule can meet (those jobs are
-        # weighted by rho^lambda instead), then, if the rest still cannot all hold, all.
-        priority = np.where(reachable, 1.0, weight)
+        # Relax in two steps: first only the caps no schedule can meet, then, if the rest
+        # still cannot all hold, all.
         inputs = replace(inputs, cap_s=np.where(reachable, inputs.cap_s, np.inf),
-                         weight=priority)
+                         weight=weight)
         solution = self._run(inputs)
         relaxed = not bool(reachable.all())
         if solution.status == "infeasible":
-            relaxed, priority = True, weight
-            inputs = replace(inputs, cap_s=np.full(len(jobs), np.inf), weight=priority)
+            relaxed = True
+            inputs = replace(inputs, cap_s=np.full(len(jobs), np.inf))
             solution = self._run(inputs)
         rescue = max(cfg.rescue_rho, 1.0) ** cfg.lam if cfg.rescue_rho > cfg.rho_max else 1.0
-        order = window_order(solution.rounds, remaining, priority, rescue, tau,
+        order = window_order(solution.rounds, remaining, weight, rescue, tau,
                              [j.is_running for j in jobs], ids_of=[j.job_id for j in jobs])
         ids = [jobs[i].job_id for i in order]
         rounds = {jobs[i].job_id: int(solution.rounds[i]) for i in range(len(jobs))}
