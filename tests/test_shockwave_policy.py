@@ -70,18 +70,18 @@ _RHO = st.floats(0.0, 50.0, allow_nan=False)
 
 
 @given(_RHO, _RHO, st.booleans(), st.booleans(), st.floats(0.0, 20.0))
-def test_relaxation_weights_grow_with_lateness(a: float, b: float, short: bool,
+def test_lateness_weights_grow_with_lateness(a: float, b: float, short: bool,
                                                other: bool, lam: float) -> None:
     """For each kind of job; and up to rho 1 (on time) for any two jobs, whatever their
     kinds: a short on-time job weighed rho^100, 0.006 at 0.95 against a long one's 0.03
     at 0.5 (an audit). Past 1 a job about to finish is pushed above a longer one."""
     lo, hi = sorted((a, b))
-    w = fairness.relaxation_weight(np.array([lo, hi]), np.array([short, short]), lam)
+    w = fairness.lateness_weight(np.array([lo, hi]), np.array([short, short]), lam)
     assert fairness.PRIORITY_RANGE[0] <= w[0] <= w[1] <= fairness.PRIORITY_RANGE[1]
     if hi <= 1.0:
-        w = fairness.relaxation_weight(np.array([lo, hi]), np.array([short, other]), lam)
+        w = fairness.lateness_weight(np.array([lo, hi]), np.array([short, other]), lam)
         assert w[0] <= w[1]
-    at = fairness.relaxation_weight(np.array([hi, hi]), np.array([True, False]), lam)
+    at = fairness.lateness_weight(np.array([hi, hi]), np.array([True, False]), lam)
     assert at[0] >= at[1] if hi > 1.0 else at[0] == at[1]
 
 
@@ -129,9 +129,9 @@ def test_the_program_solved_weighs_every_job_by_its_lateness(
     assert seen_relaxed and seen_kept  # both kinds of program were checked
 
 
-def test_relaxation_weight_of_the_review_case() -> None:
+def test_lateness_weight_of_the_review_case() -> None:
     # a job at rho 0.61 weighed 0.08 and one at 0.59 weighed 1
-    w = fairness.relaxation_weight(np.array([0.59, 0.61]), np.array([False, False]), 5.0)
+    w = fairness.lateness_weight(np.array([0.59, 0.61]), np.array([False, False]), 5.0)
     assert w[1] > w[0]
 
 

@@ -59,7 +59,7 @@ PRIORITY_RANGE = (1e-4, 1e4)
 """Keeps relaxed weights within the solver's numerical range."""
 
 
-def relaxation_weight(projected_rho: np.ndarray, short: np.ndarray, lam: float) -> np.ndarray:
+def lateness_weight(projected_rho: np.ndarray, short: np.ndarray, lam: float) -> np.ndarray:
     """The weight on each job's log progress in the window program: the paper's
     ``rho^lambda``, and ``rho^100`` for a job with less than one round left once it is past
     its fair time (rho > 1), clipped to :data:`PRIORITY_RANGE`.

@@ -161,7 +161,7 @@ class Shockwave(Policy[ShockwaveConfig]):
         # (cap 0); the paper's form makes the whole program infeasible instead.
         reachable = remaining - tau * t <= np.maximum(cap, 0.0)
         # every job weighted by its lateness, its cap held or not (fairness.py)
-        weight = fairness.relaxation_weight(projected, remaining < tau, cfg.lam)
+        weight = fairness.lateness_weight(projected, remaining < tau, cfg.lam)
         # Relax in two steps: first only the caps no schedule can meet, then, if the rest
         # still cannot all hold, all.
         inputs = replace(inputs, cap_s=np.where(reachable, inputs.cap_s, np.inf),
