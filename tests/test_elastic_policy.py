@@ -7,13 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.reference_runs import SETTINGS
 from slurm_shockwave.model.job import Job
 from slurm_shockwave.policies.gpu_counts import base_counts, grow, rates, worth_resizing
 from slurm_shockwave.policies.registry import make_policy
-from slurm_shockwave.sim.inputs import Workload, build_workload, load_throughputs
+from slurm_shockwave.sim.inputs import build_workload
 from slurm_shockwave.sim.run import simulate
-from slurm_shockwave.sim.trace import TraceJob, make_elastic, read_trace
+from slurm_shockwave.sim.trace import TraceJob, make_elastic
 from slurm_shockwave.workloads.bundled import bundled_table
 from tests.builders import a_job, a_spec, a_view, a_workload
 from tests.conftest import reference_file
@@ -159,29 +158,36 @@ def test_elastic_shockwave_finishes_a_small_elastic_trace_sooner() -> None:
     assert b.summary.makespan_s < a.summary.makespan_s
 
 
-def paper_fixed_and_elastic(size: str = "120") -> tuple[Workload, Workload, int]:
-    """One of the paper's traces as published, the same made elastic 0.5x-2x, its GPUs."""
-    prefix, gpus, table_name = SETTINGS[size]
-    trace = read_trace(reference_file(f"traces/{prefix}*.trace"))
-    table = load_throughputs(reference_file(f"throughputs/{table_name}_throughputs.json"))
-    return (build_workload(trace, table, source=size),
-            build_workload([make_elastic(j, 0.5, 2) for j in trace], table, source="e"), gpus)
+DOCUMENTED_CHECKS = {  # docs/evaluation.md, "At a glance": 10 of 15, misses included
+    "120": {"jct_ok": False, "makespan_ok": True, "worst_rho_ok": True,
+            "beats_baseline_worst_rho": True, "beats_baseline_makespan": True},
+    "220": {"jct_ok": False, "makespan_ok": False, "worst_rho_ok": True,
+            "beats_baseline_worst_rho": True, "beats_baseline_makespan": True},
+    "900": {"jct_ok": False, "makespan_ok": False, "worst_rho_ok": True,
+            "beats_baseline_worst_rho": True, "beats_baseline_makespan": True},
+}
 
 
 @pytest.mark.reference
-@pytest.mark.parametrize("size", ["120", "220"])
-def test_on_the_paper_traces_elastic_shockwave_holds_its_measured_claims(size: str) -> None:
-    """docs/evaluation.md, "Elastic jobs", the checks passed at 120 and 220 jobs: worst
-    rho no worse than the same jobs fixed, makespan and average JCT shorter, better than
-    elastic_greedy on worst rho and makespan; at 120 the makespan <= 0.95x of fixed."""
-    fixed, elastic, gpus = paper_fixed_and_elastic(size)
-    base = simulate(fixed, make_policy("shockwave"), gpus=gpus).summary
-    ours = simulate(elastic, make_policy("shockwave"), gpus=gpus).summary
-    greedy = simulate(elastic, make_policy("elastic_greedy"), gpus=gpus).summary
-    assert ours.makespan_s <= (0.95 if size == "120" else 1.0) * base.makespan_s
-    assert ours.worst_rho <= base.worst_rho
-    assert ours.avg_jct_s < base.avg_jct_s
-    assert ours.makespan_s < greedy.makespan_s and ours.worst_rho < greedy.worst_rho
+@pytest.mark.parametrize("size", list(DOCUMENTED_CHECKS))
+def test_on_the_paper_traces_elastic_shockwave_passes_the_documented_checks(size: str) -> None:
+    """docs/evaluation.md, "Elastic jobs": issue 11's five checks at each size as
+    `benchmarks.elastic` computes them, each the pass or the miss documented (an audit:
+    the test held the passes at 120 and 220 alone, so a miss turning into a pass, or 900
+    moving, went unseen); and elastic is shorter than fixed on makespan and average JCT."""
+    from benchmarks.elastic import RUNS, checks, elastic_workload
+    from slurm_shockwave.report.results import summary_record
+
+    reference_file(f"traces/{size}_*.trace")  # skips where the paper's data is not
+    fixed, elastic, gpus = elastic_workload(size, 0.5, 2.0)
+    records = {label: summary_record(simulate(elastic if is_elastic else fixed,
+                                              make_policy(policy), gpus=gpus))
+               for label, policy, is_elastic in RUNS
+               if label in ("shockwave_fixed", "shockwave_elastic", "elastic_greedy")}
+    got = checks(records)
+    assert {k: got[k] for k in DOCUMENTED_CHECKS[size]} == DOCUMENTED_CHECKS[size], got
+    assert float(str(got["makespan_ratio"])) < 1 and float(str(got["jct_ratio"])) < 1, got
+    assert sum(sum(c.values()) for c in DOCUMENTED_CHECKS.values()) == 10
 
 
 @pytest.mark.reference
@@ -189,7 +195,10 @@ def test_on_the_paper_trace_elastic_stretch_edf_is_better_than_fixed_on_every_me
     """docs/evaluation.md, "Elastic jobs", 120 jobs / 32 GPUs: stretch_edf with the jobs
     elastic against the same jobs fixed, lower makespan, average JCT and worst rho, and
     better than elastic_greedy on worst rho and makespan."""
-    fixed, elastic, gpus = paper_fixed_and_elastic()
+    from benchmarks.elastic import elastic_workload
+
+    reference_file("traces/120_*.trace")
+    fixed, elastic, gpus = elastic_workload("120", 0.5, 2.0)
     base = simulate(fixed, make_policy("stretch_edf"), gpus=gpus).summary
     ours = simulate(elastic, make_policy("stretch_edf"), gpus=gpus).summary
     greedy = simulate(elastic, make_policy("elastic_greedy"), gpus=gpus).summary
