@@ -35,10 +35,11 @@ def names(ap: argparse.ArgumentParser, option: str, text: str,
 
 
 def floats(ap: argparse.ArgumentParser, option: str, text: str, count: int | None = None,
-           lo: float = -math.inf, hi: float = math.inf) -> list[float]:
-    """Comma-separated finite numbers in [lo, hi] (``count`` of them if given)."""
+           lo: float = -math.inf, hi: float = math.inf, integer: bool = False) -> list[float]:
+    """Comma-separated finite numbers in [lo, hi] (``count`` of them if given; whole
+    numbers, as ints, with ``integer``)."""
     try:
-        return number_list(text, field=option, count=count, lo=lo, hi=hi)
+        return number_list(text, field=option, count=count, lo=lo, hi=hi, integer=integer)
     except InputError as exc:
         ap.error(str(exc))
 

@@ -122,10 +122,8 @@ def main() -> None:
 def _ports(ap: Parser, text: str, *, nodes: int) -> tuple[int, int]:
     """``--ports CTLD,NODE``: unprivileged, the nodes' run (NODE to NODE + nodes - 1) in
     range and clear of slurmctld's, checked before the cluster starts."""
-    values = floats(ap, "--ports", text, count=2, lo=1024, hi=65535)
-    if not all(v.is_integer() for v in values):
-        ap.error(f"--ports: expected two whole port numbers, got {text!r}")
-    ctld, node = (int(v) for v in values)
+    ctld, node = (int(v) for v in floats(ap, "--ports", text, count=2, lo=1024, hi=65535,
+                                         integer=True))
     if node + nodes - 1 > 65535 or node <= ctld < node + nodes:
         ap.error(f"--ports: the {nodes} nodes' ports {node}-{node + nodes - 1} must be "
                  f"up to 65535 and not include slurmctld's {ctld}")

@@ -117,7 +117,7 @@ def test_the_live_benchmarks_time_scale_is_checked_before_the_cluster_starts(
     (["--policy", "nope"], "argument --policy: invalid choice: 'nope'"),
     (["--ports", "21817"], "--ports: expected 2 comma-separated numbers"),
     (["--ports", "80,21900"], "--ports: must be from 1024 to 65535, got '80'"),
-    (["--ports", "21817.5,21900"], "--ports: expected two whole port numbers"),
+    (["--ports", "21817.5,21900"], "--ports: expected an integer, got '21817.5'"),
     (["--ports", "21901,21900"], "--ports: the 2 nodes' ports 21900-21901 must be up to "
                                  "65535 and not include slurmctld's 21901"),
     (["--ports", "21817,65535"], "--ports: the 2 nodes' ports 65535-65536"),

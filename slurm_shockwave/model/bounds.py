@@ -166,14 +166,16 @@ def bounded(value: Any, *, field: str, lo: float, hi: float, integer: bool = Fal
 
 
 def number_list(text: str, *, field: str, count: int | None = None,
-                lo: float = -math.inf, hi: float = math.inf) -> list[float]:
-    """Comma-separated finite numbers in [lo, hi], as ``bounded`` reads each (ASCII only);
-    exactly ``count`` of them when given."""
+                lo: float = -math.inf, hi: float = math.inf,
+                integer: bool = False) -> list[float]:
+    """Comma-separated finite numbers in [lo, hi], as ``bounded`` reads each (ASCII only;
+    whole numbers, as ints, with ``integer``); exactly ``count`` of them when given."""
     parts = text.split(",")
     if count is not None and len(parts) != count:
         raise InputError(f"expected {count} comma-separated numbers, got {shown(text)}",
                          field=field)
-    return [float(bounded(p, field=field, lo=lo, hi=hi)) for p in parts]
+    read = [bounded(p, field=field, lo=lo, hi=hi, integer=integer) for p in parts]
+    return read if integer else [float(v) for v in read]
 
 
 def name_list(text: str, known: Iterable[str], *, field: str) -> list[str]:
