@@ -35,32 +35,6 @@ if [ -n "$BIN" ]; then
       -o -name "shockwave-spool-$SLURM_JOB_ID.*" \) -type d -uid "$SLURM_JOB_UID" \
       ! -perm /022 "$@" 2>/dev/null
   }
-  began="$(date +%s)"
-  case "${SLURM_JOB_UID:-}" in
-    ''|*[!0-9]*) ;;
-    *) spools -print | head -n 16 | while IFS= read -r spool; do
-         # tasks that started together may have made several: all of them, within
-         # 10 s in all (the epilog ends in seconds, whatever the service does): each
-         # flush gets what is left, at most 5 (a timeout of 5 each after a 10 s check
-         # held a node 12.8 s with 16 spools and a service that never answers)
-         left=$(( 10 - ($(date +%s) - began) ))
-         [ "$left" -gt 1 ] || break
-         [ "$left" -le 5 ] || left=5
-         timeout -k 1 "$left" "$BIN" report --flush-spool "$spool" --job-id "$SLURM_JOB_ID" \
-           </dev/null >/dev/null 2>&1
-       done
-       # then every spool of the job goes, sent or not, by its owner's hand (never
-       # root's rm in a user's folder): job ids come back (a state reset, MaxJobId),
-       # and a later job of that user and id took a spool left here for its own, old
-       # reports and all; the job's next run reports its progress anew. -k: a process
-       # of the user's may trace rm and swallow timeout's TERM
-       case "${SLURM_JOB_GID:-}" in
-         ''|*[!0-9]*) ;;
-         *) spools -print0 | timeout -k 1 2 setpriv --reuid="$SLURM_JOB_UID" \
-              --regid="$SLURM_JOB_GID" --clear-groups -- xargs -0 -r rm -rf -- \
-              >/dev/null 2>&1 ;;
-       esac ;;
-  esac
   # SLURM_JOB_EXIT_CODE2 is EXIT:SIGNAL; SLURM_JOB_EXIT_CODE a wait(2) status (256 is
   # exit 1). A job killed by a signal ends 128 + the signal, as a shell reports it.
   code=-1 sig=0
@@ -78,6 +52,34 @@ if [ -n "$BIN" ]; then
   case "$sig" in ''|*[!0-9]*|????*) sig=0 ;; esac
   if [ "$code" -eq 0 ] && [ "$sig" -gt 0 ] && [ "$sig" -lt 128 ]; then code=$((128 + sig)); fi
   [ "$code" -le 255 ] || code=-1
-  SLURM_JOB_ID="$SLURM_JOB_ID" timeout -k 1 5 "$BIN" report --end "$code" >/dev/null 2>&1
+  # tasks that started together may have made several spools: up to 16, flushed and the
+  # end reported in one call (one Python start), the flushes within 3 s in all, the end
+  # skipped when the service did not take the spool (a service that never answers held a
+  # node 12.8 s with a call of 5 s per spool, then 11 s with 10 s for them all; 2.2 s now)
+  set --
+  case "${SLURM_JOB_UID:-}" in
+    ''|*[!0-9]*) ;;
+    *) found="$(spools -print | head -n 16)"
+       while IFS= read -r spool; do
+         [ -n "$spool" ] && set -- "$@" --flush-spool "$spool"
+       done <<EOF
+$found
+EOF
+       ;;
+  esac
+  SLURM_JOB_ID="$SLURM_JOB_ID" timeout -k 1 6 "$BIN" report "$@" --job-id "$SLURM_JOB_ID" \
+    --end "$code" </dev/null >/dev/null 2>&1
+  # then every spool of the job goes, sent or not, by its owner's hand (never root's rm
+  # in a user's folder): job ids come back (a state reset, MaxJobId), and a later job of
+  # that user and id took a spool left here for its own, old reports and all; the job's
+  # next run reports its progress anew. -k: a process of the user's may trace rm and
+  # swallow timeout's TERM
+  case "${SLURM_JOB_UID:-}" in ''|*[!0-9]*) ;; *)
+    case "${SLURM_JOB_GID:-}" in ''|*[!0-9]*) ;; *)
+      spools -print0 | timeout -k 1 2 setpriv --reuid="$SLURM_JOB_UID" \
+        --regid="$SLURM_JOB_GID" --clear-groups -- xargs -0 -r rm -rf -- \
+        >/dev/null 2>&1 ;;
+    esac ;;
+  esac
 fi
 exit 0

@@ -51,6 +51,10 @@ class _Bad:
 
 BAD = _Bad()
 
+FLUSH_S = 3.0
+"""All the spools of one call (the epilog's: up to 16) are flushed within this: with the
+end report's own timeout the epilog ends within seconds whatever the service does."""
+
 
 def _value(option: str, field: str, text: str | None, dropped: str,
            ) -> int | float | _Bad | None:
@@ -95,13 +99,15 @@ def _progress(done: int | float | _Bad | None, size: int | float | _Bad | None,
               help="The checkpoint after the signal is saved.")
 @click.option("--end", "exit_code", default=None,
               help="The job ended with this exit code (the epilog).")
-@click.option("--flush-spool", "spool_dir", default=None,
+@click.option("--flush-spool", "spool_dirs", multiple=True,
               help="Send the spooled reports of --job-id found in this directory (the "
-                   "epilog, as root).")
+                   "epilog, as root); may be repeated, all within "
+                   f"{FLUSH_S:g} s. With --end, the end is not sent when the service "
+                   "did not answer.")
 @click.option("--job-id", default=None, help="The job [default: $SLURM_JOB_ID].")
 @click.argument("ignored", nargs=-1, type=click.UNPROCESSED)
 def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
-           checkpointed: bool, exit_code: str | None, spool_dir: str | None,
+           checkpointed: bool, exit_code: str | None, spool_dirs: tuple[str, ...],
            job_id: str | None, ignored: tuple[str, ...]) -> None:
     """Tell the service about this job (found through $SHOCKWAVE_URL or
     $SHOCKWAVE_ENDPOINT_FILE; the job is $SLURM_JOB_ID): progress, --checkpointed,
@@ -119,14 +125,19 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
             return  # which job is meant is unknown: tell nothing about any
         if job is not None:
             os.environ["SLURM_JOB_ID"] = str(job)
-        if spool_dir is not None:
+        reachable = True
+        folders = []
+        for spool_dir in spool_dirs:
             missing = _not_a_folder(spool_dir)
             if missing is None:
-                sent = reporter.flush_spool(spool_dir, int(job) if job is not None else None)
-                _warn(f"shockwave report: sent {sent} spooled reports")
+                folders.append(spool_dir)
             else:
                 _warn(f"error: {spool_dir}: --flush-spool: {missing}")
                 bad_input = True
+        if folders:
+            sent, reachable = reporter.flush_spools(
+                folders, int(job) if job is not None else None, seconds=FLUSH_S)
+            _warn(f"shockwave report: sent {sent} spooled reports")
         # in the order they happened: the progress, the checkpoint after it, the end last
         # (an end sent first made the service drop the job's last progress)
         dropped = "the progress report is not sent"
@@ -138,7 +149,11 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
             reporter.checkpointed()
         code = _value("--end", "exit_code", exit_code, "the end report is not sent")
         if code is not None and not isinstance(code, _Bad):
-            reporter.end(int(code))
+            if reachable:
+                reporter.end(int(code))
+            else:  # it would wait out its timeout too; the service sees the end in Slurm's queue
+                _warn("shockwave report: the service did not take the spool: the end "
+                      "report is not sent")
     except Exception as exc:  # never fail the job
         _warn(f"shockwave report: {exc}")
     if bad_input:

@@ -63,12 +63,12 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["check", "checkpointed", "end", "flush_spool", "install", "report",
+__all__ = ["check", "checkpointed", "end", "flush_spool", "flush_spools", "install", "report",
            "should_checkpoint"]
 
 TIMEOUT_S = 2.0
@@ -234,18 +234,33 @@ def flush_spool(spool_dir: str | None = None, job_id: int | None = None) -> int:
     ``spool_dir`` (default ``$SHOCKWAVE_SPOOL``), oldest first; how many were sent. As
     root (the epilog) the directory may belong to the job's user: only files whose body
     names ``job_id`` are sent."""
-    try:
-        env = dict(os.environ)
-        if spool_dir is not None:
-            env["SHOCKWAVE_SPOOL"] = spool_dir
-        if job_id is not None:
-            env["SLURM_JOB_ID"] = str(job_id)
-        client = _Client(env)
-        if client.url is None or client.job_id is None:
-            return 0
-        return client.flush(time.monotonic() + TIMEOUT_S)[0]
-    except Exception:
-        return 0
+    return flush_spools([spool_dir], job_id)[0]
+
+
+def flush_spools(spool_dirs: Sequence[str | None], job_id: int | None = None, *,
+                 seconds: float = TIMEOUT_S) -> tuple[int, bool]:
+    """``flush_spool`` of several directories (the epilog: every spool a job's tasks
+    made) within ``seconds`` in all: (reports sent, service reachable). Stops at the
+    first directory whose service does not answer, so that a service that hangs costs
+    one send's timeout, not one per directory."""
+    sent, deadline = 0, time.monotonic() + seconds
+    for spool_dir in spool_dirs:
+        try:
+            env = dict(os.environ)
+            if spool_dir is not None:
+                env["SHOCKWAVE_SPOOL"] = spool_dir
+            if job_id is not None:
+                env["SLURM_JOB_ID"] = str(job_id)
+            client = _Client(env)
+            if client.url is None or client.job_id is None:
+                return sent, False
+            count, reachable = client.flush(deadline)
+        except Exception:
+            continue
+        sent += count
+        if not reachable:
+            return sent, False
+    return sent, True
 
 
 class _Client:
