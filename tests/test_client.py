@@ -306,6 +306,35 @@ def test_a_claim_left_by_a_dead_sender_is_sent_again(env: Path, store: Store,
     assert epochs(store) == [1.0, 2.0, 3.0] and list(env.iterdir()) == []
 
 
+def test_several_spools_are_flushed_in_one_budget_and_stop_where_the_service_does_not_answer(
+        env: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``flush_spools`` (the epilog's one call): every spool's reports when the service
+    answers, (sent, True); with no service listening, (0, False) from the first spool,
+    without trying the others, and every report stays spooled."""
+    port = free_port()
+    monkeypatch.setenv("SHOCKWAVE_URL", f"http://127.0.0.1:{port}")
+    assert reporter.report(epoch=1.0) is False
+    second = tmp_path / "second"
+    monkeypatch.setenv("SHOCKWAVE_SPOOL", str(second))
+    assert reporter.report(epoch=2.0) is False
+    spools = [str(env), str(second)]
+    tried: list[str] = []
+    real_open = reporter._Client._open_spool
+
+    def counted(client: reporter._Client) -> int | None:
+        tried.append(str(client.spool))
+        return real_open(client)
+
+    monkeypatch.setattr(reporter._Client, "_open_spool", counted)
+    assert reporter.flush_spools(spools, 7) == (0, False)
+    assert tried == [str(env)]  # the second spool was not tried
+    assert len(list(env.iterdir())) == len(list(second.iterdir())) == 1
+    with ProgressAPI(store.path, listen=f"127.0.0.1:{port}"):
+        assert reporter.flush_spools(spools, 7) == (2, True)
+    assert epochs(store) == [1.0, 2.0]
+    assert list(env.iterdir()) == list(second.iterdir()) == []
+
+
 def test_what_else_a_spool_holds_never_stops_a_report(env: Path, store: Store,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by a red-team: a directory named like a spooled report made every later

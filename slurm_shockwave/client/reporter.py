@@ -253,7 +253,7 @@ def flush_spools(spool_dirs: Sequence[str | None], job_id: int | None = None, *,
                 env["SLURM_JOB_ID"] = str(job_id)
             client = _Client(env)
             if client.url is None or client.job_id is None:
-                return sent, False
+                return sent, True  # no service to ask: nothing was refused either
             count, reachable = client.flush(deadline)
         except Exception:
             continue
