@@ -10,6 +10,7 @@ from slurm_shockwave.policies.shockwave.commitments import (
     finishing,
     lease_rounds,
     leased,
+    run_places,
     run_starts,
 )
 from slurm_shockwave.policies.shockwave.estimates import estimate
@@ -30,6 +31,45 @@ def test_a_run_starts_one_round_before_it_is_first_seen_and_keeps_its_start() ->
     assert starts == {"1": 6}
     assert run_starts(jobs, starts, round_index=9) == {"1": 6}
     assert leased(jobs, starts, 7, lease=2) == [1] and leased(jobs, starts, 8, lease=2) == []
+
+
+def test_a_job_moved_or_resized_since_the_last_round_began_a_new_run() -> None:
+    """A running job on other GPUs than the last round recorded (``run_places``) was
+    moved or resized, a checkpoint and a restart: its run began one round ago, so its
+    lease holds again. Found in the simulator on s0_40x16 with the live costs: a job
+    moved for an 8-GPU one kept its old start, had no lease, and was stopped for another
+    two rounds later (live a moved job is seen waiting in between, a new run already).
+    A job whose GPUs are not known (a fill step's start) keeps its start."""
+    here = a_job(1, gpus=2, running=True, slots=("n0:0", "n0:1"))
+    starts = run_starts([here], {"1": 2}, round_index=9)
+    places = run_places([here], starts)
+    assert starts == {"1": 2} and places == {"1": ["n0:0", "n0:1"]}
+    assert run_starts([here], starts, 10, places=places) == {"1": 2}  # still there
+    assert run_starts([replace(here, gpu_slots=("n0:1", "n0:0"))], starts, 10,
+                      places=places) == {"1": 2}  # the same GPUs, in another order
+    moved = replace(here, gpu_slots=("n1:0", "n1:1"))
+    assert run_starts([moved], starts, 10, places=places) == {"1": 9}
+    assert leased([moved], {"1": 9}, 10, lease=3) == [1]
+    assert run_places([replace(here, gpu_slots=())], starts) == {}
+
+
+def test_shockwave_keeps_a_moved_job_for_its_lease() -> None:
+    """The policy's memory carries where each started job ran (``run_places``), and a
+    job seen elsewhere in the next round is leased again."""
+    old = a_job(1, gpus=2, epochs=50, epochs_done=1, running=True, slots=("n0:0", "n0:1"))
+    view = a_view(old, a_job(2, gpus=2, epochs=50), gpus=2, gpus_per_node=2, now_s=240.0)
+    policy = Shockwave.from_mapping({"critical_frac": 0})
+    first = policy.plan(view, {"run_start": {"1": -50}})
+    assert first.memory["run_places"] == {"1": ["n0:0", "n0:1"]}
+    assert first.memory["run_start"] == {"1": -50}
+    moved = a_view(replace(old, gpu_slots=("n0:1", "n0:0")), a_job(2, gpus=2, epochs=50),
+                   gpus=2, gpus_per_node=2, now_s=240.0)
+    assert policy.plan(moved, first.memory).memory["run_start"] == {"1": -50}
+    elsewhere = replace(moved, nodes=(*moved.nodes, replace(moved.nodes[0], name="n9")),
+                        jobs=(replace(old, gpu_slots=("n9:0", "n9:1")), moved.jobs[1]))
+    again = policy.plan(elsewhere, first.memory)
+    assert again.memory["run_start"] == {"1": elsewhere.round_index - 1}
+    assert again.plan.order[0] == 1
 
 
 def test_the_critical_path_is_the_job_whose_remaining_time_is_the_bound() -> None:

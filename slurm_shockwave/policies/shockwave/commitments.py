@@ -48,14 +48,35 @@ def lease_rounds(restart_cost_s: float, overhead: float, round_s: float) -> int:
 
 
 def run_starts(jobs: Sequence[Job], previous: Mapping[str, int], round_index: int,
-               starting: frozenset[JobId] = frozenset()) -> dict[str, int]:
+               starting: frozenset[JobId] = frozenset(),
+               places: Mapping[str, Sequence[str]] | None = None) -> dict[str, int]:
     """The round each running job's current run began. A job first seen running was
     started by the previous round's plan, so its run began one round ago; so did a
     ``starting`` one (``ClusterView.starting``: a fill step of the previous round
     released it and Slurm is starting it), which a round called at once by that fill
-    step otherwise stopped before it ran."""
-    return {str(j.job_id): int(previous.get(str(j.job_id), round_index - 1))
-            for j in jobs if j.phase == Phase.RUNNING or j.job_id in starting}
+    step otherwise stopped before it ran; and so did one on other GPUs than ``places``
+    (the last round's ``run_places``) says: it was moved or resized, a checkpoint and a
+    restart. Live a moved job is requeued and seen waiting in between, a new run
+    already; the simulator moves it within a round, and there it had no lease left to
+    keep it where it had just paid its restore (s0_40x16 with the live costs: a job
+    moved for an 8-GPU one was stopped two rounds later)."""
+    places = places or {}
+
+    def began(job: Job) -> int:
+        key = str(job.job_id)
+        where = places.get(key)
+        if where and job.gpu_slots and list(where) != sorted(job.gpu_slots):
+            return round_index - 1
+        return int(previous.get(key, round_index - 1))
+
+    return {str(j.job_id): began(j) for j in jobs
+            if j.phase == Phase.RUNNING or j.job_id in starting}
+
+
+def run_places(jobs: Sequence[Job], starts: Mapping[str, int]) -> dict[str, list[str]]:
+    """The GPUs each started job holds now, for the next round's ``run_starts``."""
+    return {str(j.job_id): sorted(j.gpu_slots) for j in jobs
+            if str(j.job_id) in starts and j.gpu_slots}
 
 
 def finishing(jobs: Sequence[Job], most_remaining_s: Mapping[JobId, float], lease: int,

@@ -27,6 +27,7 @@ from slurm_shockwave.policies.shockwave.commitments import (
     finishing,
     lease_rounds,
     leased,
+    run_places,
     run_starts,
 )
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
@@ -130,13 +131,14 @@ class Shockwave(Policy[ShockwaveConfig]):
             age = 0
         scheduled = [jid for jid in cached["rounds"][age] if jid in est]
         starts = run_starts(jobs, memory.get("run_start", {}), view.round_index,
-                            view.starting)
+                            view.starting, memory.get("run_places"))
         lease = lease_rounds(view.restart_cost_s, cfg.lease_overhead, view.round_s)
         ending = finishing(jobs, most, lease, view.round_s, view.fills)
         keep = list(dict.fromkeys([*ending, *crit,
                                    *leased(jobs, starts, view.round_index, lease)]))
         new_memory = {"fair": fair_states, "jobset": ids, "plan": cached,
-                      "solves": memory.get("solves", 0) + (age == 0), "run_start": starts}
+                      "solves": memory.get("solves", 0) + (age == 0), "run_start": starts,
+                      "run_places": run_places(jobs, starts)}
         return Planned(self._order(jobs, est, scheduled, cached, keep, crit, set(ending),
                                    lease), new_memory)
 
