@@ -38,7 +38,7 @@ def test_a_job_moved_or_resized_since_the_last_round_began_a_new_run() -> None:
     moved or resized, a checkpoint and a restart: its run began one round ago, so its
     lease holds again. Found in the simulator on s0_40x16 with the live costs: a job
     moved for an 8-GPU one kept its old start, had no lease, and was stopped for another
-    two rounds later (live a moved job is seen waiting in between, a new run already).
+    two rounds later (live too, when the move ends before the next round looks).
     A job whose GPUs are not known (a fill step's start) keeps its start."""
     here = a_job(1, gpus=2, running=True, slots=("n0:0", "n0:1"))
     starts = run_starts([here], {"1": 2}, round_index=9)

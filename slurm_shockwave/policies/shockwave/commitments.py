@@ -56,10 +56,12 @@ def run_starts(jobs: Sequence[Job], previous: Mapping[str, int], round_index: in
     released it and Slurm is starting it), which a round called at once by that fill
     step otherwise stopped before it ran; and so did one on other GPUs than ``places``
     (the last round's ``run_places``) says: it was moved or resized, a checkpoint and a
-    restart. Live a moved job is requeued and seen waiting in between, a new run
-    already; the simulator moves it within a round, and there it had no lease left to
-    keep it where it had just paid its restore (s0_40x16 with the live costs: a job
-    moved for an 8-GPU one was stopped two rounds later)."""
+    restart. Before, only a move some round saw waiting (live, one that took longer
+    than the time to the next round) began a new run: the simulator moves a job within
+    a round, and live a requeue delay shorter than a round can do the same (6 s of a 10 s
+    round at time scale 12), and such a job had no lease to keep it where it had just
+    paid its restore (s0_40x16 simulated with the live costs: a job moved for an 8-GPU
+    one was stopped two rounds later)."""
     places = places or {}
 
     def began(job: Job) -> int:
