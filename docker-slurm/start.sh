@@ -200,11 +200,13 @@ sed -e "s|^SHOCKWAVE_PARTITION = .*|SHOCKWAVE_PARTITION = \"shockwave\"|" \
     -e "s|^SHOCKWAVE_HEARTBEAT = .*|SHOCKWAVE_HEARTBEAT = \"$HEARTBEAT\"|" \
     "$REPO/plugin_scripts/job_submit.lua" > "$STATE/etc/job_submit.lua"
 # the TaskProlog and the Epilog read the service's endpoint file beside the heartbeat; the
-# Epilog runs the shockwave command by its path (Slurm gives it a PATH of its own)
+# Epilog runs the shockwave command by its path (Slurm gives it a PATH of its own); each
+# cluster keeps its own audit trail (events.sh's DIR), not the host's
 SW_BIN="$(python3 -c 'from slurm_shockwave.slurm.plugin_files import shockwave_bin as b; print(b())' 2>/dev/null || true)"
 for script in prolog.sh epilog.sh events.sh task_prolog.sh; do
   sed -e "s|^ENDPOINT_FILE=.*|ENDPOINT_FILE=\"$(dirname "$HEARTBEAT")/endpoint\"|" \
       -e "s|^SHOCKWAVE_BIN=.*|SHOCKWAVE_BIN=\"$SW_BIN\"|" \
+      -e "s|^DIR=.*|DIR=\"$STATE/events\"|" \
       "$REPO/plugin_scripts/$script" > "$STATE/etc/$script"
   chmod 755 "$STATE/etc/$script"
 done

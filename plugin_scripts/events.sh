@@ -1,10 +1,10 @@
 # slurm-shockwave: the job event log that prolog.sh and epilog.sh share. Sourced by them
 # (from their own directory), never run. event LINE appends LINE to
-# /var/lib/slurm-shockwave/events/<jobid>.log, a directory only root can write (never a
-# world-writable place such as /tmp, where anyone could plant a symlink). If the
-# directory is a symlink, not root's or writable by others, nothing is written; errors
-# are swallowed.
-DIR=/var/lib/slurm-shockwave/events
+# DIR/<jobid>.log, a directory only root can write (never a world-writable place such as
+# /tmp, where anyone could plant a symlink). If the directory is a symlink, not root's or
+# writable by others, nothing is written; errors are swallowed. DIR is a settings line
+# (`shockwave install-scripts --events-dir`).
+DIR="/var/lib/slurm-shockwave/events"
 JOB="${SLURM_JOB_ID:-}"
 event() {
   case "$JOB" in ''|*[!0-9]*) return 0 ;; esac

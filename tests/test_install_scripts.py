@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ def test_settings_lines_are_written_and_read_back() -> None:
     for name, extra in (("task_prolog.sh", {}), ("epilog.sh", {"shockwave_bin": ""})):
         assert settings_in(render(name, s)) == {"endpoint_file": "/srv/sw/endpoint",
                                                 "partition": "gpu-a", **extra}
+    events = render("events.sh", replace(s, events_dir="/srv/sw/events"))
+    assert settings_in(events) == {"events_dir": "/srv/sw/events"}
+    assert version_of("events.sh", events) == "current"
     assert version_of("job_submit.lua", lua) == "current"
     assert version_of("job_submit.lua", lua.replace("MAX_BYTES = 1000",
                                                     "MAX_BYTES = 999")) == "other version"
@@ -91,6 +95,13 @@ def test_start_sh_and_the_installer_write_the_same_scripts() -> None:
     lua = lua.replace('SHOCKWAVE_PARTITION = SHOCKWAVE_PARTITION or "shockwave"',
                       'SHOCKWAVE_PARTITION = "shockwave"')
     assert version_of("job_submit.lua", lua) == "current"
+    # each test cluster's own audit trail (two clusters on one host shared the host's)
+    start = (REPO / "docker-slurm" / "start.sh").read_text()
+    assert '-e "s|^DIR=.*|DIR=\\"$STATE/events\\"|"' in start
+    events = packaged("events.sh").replace('DIR="/var/lib/slurm-shockwave/events"',
+                                           'DIR="/tmp/cluster-a/events"')
+    assert settings_in(events) == {"events_dir": "/tmp/cluster-a/events"}
+    assert version_of("events.sh", events) == "current"
 
 
 def _conf(tmp: Path, extra: str) -> Path:
@@ -101,18 +112,27 @@ def _conf(tmp: Path, extra: str) -> Path:
     return conf
 
 
-@pytest.mark.parametrize("field", ["heartbeat", "endpoint_file", "shockwave_bin"])
+@pytest.mark.parametrize("field", ["heartbeat", "endpoint_file", "shockwave_bin",
+                                   "events_dir"])
 def test_a_path_that_ends_in_a_newline_is_refused(field: str) -> None:
     """Found by a red-team: ``$`` passed a final newline, and a heartbeat path from a
     YAML block scalar was written into job_submit.lua as an unfinished string, which
     Lua cannot load and slurmctld stops on."""
-    from dataclasses import replace
-
     from slurm_shockwave.model.errors import InputError
     good = ScriptSettings(shockwave_bin="/usr/bin/shockwave")
     good.validate()
-    with pytest.raises(InputError, match=field):
+    with pytest.raises(InputError, match=field.replace("events_dir", "--events-dir")):
         replace(good, **{field: getattr(good, field) + "\n"}).validate()
+
+
+@pytest.mark.parametrize("path", ["/events", "/srv/sw/events/", "/srv/../events",
+                                  "/srv//events", "srv/events"])
+def test_an_events_dir_events_sh_cannot_make_safely_is_refused(path: str) -> None:
+    """events.sh makes DIR in the folder above it and checks it by its last part: at the
+    root, with a trailing '/', '..' or '//' those are not the folder it writes."""
+    from slurm_shockwave.model.errors import InputError
+    with pytest.raises(InputError, match="--events-dir"):
+        ScriptSettings(events_dir=path).validate()
 
 
 def _install(*args: str) -> subprocess.CompletedProcess[str]:
@@ -140,6 +160,8 @@ def test_install_scripts_puts_each_where_slurm_conf_points(tmp_path: Path) -> No
                      "task_prolog.sh": 0o755, "events.sh": 0o644}
     lua = (tmp_path / "etc" / "job_submit.lua").read_text()
     assert settings_in(lua)["heartbeat"] == "/srv/sw/beat"
+    assert settings_in((bin_dir / "events.sh").read_text()) == {
+        "events_dir": "/var/lib/slurm-shockwave/events"}
     assert "SHOCKWAVE_IS_DEFAULT = true" in lua  # slurm.conf's Default=YES
     again = _install("--slurm-conf", str(conf), "--config", str(cfg))
     assert again.stdout.count("unchanged") == 5
@@ -150,6 +172,16 @@ def test_install_scripts_puts_each_where_slurm_conf_points(tmp_path: Path) -> No
     refused = _install("--slurm-conf", str(conf), "--config", str(cfg))
     assert refused.returncode == 2
     assert "prolog.sh: Prolog: exists and is not slurm-shockwave's" in refused.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
+def test_install_scripts_writes_the_events_dir_it_is_given(tmp_path: Path) -> None:
+    dest, conf = tmp_path / "node", str(_conf(tmp_path, ""))
+    done = _install("--slurm-conf", conf, "--dest", str(dest), "--events-dir", "/srv/sw/events")
+    assert done.returncode == 0, done.stderr
+    assert settings_in((dest / "events.sh").read_text()) == {"events_dir": "/srv/sw/events"}
+    bad = _install("--slurm-conf", conf, "--dest", str(dest), "--events-dir", "/events")
+    assert bad.returncode == 2 and "--events-dir" in bad.stderr, bad.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="installing root-owned scripts needs root")
@@ -427,8 +459,7 @@ def test_the_event_log_is_written_only_into_its_own_root_folder(tmp_path: Path) 
     one others may write."""
     events = tmp_path / "lib" / "events"
     script = tmp_path / "events.sh"
-    script.write_text((REPO / "plugin_scripts" / "events.sh").read_text().replace(
-        "DIR=/var/lib/slurm-shockwave/events", f"DIR={events}"))
+    script.write_text(render("events.sh", ScriptSettings(events_dir=str(events))))
 
     def event(text: str) -> None:
         subprocess.run(["sh", "-c", f'. {script}; event "{text}"'], check=True, timeout=30,
@@ -463,9 +494,8 @@ def test_the_event_log_names_slurms_node(tmp_path: Path) -> None:
     events = tmp_path / "events"
     for name in ("prolog.sh", "epilog.sh"):
         (tmp_path / name).write_text((REPO / "plugin_scripts" / name).read_text())
-    (tmp_path / "events.sh").write_text((REPO / "plugin_scripts" / "events.sh").read_text()
-                                        .replace("DIR=/var/lib/slurm-shockwave/events",
-                                                 f"DIR={events}"))
+    (tmp_path / "events.sh").write_text(render("events.sh",
+                                               ScriptSettings(events_dir=str(events))))
     env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "12", "SLURM_JOB_USER": "ann"}
     for name, node in (("prolog.sh", {"SLURMD_NODENAME": "gpu-a7"}), ("epilog.sh", {})):
         done = subprocess.run(["sh", str(tmp_path / name)], env={**env, **node},

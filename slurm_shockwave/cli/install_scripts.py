@@ -48,6 +48,9 @@ from slurm_shockwave.slurm.slurm_conf import (
 @click.option("--service-uid", type=click.IntRange(0, 2**31 - 1), default=None,
               help="The uid the service runs as, when not root, for --service-url: the "
                    "jobs believe the service's answers only from root or this uid.")
+@click.option("--events-dir", default=ScriptSettings.events_dir, show_default=True,
+              help="The Prolog's and Epilog's audit trail on each node (a root-only "
+                   "folder, one per host: a second cluster on the host needs its own).")
 @click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
 @click.option("--force", is_flag=True,
               help="Replace files there that are not ours, and a job_submit.lua of ours "
@@ -55,7 +58,7 @@ from slurm_shockwave.slurm.slurm_conf import (
 @one_line_errors
 def install_scripts(config_path: str | None, partition: str | None, slurm_conf: str | None,
                     dest: str | None, service_url: str, service_uid: int | None,
-                    dry_run: bool, force: bool) -> None:
+                    events_dir: str, dry_run: bool, force: bool) -> None:
     """Install the plugin scripts as Slurm needs them (root-owned, writable by root only;
     job_submit.lua beside slurm.conf), with the service's settings written into them.
     Run as root on the slurmctld host and on every node (Prolog, Epilog, TaskProlog)."""
@@ -79,7 +82,7 @@ def install_scripts(config_path: str | None, partition: str | None, slurm_conf: 
                             endpoint_file=settings.service.endpoint_file,
                             is_default=is_default, service_url=service_url,
                             service_uid="" if service_uid is None else str(service_uid),
-                            shockwave_bin=shockwave_bin())
+                            shockwave_bin=shockwave_bin(), events_dir=events_dir)
     problem = root_only_problem(values.shockwave_bin) if values.shockwave_bin else None
     if problem:
         raise InputError(f"{problem}: the Epilog runs {values.shockwave_bin} as root on every "

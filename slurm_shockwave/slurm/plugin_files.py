@@ -66,6 +66,9 @@ class ScriptSettings:
     shockwave_bin: str = ""
     """The ``shockwave`` command for the Epilog ("": its PATH), which Slurm runs with an
     environment of its own: a pip install under pyenv or a venv is not on that PATH."""
+    events_dir: str = "/var/lib/slurm-shockwave/events"
+    """The Prolog's and Epilog's audit trail on each node (events.sh): one folder per
+    host, so two clusters on one host (test clusters) each need their own."""
 
     def validate(self) -> None:
         if not is_partition_name(self.partition):
@@ -74,6 +77,12 @@ class ScriptSettings:
             if not _PATH.fullmatch(getattr(self, name)):
                 raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is "
                                  "written into the plugin scripts)", field=f"service.{name}")
+        if not (_PATH.fullmatch(self.events_dir)
+                and os.path.normpath(self.events_dir) == self.events_dir
+                and self.events_dir.count("/") >= 2):
+            raise InputError("must be an absolute path of [A-Za-z0-9._/+-] below a folder "
+                             "(events.sh makes it in the folder above as root), with no "
+                             "'..' or trailing '/'", field="--events-dir")
         if self.shockwave_bin and not _PATH.fullmatch(self.shockwave_bin):
             raise InputError("must be an absolute path of [A-Za-z0-9._/+-] (it is written "
                              "into the Epilog)", field="shockwave_bin")
@@ -101,6 +110,8 @@ def _settings_lines(name: str, s: ScriptSettings) -> dict[str, str]:
         return _lua_lines(s)
     if name == "epilog.sh":
         return {**_sh_lines(s), r"^SHOCKWAVE_BIN=.*$": f'SHOCKWAVE_BIN="{s.shockwave_bin}"'}
+    if name == "events.sh":
+        return {r"^DIR=.*$": f'DIR="{s.events_dir}"'}
     return _sh_lines(s) if name == "task_prolog.sh" else {}
 
 
@@ -150,7 +161,8 @@ def settings_in(text: str) -> dict[str, str]:
                          ("partition", r'^PARTITION="([^"]*)"(?:\s|$)'),
                          ("heartbeat", r'^SHOCKWAVE_HEARTBEAT = .*"([^"]*)"\s*$'),
                          ("endpoint_file", r'^ENDPOINT_FILE="([^"]*)"\s*$'),
-                         ("shockwave_bin", r'^SHOCKWAVE_BIN="([^"]*)"\s*$')):
+                         ("shockwave_bin", r'^SHOCKWAVE_BIN="([^"]*)"\s*$'),
+                         ("events_dir", r'^DIR="([^"]*)"\s*$')):
         found = re.search(pattern, text, flags=re.MULTILINE)
         if found:
             out[key] = found.group(1)
