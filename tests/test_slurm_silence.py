@@ -111,6 +111,21 @@ def test_a_signal_left_unanswered_reads_perhaps_sent_at_the_next_round() -> None
     assert fake.calls.count("signal") == 8  # the other seven, asked now; not job 1 again
 
 
+def test_a_signal_an_earlier_process_sent_reads_perhaps_sent_after_a_restart() -> None:
+    """Its intent is written before the signal goes out, so the process that reads it
+    from the store cannot tell a signal Slurm took from one never sent (left unanswered,
+    or the first process stopped in between): before, it read "sent" after a restart."""
+    fake, svc = _eight_running_and_a_wide_one()
+    svc.round_once()  # the eight are signalled
+    assert fake.calls.count("signal") == 8
+    again = service(fake, svc.store, svc.world.clock, "srtf")  # the service restarted
+    again.world.clock.t += 5  # type: ignore[attr-defined]
+    done = again.round_once()
+    first = next(r for r in done.report.result.results
+                 if r.action.job_id == 1 and r.action.kind.value == "preempt")
+    assert first.message.startswith("SIGUSR1 perhaps sent 5s ago, not again"), first.message
+
+
 def test_acknowledgements_with_slurm_gone_ask_once() -> None:
     """Eight jobs acknowledge their checkpoints while slurmctld is gone: each asked a
     requeue and a listing, 16 unanswered requests (minutes) before the next round. The

@@ -563,10 +563,12 @@ class SlurmCluster:
         self._looked: dict[int, float] = {}
         """Job -> when a step last looked at its checkpoint in flight and waited on
         (``_preempt``); the signal's time before the first."""
-        self._unanswered_signals: set[int] = set()
-        """Jobs whose checkpoint signal Slurm left unanswered ("perhaps not sent"): a
-        later step says "perhaps sent", not "sent" (a review: it read as delivered). In
-        this process only: after a restart the intent, from the store, reads "sent"."""
+        self._unanswered_signals: set[int] = set(self.intents)
+        """Jobs whose checkpoint signal this process cannot vouch for: a later step says
+        "perhaps sent", not "sent" (a review: it read as delivered). Slurm left it
+        unanswered ("perhaps not sent"), or an earlier process of the service sent it:
+        its intent is written before the signal goes out, so one loaded from the store
+        may never have gone (before, it read "sent" after a restart)."""
         self._pending: frozenset[int] = frozenset()
         self._let_go_failed: set[int] = set()
         """Held-back jobs whose release failed, warned about once."""
