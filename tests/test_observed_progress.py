@@ -203,6 +203,9 @@ def test_a_runs_first_interval_only_lowers_the_tables_epoch_time() -> None:
     slow_table = replace(table, epoch_s=10.0, epoch_s_by_bs=((5, 10.0),))
     assert observed_progress(slow_table, start).epoch_s == pytest.approx(1.17 / 0.2504,
                                                                          rel=1e-3)
+    # less a start-up of at most the restart cost (live: the restore and half of Slurm's
+    # scheduling pass), it bounds the epoch time from below, and the table stands
+    assert observed_progress(table, start, startup_s=1.0).epoch_s == pytest.approx(2.0)
     # an interval of the run that holds no start-up is the measurement, either way
     on = [*start, _at(718.09, 1.2504, 0)]
     assert observed_progress(table, on).epoch_s == pytest.approx(2.0)
@@ -219,6 +222,25 @@ def test_an_elastic_runs_first_interval_is_compared_with_the_table_on_its_own_co
     assert observed_elastic(at_one, slow_start, {0: 4}, 1).epoch_s == pytest.approx(80.0)
     fast_start = [_at(0, 0, 0), _at(20, 1, 0)]  # 20 s on 4: below the table, so it counts
     assert observed_elastic(at_one, fast_start, {0: 4}, 1).epoch_s == pytest.approx(60.0)
+    # with a start-up of at most 1 s, at least 29 s an epoch on 4: 87 s on 1
+    assert observed_elastic(at_one, slow_start, {0: 4}, 1,
+                            startup_s=1.0).epoch_s == pytest.approx(87.0)
+
+
+def test_runs_too_short_for_a_second_report_still_raise_a_table_that_is_too_fast() -> None:
+    """A user walkthrough: a job preempted every few rounds, one report at its start and
+    one an epoch later in each run, had only first intervals, which could only lower
+    the table's time: on GPUs three times slower than the table (a site's own, beside
+    the bundled V100 table) it was planned at the table's 100 s an epoch for ever. Less
+    a start-up of at most the restart cost, each run's interval says at least 280 s."""
+    runs = [rep(0, 0), rep(1, 340), rep(1, 1000, restart=1), rep(2, 1340, restart=1)]
+    assert observed_progress(TABLE, runs).epoch_s == 100.0  # no bound from below
+    assert observed_progress(TABLE, runs, startup_s=60.0).epoch_s == pytest.approx(280.0)
+    # a start-up that may be as long as the interval says nothing
+    assert observed_progress(TABLE, runs, startup_s=400.0).epoch_s == 100.0
+    # a table too slow is still lowered to the interval itself, start-up and all
+    assert observed_progress(replace(TABLE, epoch_s_by_bs=((32, 500.0),), epoch_s=500.0),
+                             runs, startup_s=60.0).epoch_s == pytest.approx(340.0)
 
 
 def test_a_first_interval_replaces_a_prior_as_it_would_not_a_table() -> None:
@@ -231,6 +253,7 @@ def test_a_first_interval_replaces_a_prior_as_it_would_not_a_table() -> None:
     assert observed_progress(prior, start).epoch_s == pytest.approx(1800.0)
     table = replace(prior, epoch_s_is_prior=False)
     assert observed_progress(table, start).epoch_s == pytest.approx(600.0)
+    assert observed_progress(table, start, startup_s=60.0).epoch_s == pytest.approx(1740.0)
 
 
 def test_a_running_job_reads_forward_from_its_latest_report_up_to_the_next_epoch() -> None:

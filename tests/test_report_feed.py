@@ -79,6 +79,23 @@ def test_right_after_a_resize_the_old_counts_epoch_time_is_converted() -> None:
     assert now.epoch_s == pytest.approx(100.0 / 1.6 ** 2)
 
 
+def test_the_feed_bounds_first_intervals_by_the_restart_cost_it_is_given() -> None:
+    """The service's feed passes ``slurm.restart_cost_s`` (cli/live_options.py): a run
+    with one interval, its start-up inside, raises a table far too fast."""
+    hint = parse_hint("shockwave: model=ResNet-18 bs=16 epochs=100")  # 54 s an epoch
+    table = table_progress(bundled_table("tacc"))
+    reports = Reports()
+    reports.add(0, 0.0, restart=0)
+    reports.add(1, 5000.0, restart=0)
+    plain, bounded = (ReportFeed(reports.read, table),
+                      ReportFeed(reports.read, table, startup_s=60.0))
+    for feed in (plain, bounded):
+        feed.refresh()
+    ran = job("RUNNING", 1, 0)
+    assert plain.progress(ran, hint).epoch_s == pytest.approx(table(ran, hint).epoch_s)
+    assert bounded.progress(ran, hint).epoch_s == pytest.approx(4940.0)
+
+
 def test_a_report_that_arrives_late_is_read_where_it_was_made() -> None:
     """A spooled report flushed after later ones, a report sent again because its answer
     came after the client's deadline (stored twice), and a report of the run before a

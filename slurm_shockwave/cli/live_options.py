@@ -125,7 +125,8 @@ class Live:
                           clock=time.time,  # the progress API dates reports by it
                           runs=store.load_runs(),
                           record_run=store.record_run if record else None,
-                          forget=store.forget_earlier_job if record else None)
+                          forget=store.forget_earlier_job if record else None,
+                          startup_s=self.settings.slurm.restart_cost_s)
         feed.refresh()
         return feed
 

@@ -14,7 +14,8 @@ the table does not know) is the starting point; reports replace what they measur
   across a run's first interval where an earlier one measured it (that interval holds
   the restore: with it, a migrated 4,949-epoch job's remaining time read 241,489 s
   instead of ~160 s for a round), and where a run's first interval is all there is, it
-  only lowers the table's time (it bounds the epoch time from above), so the estimate
+  bounds the epoch time from above, and with a start-up of at most ``startup_s`` taken
+  out, from below: the table's time is held between the two, so the estimate
   calibrates the table by the ratio (``prediction/calibration.py``); a batch size the
   table does not know gets its measured time, and a job of an unknown model gets every
   estimate from its own reports;
@@ -34,14 +35,19 @@ from slurm_shockwave.model.job import JobProgress
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.workloads.scaling import nearest_count
 
+Interval = tuple[ProgressReport, int, float, bool, float]
+"""One of ``_epoch_times``: closing report, batch size, seconds per epoch, run's first,
+epochs."""
+
 
 def _epoch_times(reports: Sequence[ProgressReport], default_bs: int
-                 ) -> Iterator[tuple[ProgressReport, int, float, bool]]:
+                 ) -> Iterator[Interval]:
     """Each interval between consecutive progress reports of one run (restart) at one
     batch size with no checkpoint acknowledgement between them: (its closing report, the
     batch size, seconds per epoch, whether it is the run's first interval, which holds
-    the run's start-up: restore, data loading). A job stopping for its checkpoint
-    reports the partial epoch it saved, acknowledges, and reports it again: live, two
+    the run's start-up (restore, data loading), and the epochs it spans). A job
+    stopping for its checkpoint reports the partial epoch it saved, acknowledges, and
+    reports it again: live, two
     such reports 0.01 s and 0.00005 epochs apart read as 220 s an epoch for a job of
     0.28 s (its remaining time 38,228 s instead of 82 s). A job the plan keeps trains on
     after its acknowledgement, and its next intervals count again."""
@@ -65,7 +71,7 @@ def _epoch_times(reports: Sequence[ProgressReport], default_bs: int
             # 1e-323 read as infinite seconds an epoch, and the infinite remaining time
             # it gave failed every round's write to the store, restarts included)
             if per_epoch <= MAX_EXCLUSIVE_S:
-                yield r, bs, per_epoch, run_first is prev
+                yield r, bs, per_epoch, run_first is prev, epoch - float(prev.epoch or 0.0)
         if prev is None or prev.restart_count != r.restart_count:
             run_first = r
         prev, prev_bs, acked = r, bs, False
@@ -79,8 +85,6 @@ def _progress_reports(reports: Sequence[ProgressReport]) -> list[ProgressReport]
     return [r for r in reports if _is_progress(r)]
 
 
-Interval = tuple[ProgressReport, int, float, bool]
-"""One of ``_epoch_times``: closing report, batch size, seconds per epoch, run's first."""
 
 
 def _superseded_dropped(reports: Sequence[ProgressReport]) -> list[ProgressReport]:
@@ -99,12 +103,16 @@ def _superseded_dropped(reports: Sequence[ProgressReport]) -> list[ProgressRepor
     return kept
 
 
-def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport]) -> JobProgress:
-    """``guess`` updated by ``reports`` (in the order the service accepted them)."""
+def observed_progress(guess: JobProgress, reports: Sequence[ProgressReport], *,
+                      startup_s: float = math.inf) -> JobProgress:
+    """``guess`` updated by ``reports`` (in the order the service accepted them).
+    ``startup_s``: the most a run's start-up (restore, loading) takes, in the reports'
+    seconds (the service's ``slurm.restart_cost_s``); a run's first interval less that
+    raises the table's epoch time (infinite: it never does)."""
     reports = _superseded_dropped(reports)
     intervals = list(_epoch_times(reports, guess.bs))
     return _observed(guess, _progress_reports(reports),
-                     _measured(intervals, _table_times(guess)))
+                     _measured(intervals, _table_times(guess), startup_s=startup_s))
 
 
 def advanced(seen: JobProgress, reports: Sequence[ProgressReport], run: int, now_s: float,
@@ -134,7 +142,8 @@ def advanced(seen: JobProgress, reports: Sequence[ProgressReport], run: int, now
 
 
 def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
-                     gpus_by_run: Mapping[int, int], current: int) -> JobProgress:
+                     gpus_by_run: Mapping[int, int], current: int, *,
+                     startup_s: float = math.inf) -> JobProgress:
     """``observed_progress`` for a job that may run on several GPU counts: its own
     throughput at the counts it ran on (``measured_rates``, merged with the table's by
     ``merged_rates``), and an epoch time measured on another count than ``current``
@@ -144,12 +153,13 @@ def observed_elastic(guess: JobProgress, reports: Sequence[ProgressReport],
     progress = _progress_reports(reports)
     intervals = list(_epoch_times(reports, guess.bs))
     if not guess.rate_by_gpus:
-        return _observed(guess, progress, _measured(intervals, _table_times(guess)))
+        return _observed(guess, progress, _measured(intervals, _table_times(guess),
+                                                    startup_s=startup_s))
     rates = merged_rates(dict(guess.rate_by_gpus), _rates(intervals, gpus_by_run), current)
     # epoch time on a run's count = on ``current`` x this (the table's times are at current)
     slower = {run: rates[current] / rates[count] for run, count in gpus_by_run.items()
               if rates.get(count, 0.0) > 0 and rates.get(current, 0.0) > 0}
-    measured = _measured(intervals, _table_times(guess), slower)
+    measured = _measured(intervals, _table_times(guess), slower, startup_s=startup_s)
     seen = _observed(guess, progress, measured)
     got = measured.get(seen.bs)
     source = None if got is None or got[1] is None else gpus_by_run.get(got[1])
@@ -200,30 +210,37 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
 
 
 def _measured(intervals: Sequence[Interval], guess: Mapping[int, float] | None = None,
-              slower: Mapping[int, float] | None = None
+              slower: Mapping[int, float] | None = None, *, startup_s: float = math.inf
               ) -> dict[int, tuple[float, int | None]]:
     """The epoch time at each batch size (the latest interval's) and the run (restart
     count) that measured it. A run's first interval counts only where nothing else
-    measured that batch size, and then only to lower ``guess``'s time (the table's):
-    it holds the run's start-up (restore, loading), so it overstates the epoch time and
-    bounds it from above (seen live: a job preempted 0.25 epochs in read 2.3 times its
-    length, and waited 80 rounds). Where the guess stands, the run is None. ``slower``:
-    an elastic job's table time on a run's count is ``guess``'s (on the count it holds
-    now) times this, so the interval is compared with the table on the count it ran on."""
+    measured that batch size, and then only to hold ``guess``'s time (the table's)
+    between two bounds: it holds the run's start-up (restore, loading), so it overstates
+    the epoch time and bounds it from above (seen live: a job preempted 0.25 epochs in
+    read 2.3 times its length, and waited 80 rounds); less a start-up of ``startup_s``
+    it bounds it from below (a user walkthrough: with runs too short for a second
+    report, a table far faster than the job's GPUs was believed for ever). Where the
+    guess stands, the run is None. ``slower``: an elastic job's table time on a run's
+    count is ``guess``'s (on the count it holds now) times this, so the interval is
+    compared with the table on the count it ran on."""
     out: dict[int, tuple[float, int | None]] = {}
-    first_only: set[int] = set()
-    for r, bs, seconds, first in intervals:
+    first_only: dict[int, float] = {}
+    for r, bs, seconds, first, epochs in intervals:
         if first and bs in out:
             continue
         out[bs] = (seconds, r.restart_count)
         if first:
-            first_only.add(bs)
+            first_only[bs] = max(seconds - startup_s / epochs, 0.0)
         else:
-            first_only.discard(bs)
-    for bs in first_only:
+            first_only.pop(bs, None)
+    for bs, at_least in first_only.items():
         seconds, run = out[bs]
         scale = (slower or {}).get(run, 1.0) if run is not None else 1.0
-        if guess is not None and bs in guess and guess[bs] * scale < seconds:
+        if guess is None or bs not in guess:
+            continue
+        if guess[bs] * scale < at_least:
+            out[bs] = (at_least, run)
+        elif guess[bs] * scale < seconds:
             out[bs] = (guess[bs], None)
     return out
 
@@ -242,7 +259,7 @@ def _rates(intervals: Sequence[Interval], gpus_by_run: Mapping[int, int]
            ) -> dict[int, float]:
     times: dict[int, dict[int, float]] = {}
     base_count = 0
-    for r, bs, seconds, first in intervals:
+    for r, bs, seconds, first, _epochs in intervals:
         count = gpus_by_run.get(r.restart_count)
         if count and not first and seconds > 0:
             times.setdefault(count, {})[bs] = seconds  # the latest at each batch size

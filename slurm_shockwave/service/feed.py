@@ -54,9 +54,12 @@ class ReportFeed:
                  clock: Callable[[], float] | None = None,
                  runs: Mapping[int, Mapping[int, Run]] | None = None,
                  record_run: RecordRun | None = None,
-                 forget: ForgetEarlier | None = None) -> None:
+                 forget: ForgetEarlier | None = None, startup_s: float = math.inf) -> None:
         self.read = read
         self.table = table
+        self.startup_s = startup_s
+        """The most a run's start-up takes (``slurm.restart_cost_s``): a run's first
+        report interval less this bounds its epoch time from below (``observed``)."""
         self.clock = clock
         """The clock the reports are dated by (the progress API's): with it, a running
         job's progress is read forward from its latest report (``advanced``); without
@@ -153,7 +156,7 @@ class ReportFeed:
         reports = [r for r in self._own(job) if r.restart_count <= job.restart_count]
         guess = self.table(job, hint)
         if not guess.rate_by_gpus:
-            seen = observed_progress(guess, reports)
+            seen = observed_progress(guess, reports, startup_s=self.startup_s)
         else:
             runs = self.runs.setdefault(job.job_id, {})
             run = Run(job.gpus, first_submitted(job) or 0)
@@ -163,7 +166,7 @@ class ReportFeed:
                 runs[job.restart_count] = run
                 self._record(job.job_id, job.restart_count, run)
             seen = observed_elastic(guess, reports, {n: r.gpus for n, r in runs.items()},
-                                    max(job.gpus, 1))
+                                    max(job.gpus, 1), startup_s=self.startup_s)
         if self.clock is None or job.state != "RUNNING":
             return seen
         return advanced(seen, reports, job.restart_count, self.clock(), hint.epochs)
