@@ -66,7 +66,7 @@ def test_an_unknown_model_is_estimated_from_its_own_reports() -> None:
 
 def test_an_acknowledgement_counts_only_after_the_signal() -> None:
     ack = [rep(0, 50, kind=ReportKind.CHECKPOINTED)]
-    assert acknowledged(ack, since_s=40) and not acknowledged(ack, since_s=60)
+    assert acknowledged(ack, since_s=40, run=0) and not acknowledged(ack, since_s=60, run=0)
 
 
 def test_reports_after_a_checkpoint_acknowledgement_time_no_epoch() -> None:

@@ -140,7 +140,7 @@ def test_a_checkpoint_no_round_followed_for_hours_is_asked_for_again(
     store = Store(tmp_path / "s.db")
     # acknowledged: the first signal's checkpoint, made within its grace
     world = SlurmCluster(fake, clock, round_s=60.0, intents=store,
-                         acked=lambda jid, since: acked and since <= signalled)
+                         acked=lambda jid, since, _run: acked and since <= signalled)
     again = Service(world, make_policy("srtf", None), "srtf", store, round_s=60.0)
     done = again.round_once()
     assert fake.signals == [(1, "USR1"), (1, "USR1")]
@@ -341,7 +341,7 @@ def test_a_job_that_reported_its_last_epoch_after_its_acknowledgement_is_let_end
     assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 0
     store.add_report(ProgressReport(1, ReportKind.PROGRESS, sent + 1.007, epoch=500.0,
                                     batch_size=32))
-    svc.world.acked = lambda _job, _since: True  # the feed has the acknowledgement too
+    svc.world.acked = lambda _job, _since, _run: True  # the feed has the acknowledgement too
     clock.t += 10  # a round within the grace: let end
     svc.round_once()
     assert fake.jobs[1].state == "RUNNING" and 1 in store.load_intents()
@@ -357,7 +357,7 @@ def test_a_job_in_its_last_epoch_that_acknowledges_is_requeued_by_the_round(
     once: ``test_an_acknowledged_checkpoint_is_requeued_between_rounds``)."""
     fake, _store, clock, svc, _sent = _acknowledged_at(tmp_path, epoch=499.5)
     assert fake.jobs[1].state == "RUNNING"
-    svc.world.acked = lambda _job, _since: True
+    svc.world.acked = lambda _job, _since, _run: True
     clock.t += 10
     svc.round_once()
     assert fake.jobs[1].state == "PENDING" and fake.jobs[1].restart_count == 1
@@ -962,6 +962,34 @@ def _job_5_running(tmp_path: Path, reported: int
     clock.t += 60
     _epochs(store, 5, reported, clock.t)
     return fake, store, clock, svc
+
+
+def test_an_earlier_runs_acknowledgement_does_not_requeue_the_run_signalled(
+        tmp_path: Path) -> None:
+    """A user walkthrough: a process of the job's first run that Slurm's proctrack lost
+    trained on beside the requeued run, and its acknowledgement of a signal of its own
+    counted for the one the plan sent the new run: the new run was requeued with nothing
+    saved. Only the signalled run's acknowledgement counts."""
+    fake = fake_cluster(nodes=1, gpus=4)
+    fake.add(with_state(job(1, 4, epochs=500), restart_count=1))  # its second run
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    svc = _service_with_feed(fake, store, clock)
+    svc.round_once()
+    fake.tick()
+    fake.add(job(2, 4, epochs=1))
+    clock.t += 60
+    svc.round_once()  # SRTF stops job 1: its run 1 is signalled
+    assert fake.signals == [(1, "USR1")]
+    stray = ProgressReport(job_id=1, kind=ReportKind.CHECKPOINTED, at_s=clock.t + 1,
+                           epoch=3.0, restart_count=0, uid=0)
+    store.add_report(stray)
+    clock.t += 5
+    svc.round_once()
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[1].restart_count == 1
+    store.add_report(with_state(stray, restart_count=1, at_s=clock.t))
+    clock.t += 5
+    svc.round_once()  # its own: requeued
+    assert fake.jobs[1].restart_count == 2 and fake.jobs[1].held
 
 
 @pytest.mark.parametrize("restart_between", [True, False])

@@ -250,7 +250,7 @@ def test_an_acknowledged_requeue_is_not_asked_after_a_silence() -> None:
     fake.add(_running(1, "n1", (0,)))
     fake.add(_running(2, "n1", (1,)))
     acks: set[int] = set()
-    world = SlurmCluster(fake, Clock(), acked=lambda jid, _s: jid in acks)
+    world = SlurmCluster(fake, Clock(), acked=lambda jid, _s, _run: jid in acks)
     world.observe()
     world.apply([Action(ActionKind.PREEMPT, 2)])  # signalled
     acks.add(2)

@@ -297,6 +297,10 @@ def merged_rates(table_rates: Mapping[int, float], measured: Mapping[int, float]
     return {c: r / base for c, r in out.items()}
 
 
-def acknowledged(reports: Sequence[ProgressReport], since_s: float) -> bool:
-    """A checkpoint acknowledged at or after ``since_s`` (the signal's time)."""
-    return any(r.kind == ReportKind.CHECKPOINTED and r.at_s >= since_s for r in reports)
+def acknowledged(reports: Sequence[ProgressReport], since_s: float, run: int) -> bool:
+    """A checkpoint acknowledged by the run signalled (restart count ``run``) at or after
+    ``since_s`` (the signal's time). Another run's is not: a process of an earlier run
+    that Slurm's proctrack lost, answering a signal of its own, once counted for the
+    requeued run's (a user walkthrough), which was then requeued with nothing saved."""
+    return any(r.kind == ReportKind.CHECKPOINTED and r.at_s >= since_s
+               and r.restart_count == run for r in reports)

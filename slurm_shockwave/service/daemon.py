@@ -354,8 +354,8 @@ class Service:
         for job_id, report in latest.items():
             if self.dry_run or self._tried.get(job_id) == now:
                 continue
-            ck = self.world.intents.get(job_id)
-            if ck is not None and acknowledged((report,), ck.sent_s):  # it asks Slurm
+            ck = self.world.intents.get(job_id)  # an acknowledgement of it asks Slurm
+            if ck is not None and acknowledged((report,), ck.sent_s, ck.restart_count):
                 self._tried[job_id] = now
             try:
                 done = self.world.complete_checkpoint(report)

@@ -182,5 +182,5 @@ class ReportFeed:
             log.warning("job %d: the GPU count of run %d not written to the store (%s)",
                         job_id, restart_count, exc)
 
-    def acked(self, job_id: int, since_s: float) -> bool:
-        return acknowledged(self.reports.get(job_id, ()), since_s)
+    def acked(self, job_id: int, since_s: float, run: int) -> bool:
+        return acknowledged(self.reports.get(job_id, ()), since_s, run)

@@ -389,7 +389,7 @@ class ProgressAPI:
         except Exception as exc:
             log.error("progress API: could not read the checkpoint intents: %s", exc)
             return True
-        return sent is not None and acknowledged((report,), sent)
+        return sent is not None and acknowledged((report,), sent, report.restart_count)
 
     def _wanted(self, report: ProgressReport) -> bool | None:
         """Whether a checkpoint of the report's run is asked for and not yet acknowledged

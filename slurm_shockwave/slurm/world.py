@@ -500,7 +500,7 @@ def usable_gpus(node: SlurmNode, planned: set[int]) -> tuple[int, ...]:
 class SlurmCluster:
     def __init__(self, backend: SlurmBackend, clock: Clock, *, partition: str = "shockwave",
                  round_s: float = 120.0, progress: ProgressFn | None = None,
-                 acked: Callable[[int, float], bool] = lambda _job_id, _since_s: False,
+                 acked: Callable[[int, float, int], bool] = lambda _job, _since, _run: False,
                  intents: IntentLog | None = None, round_index: int = 0,
                  origin_s: float = 0.0, restart_cost_s: float = 60.0,
                  fill_freed: bool = False) -> None:
@@ -1356,7 +1356,7 @@ class SlurmCluster:
         """The job acknowledged the checkpoint, or its grace ran out: requeue it. Not on
         the acknowledgement of a job that has since reported its last epoch: it ends on
         its own (its grace's end requeues it if it does not)."""
-        return now >= ck.deadline_s or (self.acked(ck.job_id, ck.sent_s)
+        return now >= ck.deadline_s or (self.acked(ck.job_id, ck.sent_s, ck.restart_count)
                                          and self._epochs_left(ck.job_id) > 0)
 
     def _epochs_left(self, job_id: int) -> float:
@@ -1394,7 +1394,8 @@ class SlurmCluster:
         GPUs, which nothing could start on, and the first round after it reopens requeues
         it."""
         ck = self.intents.get(ack.job_id)
-        if (ck is None or not acknowledged((ack,), ck.sent_s) or self.partition_state in CLOSED
+        if (ck is None or not acknowledged((ack,), ck.sent_s, ck.restart_count)
+                or self.partition_state in CLOSED
                 or self._epochs_left(ack.job_id) <= 1):
             # in its last epoch the job may report it a moment after its acknowledgement
             # (it trains on, as told): the round decides, with its reports by then (a
