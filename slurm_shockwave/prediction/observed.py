@@ -47,10 +47,10 @@ def _epoch_times(reports: Sequence[ProgressReport], default_bs: int
     batch size, seconds per epoch, whether it is the run's first interval, which holds
     the run's start-up (restore, data loading), and the epochs it spans). A job
     stopping for its checkpoint reports the partial epoch it saved, acknowledges, and
-    reports it again: live, two
-    such reports 0.01 s and 0.00005 epochs apart read as 220 s an epoch for a job of
-    0.28 s (its remaining time 38,228 s instead of 82 s). A job the plan keeps trains on
-    after its acknowledgement, and its next intervals count again."""
+    reports it again: live, two such reports 0.01 s and 0.00005 epochs apart read as
+    220 s an epoch for a job of 0.28 s (its remaining time 38,228 s instead of 82 s).
+    A job the plan keeps trains on after its acknowledgement, and its next intervals
+    count again."""
     prev: ProgressReport | None = None
     prev_bs = default_bs
     run_first: ProgressReport | None = None
@@ -83,8 +83,6 @@ def _is_progress(report: ProgressReport) -> bool:
 
 def _progress_reports(reports: Sequence[ProgressReport]) -> list[ProgressReport]:
     return [r for r in reports if _is_progress(r)]
-
-
 
 
 def _superseded_dropped(reports: Sequence[ProgressReport]) -> list[ProgressReport]:
