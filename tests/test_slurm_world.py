@@ -526,7 +526,7 @@ def test_a_partition_an_admin_took_down_is_left_as_it_is() -> None:
 def test_an_acknowledged_checkpoint_requeues_at_once() -> None:
     fake = FakeSlurm([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
     fake.add(running(1))
-    world = SlurmCluster(fake, Clock(), acked=lambda jid, _since: jid == 1)
+    world = SlurmCluster(fake, Clock(), acked=lambda jid, _since, _run: jid == 1)
     world.observe()
     assert world.apply([Action(ActionKind.PREEMPT, 1)]).results[0].outcome == Outcome.APPLIED
     assert fake.jobs[1].state == "PENDING"
@@ -797,7 +797,7 @@ def test_a_signal_slurm_did_not_answer_keeps_its_checkpoint_intent() -> None:
     fake = Silent([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
     fake.add(running(1))
     acks: set[int] = set()
-    world = SlurmCluster(fake, Clock(), acked=lambda jid, _since: jid in acks)
+    world = SlurmCluster(fake, Clock(), acked=lambda jid, _since, _run: jid in acks)
     world.observe()
     fake.down_at, fake.done, fake.up_at = "signal", True, "list_jobs"  # sent, unanswered
     first = world.apply([Action(ActionKind.PREEMPT, 1)])
