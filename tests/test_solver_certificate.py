@@ -40,7 +40,7 @@ def plan_that_runs(inp: WindowInputs) -> tuple[dict[str, float], float]:
     """As the policy does it: solve, order, pack, certify; and the program's own value."""
     sol = solve_window(inp, rel_gap=1e-6)
     order = window_order(sol.rounds, inp.remaining_s, inp.weight, 10.0, inp.round_s,
-                         [False] * inp.n, ids_of=list(range(inp.n)))
+                         [False] * inp.n, ids_of=list(range(inp.n)), due_s=np.zeros(inp.n))
     schedule = pack({i: int(sol.rounds[i]) for i in range(inp.n)},
                     {i: int(inp.gpus[i]) for i in range(inp.n)}, order, inp.capacity,
                     inp.rounds)

@@ -175,8 +175,14 @@ class Shockwave(Policy[ShockwaveConfig]):
             inputs = replace(inputs, cap_s=np.full(len(jobs), np.inf))
             solution = self._run(inputs)
         rescue = max(cfg.rescue_rho, 1.0) ** cfg.lam if cfg.rescue_rho > cfg.rho_max else 1.0
+        # the rescued jobs by deadline, each at arrival + S x its fair time in the system,
+        # S the most any job is projected to take of its own (never below the rescue
+        # line): the stretch the schedule is heading for, as the max-stretch rule of
+        # Bender et al. sets it (schedule.py::window_order)
+        stretch = max(cfg.rescue_rho, 1.0, float(projected.max()))
         order = window_order(solution.rounds, remaining, weight, rescue, tau,
-                             [j.is_running for j in jobs], ids_of=[j.job_id for j in jobs])
+                             [j.is_running for j in jobs], ids_of=[j.job_id for j in jobs],
+                             due_s=np.round(arrival + stretch * fair_s, 6))
         ids = [jobs[i].job_id for i in order]
         rounds = {jobs[i].job_id: int(solution.rounds[i]) for i in range(len(jobs))}
         schedule = pack(rounds, {j.job_id: j.gpus for j in jobs}, ids, view.total_gpus, t,

@@ -60,23 +60,33 @@ def _first_run(free: Sequence[int], width: int, need: int) -> int | None:
 
 def window_order(rounds: np.ndarray, remaining_s: np.ndarray, priority: np.ndarray,
                  rescue: float, round_s: float, running: Sequence[bool],
-                 ids_of: Sequence[JobId]) -> list[int]:
+                 ids_of: Sequence[JobId], due_s: np.ndarray) -> list[int]:
     """Who goes first inside the window; only its first round runs before the next re-plan.
 
     1. Jobs the plan finishes inside the window, shortest first: they leave soonest and
        hand their GPUs back to the market.
-    2. Jobs far behind their fair finish time (relaxation priority above ``rescue``),
-       most behind first: the paper's re-ranking, kept for the jobs that need it.
+    2. Jobs far behind their fair finish time (relaxation priority above ``rescue``):
+       the paper's re-ranking, kept for the jobs that need it, earliest deadline
+       first (``due_s``: each job's deadline at one stretch for all,
+       ``Shockwave._solve``). Most behind first on projected lateness, as before, took
+       turns: a running job's projection stands still while every waiting job's
+       grows, so the rescued jobs overtook each other every lease, each paying a
+       restore, and all finished late together (heavy_tail's jobs 91 and 97, 220's
+       172: two-round runs between waits). A deadline does not move as its job runs,
+       and earliest deadline first is the order that keeps the largest lateness least
+       (Jackson's rule, on one machine; docs/evaluation.md, "The rescued jobs by
+       deadline").
     3. The rest as the market decided: most rounds granted first (a job granted most of
        the window cannot wait without losing them as the window slides).
     Running jobs win ties, to save a checkpoint-restore.
     """
     finishes = rounds * round_s >= remaining_s
-    behind = np.where(priority > rescue, priority, 0.0)
+    rescued = ~finishes & (priority > rescue)
 
     def key(i: int) -> tuple[float, ...]:
-        first = float(remaining_s[i]) if finishes[i] else -float(behind[i])
-        return (not finishes[i], first, -float(rounds[i]), float(remaining_s[i]),
-                not running[i], float(ids_of[i]))
+        first = (float(remaining_s[i]) if finishes[i] else
+                 float(due_s[i]) if rescued[i] else 0.0)
+        return (not finishes[i], not rescued[i], first, -float(rounds[i]),
+                float(remaining_s[i]), not running[i], float(ids_of[i]))
 
     return sorted(range(len(ids_of)), key=key)
