@@ -208,7 +208,7 @@ def _observed(guess: JobProgress, progress: Sequence[ProgressReport],
 
 
 def _measured(intervals: Sequence[Interval], guess: Mapping[int, float] | None = None,
-              slower: Mapping[int, float] | None = None, *, startup_s: float = math.inf
+              slower: Mapping[int, float] | None = None, *, startup_s: float
               ) -> dict[int, tuple[float, int | None]]:
     """The epoch time at each batch size (the latest interval's) and the run (restart
     count) that measured it. A run's first interval counts only where nothing else
@@ -232,10 +232,10 @@ def _measured(intervals: Sequence[Interval], guess: Mapping[int, float] | None =
         else:
             first_only.pop(bs, None)
     for bs, at_least in first_only.items():
-        seconds, run = out[bs]
-        scale = (slower or {}).get(run, 1.0) if run is not None else 1.0
         if guess is None or bs not in guess:
             continue
+        seconds, run = out[bs]
+        scale = (slower or {}).get(run, 1.0) if run is not None else 1.0
         if guess[bs] * scale < at_least:
             out[bs] = (at_least, run)
         elif guess[bs] * scale < seconds:
