@@ -1038,3 +1038,38 @@ def test_a_moved_job_stays_moved_while_completing_and_not_once_the_round_drops_i
     assert 1 in view.reserved and dict(view.moving_to) == {1: 1}
     world.apply([])  # a round that no longer starts it
     assert 1 not in world.observe().reserved
+
+
+def test_requeue_due_says_exactly_when_an_acknowledgement_asks_slurm() -> None:
+    """The between-rounds loop counts a job's try by ``requeue_due`` and the world
+    requeues by it, one rule: an acknowledgement older than the signal, one of another
+    run, or one while the partition is DOWN asks Slurm nothing; a fresh one of the
+    signalled run requeues the job."""
+
+    class Counting(FakeSlurm):
+        requeues = 0
+
+        def requeue(self, job_ids):  # type: ignore[no-untyped-def]
+            self.requeues += 1
+            super().requeue(job_ids)
+
+    fake = Counting([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
+    fake.add(running(1))
+    clock = Clock()
+    world = SlurmCluster(fake, clock)
+    world.observe()
+    world.apply([Action(ActionKind.PREEMPT, 1)])  # signalled, waiting for its checkpoint
+    clock.t += 5
+    stale = ProgressReport(1, ReportKind.CHECKPOINTED, clock.t - 10, restart_count=0)
+    other_run = ProgressReport(1, ReportKind.CHECKPOINTED, clock.t, restart_count=1)
+    fresh = ProgressReport(1, ReportKind.CHECKPOINTED, clock.t, restart_count=0)
+    for ack in (stale, other_run):
+        assert not world.requeue_due(ack) and not world.complete_checkpoint(ack)
+    fake.partition_states["shockwave"] = "DOWN"
+    world.observe()
+    assert not world.requeue_due(fresh) and not world.complete_checkpoint(fresh)
+    assert fake.requeues == 0 and fake.jobs[1].state == "RUNNING"
+    fake.partition_states["shockwave"] = "UP"
+    world.observe()
+    assert world.requeue_due(fresh) and world.complete_checkpoint(fresh)
+    assert fake.requeues == 1 and fake.jobs[1].held

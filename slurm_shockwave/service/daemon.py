@@ -33,7 +33,6 @@ from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import ActionKind, Memory, Outcome
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.policies.base import Policy
-from slurm_shockwave.prediction.observed import acknowledged
 from slurm_shockwave.service.feed import ReportFeed
 from slurm_shockwave.service.heartbeat import read_heartbeat, write_heartbeat
 from slurm_shockwave.service.records import (
@@ -352,11 +351,11 @@ class Service:
         now = self.world.round_index
         self._tried = {j: r for j, r in self._tried.items() if r == now}
         for job_id, report in latest.items():
-            if self.dry_run or self._tried.get(job_id) == now:
+            # only an acknowledgement that asks Slurm counts as the job's try this round
+            if (self.dry_run or self._tried.get(job_id) == now
+                    or not self.world.requeue_due(report)):
                 continue
-            ck = self.world.intents.get(job_id)  # an acknowledgement of it asks Slurm
-            if ck is not None and acknowledged((report,), ck.sent_s, ck.restart_count):
-                self._tried[job_id] = now
+            self._tried[job_id] = now
             try:
                 done = self.world.complete_checkpoint(report)
             except SlurmUnanswered as exc:

@@ -1385,6 +1385,17 @@ class SlurmCluster:
         every round)."""
         return max(2 * self.round_s, STALE_CHECKPOINT_S)
 
+    def requeue_due(self, ack: ProgressReport) -> bool:
+        """Whether ``complete_checkpoint`` would ask Slurm for this acknowledgement: it
+        answers the signal in flight to this run, the partition is open, and the job is
+        not in its last epoch (there it may report its end a moment after its
+        acknowledgement, as it trains on as told: the round decides, with its reports by
+        then; a review found the requeue beating that report)."""
+        ck = self.intents.get(ack.job_id)
+        return (ck is not None and acknowledged((ack,), ck.sent_s, ck.restart_count)
+                and self.partition_state not in CLOSED
+                and self._epochs_left(ack.job_id) > 1)
+
     def complete_checkpoint(self, ack: ProgressReport) -> bool:
         """Between rounds: requeue-hold a job whose checkpoint (signalled by an earlier
         round) it acknowledged just now. False when no checkpoint of it is in flight, or
@@ -1394,12 +1405,7 @@ class SlurmCluster:
         GPUs, which nothing could start on, and the first round after it reopens requeues
         it."""
         ck = self.intents.get(ack.job_id)
-        if (ck is None or not acknowledged((ack,), ck.sent_s, ck.restart_count)
-                or self.partition_state in CLOSED
-                or self._epochs_left(ack.job_id) <= 1):
-            # in its last epoch the job may report it a moment after its acknowledgement
-            # (it trains on, as told): the round decides, with its reports by then (a
-            # review: the acknowledgement came first and the requeue beat the report)
+        if ck is None or not self.requeue_due(ack):
             return False
         try:
             self.backend.requeue([ack.job_id])
