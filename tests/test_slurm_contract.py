@@ -234,6 +234,9 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
     # per job, but held to one node: not Slurm's to spread (a review)
     mine.append(cli.submit(str(script), [*out, "-N", "1", "--gpus=2",
                                          "--comment=model=lm bs=10 epochs=3"]))
+    # waits while "one node" (the same user and name) runs
+    mine.append(cli.submit(str(script), [*out, "-p", "other", "--gres=gpu:1",
+                                         "-J", "one node", "--dependency=singleton"]))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -248,19 +251,24 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
         for jid in mine:
             for name in _JOB_FIELDS:
                 assert getattr(by_py[jid], name) == getattr(by_cli[jid], name), (jid, name)
-        assert [by_cli[j].gpus for j in mine] == [1, 3, 2, 16, 4, 1, 2]
-        assert [by_cli[j].requeue for j in mine] == [True, True, False, True, True, True, True]
+        assert [by_cli[j].gpus for j in mine] == [1, 3, 2, 16, 4, 1, 2, 1]
+        assert [by_cli[j].requeue for j in mine] == [
+            True, True, False, True, True, True, True, True]
         # --gpus and --gpus-per-task are the job's to spread unless held to one node
         # (25.11 holds a --gpus job without -N to one, 22.05 does not: measured); --gres
         # is per node
         assert [by_cli[j].per_job for j in mine] == [
             False, by_cli[mine[1]].max_nodes != 1, False, False,
-            by_cli[mine[4]].max_nodes != 1, False, False]
+            by_cli[mine[4]].max_nodes != 1, False, False, False]
         assert (by_cli[mine[6]].max_nodes, by_py[mine[6]].max_nodes) == (1, 1)
         # one dependency reads alike (of several, pyslurm's dict has its own order)
         assert by_cli[mine[5]].dependency == f"afterok:{mine[2]}(unfulfilled)"
         assert by_py[mine[5]].dependency == by_cli[mine[5]].dependency
-        assert [j for j in mine if by_cli[j].dependency or by_py[j].dependency] == [mine[5]]
+        # pyslurm drops singleton's mark (dependency_text)
+        assert by_py[mine[7]].dependency == by_cli[mine[7]].dependency == \
+            "singleton(unfulfilled)"
+        assert [j for j in mine if by_cli[j].dependency or by_py[j].dependency] == [
+            mine[5], mine[7]]
         listed = {j.job_id: j for j in cli.list_jobs("other")}  # the round's listing
         assert (listed[mine[2]].requeue, listed[mine[3]].requeue) == (False, True)
         assert listed[mine[5]].dependency == by_cli[mine[5]].dependency

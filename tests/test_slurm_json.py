@@ -25,7 +25,11 @@ from slurm_shockwave.slurm.json_shapes import (
     version_of,
 )
 from slurm_shockwave.slurm.protocol import SlurmError
-from slurm_shockwave.slurm.pyslurm_backend import alloc_from_layout, gres_gpus
+from slurm_shockwave.slurm.pyslurm_backend import (
+    alloc_from_layout,
+    dependency_text,
+    gres_gpus,
+)
 
 DATA = Path(__file__).resolve().parent / "data" / "slurm-json"
 
@@ -475,3 +479,23 @@ def test_the_gpu_type_of_a_node() -> None:
     assert gres_gpu_type("gpu:a100:8(S:0-1)") == "a100"
     assert gres_gpu_type("gpu:8") == gres_gpu_type("gpu:(null):8") == gres_gpu_type("") == ""
     assert gres_gpu_type("gpu:a100:4,gpu:1g.10gb:7") == SEVERAL_TYPES
+
+
+def _parsed(**kinds: object) -> dict[str, object]:
+    """pyslurm 25.11's dict of a dependency string (``dependency_str_to_dict``)."""
+    out: dict[str, object] = {k: [] for k in ("after", "afterany", "afterburstbuffer",
+                                               "aftercorr", "afternotok", "afterok")}
+    return {**out, "singleton": False, "satisfy": "all", **kinds}
+
+
+@pytest.mark.parametrize(("deps", "text"), [
+    (None, ""),
+    (_parsed(afterok=["5(unfulfilled)"]), "afterok:5(unfulfilled)"),
+    (_parsed(afterok=["5(unfulfilled)"], afterany=["6(unfulfilled)"], satisfy="any"),
+     "afterany:6(unfulfilled)?afterok:5(unfulfilled)"),
+    # "singleton(unfulfilled)": pyslurm reads singleton only without its mark
+    (_parsed(), "singleton(unfulfilled)"),
+    (_parsed(singleton=True), "singleton"),
+])
+def test_pyslurm_dependencies_read_as_slurm_lists_them(deps: object, text: str) -> None:
+    assert dependency_text(deps) == text

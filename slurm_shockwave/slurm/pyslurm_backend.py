@@ -128,13 +128,21 @@ def _max_nodes(job: Any) -> int:
 def dependency_text(deps: Any) -> str:
     """pyslurm's dict of a job's dependencies written back as Slurm writes them
     (``afterok:5(unfulfilled)``: pyslurm keeps the mark with the id), kinds in the
-    dict's order; empty when it has none (Slurm clears them once satisfied)."""
+    dict's order; empty when it has none (None: Slurm clears them once satisfied).
+
+    pyslurm 25.11 reads ``singleton`` only without a mark, and Slurm lists it as
+    ``singleton(unfulfilled)``: the dict then holds nothing, though Slurm listed a
+    dependency. Every other kind Slurm 25.11 has is parsed, so a dict with nothing in it
+    is that singleton, written as Slurm wrote it (before, such a job was planned and
+    released, and seen as held back by its reason only a round later)."""
     if not isinstance(deps, dict):
         return ""
     kinds = [k for k, v in deps.items() if isinstance(v, list) and v]
     out = [":".join([kind, *map(str, deps[kind])]) for kind in kinds]
     if deps.get("singleton"):
         out.append("singleton")
+    if not out:
+        return "singleton(unfulfilled)"
     return ("?" if deps.get("satisfy") == "any" else ",").join(out)
 
 
