@@ -49,6 +49,19 @@ def test_compare_writes_table_and_plots(tmp_path: Path) -> None:
     assert [r["policy"] for r in records] == ["gavel", "fifo", "srtf"]
 
 
+def test_compare_by_default_runs_shockwave_against_every_baseline(tmp_path: Path) -> None:
+    """Compare against every baseline, not the convenient ones: the default left out
+    FIFO, SRTF (the lowest average JCT), LAS and MST, and stretch_edf. A policy added to
+    the registry is a published baseline or named here as not one."""
+    from slurm_shockwave.policies.registry import BASELINES, POLICIES
+
+    assert set(POLICIES) - set(BASELINES) == {"shockwave", "stretch_edf", "elastic_greedy"}
+    run("compare", "--json", "--out", str(tmp_path))
+    records = json.loads((tmp_path / "results.json").read_text())
+    assert [r["policy"] for r in records] == ["shockwave", *BASELINES, "stretch_edf"]
+    assert len(BASELINES) == 9
+
+
 def test_an_output_the_system_refuses_is_bad_input(tmp_path: Path) -> None:
     """Found by a red-team: a name over 255 bytes was exit 1 with a traceback, and a FIFO
     no one reads hung before the run. Both are one line, exit 2; a FIFO with a reader

@@ -17,7 +17,7 @@ from slurm_shockwave.cli.errors import (
 from slurm_shockwave.cli.run_options import prepare, run_options, run_policy, run_settings
 from slurm_shockwave.model.bounds import name_list
 from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.policies.registry import POLICIES
+from slurm_shockwave.policies.registry import BASELINES, POLICIES
 from slurm_shockwave.report.outputs import PLOTS, as_set, write_text
 from slurm_shockwave.report.results import summary_record, write_per_job_csv
 from slurm_shockwave.report.tables import compare_table, console, summary_table
@@ -52,8 +52,9 @@ def simulate(trace: str, gpus: int | None, gpus_per_node: int | None, throughput
 
 @click.command()
 @run_options
-@click.option("--policies", "names", default="shockwave,gavel,themis,allox,gandiva_fair,ossp",
-              show_default=True, help="Comma-separated; ratios are against the first.")
+@click.option("--policies", "names", default=",".join(("shockwave", *BASELINES, "stretch_edf")),
+              show_default=True, help="Comma-separated; ratios are against the first. "
+              "By default Shockwave, all nine published baselines and stretch_edf (ours).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Write results.json, per-job CSVs and PNG plots here (the per-job CSVs "
                    "of policies an earlier results.json there listed, and this run has not, "

@@ -37,6 +37,12 @@ def _build() -> dict[str, type[Policy[Any]]]:
 
 POLICIES: Mapping[str, type[Policy[Any]]] = _build()
 
+BASELINES: tuple[str, ...] = tuple(cls.name for cls in (
+    Fifo, Srtf, Las, Gavel, Themis, Allox, Ossp, Mst, GandivaFair))
+"""The nine published baselines every comparison includes. Not ours (Shockwave,
+stretch_edf) and not elastic_greedy, the elastic comparison, which on fixed-count jobs
+runs exactly as FIFO."""
+
 
 def make_policy(name: str, config: Mapping[str, Any] | None = None, *,
                 source: str = "", path: str | None = None) -> Policy[Any]:
