@@ -65,15 +65,45 @@ def epochs(store: Store, job: int = 7) -> list[float | None]:
 
 
 def test_no_service_or_no_job_does_nothing(env: Path, monkeypatch: pytest.MonkeyPatch,
-                                           tmp_path: Path) -> None:
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     assert reporter.report(epoch=1.0) is False
     assert reporter.end(0) is False
     assert not env.exists()  # nothing spooled: there is no service to tell
-    monkeypatch.setenv("SHOCKWAVE_ENDPOINT_FILE", str(tmp_path / "missing"))
-    assert reporter.report(epoch=1.0) is False
     monkeypatch.setenv("SHOCKWAVE_URL", "http://127.0.0.1:1")
     monkeypatch.delenv("SLURM_JOB_ID")
     assert reporter.report(epoch=1.0) is False and not env.exists()
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("named", ["endpoint file", "url"])
+def test_a_service_named_but_not_found_has_the_reports_spooled_until_it_is(
+        named: str, env: Path, store: Store, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a red-team: the TaskProlog names the endpoint file before the service has
+    first written it, and the client dropped every report then without a word, spool
+    and all; a URL without its scheme the same. Now they are spooled with one warning
+    and sent, oldest first, by the first call that finds the service."""
+    monkeypatch.setattr(reporter, "_warned", set())
+    endpoint = tmp_path / "endpoint"
+    if named == "url":
+        monkeypatch.setenv("SHOCKWAVE_URL", "127.0.0.1:7817")
+    else:
+        monkeypatch.setenv("SHOCKWAVE_ENDPOINT_FILE", str(endpoint))
+    assert reporter.report(epoch=1.0) is False
+    assert reporter.report(epoch=2.0) is False
+    assert len(list(env.iterdir())) == 2
+    warned = capsys.readouterr().err.splitlines()
+    assert warned == [
+        "shockwave reporter: no service URL to send to (" + (
+            "$SHOCKWAVE_URL is no http:// or https:// URL" if named == "url" else
+            "$SHOCKWAVE_ENDPOINT_FILE is not written yet or unreadable")
+        + "): reports are spooled"], warned
+    sent, reachable = reporter.flush_spools([str(env)])
+    assert (sent, reachable) == (0, False)  # kept: the epilog says the service did not answer
+    with ProgressAPI(store.path, listen="127.0.0.1:0", endpoint_file=str(endpoint)) as api:
+        monkeypatch.setenv("SHOCKWAVE_URL", api.url)
+        assert reporter.report(epoch=3.0) is True
+    assert epochs(store) == [1.0, 2.0, 3.0] and list(env.iterdir()) == []
 
 
 def test_reports_land_through_the_endpoint_file(env: Path, store: Store,

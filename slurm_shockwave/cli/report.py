@@ -137,7 +137,8 @@ def report(epoch: str | None, batch_size: str | None, samples_per_s: str | None,
         if folders:
             sent, reachable = reporter.flush_spools(
                 folders, int(job) if job is not None else None, seconds=FLUSH_S)
-            _warn(f"shockwave report: sent {sent} spooled reports")
+            _warn(f"shockwave report: sent {sent} spooled reports" + (
+                "" if reachable else "; the service did not answer: the rest stay spooled"))
         # in the order they happened: the progress, the checkpoint after it, the end last
         # (an end sent first made the service drop the job's last progress)
         dropped = "the progress report is not sent"

@@ -2,9 +2,9 @@
 
 Standard library only and nothing else of slurm_shockwave: a training script may vendor
 this one file. Nothing here raises or blocks for long (about 2 s at most per call): with no
-service or no Slurm job it does nothing; with the service unreachable it spools the
-report to ``$SHOCKWAVE_SPOOL`` and sends it, oldest first, with the next call that gets
-through.
+service named or no Slurm job it does nothing; with the service unreachable, or named
+but not found (its endpoint file not written yet), it spools the report to
+``$SHOCKWAVE_SPOOL`` and sends it, oldest first, with the next call that gets through.
 
     from slurm_shockwave.client import reporter
     reporter.install()                        # early: the checkpoint signal's handler
@@ -252,7 +252,7 @@ def flush_spools(spool_dirs: Sequence[str | None], job_id: int | None = None, *,
             if job_id is not None:
                 env["SLURM_JOB_ID"] = str(job_id)
             client = _Client(env)
-            if client.url is None or client.job_id is None:
+            if client.job_id is None or not client.configured:
                 return sent, True  # no service to ask: nothing was refused either
             count, reachable = client.flush(deadline)
         except Exception:
@@ -267,13 +267,17 @@ class _Client:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
         self.url = _service_url(env)
+        self.configured = bool(env.get("SHOCKWAVE_URL", "").strip()
+                               or env.get("SHOCKWAVE_ENDPOINT_FILE"))
+        """A service is named, though ``url`` may be None: an endpoint file not written
+        yet (the service not started) or a URL that is no http(s) one."""
         self.trusted = _service_uids(env)
         self.job_id = _int_env(env, "SLURM_JOB_ID")
         self.spool = env.get("SHOCKWAVE_SPOOL") or None
 
     def send(self, kind: str, fields: Mapping[str, Any]) -> bool:
-        if self.url is None or self.job_id is None:
-            return False
+        if self.job_id is None or (self.url is None and not self.configured):
+            return False  # not a job of a service's: nothing to do
         body = {"job_id": self.job_id, "kind": kind,
                 "restart_count": _int_env(self.env, "SLURM_RESTART_COUNT") or 0,
                 **{k: v for k, v in fields.items() if v is not None}}
@@ -284,8 +288,17 @@ class _Client:
                 return False
         data = json.dumps(body, sort_keys=True, separators=(",", ":"),
                           allow_nan=False).encode()
-        deadline = time.monotonic() + TIMEOUT_S
         key = _new_key()
+        if self.url is None:  # named but not found: kept for the next call that finds it
+            _warn_once("no url", "no service URL to send to (" + (
+                "$SHOCKWAVE_URL is no http:// or https:// URL"
+                if self.env.get("SHOCKWAVE_URL", "").strip() else
+                "$SHOCKWAVE_ENDPOINT_FILE is not written yet or unreadable")
+                + "): reports are spooled" + ("" if self.spool else
+                                              " only with $SHOCKWAVE_SPOOL set; dropped"))
+            self._spool(data, key)
+            return False
+        deadline = time.monotonic() + TIMEOUT_S
         try:
             _sent, reachable = self.flush(deadline)
         except Exception:  # whatever the spool holds, this report is sent or spooled
@@ -372,8 +385,8 @@ class _Client:
         others stop at a file someone is sending (the claimant goes on in order). A send
         that fails renames it back; a claim whose claimant is gone is taken over
         (``_stale``)."""
-        if self.url is None:
-            return 0, True
+        if self.url is None:  # a service named but not found has not answered
+            return 0, not self.configured
         spool = self._open_spool()
         if spool is None:
             return 0, True
