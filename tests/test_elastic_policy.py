@@ -57,6 +57,10 @@ def test_make_elastic_caps_the_range_and_leaves_a_too_wide_job_fixed() -> None:
     one = TraceJob(a_spec(2, gpus=1), 1)
     assert make_elastic(one, 0.5, 1).spec.gpus_range is None
     assert make_elastic(one, 0.5, 2).spec.gpus_range == (1, 2)
+    # found by a red-team: in binary 0.29 x 100 is 28.999..., floored to 28
+    hundred = TraceJob(a_spec(3, gpus=100), 1)
+    assert make_elastic(hundred, 0.29, 1.1).spec.gpus_range == (29, 110)
+    assert make_elastic(hundred, 0.57, 1.15).spec.gpus_range == (57, 115)
 
 
 def test_a_waiting_job_shrinks_only_where_it_gains_throughput_per_gpu() -> None:

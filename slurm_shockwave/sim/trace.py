@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -258,12 +259,14 @@ def make_elastic(job: TraceJob, low: float, high: float) -> TraceJob:
     """The job with the range ``low`` x .. ``high`` x its request (at least 1 GPU and at
     most MAX_RANGE_GPUS, the low end rounded down and the high end up, so 0.5-2 of 1 GPU
     is 1-2); a job wider than any range stays fixed, and so does one whose range would be
-    its request alone (0.5-1 of 1 GPU: a red-team found it written as elastic 1-1)."""
+    its request alone (0.5-1 of 1 GPU: a red-team found it written as elastic 1-1). The
+    factors are taken as the decimals they print as: in binary 0.29 x 100 is 28.999...,
+    which a red-team found floored to 28."""
     g = job.spec.gpus
     if g > MAX_RANGE_GPUS:
         return job
-    lo = max(1, math.floor(low * g))
-    hi = max(lo, min(MAX_RANGE_GPUS, math.ceil(high * g)))
+    lo = max(1, math.floor(Fraction(repr(low)) * g))
+    hi = max(lo, min(MAX_RANGE_GPUS, math.ceil(Fraction(repr(high)) * g)))
     if lo == hi:
         return replace(job, spec=replace(job.spec, gpus_range=None))
     return replace(job, spec=replace(job.spec, gpus_range=(lo, hi)))
