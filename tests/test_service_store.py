@@ -473,7 +473,8 @@ def test_every_refusal_closes_the_stores_connection(tmp_path: Path, kind: str,
 
 
 @pytest.mark.parametrize("damage", ["a later build's row", "text for a number", "job_now garbage",
-                                    "tables missing", "runs garbage", "made before runs"])
+                                    "tables missing", "runs garbage", "made before runs",
+                                    "a history row short of a key", "a time no clock shows"])
 def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path,
                                                                    damage: str) -> None:
     """Red-team finding: a damaged store, or one a later build wrote under the same schema
@@ -490,16 +491,26 @@ def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path
            "job_now garbage": "INSERT INTO job_now VALUES (5, 1, '[1, 2')",
            "tables missing": "DROP TABLE job_history",
            "runs garbage": "INSERT INTO runs VALUES (5, 0, 'four', 0)",
-           "made before runs": "DROP TABLE runs"}[damage]
+           "made before runs": "DROP TABLE runs",
+           # found by a red-team: both were exit 1, a KeyError and an OverflowError
+           "a history row short of a key":
+           "INSERT INTO job_history VALUES (1, 5, '{\"job_id\": 5, \"zzz\": 1}')",
+           "a time no clock shows":
+           "INSERT INTO job_history VALUES (1, 5, '{\"job_id\": 5}')"}[damage]
     db.execute(sql)
+    at_s = 1e300 if damage == "a time no clock shows" else 1000.0
+    db.execute("INSERT INTO rounds (id, round_index, at_s, policy, dry_run, jobs) "
+               "VALUES (1, 0, ?, 'fifo', 0, 1)", (at_s,))
     if damage == "made before runs":
         db.execute("INSERT INTO job_now VALUES (5, 1, '{\"job_id\": 5}')")
     db.commit()
     db.close()
     done = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "explain", "5",
                            "--store", str(path)], capture_output=True, text=True, timeout=60)
-    if damage in ("a later build's row", "made before runs"):  # read, as an earlier build
+    if damage in ("a later build's row", "made before runs",  # read, as an earlier build
+                  "a history row short of a key", "a time no clock shows"):
         assert done.returncode == 0, done.stderr
+        assert damage != "a time no clock shows" or "1e+300 s" in done.stdout, done.stdout
         return
     if damage == "runs garbage":  # read by the service at start
         with pytest.raises(InputError, match="runs table cannot be read"):

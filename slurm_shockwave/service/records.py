@@ -27,8 +27,12 @@ def where(slots: tuple[str, ...]) -> str:
 
 def clock_time(at_s: float, *, date: bool = False, now: float | None = None) -> str:
     """A unix time as the local clock reads it: with its date when ``date`` or when it is
-    not today's (found by a red-team: a ``--begin`` days away read as today)."""
-    at, today = time.localtime(at_s), time.localtime(time.time() if now is None else now)
+    not today's (found by a red-team: a ``--begin`` days away read as today). A time no
+    clock can show (a damaged store's 1e300, NaN) is shown as the number it is."""
+    try:
+        at, today = time.localtime(at_s), time.localtime(time.time() if now is None else now)
+    except (OverflowError, ValueError, OSError):
+        return f"{at_s:g} s"
     same_day = (at.tm_year, at.tm_yday) == (today.tm_year, today.tm_yday)
     return time.strftime("%H:%M:%S" if same_day and not date else "%Y-%m-%d %H:%M:%S", at)
 

@@ -398,8 +398,10 @@ class Store:
                     "SELECT h.round_id, r.at_s, r.round_index, h.row FROM job_history h "
                     "JOIN rounds r ON r.id = h.round_id WHERE h.job_id = ? ORDER BY h.round_id",
                     (job_id,)):
+                # through JobRow, as job_now's rows: a key this build lacks takes its
+                # default (a red-team's damaged row was a KeyError in `explain`)
                 out.append({"round": round_index, "at_s": at_s, "round_id": round_id,
-                            **dict(json.loads(row))})
+                            **asdict(_job_row(row))})
         return out
 
     def actions(self, job_id: int) -> list[dict[str, Any]]:
