@@ -137,6 +137,8 @@ def test_a_trace_named_like_markup_is_shown_by_its_name(tmp_path: Path) -> None:
     (["queue", "--partition=-x"], "'--partition': must be a partition name"),
     # an empty path was taken as the option left out (the default store, or stdout)
     (["explain", "1", "--store", ""], "'--store': must be a path, not empty"),
+    # SQLite said "disk I/O error", under the config's key (red-team)
+    (["explain", "1", "--store", "/"], "/: --store: a directory, not a store"),
     (["simulate", "--csv", ""], "--csv: must be a path, not empty"),
     (["trace", "generate", "--jobs", "2", "--out", ""], "--out: must be a path, not empty"),
     (["compare", "--out", ""], "--out: must be a path, not empty"),

@@ -450,6 +450,7 @@ def test_the_report_command_always_exits_0(store: Store, tmp_path: Path) -> None
         for args in (["--epoch"], ["--checkpointed=yes"], ["--end"]):
             usage = run([*cli, *args], env)
             assert usage.returncode == 0 and "nothing is sent" in usage.stderr, usage
+            assert ".:" not in usage.stderr, usage.stderr  # click's full stop (red-team)
         with open("/dev/full", "w") as full:
             closed = subprocess.run([sys.executable, *cli, "--epoch", "abc"], stderr=full,
                                     env={**env, "PYTHONPATH": str(ROOT)}, timeout=60)

@@ -41,7 +41,7 @@ class _NeverFails(click.Command):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
-            _warn(f"shockwave report: {exc.format_message()}: nothing is sent")
+            _warn(f"shockwave report: {exc.format_message().rstrip('.')}: nothing is sent")
             ctx.exit(0)
 
 
