@@ -67,16 +67,21 @@ local function trimmed(text)
   return (string.gsub(string.gsub(text, "^" .. WS .. "+", ""), WS .. "+$", ""))
 end
 
+-- What follows PREFIX when it is a token of its own (whitespace or nothing after it), else
+-- nil: "shockwave:v1bs=32" is no prefix and a bs (a red-team).
+local function after_prefix(body, prefix)
+  if string.sub(body, 1, #prefix) ~= prefix then return nil end
+  local rest = string.sub(body, #prefix + 1)
+  if rest == "" or string.match(rest, "^" .. WS) then return rest end
+  return nil
+end
+
 -- Returns the normalised hint, or nil, field, problem.
 function shockwave_parse_hint(text)
   text = text or ""
   if #text > MAX_BYTES then return nil, "hint", "longer than " .. MAX_BYTES .. " bytes" end
   local body = trimmed(text)
-  if string.sub(body, 1, 12) == "shockwave:v1" then
-    body = string.sub(body, 13)
-  elseif string.sub(body, 1, 10) == "shockwave:" then
-    body = string.sub(body, 11)
-  end
+  body = after_prefix(body, "shockwave:v1") or after_prefix(body, "shockwave:") or body
   local seen = {}
   for token in string.gmatch(body, NOT_WS) do
     local key, value = string.match(token, "^([a-z_]+)=([!-~]+)$")
