@@ -476,6 +476,28 @@ def test_a_store_locked_while_an_acknowledged_checkpoint_is_requeued_stops_nothi
     assert store.load_intents() == {} and fake.jobs[1].held
 
 
+def test_a_store_unreadable_while_an_acknowledgement_is_weighed_stops_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether an acknowledgement asks Slurm reads the job's reported epochs from the
+    store; that read failing between rounds is one ERROR line and a retry next round
+    (a review found it outside the loop's guard: the service stopped)."""
+    fake, store, _clock, svc = srtf_preempting_job_1(tmp_path)
+    sent = store.load_intents()[1].sent_s
+
+    def unreadable(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(svc.world, "epochs_reported", unreadable)  # the store's (serve)
+    ticks = iter(float(t) for t in range(100))
+    svc.timer = lambda: next(ticks)
+    svc.checkpointed(ProgressReport(1, ReportKind.CHECKPOINTED, sent + 1))
+    with caplog.at_level(logging.ERROR):
+        svc._wait(threading.Event(), boundary=3.0)
+    assert "disk I/O error" in caplog.text and "requeue after its checkpoint" in caplog.text
+    assert fake.jobs[1].state == "RUNNING" and 1 in store.load_intents()
+
+
 def test_a_job_end_or_an_arrival_onto_idle_gpus_starts_waiting_jobs_between_rounds(
         tmp_path: Path) -> None:
     """Fill steps (engine/fill.py): an end report wakes the loop, which releases the job

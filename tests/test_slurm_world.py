@@ -1043,8 +1043,8 @@ def test_a_moved_job_stays_moved_while_completing_and_not_once_the_round_drops_i
 def test_requeue_due_says_exactly_when_an_acknowledgement_asks_slurm() -> None:
     """The between-rounds loop counts a job's try by ``requeue_due`` and the world
     requeues by it, one rule: an acknowledgement older than the signal, one of another
-    run, or one while the partition is DOWN asks Slurm nothing; a fresh one of the
-    signalled run requeues the job."""
+    run, one while the partition is DOWN or one of a job in its last epoch asks Slurm
+    nothing; a fresh one of the signalled run requeues the job."""
 
     class Counting(FakeSlurm):
         requeues = 0
@@ -1071,5 +1071,9 @@ def test_requeue_due_says_exactly_when_an_acknowledgement_asks_slurm() -> None:
     assert fake.requeues == 0 and fake.jobs[1].state == "RUNNING"
     fake.partition_states["shockwave"] = "UP"
     world.observe()
+    world.epochs_reported = lambda _job, _run: 1e9  # in its last epoch: it ends on its own
+    assert not world.requeue_due(fresh) and not world.complete_checkpoint(fresh)
+    assert fake.requeues == 0
+    world.epochs_reported = lambda _job, _run: 0.0
     assert world.requeue_due(fresh) and world.complete_checkpoint(fresh)
     assert fake.requeues == 1 and fake.jobs[1].held

@@ -351,12 +351,14 @@ class Service:
         now = self.world.round_index
         self._tried = {j: r for j, r in self._tried.items() if r == now}
         for job_id, report in latest.items():
-            # only an acknowledgement that asks Slurm counts as the job's try this round
-            if (self.dry_run or self._tried.get(job_id) == now
-                    or not self.world.requeue_due(report)):
+            if self.dry_run or self._tried.get(job_id) == now:
                 continue
-            self._tried[job_id] = now
             try:
+                # only an acknowledgement that asks Slurm counts as the job's try this
+                # round; the rule reads the store (a job's reported epochs), so inside
+                if not self.world.requeue_due(report):
+                    continue
+                self._tried[job_id] = now
                 done = self.world.complete_checkpoint(report)
             except SlurmUnanswered as exc:
                 # each next one would wait as long: 8 acknowledgements with slurmctld gone
