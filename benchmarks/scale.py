@@ -71,7 +71,7 @@ SHIPPED = Path(__file__).resolve().parents[1] / "etc" / "shockwave.yaml"
 # nine published baselines by name (elastic_greedy is the elastic comparison,
 # benchmarks/elastic.py, and on these fixed-count traces runs exactly as FIFO:
 # tests/test_elastic_policy.py)
-CONTENDERS = ("shockwave", "stretch_edf")
+CONTENDERS = registry.OURS
 BASELINES = tuple(sorted(registry.BASELINES))
 MAKESPAN_SLACK = 1.10
 JCT_SLACK = 1.10

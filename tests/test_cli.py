@@ -53,9 +53,9 @@ def test_compare_by_default_runs_shockwave_against_every_baseline(tmp_path: Path
     """Compare against every baseline, not the convenient ones: the default left out
     FIFO, SRTF (the lowest average JCT), LAS and MST, and stretch_edf. A policy added to
     the registry is a published baseline or named here as not one."""
-    from slurm_shockwave.policies.registry import BASELINES, POLICIES
+    from slurm_shockwave.policies.registry import BASELINES, OURS, POLICIES
 
-    assert set(POLICIES) - set(BASELINES) == {"shockwave", "stretch_edf", "elastic_greedy"}
+    assert set(POLICIES) - set(BASELINES) == {*OURS, "elastic_greedy"}
     run("compare", "--json", "--out", str(tmp_path))
     records = json.loads((tmp_path / "results.json").read_text())
     assert [r["policy"] for r in records] == ["shockwave", *BASELINES, "stretch_edf"]

@@ -79,10 +79,11 @@ def test_no_service_or_no_job_does_nothing(env: Path, monkeypatch: pytest.Monkey
 def test_a_service_named_but_not_found_has_the_reports_spooled_until_it_is(
         named: str, env: Path, store: Store, monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Found by a red-team: the TaskProlog names the endpoint file before the service has
-    first written it, and the client dropped every report then without a word, spool
-    and all; a URL without its scheme the same. Now they are spooled with one warning
-    and sent, oldest first, by the first call that finds the service."""
+    """Found by a red-team: an endpoint file named but not written yet (the service not
+    started), or a URL without its scheme, had every report dropped without a word,
+    spool and all. Now they are spooled with one warning, the epilog's flush is told
+    the service did not answer, and the first call that finds the service sends them,
+    oldest first."""
     monkeypatch.setattr(reporter, "_warned", set())
     endpoint = tmp_path / "endpoint"
     if named == "url":
@@ -92,16 +93,20 @@ def test_a_service_named_but_not_found_has_the_reports_spooled_until_it_is(
     assert reporter.report(epoch=1.0) is False
     assert reporter.report(epoch=2.0) is False
     assert len(list(env.iterdir())) == 2
-    warned = capsys.readouterr().err.splitlines()
-    assert warned == [
-        "shockwave reporter: no service URL to send to (" + (
-            "$SHOCKWAVE_URL is no http:// or https:// URL" if named == "url" else
-            "$SHOCKWAVE_ENDPOINT_FILE is not written yet or unreadable")
-        + "): reports are spooled"], warned
-    sent, reachable = reporter.flush_spools([str(env)])
-    assert (sent, reachable) == (0, False)  # kept: the epilog says the service did not answer
+    why = ("$SHOCKWAVE_URL is no http:// or https:// URL" if named == "url" else
+           "$SHOCKWAVE_ENDPOINT_FILE is not there yet")
+    assert capsys.readouterr().err.splitlines() == [
+        f"shockwave reporter: no service to send to ({why}): reports are spooled"]
+    assert reporter.flush_spools([str(env)]) == (0, False)  # kept, and not "all sent"
+    flushed = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "report",
+                              "--flush-spool", str(env)], capture_output=True, text=True,
+                             timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert flushed.returncode == 0 and flushed.stderr.splitlines() == [
+        "shockwave report: sent 0 spooled reports; the service did not answer: the rest "
+        "stay spooled"], flushed.stderr
     with ProgressAPI(store.path, listen="127.0.0.1:0", endpoint_file=str(endpoint)) as api:
-        monkeypatch.setenv("SHOCKWAVE_URL", api.url)
+        if named == "url":
+            monkeypatch.setenv("SHOCKWAVE_URL", api.url)
         assert reporter.report(epoch=3.0) is True
     assert epochs(store) == [1.0, 2.0, 3.0] and list(env.iterdir()) == []
 

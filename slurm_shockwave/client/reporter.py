@@ -3,8 +3,9 @@
 Standard library only and nothing else of slurm_shockwave: a training script may vendor
 this one file. Nothing here raises or blocks for long (about 2 s at most per call): with no
 service named or no Slurm job it does nothing; with the service unreachable, or named
-but not found (its endpoint file not written yet), it spools the report to
-``$SHOCKWAVE_SPOOL`` and sends it, oldest first, with the next call that gets through.
+but not found (an endpoint file named that is not there yet, a URL without its scheme),
+it spools the report to ``$SHOCKWAVE_SPOOL`` and sends it, oldest first, with the next
+call that gets through.
 
     from slurm_shockwave.client import reporter
     reporter.install()                        # early: the checkpoint signal's handler
@@ -252,7 +253,7 @@ def flush_spools(spool_dirs: Sequence[str | None], job_id: int | None = None, *,
             if job_id is not None:
                 env["SLURM_JOB_ID"] = str(job_id)
             client = _Client(env)
-            if client.job_id is None or not client.configured:
+            if client.job_id is None or (client.url is None and client.unfound is None):
                 return sent, True  # no service to ask: nothing was refused either
             count, reachable = client.flush(deadline)
         except Exception:
@@ -267,16 +268,17 @@ class _Client:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
         self.url = _service_url(env)
-        self.configured = bool(env.get("SHOCKWAVE_URL", "").strip()
-                               or env.get("SHOCKWAVE_ENDPOINT_FILE"))
-        """A service is named, though ``url`` may be None: an endpoint file not written
-        yet (the service not started) or a URL that is no http(s) one."""
+        self.unfound = None if self.url is not None else _unfound(env)
+        """Why a service named is not found (None: found, or none named as one): a
+        ``$SHOCKWAVE_URL`` that is no http(s) URL, or an endpoint file named that is not
+        there yet. Its reports are spooled, not dropped without a word (a red-team). An
+        endpoint file that is there but no short regular file is no service."""
         self.trusted = _service_uids(env)
         self.job_id = _int_env(env, "SLURM_JOB_ID")
         self.spool = env.get("SHOCKWAVE_SPOOL") or None
 
     def send(self, kind: str, fields: Mapping[str, Any]) -> bool:
-        if self.job_id is None or (self.url is None and not self.configured):
+        if self.job_id is None or (self.url is None and self.unfound is None):
             return False  # not a job of a service's: nothing to do
         body = {"job_id": self.job_id, "kind": kind,
                 "restart_count": _int_env(self.env, "SLURM_RESTART_COUNT") or 0,
@@ -290,12 +292,8 @@ class _Client:
                           allow_nan=False).encode()
         key = _new_key()
         if self.url is None:  # named but not found: kept for the next call that finds it
-            _warn_once("no url", "no service URL to send to (" + (
-                "$SHOCKWAVE_URL is no http:// or https:// URL"
-                if self.env.get("SHOCKWAVE_URL", "").strip() else
-                "$SHOCKWAVE_ENDPOINT_FILE is not written yet or unreadable")
-                + "): reports are spooled" + ("" if self.spool else
-                                              " only with $SHOCKWAVE_SPOOL set; dropped"))
+            _warn_once("unfound", f"no service to send to ({self.unfound}): reports are "
+                       + ("spooled" if self.spool else "dropped ($SHOCKWAVE_SPOOL unset)"))
             self._spool(data, key)
             return False
         deadline = time.monotonic() + TIMEOUT_S
@@ -386,7 +384,7 @@ class _Client:
         that fails renames it back; a claim whose claimant is gone is taken over
         (``_stale``)."""
         if self.url is None:  # a service named but not found has not answered
-            return 0, not self.configured
+            return 0, self.unfound is None
         spool = self._open_spool()
         if spool is None:
             return 0, True
@@ -566,6 +564,18 @@ def _service_url(env: Mapping[str, str]) -> str | None:
         except UnicodeDecodeError:
             return None
     return url.rstrip("/") if url.startswith(("http://", "https://")) else None
+
+
+def _unfound(env: Mapping[str, str]) -> str | None:
+    """Why the service ``env`` names is not found, or None where it names none."""
+    if env.get("SHOCKWAVE_URL", "").strip():
+        return "$SHOCKWAVE_URL is no http:// or https:// URL"
+    path = env.get("SHOCKWAVE_ENDPOINT_FILE")
+    try:
+        missing = bool(path) and not os.path.lexists(path or "")
+    except ValueError:  # a NUL in the path
+        missing = False
+    return "$SHOCKWAVE_ENDPOINT_FILE is not there yet" if missing else None
 
 
 def _service_uids(env: Mapping[str, str]) -> frozenset[int]:
