@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -472,9 +473,28 @@ def test_every_refusal_closes_the_stores_connection(tmp_path: Path, kind: str,
     assert refused.value.field == "service.store"
 
 
+def test_a_store_path_that_is_no_regular_file_is_refused_naming_the_option(
+        tmp_path: Path) -> None:
+    """Found by a red-team and a review: a folder was SQLite's "disk I/O error" under the
+    config's key, and a FIFO hung `explain`; now each is one line naming what the path
+    came from, for the service (create) and the readers alike."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, kind in ((tmp_path, "a directory"), (fifo, "a FIFO"),
+                       (Path("/dev/null"), "a device or socket")):
+        for create in (True, False):
+            with pytest.raises(InputError, match=f": --store: {kind}, not a store$") as refused:
+                Store(path, create=create, field="--store")
+            assert refused.value.field == "--store"
+    with pytest.raises(InputError) as refused:
+        Store(tmp_path, create=False)
+    assert refused.value.field == "service.store"
+
+
 @pytest.mark.parametrize("damage", ["a later build's row", "text for a number", "job_now garbage",
                                     "tables missing", "runs garbage", "made before runs",
-                                    "a history row short of a key", "a time no clock shows"])
+                                    "a history row short of a key", "a time no clock shows",
+                                    "text for a time"])
 def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path,
                                                                    damage: str) -> None:
     """Red-team finding: a damaged store, or one a later build wrote under the same schema
@@ -496,9 +516,11 @@ def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path
            "a history row short of a key":
            "INSERT INTO job_history VALUES (1, 5, '{\"job_id\": 5, \"zzz\": 1}')",
            "a time no clock shows":
-           "INSERT INTO job_history VALUES (1, 5, '{\"job_id\": 5}')"}[damage]
+           "INSERT INTO job_history VALUES (1, 5, '{\"job_id\": 5}')",
+           "text for a time": "INSERT INTO job_history VALUES (1, 5, '{\"job_id\": 5}')",
+           }[damage]
     db.execute(sql)
-    at_s = 1e300 if damage == "a time no clock shows" else 1000.0
+    at_s = {"a time no clock shows": 1e300, "text for a time": "x"}.get(damage, 1000.0)
     db.execute("INSERT INTO rounds (id, round_index, at_s, policy, dry_run, jobs) "
                "VALUES (1, 0, ?, 'fifo', 0, 1)", (at_s,))
     if damage == "made before runs":
@@ -508,7 +530,7 @@ def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path
     done = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "explain", "5",
                            "--store", str(path)], capture_output=True, text=True, timeout=60)
     if damage in ("a later build's row", "made before runs",  # read, as an earlier build
-                  "a history row short of a key", "a time no clock shows"):
+                  "a history row short of a key", "a time no clock shows", "text for a time"):
         assert done.returncode == 0, done.stderr
         assert damage != "a time no clock shows" or "1e+300 s" in done.stdout, done.stdout
         return
@@ -517,7 +539,8 @@ def test_a_store_row_this_build_cannot_read_is_one_line_not_a_bug(tmp_path: Path
             Store(path).load_runs()
         return
     assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and "service.store" in done.stderr, done.stderr
+    # named as given: --store (before, always the config's key)
+    assert done.stderr.count("\n") == 1 and ": --store: " in done.stderr, done.stderr
 
 
 def test_reports_over_the_budget_for_all_jobs_cost_the_jobs_with_the_most(

@@ -89,11 +89,12 @@ class Live:
     def policy(self, name: str) -> Policy[Any]:
         return live_policy(self.settings, name)
 
-    def store(self, path: str | None = None, *, create: bool = True) -> Store:
+    def store(self, path: str | None = None, *, create: bool = True,
+              field: str = "service.store") -> Store:
         """``create=False`` for a command that only reads the service's store."""
         svc = self.settings.service
         return Store(path or svc.store, retention_s=svc.retention_days * 86400.0,
-                     create=create)
+                     create=create, field=field)
 
     def stored(self, given: str | None) -> Store | None:
         """The store a command that only reads it shows beside Slurm: ``--store`` (which
@@ -106,7 +107,8 @@ class Live:
             if given:
                 raise InputError("no store here", source=given, field="--store")
             return None
-        store = self.store(str(path), create=False)
+        store = self.store(str(path), create=False,
+                           field="--store" if given else "service.store")
         store.claim_partition(self.partition, claim=False)
         return store
 

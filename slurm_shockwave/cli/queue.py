@@ -164,9 +164,7 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
     field = "--store" if store_path else "service.store"
     if not Path(path).exists():
         raise InputError("no store here (has the service run?)", source=path, field=field)
-    if Path(path).is_dir():  # SQLite says "disk I/O error" (a red-team)
-        raise InputError("a directory, not a store", source=path, field=field)
-    store = Store(path, create=False)
+    store = Store(path, create=False, field=field)
     history = store.history(job_id)
     actions = store.actions(job_id)
     now = store.jobs_now().get(job_id)

@@ -31,8 +31,8 @@ def clock_time(at_s: float, *, date: bool = False, now: float | None = None) -> 
     clock can show (a damaged store's 1e300, NaN) is shown as the number it is."""
     try:
         at, today = time.localtime(at_s), time.localtime(time.time() if now is None else now)
-    except (OverflowError, ValueError, OSError):
-        return f"{at_s:g} s"
+    except (OverflowError, ValueError, OSError, TypeError):  # TypeError: text in a REAL
+        return f"{at_s:g} s" if isinstance(at_s, float) else f"{at_s!s} s"
     same_day = (at.tm_year, at.tm_yday) == (today.tm_year, today.tm_yday)
     return time.strftime("%H:%M:%S" if same_day and not date else "%Y-%m-%d %H:%M:%S", at)
 

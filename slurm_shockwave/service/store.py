@@ -26,6 +26,7 @@ import logging
 import os
 import re
 import sqlite3
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
@@ -167,28 +168,33 @@ class StoreGone(InputError):
 
 class Store:
     def __init__(self, path: str | Path, *, retention_s: float = 14 * 86400.0,
-                 create: bool = True) -> None:
+                 create: bool = True, field: str = "service.store") -> None:
         """``create=False``: a reader (queue, explain, a dry-run plan, hand-back) opens a
         store the service made, read-only (``_open_reader``: also on a read-only mount);
         any other file, an empty one included, is refused and left as it was, never
-        stamped with the schema."""
+        stamped with the schema. ``field``: what a refusal names (``--store`` where the
+        path was given so)."""
         self.path = str(path)
+        self.field = field
         self.retention_s = retention_s
         self._identity: tuple[int, int] | None = None
         if self.path != ":memory:":
+            kind = _not_a_file(self.path)
+            if kind is not None:  # SQLite said "disk I/O error", or waited on a FIFO
+                raise InputError(f"{kind}, not a store", source=self.path, field=field)
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise InputError(f"cannot make its folder ({exc.strerror or exc})",
-                                 source=self.path, field="service.store") from None
+                                 source=self.path, field=self.field) from None
         try:
             if create:
                 self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
             else:
-                self.db, tables = _open_reader(self.path)
+                self.db, tables = _open_reader(self.path, field)
         except sqlite3.DatabaseError as exc:
             raise InputError(f"not a usable store ({exc})", source=self.path,
-                             field="service.store") from None
+                             field=self.field) from None
         try:
             self._check(create, None if create else tables)
         except BaseException:
@@ -210,13 +216,13 @@ class Store:
             if tables and "meta" not in tables:  # never stamp another program's database
                 raise InputError(f"not a slurm-shockwave store (its tables: "
                                  f"{', '.join(sorted(tables)[:5])})", source=self.path,
-                                 field="service.store")
+                                 field=self.field)
             if not tables and not create:
                 raise InputError("not a slurm-shockwave store (an empty database: has the "
-                                 "service run?)", source=self.path, field="service.store")
+                                 "service run?)", source=self.path, field=self.field)
             if not create and (missing := sorted(set(_TABLES) - set(_LATER_TABLES) - tables)):
                 raise InputError(f"not a whole store (no table {', '.join(missing)})",
-                                 source=self.path, field="service.store")
+                                 source=self.path, field=self.field)
             if create:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
@@ -224,7 +230,7 @@ class Store:
             version = self._meta("schema_version")
         except sqlite3.DatabaseError as exc:
             raise InputError(f"not a usable store ({exc})", source=self.path,
-                             field="service.store") from None
+                             field=self.field) from None
         if version is None and create:  # both or neither: a store with a version and no
             # 'holds' reads as an earlier build's, whose admin holds the next start takes over
             with self._transaction():
@@ -233,7 +239,7 @@ class Store:
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('holds', 'user')")
         elif version != str(SCHEMA_VERSION) and version not in MIGRATED:
             raise InputError(f"schema version {version}, this release reads "
-                             f"{SCHEMA_VERSION}", source=self.path, field="service.store")
+                             f"{SCHEMA_VERSION}", source=self.path, field=self.field)
         if create:
             self._check_writable()
             if version in MIGRATED:
@@ -259,7 +265,7 @@ class Store:
                                 (str(SCHEMA_VERSION),))
         except sqlite3.Error as exc:  # closed by __init__, as every refusal
             raise InputError(f"cannot be brought to schema version {SCHEMA_VERSION} "
-                             f"({exc})", source=self.path, field="service.store") from None
+                             f"({exc})", source=self.path, field=self.field) from None
 
     def _check_writable(self) -> None:
         """A writer's store must take writes now, not at its first round: SQLite opens a
@@ -275,7 +281,7 @@ class Store:
                 self.db.execute("ROLLBACK")
         except sqlite3.Error as exc:  # closed by __init__, as every refusal
             raise InputError(f"cannot be written ({exc})", source=self.path,
-                             field="service.store") from None
+                             field=self.field) from None
 
     def check_file(self) -> None:
         """Raise StoreGone when the file at the store's path is no longer the one open
@@ -290,7 +296,7 @@ class Store:
                     else "lost its write-ahead log (-wal)")
             raise StoreGone(f"{what} while the service had it open; stopping (its last "
                             "writes are lost to it: restart the service to start "
-                            "afresh)", source=self.path, field="service.store")
+                            "afresh)", source=self.path, field=self.field)
 
     def close(self) -> None:
         self.db.close()
@@ -303,7 +309,7 @@ class Store:
             yield
         except (TypeError, ValueError, KeyError) as exc:
             raise InputError(f"a row of its {table} table cannot be read ({exc})",
-                             source=self.path, field="service.store") from None
+                             source=self.path, field=self.field) from None
 
     def _meta(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -339,7 +345,7 @@ class Store:
         if value not in (None, partition):
             raise InputError(f"this store is partition {value}'s (its jobs' progress reports, "
                              f"holds and checkpoints); give partition {partition} a store "
-                             "of its own (--store)", source=self.path, field="service.store")
+                             "of its own (--store)", source=self.path, field=self.field)
 
     def origin_s(self, default: float) -> float:
         """The live view's time zero, fixed when the store is first used (``default``)."""
@@ -685,7 +691,18 @@ _NO_SHM = ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY")
 """What SQLite says when it cannot make a WAL store's ``-shm`` beside it."""
 
 
-def _open_reader(path: str) -> tuple[sqlite3.Connection, set[str]]:
+def _not_a_file(path: str) -> str | None:
+    """What a path that is there but no regular file is (a red-team's folder and FIFO),
+    or None."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None  # not there (made, or refused, as the caller decides)
+    return (None if stat.S_ISREG(mode) else "a directory" if stat.S_ISDIR(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket")
+
+
+def _open_reader(path: str, field: str) -> tuple[sqlite3.Connection, set[str]]:
     """A reader's connection, read-only (``mode=ro``), and its tables: it writes nothing,
     and a store on a read-only mount or folder is read too. There SQLite cannot make the
     ``-shm`` a WAL store is read through; with no ``-wal`` beside it either (the service
@@ -704,11 +721,11 @@ def _open_reader(path: str) -> tuple[sqlite3.Connection, set[str]]:
         problem = _unreadable(path)
         if problem is not None:
             raise InputError(f"cannot read it ({problem})", source=path,
-                             field="service.store") from None
+                             field=field) from None
         if Path(f"{os.path.realpath(path)}-wal").exists():
             raise InputError("cannot read it: it has a write-ahead log (-wal), which SQLite "
                              "reads through a -shm file it cannot make beside it (a "
-                             "read-only folder?)", source=path, field="service.store") from None
+                             "read-only folder?)", source=path, field=field) from None
     return _connected(f"{uri}?mode=ro&immutable=1")
 
 

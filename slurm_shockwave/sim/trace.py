@@ -265,8 +265,8 @@ def make_elastic(job: TraceJob, low: float, high: float) -> TraceJob:
     g = job.spec.gpus
     if g > MAX_RANGE_GPUS:
         return job
-    lo = max(1, math.floor(Fraction(repr(low)) * g))
-    hi = max(lo, min(MAX_RANGE_GPUS, math.ceil(Fraction(repr(high)) * g)))
+    lo = max(1, math.floor(Fraction(str(float(low))) * g))
+    hi = max(lo, min(MAX_RANGE_GPUS, math.ceil(Fraction(str(float(high))) * g)))
     if lo == hi:
         return replace(job, spec=replace(job.spec, gpus_range=None))
     return replace(job, spec=replace(job.spec, gpus_range=(lo, hi)))
