@@ -231,7 +231,8 @@ def parse_settings(data: Any, *, source: str, round_s: float | None = None) -> S
         data = {}
     if not isinstance(data, Mapping):
         raise InputError("expected a mapping at the top level", source=source, field="config")
-    unknown = sorted(str(k) for k in set(data) - {"simulator", "policies", "slurm", "service"})
+    unknown = sorted((k for k in set(data) - {"simulator", "policies", "slurm", "service"}),
+                     key=str)
     if unknown:
         raise InputError("unknown section (known: policies, service, simulator, slurm)",
                          source=source, field=key_name(unknown[0]))

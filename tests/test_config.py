@@ -217,3 +217,22 @@ def test_stale_after_s_is_checked_against_the_round_in_use(tmp_path: Path) -> No
     with pytest.raises(InputError, match=r"\(90 s\)"):
         load_settings(path, round_s=90.0)
     assert load_settings(None, round_s=30.0).slurm.round_s == 30.0
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("simulator:\n  round_s: 2001-12-14\n", "simulator.round_s: expected float, got the date "
+                                            "2001-12-14"),
+    ("simulator:\n  round_s: true\n", "simulator.round_s: expected float, got true"),
+    ("simulator:\n  round_s: !!binary aGVsbG8=\n",
+     "simulator.round_s: expected float, got binary data of 5 bytes"),
+    ("~:\n  a: 1\n", "null: unknown section"),
+])
+def test_a_value_is_shown_as_the_yaml_spells_it(tmp_path: Path, text: str,
+                                                message: str) -> None:
+    """Found by a red-team: ``got datetime.date(2001, 12, 14)``, ``got True``,
+    ``got b'hello'`` and ``None: unknown section`` spelt the values in Python."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        load_settings(path)
+    assert f"{path}: {message}" in str(err.value), str(err.value)

@@ -8,6 +8,7 @@ proportional to its input (docs/trace-format.md lists them).
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import re
@@ -102,8 +103,16 @@ def key_name(key: Any) -> str:
 
 
 def shown(value: Any) -> str:
-    """A value as an error message shows it: short whatever its size or nesting."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+    """A value as an error message shows it: short whatever its size or nesting, and in
+    the spelling of the JSON or YAML it came from, not Python's (a red-team: ``got True``,
+    ``got datetime.date(2001, 12, 14)``, ``None: unknown section``)."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true" if value else "false"
+    if isinstance(value, bytes | bytearray):
+        return f"binary data of {len(value)} bytes"
+    if isinstance(value, datetime.date):  # a datetime too
+        return f"the date {value.isoformat()}"
+    if isinstance(value, int) and abs(value) >= 10**30:
         return f"an integer of {len(str(abs(value))) if abs(value) < 10**4000 else 'over 4000'}" \
                " digits"
     try:
