@@ -89,12 +89,9 @@ class Live:
     def policy(self, name: str) -> Policy[Any]:
         return live_policy(self.settings, name)
 
-    def store(self, path: str | None = None, *, create: bool = True,
-              field: str = "service.store") -> Store:
-        """``create=False`` for a command that only reads the service's store."""
-        svc = self.settings.service
-        return Store(path or svc.store, retention_s=svc.retention_days * 86400.0,
-                     create=create, field=field)
+    def store(self, given: str | None = None, *, create: bool = True) -> Store:
+        """``service_store`` of these settings."""
+        return service_store(self.settings, given, create=create)
 
     def stored(self, given: str | None) -> Store | None:
         """The store a command that only reads it shows beside Slurm: ``--store`` (which
@@ -102,13 +99,9 @@ class Live:
         this partition's. Found by a red-team: ``queue --partition other`` over the
         service's store showed its rows as the other partition's, and a mistyped
         ``--store`` every job "not planned yet"."""
-        path = Path(given or self.settings.service.store)
-        if not path.exists():
-            if given:
-                raise InputError("no store here", source=given, field="--store")
+        if not given and not Path(self.settings.service.store).exists():
             return None
-        store = self.store(str(path), create=False,
-                           field="--store" if given else "service.store")
+        store = self.store(given, create=False)
         store.claim_partition(self.partition, claim=False)
         return store
 
@@ -159,6 +152,16 @@ def service(env: Live, store: Store, policy_name: str, *, round_s: float | None 
                    dry_run=dry_run, feed=feed, heartbeat=svc.heartbeat,
                    stale_after_s=svc.stale_after_s, fill_freed=svc.fill_freed,
                    fill_poll_s=svc.fill_poll_s)
+
+
+def service_store(settings: Settings, given: str | None, *, create: bool) -> Store:
+    """The service's store: ``--store`` where given, else the config's, each refusal
+    naming where the path came from. A reader's (``create=False``) must be there."""
+    svc = settings.service
+    path, field = (given, "--store") if given else (svc.store, "service.store")
+    if not create and not Path(path).exists():
+        raise InputError("no store here (has the service run?)", source=path, field=field)
+    return Store(path, retention_s=svc.retention_days * 86400.0, create=create, field=field)
 
 
 def live(config_path: str | None, partition: str | None, slurm_conf: str | None,

@@ -57,7 +57,7 @@ def plan(policy: str | None, config_path: str | None, partition: str | None,
         # and holds made before its uid line passed for the owner's (a docs review)
         heartbeat_writable(env.settings.service.heartbeat, source=env.settings.source)
         with ServiceLock(path, env.settings.service.heartbeat):
-            one = service(env, env.store(path), name)
+            one = service(env, env.store(store_path), name)
             one.name_uid()
             try:
                 report = one.round_once().report

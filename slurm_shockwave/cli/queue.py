@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, replace
-from pathlib import Path
 from typing import Any
 
 import click
 
 from slurm_shockwave.cli.checks import Bounded, json_text, store_option
 from slurm_shockwave.cli.errors import one_line_errors
-from slurm_shockwave.cli.live_options import live, live_options
+from slurm_shockwave.cli.live_options import live, live_options, service_store
 from slurm_shockwave.model.bounds import MAX_SLURM_ID
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.job import Job
@@ -24,7 +23,7 @@ from slurm_shockwave.model.plan import Outcome
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.records import clock_time, unplanned_rows, where
-from slurm_shockwave.service.store import JobRow, Store
+from slurm_shockwave.service.store import JobRow
 from slurm_shockwave.slurm.world import MemoryIntents
 
 STALE_ROUNDS = 3
@@ -159,19 +158,14 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
     every action with Slurm's answer."""
     from slurm_shockwave.config import load_settings
 
-    settings = load_settings(config_path)
-    path = store_path or settings.service.store
-    field = "--store" if store_path else "service.store"
-    if not Path(path).exists():
-        raise InputError("no store here (has the service run?)", source=path, field=field)
-    store = Store(path, create=False, field=field)
+    store = service_store(load_settings(config_path), store_path, create=False)
     history = store.history(job_id)
     actions = store.actions(job_id)
     now = store.jobs_now().get(job_id)
     intent = store.load_intents().get(job_id)
     if not history and not actions and now is None:
         raise InputError(f"job {job_id} is not in the store (never managed, or older than "
-                         "the retention)", source=path, field="job_id")
+                         "the retention)", source=store.path, field="job_id")
     if as_json:
         click.echo(json_text({"job_id": job_id, "now": asdict(now) if now else None,
                                "history": history, "actions": actions,

@@ -78,7 +78,7 @@ def serve(policy: str | None, config_path: str | None, partition: str | None,
         check_job_submit_lua(env, conf, "--partition" if partition else "slurm.partition")
         heartbeat_writable(svc.heartbeat, source=env.settings.source)
     with ServiceLock(path, None if dry_run else svc.heartbeat) as lock:
-        loop = service(env, env.store(path), name, round_s=period, dry_run=dry_run)
+        loop = service(env, env.store(store_path), name, round_s=period, dry_run=dry_run)
         loop.check_lock = lock.check
         stop = threading.Event()
 
@@ -151,7 +151,7 @@ def handback(config_path: str | None, partition: str | None, slurm_conf: str | N
             intents: dict[int, CheckpointIntent] = {}
             # never made here: a hand-back writes no store (an empty file is none yet)
             if Path(path).exists() and Path(path).stat().st_size > 0:
-                with contextlib.closing(env.store(path, create=False)) as store:
+                with contextlib.closing(env.store(store_path, create=False)) as store:
                     earlier = store.held_by_earlier_build()
                     intents = store.load_intents()
                     requeued = requeued_by_service(store.jobs_now(), intents)
