@@ -156,9 +156,11 @@ def parse_hint(text: str) -> Hint:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise _bad("hint", f"longer than {MAX_BYTES} bytes")
     body = text.strip(_WS)
-    for prefix in (PREFIX, "shockwave:"):  # a prefix is a token of its own (a red-team:
-        rest = body[len(prefix):]  # "shockwave:v1bs=32" read as bs=32, "shockwave:v10"
-        if body.startswith(prefix) and (not rest or rest[0] in _WS):  # as '0')
+    # a prefix is a token of its own (a red-team: "shockwave:v1bs=32" read as bs=32,
+    # "shockwave:v10" as '0')
+    for prefix in (PREFIX, "shockwave:"):
+        rest = body[len(prefix):]
+        if body.startswith(prefix) and (not rest or rest[0] in _WS):
             body = rest
             break
     seen: dict[str, str] = {}
