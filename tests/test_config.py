@@ -220,17 +220,24 @@ def test_stale_after_s_is_checked_against_the_round_in_use(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("simulator:\n  round_s: 2001-12-14\n", "simulator.round_s: expected float, got the date "
+    ("simulator:\n  round_s: 2001-12-14\n", "simulator.round_s: expected a number, got the date "
                                             "2001-12-14"),
-    ("simulator:\n  round_s: true\n", "simulator.round_s: expected float, got true"),
+    ("simulator:\n  round_s: true\n", "simulator.round_s: expected a number, got true"),
     ("simulator:\n  round_s: !!binary aGVsbG8=\n",
-     "simulator.round_s: expected float, got binary data of 5 bytes"),
+     "simulator.round_s: expected a number, got binary data of 5 bytes"),
     ("~:\n  a: 1\n", "null: unknown section"),
+    ("policies:\n  stretch_edf:\n    stretch: true\n",
+     "policies.stretch_edf.stretch: expected a number or a string, got true"),
+    ("policies:\n  las:\n    queue_thresholds_gpu_s: abc\n",
+     "policies.las.queue_thresholds_gpu_s: expected a list, got 'abc'"),
+    ("policies:\n  stretch_edf:\n    seed: 1.5\n",
+     "policies.stretch_edf.seed: expected an integer, got 1.5"),
 ])
 def test_a_value_is_shown_as_the_yaml_spells_it(tmp_path: Path, text: str,
                                                 message: str) -> None:
     """Found by a red-team: ``got datetime.date(2001, 12, 14)``, ``got True``,
-    ``got b'hello'`` and ``None: unknown section`` spelt the values in Python."""
+    ``got b'hello'`` and ``None: unknown section`` spelt the values in Python, and
+    ``expected float | str`` or ``expected tuple`` the types."""
     path = tmp_path / "c.yaml"
     path.write_text(text)
     with pytest.raises(InputError) as err:

@@ -57,8 +57,20 @@ def _coerce(value: Any, hint: Any, path: str, source: str) -> Any:
         for arm, refusal in refusals:  # the arm of the value's own kind says what is wrong
             if isinstance(value, arm) and not isinstance(value, bool):
                 raise refusal
-    name = getattr(hint, "__name__", str(hint))
-    raise InputError(f"expected {name}, got {shown(value)}", source=source, field=path)
+    raise InputError(f"expected {_kind(hint)}, got {shown(value)}", source=source, field=path)
+
+
+_KINDS = {float: "a number", int: "an integer", bool: "true or false", str: "a string",
+          type(None): "null"}
+
+
+def _kind(hint: Any) -> str:
+    """A type as the YAML's author knows it (a red-team: ``expected float | str``)."""
+    if typing.get_origin(hint) is tuple:
+        return "a list"
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_kind(arm) for arm in typing.get_args(hint))
+    return _KINDS.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 def build_config(cls: type[T], data: Mapping[str, Any] | None, *, path: str = "",
