@@ -96,6 +96,25 @@ def test_without_slurm_doctor_names_what_is_missing(tmp_path: Path) -> None:
     assert out.stdout.strip().splitlines()[-1].endswith("failed")
 
 
+def test_doctor_checks_a_changed_config_before_a_restart_would(tmp_path: Path) -> None:
+    """docs/admin.md, "Changing the settings": an edit the service would refuse at its
+    next start is one line naming the field, exit 2, before Slurm is asked anything."""
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    env["PATH"] = str(tmp_path)  # no scontrol: a check of Slurm would fail otherwise
+    config = tmp_path / "shockwave.yaml"
+    for text, field in (("service:\n  policy: shockwav\n", "service.policy"),
+                        ("slurm:\n  round_s: -5\n", "slurm.round_s"),
+                        ("policies:\n  shockwave:\n    window_rounds: x\n",
+                         "policies.shockwave.window_rounds")):
+        config.write_text(text)
+        out = subprocess.run([sys.executable, "-m", "slurm_shockwave.cli", "doctor",
+                              "--config", str(config)], capture_output=True, text=True,
+                             timeout=60, env=env)
+        assert out.returncode == 2, (text, out.stdout, out.stderr)
+        assert out.stdout == "" and len(out.stderr.splitlines()) == 1, out.stderr
+        assert f"{config}: {field}: " in out.stderr, out.stderr
+
+
 def test_a_task_prolog_behind_a_folder_others_cannot_search_is_named() -> None:
     """Left from a review: the TaskProlog runs as the job's user, so every folder above
     it needs o+x; a hand-made 0750 folder (root's umask 027) kept it from every job."""
