@@ -84,6 +84,38 @@ def test_queue_says_when_its_reasons_were_decided_and_when_they_are_stale(
     assert "none since for over 4:00:00" in " ".join(run("queue").output.split())
 
 
+def test_queue_shows_the_users_asked_for_as_squeue_does(
+        setup: tuple[FakeSlurm, Store, Clock, Cli], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-u a,b`` and ``--me`` as squeue takes them: only those users' jobs, while the
+    title still counts the partition's (the contention a user's jobs wait in)."""
+    import pwd
+
+    fake, store, clock, run = setup
+    for jid, user in ((1, "alice"), (2, "bob"), (3, "carol")):
+        fake.add(replace(job(jid, 1), user=user))
+    service(fake, store, clock, policy="srtf").round_once()
+
+    def users(*args: str) -> tuple[set[str], str]:
+        shown = run("queue", "--json", *args).output.splitlines()
+        title = " ".join(run("queue", *args).output.split())
+        return {json.loads(line)["user"] for line in shown}, title
+
+    assert users() == ({"alice", "bob", "carol"}, users()[1])
+    assert "3 jobs (3 to plan)" in users()[1] and " of the " not in users()[1]
+    seen, title = users("-u", "bob")
+    assert seen == {"bob"} and "3 jobs (3 to plan)" in title and "1 of the 3 jobs are bob's" \
+        in title, title
+    assert users("--user", "alice,carol")[0] == users("-u", "alice", "-u", "carol")[0] == \
+        {"alice", "carol"}
+    assert users("-u", "nobody-here")[0] == set()
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd(
+        ("carol", "x", uid, 0, "", "/", "/bin/sh")))
+    assert users("--me")[0] == {"carol"}
+    assert users("--me", "-u", "bob")[0] == {"bob", "carol"}
+    bad = run("queue", "-u", "alice,", code=2).output
+    assert bad.count("\n") == 1 and "--user: expected user names" in bad, bad
+
+
 def test_queue_without_the_configs_store_says_so(setup: tuple[FakeSlurm, Store, Clock, Cli]
                                                  ) -> None:
     """Found by a review: with no store where the config says (the service runs on

@@ -7,6 +7,8 @@ reason, action); ``explain`` reads a job's history from the store.
 
 from __future__ import annotations
 
+import os
+import pwd
 import time
 from dataclasses import asdict, replace
 from typing import Any
@@ -44,15 +46,39 @@ def _epochs(done: float) -> str:
     return f"{done:.0f}" if done == int(done) else f"{done:.2f}"
 
 
+def _users(given: tuple[str, ...], me: bool) -> frozenset[str] | None:
+    """The users whose jobs to show, as squeue's ``-u a,b`` and ``--me`` take them; None:
+    everyone's."""
+    names = [name.strip() for text in given for name in text.split(",")]
+    if any(not name for name in names):
+        raise InputError("expected user names separated by commas, got an empty one",
+                         field="--user")
+    if me:
+        names.append(_me())
+    return frozenset(names) if names else None
+
+
+def _me() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid with no name (a container's): Slurm lists the number
+        return str(os.getuid())
+
+
 @click.command()
 @live_options
 @store_option
+@click.option("-u", "--user", "users", multiple=True, metavar="NAME[,NAME...]",
+              help="Only these users' jobs (as squeue -u).")
+@click.option("--me", is_flag=True, help="Only your own jobs (as squeue --me).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
 @one_line_errors
 def queue(config_path: str | None, partition: str | None, slurm_conf: str | None,
-          kind: str | None, store_path: str | None, as_json: bool) -> None:
+          kind: str | None, store_path: str | None, users: tuple[str, ...], me: bool,
+          as_json: bool) -> None:
     """Each managed job: state, GPUs and where, epochs, batch size, predicted remaining
     time, estimated rho, rounds planned in the window, and the last round's reason."""
+    shown_users = _users(users, me)
     env = live(config_path, partition, slurm_conf, kind)
     planned: dict[int, JobRow] = {}
     intents = MemoryIntents()
@@ -73,16 +99,21 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
              replace(_row(j, planned.get(j.job_id)), phase=row.phase, reason=row.reason,
                      action="", outcome="", message="")
              for row in unplanned_rows(world.left_out)]
+    everyone = len(rows)
+    if shown_users is not None:  # the title's counts stay the partition's: the contention
+        rows = [row for row in rows if row.user in shown_users]
     if as_json:
         for row in rows:
             click.echo(json_text(asdict(row)))
         return
     out = console()
     out.print(rows_table(
-        f"{env.partition}: {len(rows)} jobs ({len(view.jobs)} to plan), {view.total_gpus} "
+        f"{env.partition}: {everyone} jobs ({len(view.jobs)} to plan), {view.total_gpus} "
         f"GPUs on {len(view.nodes)} nodes to plan, "
         f"{sum(len(j.gpu_slots) for j in view.jobs if j.is_running)} "
-        "of them running its jobs", _COLUMNS,
+        "of them running its jobs" + ("" if shown_users is None else
+                                     f"; {len(rows)} of the {everyone} jobs are "
+                                     f"{', '.join(sorted(shown_users))}'s"), _COLUMNS,
         [(r.job_id, r.user, r.model or "-", r.phase, r.gpus, r.where,
           f"{_epochs(r.epochs_done)}/{r.epochs}" if r.epochs else "-", r.bs or "-",
           _hms(r.remaining_s) if r.remaining_s > 0 else "-",
