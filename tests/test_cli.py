@@ -710,6 +710,12 @@ def test_a_record_says_how_it_was_made_and_how_many_jobs_were_cut_off() -> None:
     assert rec["cut_off"] > 0
     assert rec["settings"]["deadline_factor"] == 1.02
     assert rec["settings"]["policy"]["seed"] == 3
+    # every setting, the defaults too (a docs audit: only the config file's were
+    # recorded), and they read back as the settings the run had
+    from slurm_shockwave.policies.registry import make_policy
+    assert rec["settings"]["policy"]["window_rounds"] == 20
+    assert make_policy("shockwave", rec["settings"]["policy"]).config == \
+        make_policy("shockwave", {"seed": 3}).config
     assert rec["settings"]["round_s"] == 120.0 and rec["settings"]["gpus"] == 16
     plain = json.loads(run("simulate", "--policy", "gavel", "--json").stdout)
     assert plain["cut_off"] == 0 and plain["settings"]["deadline_factor"] is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import click
@@ -143,8 +143,11 @@ def run_settings(inputs: RunInputs, name: str) -> dict[str, Any]:
     """How the run of ``name`` was made, for its JSON record: the simulator's keywords,
     the policy's settings as it ran (its seed among them), the config file and the
     throughput table (found by a red-team: a record could not say which seed or cut-off
-    made it)."""
-    return {**simulate_kwargs(inputs), "policy": policy_settings(inputs, name),
+    made it). The policy's settings are all of them, its defaults too (a docs audit: a
+    record said only what the config file gave), as plain JSON values."""
+    ran = make_policy(name, policy_settings(inputs, name), source=inputs.settings.source,
+                      path=f"policies.{name}")
+    return {**simulate_kwargs(inputs), "policy": asdict(ran.config),
             "config": inputs.settings.source or None, "throughputs": inputs.throughputs}
 
 
