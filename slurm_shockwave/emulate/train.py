@@ -49,8 +49,8 @@ def epoch_plan(model: str, init_bs: int, epochs: int, mode: AdaptationMode, gpus
 
     The batch sizes follow the simulator's profile for the job as submitted (``gpus``);
     the durations are those of the GPUs the job got (``actual_gpus``), from the table
-    when it has them, else the submitted GPUs' time scaled by the prior of
-    ``workloads/scaling.py`` (as the simulator does for an elastic job).
+    when it has them, else the nearest count's the table has, scaled by the prior of
+    ``workloads/scaling.py`` (``fill_rates``, as the simulator does for an elastic job).
     A model the table lacks needs ``epoch_s`` (seconds per epoch at full scale on
     ``gpus`` GPUs, the same at every batch size; catalogue models keep their pattern).
     """
