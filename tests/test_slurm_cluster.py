@@ -206,22 +206,27 @@ def test_an_admins_hold_stays_and_the_owner_cannot_release_the_planners(
         backend.cancel(jid)
 
 
+@pytest.mark.parametrize("special", [False, True], ids=["held", "special exit"])
 def test_a_requeue_hold_is_kept_out_of_the_plan(
-        backend: CliBackend, jobs: Callable[..., int]) -> None:
+        backend: CliBackend, jobs: Callable[..., int], special: bool) -> None:
     """Found by a review: squeue's JSON says JobHeldUser for a job `scontrol requeuehold`
     put back (only its state_description says "job requeued in held state", as scontrol
     and pyslurm show it), so the CLI backend read a requeue-hold as the planner's own
     hold, and the planner released it when it planned the job. A requeue-hold is its
-    owner's (Slurm records no requester; its owner may release it)."""
+    owner's (Slurm records no requester; its owner may release it). Found by a
+    red-team: one with ``State=SpecialExit`` is in state SPECIAL_EXIT, which the
+    partition's listing left out, so it was never marked and its owner's release was
+    refused for good."""
     from slurm_shockwave.clock import WallClock
     from slurm_shockwave.slurm.world import SlurmCluster
 
     jid = jobs("--gres=gpu:1", f"--comment={HINT}")
     backend.release([jid])  # the planner starts it
     wait_for(lambda: job(backend, jid).state == "RUNNING", 30)
-    backend.scontrol("requeuehold", str(jid))
+    backend.scontrol("requeuehold", *(["State=SpecialExit"] if special else []), str(jid))
     wait_for(lambda: job(backend, jid).state == "PENDING" and job(backend, jid).held, 60)
     assert job(backend, jid).reason == "job requeued in held state"
+    assert ("SPECIAL_EXIT" in job(backend, jid).state_flags) == special
     world = SlurmCluster(backend, WallClock())
     assert jid not in {j.job_id for j in world.observe().jobs}
     assert jid in world.left_out.owner_held

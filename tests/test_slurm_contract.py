@@ -171,6 +171,39 @@ def test_a_job_a_signal_killed_is_listed_and_requeued_only_when_asked(kind: str,
         b.cancel(jid)
 
 
+@pytest.mark.slurm
+@pytest.mark.usefixtures("managed_heartbeat")
+@pytest.mark.parametrize("kind", ["cli", "pyslurm"])
+def test_a_special_exit_requeue_hold_is_in_the_partitions_listing(kind: str,
+                                                                  tmp_path) -> None:
+    """Found by a red-team: ``scontrol requeuehold State=SpecialExit`` leaves a job in
+    state SPECIAL_EXIT, which neither backend's partition listing held, so the service
+    never marked it ``held=requeue`` and job_submit.lua refused its owner's release for
+    good. Both list it as a pending, held job, its flag kept."""
+    b = _backend(kind)
+    script = tmp_path / "w.sh"
+    script.write_text("#!/bin/sh\nsleep 600\n")
+    jid = b.submit(str(script), ["-o", "/dev/null", "--gres=gpu:1",
+                                 "--comment=model=lm bs=10 epochs=3"])
+    try:
+        b.release([jid])
+        _wait_state(b, jid, "RUNNING")
+        subprocess.run(["scontrol", "requeuehold", "State=SpecialExit", str(jid)],
+                       check=True, capture_output=True, timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            listed = {j.job_id: j for j in b.list_jobs("shockwave")}
+            if jid in listed and listed[jid].state == "PENDING":
+                break
+            time.sleep(0.5)
+        job = {j.job_id: j for j in b.list_jobs("shockwave")}[jid]
+        assert (job.state, job.held, job.state_flags) == ("PENDING", True,
+                                                          ("SPECIAL_EXIT",)), job
+        assert job.reason == "job requeued in held state"
+    finally:
+        b.cancel(jid)
+
+
 def test_unknown_backend_and_missing_pyslurm_are_one_line(monkeypatch, tmp_path) -> None:
     with pytest.raises(SlurmError, match="unknown backend 'slurmrestd'"):
         make_backend("slurmrestd")

@@ -311,7 +311,7 @@ class CliBackend:
         # (finished ones included): on a busy cluster that is most of the round. A
         # filtered text listing asks for only what the planner needs.
         try:
-            text = self._run(["squeue", "-h", "-p", partition, "-t", "PD,R,CG,S",
+            text = self._run(["squeue", "-h", "-p", partition, "-t", "PD,R,CG,S,SE",
                               "-O", _FORMAT])
         except SlurmUnanswered:
             raise  # the JSON listing would wait as long again: no answer is the round's

@@ -133,7 +133,8 @@ def slurm_failure(message: str) -> SlurmError:
 
 LISTED_STATES = ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED")
 """What a partition's listing holds (``list_jobs(partition)``; the CLI's ``squeue -t
-PD,R,CG,S``): a job in any other state has ended."""
+PD,R,CG,S,SE``, a SPECIAL_EXIT job read as pending, ``json_shapes.job_state``): a job in
+any other state has ended."""
 
 
 class SlurmBackend(Protocol):
