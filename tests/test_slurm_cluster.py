@@ -206,6 +206,36 @@ def test_an_admins_hold_stays_and_the_owner_cannot_release_the_planners(
         backend.cancel(jid)
 
 
+def test_a_newline_in_a_jobs_strings_loses_nothing_of_the_listing(
+        backend: CliBackend, jobs: Callable[..., int]) -> None:
+    """Found by a red-team: job_submit.lua takes a newline in a hint as a space, but
+    squeue's and scontrol's one-line listings then break the job's line. The partition's
+    listing read the comment's first line (an owner's ``held=owner`` mark lost, so the
+    planner took the job for its own to release), and scontrol's line ended before the
+    admin comment (after the work folder), so the job read as one without a hint, held
+    by the planner for good; a newline in the submit line alone (here an --export value)
+    did the same. Each is read whole now, as squeue's JSON has it."""
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    hint_nl = jobs("--gres=gpu:1", "--comment=model=lm bs=10\nepochs=3")
+    submit_nl = jobs("--gres=gpu:1", f"--comment={HINT}", "--export=ALL,SW_X=a\nb")
+    owner = jobs("--gres=gpu:1", "--comment=model=lm bs=10\nepochs=3")
+    backend.set_comment(owner, "model=lm bs=10\nepochs=3 held=owner")  # as its hold marks it
+    fresh = CliBackend()  # nothing cached: every detail read this round
+    listed = {j.job_id: j for j in fresh.list_jobs("shockwave")}
+    exact = {j.job_id: j for j in fresh.list_jobs()}  # squeue --json
+    for jid in (hint_nl, submit_nl, owner):
+        assert listed[jid].admin_comment == exact[jid].admin_comment != "", jid
+        assert listed[jid].admin_comment.startswith("shockwave:v1 ")
+        assert listed[jid].comment == exact[jid].comment, jid
+    assert listed[owner].comment.endswith(" held=owner")
+    world = SlurmCluster(fresh, WallClock())
+    planned = {j.job_id for j in world.observe().jobs}
+    assert {hint_nl, submit_nl} <= planned and owner not in planned
+    assert owner in world.left_out.owner_held and not world.left_out.bad_hints
+
+
 @pytest.mark.parametrize("special", [False, True], ids=["held", "special exit"])
 def test_a_requeue_hold_is_kept_out_of_the_plan(
         backend: CliBackend, jobs: Callable[..., int], special: bool) -> None:

@@ -499,3 +499,74 @@ def _parsed(**kinds: object) -> dict[str, object]:
 ])
 def test_pyslurm_dependencies_read_as_slurm_lists_them(deps: object, text: str) -> None:
     assert dependency_text(deps) == text
+
+
+def _row(jid: int, comment: str = "model=lm bs=1 epochs=1", state: str = "PENDING") -> str:
+    """One line of the partition's ``squeue -O`` listing (cli_backend._FIELDS)."""
+    return (f"{jid}|{state}|JobHeldUser|0|alice|1|(null)|2026-12-07T04:00:00|gres:gpu:1|N/A|0|"
+            f"N/A|N/A|1:00:00|N/A|1|1|(null)|j{jid}|{comment}")
+
+
+def _line(jid: int, partition: str = "shockwave") -> str:
+    """One ``scontrol -o -d show job`` line (each key once, the admin comment last)."""
+    return (f"JobId={jid} JobName=j{jid} Priority=0 JobState=PENDING Reason=JobHeldUser "
+            f"Requeue=1 Restarts=0 SubmitTime=2026-12-07T04:00:00 StartTime=Unknown "
+            f"TimeLimit=01:00:00 Partition={partition} NumNodes=1-1 CoreSpec=* "
+            f"MinCPUsNode=1 WorkDir=/tmp AdminComment=shockwave:v1 bs=1 epochs=1 "
+            f"mode=static submitted=1796122478")
+
+
+@pytest.mark.parametrize(("listing", "lines", "from_json"), [
+    ([_row(5), _row(6)], {5: _line(5), 6: _line(6)}, False),
+    # a newline in job 5's comment: the rest of its row is a line of its own
+    ([_row(5, "model=lm bs=1"), "epochs=1", _row(6)], {5: _line(5), 6: _line(6)}, True),
+    # ... that reads as a row naming job 77, which is another partition's
+    ([_row(5, "x"), _row(77, state="RUNNING"), _row(6)],
+     {5: _line(5), 6: _line(6), 77: _line(77, "other")}, True),
+    # ... or one that Slurm does not have (scontrol refuses it)
+    ([_row(5, "x"), _row(78), _row(6)], {5: _line(5), 6: _line(6)}, True),
+    ([_row(5), _row(5)], {5: _line(5)}, True),  # a job listed twice
+    # a newline in job 6's submit line: its scontrol line ends before its admin comment
+    ([_row(5), _row(6)], {5: _line(5), 6: _line(6).replace(" WorkDir", "\nx WorkDir")},
+     False),
+    # a vertical tab in a comment is no line break (str.splitlines took it for one)
+    ([_row(5, "model=lm\vbs=1 epochs=1"), _row(6)], {5: _line(5), 6: _line(6)}, False),
+])
+def test_a_partitions_listing_a_newline_breaks_is_read_from_json(
+        listing: list[str], lines: dict[int, str], from_json: bool) -> None:
+    """Found by a red-team: squeue's and scontrol's one-line listings, split wherever a
+    job's strings hold a newline, read a job's comment or admin comment cut short (an
+    owner's hold mark lost; a job read as one without a hint), and a line made by a
+    newline could name any job. A listing that is not one row a job, each the
+    partition's in scontrol, is read from JSON this round; a job whose scontrol line is
+    cut, from JSON too."""
+    from slurm_shockwave.slurm.cli_backend import CliBackend
+
+    cli = CliBackend(check_conf=False)
+    asked: list[list[str]] = []
+    json_jobs = [{"job_id": j, "job_state": "PENDING", "partition": "shockwave",
+                  "user_name": "alice", "comment": "model=lm bs=1 epochs=1",
+                  "admin_comment": "from json", "priority": 0, "state_reason": "JobHeldUser"}
+                 for j in (5, 6)]
+
+    def run(args: list[str]) -> str:
+        asked.append(args)
+        if args[:2] == ["squeue", "-h"]:
+            return "\n".join(listing) + "\n"
+        if args[:2] == ["squeue", "--json"]:
+            return json.dumps({"jobs": json_jobs})
+        jid = int(args[-1])
+        if jid not in lines:
+            raise SlurmError("scontrol show: Invalid job id specified")
+        return lines[jid] + "\n"
+
+    cli._run = run  # type: ignore[method-assign]
+    got = {j.job_id: j.admin_comment for j in cli.list_jobs("shockwave")}
+    assert (["squeue", "--json"] in asked) is from_json, asked
+    if from_json:
+        assert got == {5: "from json", 6: "from json"}
+    else:
+        expected = {5: "shockwave:v1 bs=1 epochs=1 mode=static submitted=1796122478"}
+        assert got[5] == expected[5]
+        cut = "\n" in lines[6]
+        assert got[6] == ("from json" if cut else expected[5]), got

@@ -32,6 +32,7 @@ from slurm_shockwave.slurm.json_shapes import (
     nodes_from,
 )
 from slurm_shockwave.slurm.protocol import (
+    LISTED_STATES,
     SlurmError,
     SlurmJob,
     SlurmNode,
@@ -217,6 +218,29 @@ def detail_from_line(line: str) -> JobDetail | None:
         max_nodes=int(nodes.group(1)) if nodes else 0)
 
 
+def _listing_rows(text: str) -> list[list[str]] | None:
+    """The rows of a partition's ``squeue -O`` listing, one job a line; None when a line
+    is no row (a newline in a job's name or comment, the last columns: the job's row is
+    cut there, and the rest reads as another) or a job is listed twice. Split on
+    ``\\n`` alone: ``str.splitlines`` also splits on ``\\v``, ``\\f`` and others Slurm
+    prints inside a field (a red-team)."""
+    rows: list[list[str]] = []
+    seen: set[str] = set()
+    for line in text.split("\n"):
+        if not line:
+            continue
+        row = line.split("|", len(_FIELDS) - 1)
+        if len(row) != len(_FIELDS):
+            return None
+        if not is_count(row[0]):  # an array's task or a heterogeneous component: not ours
+            continue
+        if row[0] in seen:
+            return None
+        seen.add(row[0])
+        rows.append(row)
+    return rows
+
+
 def _count(text: str, default: int = 0) -> int:
     """A listed count; ``default`` where squeue prints none (N/A, empty)."""
     text = text.strip()
@@ -316,21 +340,37 @@ class CliBackend:
         except SlurmUnanswered:
             raise  # the JSON listing would wait as long again: no answer is the round's
         except SlurmError:
-            return [j for j in jobs_from(self._json(["squeue", "--json"]))
-                    if j.partition == partition]
-        rows = [r for r in (line.split("|", len(_FIELDS) - 1) for line in text.splitlines()
-                            if line) if len(r) == len(_FIELDS) and is_count(r[0])]
+            return self._json_listing(partition)
+        rows = _listing_rows(text)
+        if rows is None:
+            log.info("partition %s: a job's name or comment breaks squeue's lines: listed "
+                     "from JSON", partition)
+            return self._json_listing(partition)
         c = _COL
         self._load_details(_Listed(int(r[0]), r[c["State"]].strip(), r[c["RestartCnt"]].strip(),
                                    _epoch(r[c["StartTime"]].strip()),
                                    _epoch(r[c["SubmitTime"]].strip()), partition)
                            for r in rows)
+        # a row Slurm does not have in this partition (a line a newline in another job's
+        # comment made, naming any job; or a job purged since the listing): the listing
+        # is not to be trusted this round
+        if any(partition not in (d.partition.split(",") if (d := self._details.get(int(r[0])))
+                                 else ()) for r in rows):
+            log.info("partition %s: a listed job is not the partition's in scontrol: "
+                     "listed from JSON", partition)
+            return self._json_listing(partition)
         jobs = [self._job_from_row(r, partition) for r in rows]
         # a long-running service forgets the jobs gone: neither in this listing nor holding
         # nodes at the last look (every job that ever ran stayed, found by a red-team)
         listed = {j.job_id for j in jobs} | self._holding
         self._details = {jid: d for jid, d in self._details.items() if jid in listed}
         return jobs
+
+    def _json_listing(self, partition: str) -> list[SlurmJob]:
+        """The partition's jobs from ``squeue --json``: exact whatever a job's strings
+        hold, and slower on 22.05 (every record Slurm keeps)."""
+        return [j for j in jobs_from(self._json(["squeue", "--json"]))
+                if j.partition == partition and j.state in LISTED_STATES]
 
     def _job_from_row(self, r: list[str], partition: str) -> SlurmJob:
         c = _COL
@@ -397,21 +437,29 @@ class CliBackend:
                     # the job's own line only: a name holding a newline prints a second
                     # line that may start as another job's
                     out = self._run(["scontrol", "-o", "-d", "show", "job", str(jid)])
-                    lines += [ln for ln in out.splitlines() if ln.startswith(f"JobId={jid} ")]
+                    lines += out.rstrip("\n").split("\n")
                 except SlurmUnanswered:
                     raise  # each job after would wait as long
                 except SlurmError:  # ended and purged since the listing: nothing to add
                     continue
         else:
-            lines = self._run(["scontrol", "-o", "-d", "show", "job"]).splitlines()
+            lines = self._run(["scontrol", "-o", "-d", "show", "job"]).rstrip("\n").split("\n")
         wanted = set(missing)  # the full listing has every job's line: a set to look up
         read: dict[int, JobDetail | None] = {}
+        last = -1
         for line in lines:
             found = _JOB_ID.match(line)
-            job_id = int(found.group(1)) if found else -1
-            if job_id in wanted:
+            if found is None:
+                # a newline in the previous job's strings (its submit line, command,
+                # comment...): its line is cut, and the rest of it (its admin comment among
+                # them, printed after the work folder) is here: read from JSON
+                if last in wanted:
+                    read[last] = None
+                continue
+            last = int(found.group(1))
+            if last in wanted:
                 # a job on two lines (one forged by another job's name) is read from JSON
-                read[job_id] = None if job_id in read else detail_from_line(line)
+                read[last] = None if last in read else detail_from_line(line)
         self._details.update((jid, d) for jid, d in read.items() if d is not None)
         unread = [jid for jid in missing if jid in read and read[jid] is None]
         if unread:
