@@ -195,6 +195,41 @@ function shockwave_gpus_in(spec)
   return total
 end
 
+-- The type of one GPU item of a TRES request ("" untyped; nil when it is no GPU item).
+local function gpu_item_type(item)
+  if gpu_item(item) == 0 then return nil end
+  local kind = string.match(string.sub(item, 9), "^:([^:]*):[0-9]+$")
+    or string.match(string.sub(item, 9), "^:([^:]*)$")
+  if kind == nil or string.match(kind, "^[0-9]+$") then return "" end
+  return kind
+end
+
+-- Whether a job asks for its GPUs in a way Slurm counts by rules of its own: two GPU
+-- items in one request (--gres=gpu:1 with --gpus-per-node=2: Slurm gives 1 a node, the
+-- sum read 3), GPUs both per node and per job (--gres=gpu:1 --gpus=2: Slurm spreads the
+-- job over 2 nodes, 2 GPUs, the sum read 4), or two GPU types (no node has both). Per
+-- task beside either is Slurm's to make agree (shockwave_job_gpus).
+function shockwave_gpu_mix(tres_per_node, tres_per_job, tres_per_task)
+  local types, asked_in = {}, {}
+  for name, spec in pairs({ node = tres_per_node, job = tres_per_job, task = tres_per_task }) do
+    local text = string.gsub(type(spec) == "string" and spec or "", "=", ":")
+    local items = 0
+    for item in string.gmatch(text, "[^,]+") do
+      local kind = gpu_item_type(item)
+      if kind ~= nil then
+        items = items + 1
+        if kind ~= "" then types[kind] = true end
+      end
+    end
+    if items > 1 then return true end
+    asked_in[name] = items == 1
+  end
+  if asked_in.node and asked_in.job then return true end
+  local named = 0
+  for _ in pairs(types) do named = named + 1 end
+  return named > 1
+end
+
 -- `scontrol release` asks for priority INFINITE, a hold for 0; NO_VAL leaves it (slurm.h).
 local RELEASE = 4294967295
 local NO_VAL = 4294967294
@@ -369,6 +404,12 @@ local PER_TASK = "shockwave: an elastic job (gpus=LO-HI in --comment) asks for i
                  .. " Slurm refuses a GRES update of a job that asks per task, so it"
                  .. " cannot be resized"
 
+local GPU_MIX = "shockwave: a job in the " .. SHOCKWAVE_PARTITION .. " partition asks for"
+                .. " its GPUs one way (--gres=gpu:N, --gpus-per-node=N or --gpus=N; with"
+                .. " --gpus-per-task=N beside it if you like) and of one type: Slurm counts"
+                .. " a mix by rules of its own, and the planner would keep GPUs for the"
+                .. " job that it never uses"
+
 local OTHER_GRES = "shockwave: an elastic job (gpus=LO-HI in --comment) asks for no GRES"
                    .. " but GPUs: each resize sets its GRES to its GPUs alone, which would"
                    .. " drop "
@@ -409,6 +450,11 @@ local function admit(job_desc, comment, job_id, job_rec)
   if job_desc.requeue == 0 then
     -- Slurm refuses the planner's requeue of it ("presently disabled"): never preempted
     return reject(job_id, "%s", NO_REQUEUE)
+  end
+  if shockwave_gpu_mix(job_field(job_desc, job_rec, "tres_per_node"),
+                       job_field(job_desc, job_rec, "tres_per_job"),
+                       job_field(job_desc, job_rec, "tres_per_task")) then
+    return reject(job_id, "%s", GPU_MIX)
   end
   local elastic = string.find(normalised, " gpus=", 1, true)
   if elastic and shockwave_gpus_in(job_field(job_desc, job_rec, "tres_per_task")) > 0 then

@@ -562,6 +562,51 @@ end
     assert out[5:] == ["-1", "0", "0"], out[5:]
 
 
+@pytest.mark.parametrize(("per_node", "per_job", "per_task", "refused"), [
+    ("gres:gpu:1,gres:gpu:2", None, None, True),     # --gres=gpu:1 --gpus-per-node=2
+    ("gres/gpu:2,gres/gpu:1", None, None, True),     # the same, as 25.11 lists it
+    ("gres:gpu:1", "gres:gpu:2", None, True),        # --gres=gpu:1 --gpus=2
+    ("gres/gpu:a100:1", "gres/gpu:a100:2", None, True),
+    ("gres:gpu:a100:1,gres:gpu:v100:1", None, None, True),  # two types
+    ("gres:gpu:a100:1", None, "gres:gpu:v100:1", True),
+    (None, "gres/gpu:h100:8", "cpu=2,gres/gpu:a100=1", True),
+    ("gres:gpu:4", None, "gres:gpu:2", False),       # -n 2 --gres=gpu:4 --gpus-per-task=2
+    (None, "gres:gpu:8", "gres:gpu:1", False),       # --gpus=8 --gpus-per-task=1
+    ("gres:gpu:a100:2", None, "gres:gpu:a100:1", False),
+    ("gres:gpu:a100:2", None, "gres:gpu:1", False),  # untyped per task: the node's type
+    ("gres/gpu:2,gres/nvme:100", None, None, False),  # other GRES beside (a fixed job)
+    (None, None, "cpu=2,gres/gpu:a100=1", False),
+    (None, "gres:gpu:2", None, False), ("gres:gpu", None, None, False),
+])
+def test_lua_refuses_gpus_asked_two_ways_or_of_two_types(
+        tmp_path: Path, per_node: str | None, per_job: str | None, per_task: str | None,
+        refused: bool) -> None:
+    """Found by a red-team: ``--gres=gpu:1 --gpus-per-node=2`` is given 1 GPU a node by
+    Slurm and ``--gres=gpu:1 --gpus=2`` 2 over two nodes, where the sum of the requests
+    (job_submit.lua's stamp, the CLI backend's count) read 3 and 4, so the planner kept
+    GPUs the job never used; and a job asking two GPU types was planned as untyped and
+    released, where no node has both. Refused at submit and when moved in, in one line."""
+    def lua(value: str | None) -> str:
+        return "nil" if value is None else json.dumps(value)
+    out = _run(f"""
+local parts = {{ shockwave = part(1), other = part(0) }}
+local d = {{ partition = "shockwave", comment = "model=lm bs=10 epochs=3",
+            tres_per_node = {lua(per_node)}, tres_per_job = {lua(per_job)},
+            tres_per_task = {lua(per_task)}, num_tasks = 2 }}
+show(slurm_job_submit(d, parts, 0), d)
+local m = {{ partition = "shockwave" }}
+show(slurm_job_modify(m, {{ partition = "other", comment = "bs=1 epochs=1", job_id = 9,
+                           tres_per_node = {lua(per_node)}, tres_per_job = {lua(per_job)},
+                           tres_per_task = {lua(per_task)} }}, parts, 0), m)
+""", tmp_path / "heartbeat")
+    if refused:
+        for line in out:
+            assert line.startswith("-1\tnil\tnil\tshockwave: a job in the shockwave "
+                                   "partition asks for its GPUs one way"), line
+    else:
+        assert out[0].startswith("0\tshockwave:v1 ") and out[1].startswith("0\t"), out
+
+
 def test_lua_refuses_a_job_that_cannot_be_requeued(tmp_path: Path) -> None:
     """The planner stops a job by requeueing it, which Slurm refuses for a
     ``--no-requeue`` job ("Requested operation is presently disabled", measured on

@@ -292,6 +292,22 @@ def test_a_job_that_asks_gpus_per_task_is_counted_whole(backend, jobs, heartbeat
         jobs("-p", "shockwave", "-n", "2", "--gpus-per-task=1", f"--comment={GOOD} gpus=1-4")
 
 
+def test_gpus_asked_two_ways_or_of_two_types_are_refused(backend, jobs, heartbeat) -> None:
+    """Found by a red-team: Slurm gives ``--gres=gpu:1 --gpus-per-node=2`` 1 GPU a node
+    and spreads ``--gres=gpu:1 --gpus=2`` over two nodes, where the sum of the requests
+    read 3 and 4 (job_submit.lua's stamp, the CLI backend's count); no node has two types.
+    Refused at submit on the real slurmctld (the fields job_desc carries for them); per
+    task beside per node is admitted, Slurm's to make agree."""
+    heartbeat.fresh()
+    for args in (("--gres=gpu:1", "--gpus-per-node=2"), ("--gres=gpu:1", "--gpus=2"),
+                 ("--gres=gpu:1,gpu:2",)):
+        with pytest.raises(SlurmError, match="asks for its GPUs one way"):
+            jobs("-p", "shockwave", *args, f"--comment={GOOD}")
+    j = job(backend, jobs("-p", "shockwave", "-n", "2", "--gres=gpu:4", "--gpus-per-task=2",
+                          f"--comment={GOOD}"))
+    assert j.gpus == asked_gpus(j.admin_comment) == 4
+
+
 def test_a_job_that_cannot_be_requeued_is_refused(backend, jobs, heartbeat) -> None:
     """The planner stops a job by requeueing it; Slurm refuses that for a
     ``--no-requeue`` job, which then could never be preempted: refused at submit and as
