@@ -174,6 +174,42 @@ def test_a_job_a_signal_killed_is_listed_and_requeued_only_when_asked(kind: str,
 @pytest.mark.slurm
 @pytest.mark.usefixtures("managed_heartbeat")
 @pytest.mark.parametrize("kind", ["cli", "pyslurm"])
+def test_a_signal_to_a_job_no_longer_running_returns_at_once(kind: str, tmp_path) -> None:
+    """Found by a red-team: a checkpoint signal to a job that stopped running since the
+    listing (requeued, held) made scancel retry "Job can not be altered now" for over a
+    minute, past the CLI backend's timeout, stalling the round, and pyslurm refused it at
+    once where the CLI sent it. Both leave such a job alone at once, and signal a running
+    one twice in a row (pyslurm alone refused 5 of 6 such signals)."""
+    b = _backend(kind)
+    script, got, ready = tmp_path / "w.sh", tmp_path / "got", tmp_path / "ready"
+    script.write_text(f"#!/bin/sh\ntrap 'echo usr1 >> {got}' USR1\ntouch {ready}\n"
+                      "while true; do sleep 1; done\n")
+    held = b.submit(str(script), ["-o", "/dev/null", "--gres=gpu:1",
+                                  "--comment=model=lm bs=10 epochs=3"])
+    running = b.submit(str(script), ["-o", "/dev/null", "-p", "other", "--gres=gpu:1"])
+    try:
+        started = time.monotonic()
+        b.signal(held, "USR1")
+        assert time.monotonic() - started < 10
+        assert next(j for j in b.list_jobs() if j.job_id == held).state == "PENDING"
+        _wait_state(b, running, "RUNNING")
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:  # its trap is set
+            time.sleep(0.1)
+        for _ in range(3):  # in quick succession
+            b.signal(running, "USR1")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(got.read_text().split()) < 3:
+            time.sleep(0.2)
+        assert len(got.read_text().split()) >= 3
+    finally:
+        b.cancel(held)
+        b.cancel(running)
+
+
+@pytest.mark.slurm
+@pytest.mark.usefixtures("managed_heartbeat")
+@pytest.mark.parametrize("kind", ["cli", "pyslurm"])
 def test_a_special_exit_requeue_hold_is_in_the_partitions_listing(kind: str,
                                                                   tmp_path) -> None:
     """Found by a red-team: ``scontrol requeuehold State=SpecialExit`` leaves a job in

@@ -550,8 +550,11 @@ class CliBackend:
 
     def signal(self, job_id: int, signal: str) -> None:
         # --full: the batch shell and every step, so a training script that runs
-        # without srun gets the checkpoint signal too
-        self._run(["scancel", f"--signal={signal}", "--full", str(job_id)])
+        # without srun gets the checkpoint signal too. --state=RUNNING: a job that stopped
+        # running since the listing (requeued, held) is left alone at once, where scancel
+        # retried "Job can not be altered now" past our timeout and stalled the round (a
+        # red-team: over 60 s for a pending job)
+        self._run(["scancel", "--state=RUNNING", f"--signal={signal}", "--full", str(job_id)])
 
     def requeue(self, job_ids: Sequence[int]) -> None:
         if job_ids:
