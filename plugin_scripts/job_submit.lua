@@ -439,6 +439,13 @@ local function admit(job_desc, comment, job_id, job_rec)
   -- (found by a red-team); `sbatch --hold` is marked again below
   local text, mark = shockwave_split_mark(comment)
   if mark ~= nil then comment, job_desc.comment = text, text end
+  -- the grammar reads a tab or a line break in a hint as a space, but Slurm's one-line
+  -- listings break at a line break: the comment keeps a space in its place (a review: a
+  -- comment holding one sent every round's listing down its slow path)
+  if type(comment) == "string" and string.find(comment, "[\t\n\v\f\r]") then
+    comment = (string.gsub(comment, "[\t\n\v\f\r]", " "))
+    job_desc.comment = comment
+  end
   local normalised, field, problem = shockwave_parse_hint(comment)
   if not normalised and string.find(comment or "", "%S") == nil then
     -- no hint at all: say what one is, not "field 'bs': missing" (an admin walkthrough)
@@ -609,6 +616,15 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   if was == "managed" and job_desc.priority ~= nil then
     local rc = hold_or_release(job_desc, job_rec, owner, privileged)
     if rc ~= slurm.SUCCESS then return rc end
+  end
+  if was == "managed" and (job_desc.tres_per_node ~= nil or job_desc.tres_per_job ~= nil
+                           or job_desc.tres_per_task ~= nil)
+      and shockwave_gpu_mix(job_field(job_desc, job_rec, "tres_per_node"),
+                            job_field(job_desc, job_rec, "tres_per_job"),
+                            job_field(job_desc, job_rec, "tres_per_task")) then
+    -- GPUs asked a second way after admission, as at submit (GPU_MIX; a review); the
+    -- service's resizes set the one field the job asked in
+    return reject(job_rec.job_id, "%s", GPU_MIX)
   end
   if was == "managed" then
     -- other GRES given to an elastic job after its admission: its next resize would drop

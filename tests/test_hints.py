@@ -607,6 +607,48 @@ show(slurm_job_modify(m, {{ partition = "other", comment = "bs=1 epochs=1", job_
         assert out[0].startswith("0\tshockwave:v1 ") and out[1].startswith("0\t"), out
 
 
+def test_lua_keeps_a_hints_line_breaks_out_of_the_comment(tmp_path: Path) -> None:
+    """Found by a review: the grammar reads a tab or a line break in a hint as a space,
+    but Slurm's one-line listings break at a line break, so a comment holding one sent
+    every round's partition listing down its slow JSON path. The comment keeps a space in
+    its place, at submit and when moved in; the hint reads the same."""
+    out = _run("""
+local parts = { shockwave = part(1), other = part(0) }
+local d = { partition = "shockwave", comment = "model=lm bs=10\\nepochs=3\\r\\tmode=gns" }
+show(slurm_job_submit(d, parts, 0), d)
+print(d.comment)
+local m = { partition = "shockwave" }
+show(slurm_job_modify(m, { partition = "other", comment = "bs=1\\nepochs=1", job_id = 9 },
+                      parts, 0), m)
+print(m.comment)
+""", tmp_path / "heartbeat")
+    assert out[0].startswith("0\tshockwave:v1 model=LM bs=10 epochs=3 mode=gns"), out
+    assert out[1] == "model=lm bs=10 epochs=3  mode=gns"
+    assert out[2].startswith("0\tshockwave:v1 bs=1 epochs=1") and out[3] == "bs=1 epochs=1"
+
+
+def test_lua_refuses_an_update_that_asks_gpus_a_second_way(tmp_path: Path) -> None:
+    """Found by a review: ``scontrol update jobid=N gres=gpu:1`` of an admitted
+    ``--gpus=2`` job made the mix refused at submit. The service's own resizes set the
+    field the job asked in (``gres=`` per node, ``TresPerJob=`` per job) and pass."""
+    out = _run("""
+local parts = { shockwave = part(1), other = part(0) }
+local per_job = { partition = "shockwave", job_id = 11, comment = "bs=1 epochs=1",
+                  tres_per_job = "gres:gpu:2",
+                  admin_comment = "shockwave:v1 bs=1 epochs=1 mode=static gpus=1-4 submitted=1" }
+local per_node = { partition = "shockwave", job_id = 12, comment = "bs=1 epochs=1",
+                   tres_per_node = "gres:gpu:2" }
+for _, u in ipairs({ { per_job, { tres_per_node = "gres:gpu:1" } },
+                     { per_job, { tres_per_job = "gres:gpu:4" } },
+                     { per_node, { tres_per_node = "gres:gpu:4" } },
+                     { per_node, { tres_per_job = "gres:gpu:4" } },
+                     { per_node, { tres_per_node = "gres:gpu:a100:1,gres:gpu:v100:1" } } }) do
+  print(slurm_job_modify(u[2], u[1], parts, 0))
+end
+""", tmp_path / "heartbeat")
+    assert out == ["-1", "0", "0", "-1", "-1"], out
+
+
 def test_lua_refuses_a_job_that_cannot_be_requeued(tmp_path: Path) -> None:
     """The planner stops a job by requeueing it, which Slurm refuses for a
     ``--no-requeue`` job ("Requested operation is presently disabled", measured on

@@ -112,6 +112,7 @@ def test_queue_shows_the_users_asked_for_as_squeue_does(
         ("carol", "x", uid, 0, "", "/", "/bin/sh")))
     assert users("--me")[0] == {"carol"}
     assert users("--me", "-u", "bob")[0] == {"bob", "carol"}
+    assert users("-u", "4242")[0] == {"carol"}  # a uid, as squeue takes one
     bad = run("queue", "-u", "alice,", code=2).output
     assert bad.count("\n") == 1 and "--user: expected user names" in bad, bad
 

@@ -214,14 +214,16 @@ def test_a_newline_in_a_jobs_strings_loses_nothing_of_the_listing(
     planner took the job for its own to release), and scontrol's line ended before the
     admin comment (after the work folder), so the job read as one without a hint, held
     by the planner for good; a newline in the submit line alone (here an --export value)
-    did the same. Each is read whole now, as squeue's JSON has it."""
+    did the same. The plugin now keeps a hint's line breaks out of the comment (a
+    review: such a comment sent every round down the JSON path), and a cut scontrol line
+    is read from JSON: each job is read whole, as squeue's JSON has it."""
     from slurm_shockwave.clock import WallClock
     from slurm_shockwave.slurm.world import SlurmCluster
 
     hint_nl = jobs("--gres=gpu:1", "--comment=model=lm bs=10\nepochs=3")
     submit_nl = jobs("--gres=gpu:1", f"--comment={HINT}", "--export=ALL,SW_X=a\nb")
-    owner = jobs("--gres=gpu:1", "--comment=model=lm bs=10\nepochs=3")
-    backend.set_comment(owner, "model=lm bs=10\nepochs=3 held=owner")  # as its hold marks it
+    owner = jobs("--gres=gpu:1", f"--comment={HINT}", "--export=ALL,SW_X=a\nb")
+    backend.set_comment(owner, f"{HINT} held=owner")  # as its owner's hold marks it
     fresh = CliBackend()  # nothing cached: every detail read this round
     listed = {j.job_id: j for j in fresh.list_jobs("shockwave")}
     exact = {j.job_id: j for j in fresh.list_jobs()}  # squeue --json
@@ -229,6 +231,7 @@ def test_a_newline_in_a_jobs_strings_loses_nothing_of_the_listing(
         assert listed[jid].admin_comment == exact[jid].admin_comment != "", jid
         assert listed[jid].admin_comment.startswith("shockwave:v1 ")
         assert listed[jid].comment == exact[jid].comment, jid
+    assert listed[hint_nl].comment == "model=lm bs=10 epochs=3"
     assert listed[owner].comment.endswith(" held=owner")
     world = SlurmCluster(fresh, WallClock())
     planned = {j.job_id for j in world.observe().jobs}

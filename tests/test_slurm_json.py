@@ -531,6 +531,10 @@ def _line(jid: int, partition: str = "shockwave") -> str:
      False),
     # a vertical tab in a comment is no line break (str.splitlines took it for one)
     ([_row(5, "model=lm\vbs=1 epochs=1"), _row(6)], {5: _line(5), 6: _line(6)}, False),
+    # squeue prints every job id as a number: a row with another is a broken line
+    ([_row(5), _row(6).replace("6|", "6_1|", 1)], {5: _line(5), 6: _line(6)}, True),
+    # a heterogeneous leader's scontrol prints its components too: not lines of its own
+    ([_row(5), _row(6)], {5: _line(5) + "\n" + _line(7), 6: _line(6)}, False),
 ])
 def test_a_partitions_listing_a_newline_breaks_is_read_from_json(
         listing: list[str], lines: dict[int, str], from_json: bool) -> None:
@@ -544,16 +548,16 @@ def test_a_partitions_listing_a_newline_breaks_is_read_from_json(
 
     cli = CliBackend(check_conf=False)
     asked: list[list[str]] = []
-    json_jobs = [{"job_id": j, "job_state": "PENDING", "partition": "shockwave",
+    json_jobs = [{"job_id": j, "job_state": state, "partition": "shockwave",
                   "user_name": "alice", "comment": "model=lm bs=1 epochs=1",
                   "admin_comment": "from json", "priority": 0, "state_reason": "JobHeldUser"}
-                 for j in (5, 6)]
+                 for j, state in ((5, "PENDING"), (6, "PENDING"), (8, "COMPLETED"))]
 
     def run(args: list[str]) -> str:
         asked.append(args)
         if args[:2] == ["squeue", "-h"]:
             return "\n".join(listing) + "\n"
-        if args[:2] == ["squeue", "--json"]:
+        if args[:2] == ["squeue", "--json"]:  # 22.05: every record, ended ones too
             return json.dumps({"jobs": json_jobs})
         jid = int(args[-1])
         if jid not in lines:
@@ -562,7 +566,7 @@ def test_a_partitions_listing_a_newline_breaks_is_read_from_json(
 
     cli._run = run  # type: ignore[method-assign]
     got = {j.job_id: j.admin_comment for j in cli.list_jobs("shockwave")}
-    assert (["squeue", "--json"] in asked) is from_json, asked
+    assert (["squeue", "--json", "--all"] in asked) is (from_json or "\n" in lines[6]), asked
     if from_json:
         assert got == {5: "from json", 6: "from json"}
     else:
@@ -570,3 +574,37 @@ def test_a_partitions_listing_a_newline_breaks_is_read_from_json(
         assert got[5] == expected[5]
         cut = "\n" in lines[6]
         assert got[6] == ("from json" if cut else expected[5]), got
+
+
+def test_what_the_cli_backend_asks_slurm_for_a_partition_and_a_signal() -> None:
+    """The partition's listing asks for SPECIAL_EXIT (a requeue-hold of its own state)
+    and CONFIGURING (squeue -t R leaves a job out while its nodes boot: a review) beside
+    the rest; its JSON fallback keeps those and drops the ended records 22.05 lists; a
+    checkpoint signal goes to a running job only (scancel --state=RUNNING)."""
+    from slurm_shockwave.slurm.cli_backend import CliBackend
+
+    cli = CliBackend(check_conf=False)
+    asked: list[list[str]] = []
+    states = ("PENDING", "SPECIAL_EXIT", "CONFIGURING", "COMPLETED", "CANCELLED", "RUNNING")
+
+    def run(args: list[str]) -> str:
+        asked.append(args)
+        if args[:2] == ["squeue", "-h"]:
+            raise SlurmError("squeue: refused")  # the JSON path, as on a text failure
+        return json.dumps({"jobs": [{"job_id": i, "job_state": s, "partition": "shockwave"}
+                                    for i, s in enumerate(states, 1)]})
+
+    cli._run = run  # type: ignore[method-assign]
+    listed = {j.job_id: (j.state, j.state_flags) for j in cli.list_jobs("shockwave")}
+    assert listed == {1: ("PENDING", ()), 2: ("PENDING", ("SPECIAL_EXIT",)),
+                      3: ("RUNNING", ("CONFIGURING",)), 6: ("RUNNING", ())}
+    assert asked[0][asked[0].index("-t") + 1] == "PD,R,CG,S,SE,CF"
+    asked.clear()
+
+    def quiet(args: list[str]) -> str:
+        asked.append(args)
+        return ""
+
+    cli._run = quiet  # type: ignore[method-assign]
+    cli.signal(7, "USR1")
+    assert asked == [["scancel", "--state=RUNNING", "--signal=USR1", "--full", "7"]]

@@ -53,23 +53,29 @@ def _users(given: tuple[str, ...], me: bool) -> frozenset[str] | None:
     if any(not name for name in names):
         raise InputError("expected user names separated by commas, got an empty one",
                          field="--user")
+    names += [_name_of(int(name)) for name in names if name.isascii() and name.isdigit()
+              and len(name) <= 10]  # a uid, as squeue takes one
     if me:
         names.append(_me())
     return frozenset(names) if names else None
 
 
 def _me() -> str:
+    return _name_of(os.getuid())
+
+
+def _name_of(uid: int) -> str:
     try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:  # a uid with no name (a container's): Slurm lists the number
-        return str(os.getuid())
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):  # a uid with no name (a container's): Slurm lists the number
+        return str(uid)
 
 
 @click.command()
 @live_options
 @store_option
 @click.option("-u", "--user", "users", multiple=True, metavar="NAME[,NAME...]",
-              help="Only these users' jobs (as squeue -u).")
+              help="Only these users' jobs, by name or uid (as squeue -u).")
 @click.option("--me", is_flag=True, help="Only your own jobs (as squeue --me).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
 @one_line_errors

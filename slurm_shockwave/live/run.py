@@ -42,7 +42,8 @@ from slurm_shockwave.sim.trace import trace_digest
 from slurm_shockwave.slurm.json_shapes import number, states
 
 ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED",
-          "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+          "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
+          "SPECIAL_EXIT"}
 ROUND_TRACE_S = 120.0
 RESTORE_TRACE_S = 20.0
 SCHED_INTERVAL_S = 2.0

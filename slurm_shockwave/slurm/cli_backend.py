@@ -218,10 +218,27 @@ def detail_from_line(line: str) -> JobDetail | None:
         max_nodes=int(nodes.group(1)) if nodes else 0)
 
 
+def _own_lines(out: str, job_id: int) -> list[str]:
+    """A job's line of ``scontrol -o show job N`` and the lines a newline in its strings
+    cut from it; not the lines of the other components or tasks it prints for a
+    heterogeneous job's leader or an array's id (a review: each read as a job listed
+    twice, from JSON)."""
+    mine: list[str] = []
+    current = -1
+    for line in out.rstrip("\n").split("\n"):
+        found = _JOB_ID.match(line)
+        if found is not None:
+            current = int(found.group(1))
+        if current == job_id:
+            mine.append(line)
+    return mine
+
+
 def _listing_rows(text: str) -> list[list[str]] | None:
     """The rows of a partition's ``squeue -O`` listing, one job a line; None when a line
     is no row (a newline in a job's name or comment, the last columns: the job's row is
-    cut there, and the rest reads as another) or a job is listed twice. Split on
+    cut there, and the rest reads as another; squeue prints every job id as a number) or
+    a job is listed twice. Split on
     ``\\n`` alone: ``str.splitlines`` also splits on ``\\v``, ``\\f`` and others Slurm
     prints inside a field (a red-team)."""
     rows: list[list[str]] = []
@@ -232,8 +249,8 @@ def _listing_rows(text: str) -> list[list[str]] | None:
         row = line.split("|", len(_FIELDS) - 1)
         if len(row) != len(_FIELDS):
             return None
-        if not is_count(row[0]):  # an array's task or a heterogeneous component: not ours
-            continue
+        if not is_count(row[0]):  # squeue prints every job id as a number: a broken line
+            return None
         if row[0] in seen:
             return None
         seen.add(row[0])
@@ -335,7 +352,7 @@ class CliBackend:
         # (finished ones included): on a busy cluster that is most of the round. A
         # filtered text listing asks for only what the planner needs.
         try:
-            text = self._run(["squeue", "-h", "-p", partition, "-t", "PD,R,CG,S,SE",
+            text = self._run(["squeue", "-h", "-p", partition, "-t", "PD,R,CG,S,SE,CF",
                               "-O", _FORMAT])
         except SlurmUnanswered:
             raise  # the JSON listing would wait as long again: no answer is the round's
@@ -369,7 +386,8 @@ class CliBackend:
     def _json_listing(self, partition: str) -> list[SlurmJob]:
         """The partition's jobs from ``squeue --json``: exact whatever a job's strings
         hold, and slower on 22.05 (every record Slurm keeps)."""
-        return [j for j in jobs_from(self._json(["squeue", "--json"]))
+        # --all: a hidden partition's jobs too (25.11 lists them only so)
+        return [j for j in jobs_from(self._json(["squeue", "--json", "--all"]))
                 if j.partition == partition and j.state in LISTED_STATES]
 
     def _job_from_row(self, r: list[str], partition: str) -> SlurmJob:
@@ -437,7 +455,7 @@ class CliBackend:
                     # the job's own line only: a name holding a newline prints a second
                     # line that may start as another job's
                     out = self._run(["scontrol", "-o", "-d", "show", "job", str(jid)])
-                    lines += out.rstrip("\n").split("\n")
+                    lines += _own_lines(out, jid)
                 except SlurmUnanswered:
                     raise  # each job after would wait as long
                 except SlurmError:  # ended and purged since the listing: nothing to add
@@ -472,7 +490,7 @@ class CliBackend:
 
     def _alloc_of_all_jobs(self) -> dict[str, set[int]]:
         """GPU indices in use per node, from every partition's jobs holding nodes."""
-        text = self._run(["squeue", "-h", "-t", "R,CG,S", "-O", _ALLOC_FORMAT])
+        text = self._run(["squeue", "-h", "-t", "R,CG,S,CF", "-O", _ALLOC_FORMAT])
         rows = [r for r in (line.split("|", len(_ALLOC_FIELDS) - 1)
                             for line in text.splitlines() if line)
                 if len(r) == len(_ALLOC_FIELDS) and is_count(r[0])]
@@ -493,7 +511,7 @@ class CliBackend:
         TresPerJob) or ``--gpus-per-task``, for the pyslurm backend, which reads neither.
         One listing of those states: ``squeue -j`` fails whole when one of the ids has
         gone."""
-        text = self._run(["squeue", "-h", "-t", "PD,R", "-O",
+        text = self._run(["squeue", "-h", "-t", "PD,R,CF", "-O",
                           "JobID:|,NumNodes:|,tres-per-job:|,tres-per-task:|,NumTasks:"])
         wanted = set(job_ids)
         rows = (line.split("|", 4) for line in text.splitlines())

@@ -66,8 +66,10 @@ def states(value: Any) -> tuple[str, ...]:
 
 
 # Slurm prints a job's state flag first where it has one (job_state_string): a running
-# job whose nodes boot or whose PrologSlurmctld runs reads CONFIGURING, and squeue -t R
-# lists it. Its base state, and the flag after it, as 24.x's JSON lists them.
+# job whose nodes boot or whose PrologSlurmctld runs reads CONFIGURING, which squeue -t R
+# does not list (its filter compares a base state with the whole state, flags and all:
+# squeue/print.c), so the listings ask for CF too (a review). Its base state, and the
+# flag after it, as 24.x's JSON lists them.
 _FLAG_FIRST = {"CONFIGURING": "RUNNING", "SPECIAL_EXIT": "PENDING"}
 """SPECIAL_EXIT: a job ``scontrol requeuehold State=SpecialExit`` put back (or a
 RequeueExit exit code), pending and held; its own state in squeue and pyslurm, so that a
