@@ -84,10 +84,12 @@ def test_a_running_job_slurm_prints_as_configuring_is_running_on_its_gpus(
 def test_odd_listings_are_read_or_one_line(tmp_path: Path) -> None:
     """Found by a red-team: a "²" in squeue's job id column passed ``isdigit`` and failed
     in ``int`` (a traceback); sinfo's ``errors`` as an object, not a list, was a KeyError.
-    The row is skipped, the errors are one line."""
+    The listing is read from JSON instead (squeue prints every job id as a number, so
+    such a row is a broken line: a review), the errors are one line."""
     from slurm_shockwave.slurm.cli_backend import _FIELDS
     row = "|".join(["\u00b2", "RUNNING", *["1"] * (len(_FIELDS) - 2)])
-    (tmp_path / "squeue").write_text(f"#!/bin/sh\necho '{row}'\n")
+    (tmp_path / "squeue").write_text(
+        f"#!/bin/sh\ncase \"$*\" in *--json*) echo '{{\"jobs\": []}}' ;; *) echo '{row}' ;; esac\n")
     (tmp_path / "scontrol").write_text("#!/bin/sh\nexit 0\n")
     (tmp_path / "sinfo").write_text('#!/bin/sh\necho \'{"errors": {"error": "odd"}}\'\n')
     for tool in ("squeue", "scontrol", "sinfo"):
