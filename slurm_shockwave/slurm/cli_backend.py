@@ -238,9 +238,8 @@ def _listing_rows(text: str) -> list[list[str]] | None:
     """The rows of a partition's ``squeue -O`` listing, one job a line; None when a line
     is no row (a newline in a job's name or comment, the last columns: the job's row is
     cut there, and the rest reads as another; squeue prints every job id as a number) or
-    a job is listed twice. Split on
-    ``\\n`` alone: ``str.splitlines`` also splits on ``\\v``, ``\\f`` and others Slurm
-    prints inside a field (a red-team)."""
+    a job is listed twice. Split on ``\\n`` alone: ``str.splitlines`` also splits on
+    ``\\v``, ``\\f`` and others Slurm prints inside a field (a red-team)."""
     rows: list[list[str]] = []
     seen: set[str] = set()
     for line in text.split("\n"):

@@ -134,8 +134,7 @@ def slurm_failure(message: str) -> SlurmError:
 LISTED_STATES = ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED")
 """What a partition's listing holds (``list_jobs(partition)``; the CLI's ``squeue -t
 PD,R,CG,S,SE,CF``, a SPECIAL_EXIT job read as pending and a CONFIGURING one as running,
-``json_shapes.job_state``): a job in
-any other state has ended."""
+``json_shapes.job_state``): a job in any other state has ended."""
 
 
 class SlurmBackend(Protocol):
