@@ -496,6 +496,13 @@ local function admit(job_desc, comment, job_id, job_rec)
     -- release): a user's own hold, which Slurm records as the planner's (both a user
     -- hold): marked as `scontrol hold` by its owner is, so the planner keeps it
     job_desc.comment = shockwave_with_mark(comment, "owner")
+  elseif job_rec ~= nil then
+    -- moved in: no hold here. Slurm records a hold set in an admin's update as the
+    -- admin's own (JobHeldAdmin), which the planner never lifts: the job waited for ever
+    -- beside idle GPUs (a red-team). The service holds it at its next round unless the
+    -- plan starts it; until then Slurm may start it on free GPUs.
+    slurm.log_info("shockwave: job %s moved into %s: not held here; the planner holds or "
+                   .. "starts it at its next round", tostring(job_id), SHOCKWAVE_PARTITION)
   elseif shockwave_service_alive() then
     job_desc.priority = 0 -- held until the planner releases it
   else

@@ -420,11 +420,13 @@ modify({ comment = "anything" }, { partition = "other", comment = "" })
 modify({ partition = "other" }, { partition = "shockwave", comment = "a" })
 modify({ partition = "shockwave" }, { partition = "shockwave", comment = "bad" })
 """, beat)
+    # moved in: validated and stamped, not held (Slurm would record a hold set in an
+    # admin's update as the admin's; the service holds it at its next round)
     assert out == [
-        f"0\t{GOOD}\t0\t",
+        f"0\t{GOOD}\tnil\t",
         "-1\tnil\tnil\tshockwave: bad hint in --comment: field 'epochs': expected an "
         "integer from 1 to 100000, got '0'",
-        f"0\t{GOOD}\t0\t",
+        f"0\t{GOOD}\tnil\t",
         "-1\tnil\tnil\tshockwave: the shockwave partition cannot be combined with other "
         "partitions; submit to it alone",
         "-1\tnil\tnil\tshockwave: the hint (comment) of a job in the shockwave partition "
@@ -895,8 +897,9 @@ modify({ partition = "shockwave" }, rec(C, { partition = "other" }), 0)
 modify({ partition = "shockwave", priority = RELEASE }, rec(C, { partition = "other" }), 0)
 modify({ partition = "shockwave" }, rec(C, { partition = "other", priority = 5 }), 0)
 """, beat)
-    # released and moved in: the planner's hold, as for any job moved in
-    assert out == ["0\tbs=10 epochs=3 held=owner\tnil\t", "0\tnil\t0\t", "0\tnil\t0\t"]
+    # released and moved in: not held, as any job moved in (the service holds it)
+    assert out == ["0\tbs=10 epochs=3 held=owner\tnil\t", "0\tnil\tRELEASE\t",
+                   "0\tnil\tnil\t"]
 
 
 def test_lua_drops_a_hold_mark_the_user_wrote_into_the_comment(tmp_path: Path) -> None:
@@ -927,7 +930,7 @@ print(m.comment)
     for i in (0, 3):
         assert out[i] == f"0\t{GOOD}\t0\t" and out[i + 1] == "model=lm bs=10 epochs=3"
         assert out[i + 2].startswith(refused)
-    assert out[6:] == ["0\tshockwave:v1 bs=1 epochs=1 mode=static\t0\t", "bs=1 epochs=1"]
+    assert out[6:] == ["0\tshockwave:v1 bs=1 epochs=1 mode=static\tnil\t", "bs=1 epochs=1"]
 
 
 def test_lua_refuses_interactive_and_heterogeneous_jobs(tmp_path: Path) -> None:

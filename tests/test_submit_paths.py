@@ -137,8 +137,37 @@ def test_moving_a_job_into_the_managed_partition_validates_it(backend, jobs,
     proc = scontrol_update(good, "partition=shockwave")
     assert proc.returncode == 0, proc.stderr
     j = job(backend, good)
-    assert j.partition == "shockwave" and j.held and j.priority == 0
+    # not held by the plugin: a hold set in root's update is root's (JobHeldAdmin), which
+    # the planner never lifts (a red-team: held for ever beside idle GPUs)
+    assert j.partition == "shockwave" and not j.held and j.reason != "JobHeldAdmin"
     assert stamped(j.admin_comment)
+
+
+def test_a_job_an_admin_moves_in_is_the_planners_to_hold_or_start(backend, jobs,
+                                                                  heartbeat) -> None:
+    """Found by a red-team: job_submit.lua held a job moved into the managed partition,
+    and Slurm records a hold set in an admin's update as the admin's (JobHeldAdmin), so
+    the planner, which never lifts an admin's hold, left it waiting for ever with every
+    GPU idle. Moved in unheld, it is the planner's: here every GPU is taken, so the
+    service's next round holds it with its own (user) hold."""
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.engine.round import run_round
+    from slurm_shockwave.policies.registry import make_policy
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    heartbeat.fresh()
+    nodes = [n for n in backend.list_nodes() if "shockwave" in n.partitions and n.gpus]
+    busy = jobs("-p", "other", "-N", str(len(nodes)), f"--gres=gpu:{min(n.gpus for n in nodes)}")
+    wait_for(lambda: job(backend, busy).state == "RUNNING", 30)
+    moved = jobs("-p", "other", "--gres=gpu:1", f"--comment={GOOD}")
+    assert scontrol_update(moved, "partition=shockwave").returncode == 0
+    j = job(backend, moved)
+    assert j.partition == "shockwave" and j.state == "PENDING" and not j.held
+    time.sleep(1.1)  # eligible from the second of its move on
+    world = SlurmCluster(backend, WallClock())
+    run_round(world, make_policy("fifo"), {}, world)
+    j = job(backend, moved)
+    assert j.held and j.reason == "JobHeldUser", j
 
 
 def test_a_job_moved_out_of_the_managed_partition_leaves_the_planners_hold(
