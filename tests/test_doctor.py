@@ -115,6 +115,22 @@ def test_doctor_checks_a_changed_config_before_a_restart_would(tmp_path: Path) -
         assert f"{config}: {field}: " in out.stderr, out.stderr
 
 
+def test_a_listen_port_0_is_warned_of() -> None:
+    """Found by a red-team: with ``service.listen`` on port 0 each start of the service
+    took another port, and running jobs kept the URL they were given, so a checkpoint
+    acknowledgement after a restart went nowhere and the job trained on past its
+    checkpoint until its grace ran out. Doctor warns, naming a fixed port."""
+    from slurm_shockwave.service.doctor_host import listen_check
+
+    warned = listen_check("0.0.0.0:0")
+    assert warned is not None and warned.status == Status.WARN
+    assert warned.name == "service.listen"
+    assert warned.fix == "service.listen: 0.0.0.0:7817, a port of its own"
+    six = listen_check("[::1]:0")
+    assert six is not None and six.fix == "service.listen: [::1]:7817, a port of its own"
+    assert listen_check("127.0.0.1:7817") is None and listen_check("nonsense") is None
+
+
 def test_a_task_prolog_behind_a_folder_others_cannot_search_is_named() -> None:
     """Left from a review: the TaskProlog runs as the job's user, so every folder above
     it needs o+x; a hand-made 0750 folder (root's umask 027) kept it from every job."""

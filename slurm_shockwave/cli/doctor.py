@@ -11,7 +11,12 @@ from slurm_shockwave.cli.errors import one_line_errors
 from slurm_shockwave.cli.live_options import Live, live_options
 from slurm_shockwave.config import load_settings
 from slurm_shockwave.service.doctor import Check, Expected, Status, ok, script_checks, slurm_checks
-from slurm_shockwave.service.doctor_host import munge_check, service_checks, store_check
+from slurm_shockwave.service.doctor_host import (
+    listen_check,
+    munge_check,
+    service_checks,
+    store_check,
+)
 from slurm_shockwave.slurm.cli_backend import CliBackend, slurm_conf_problem
 from slurm_shockwave.slurm.protocol import SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import open_backend
@@ -52,7 +57,8 @@ def doctor(config_path: str | None, partition: str | None, slurm_conf: str | Non
                 backend=kind or s.backend)
     svc = settings.service
     want = Expected(partition=s.partition, round_s=s.round_s, heartbeat=svc.heartbeat,
-                    endpoint_file=svc.endpoint_file, store=store_path or svc.store)
+                    endpoint_file=svc.endpoint_file, store=store_path or svc.store,
+                    listen=svc.listen)
     try:
         made, choice = open_backend(s.backend, slurm_conf=s.slurm_conf)
         backend = Live(replace(settings, slurm=s), made).backend_in_use
@@ -66,6 +72,8 @@ def doctor(config_path: str | None, partition: str | None, slurm_conf: str | Non
     checks += found
     checks += [munge_check(), store_check(want.store),
                *service_checks(want, slurm_user=slurm_user)]
+    if (port_zero := listen_check(want.listen)) is not None:
+        checks.append(port_zero)
     failed = [c for c in checks if c.status == Status.FAIL]
     if as_json:
         click.echo(json_text({"ok": not failed, "checks": [c.as_dict() for c in checks]},

@@ -15,9 +15,29 @@ from slurm_shockwave.service import munge
 from slurm_shockwave.service.doctor import Check, Expected, Status, ok
 from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.lock import lock_holder
-from slurm_shockwave.service.progress_api import HEALTH_PATH, METRICS_PATH
+from slurm_shockwave.service.progress_api import HEALTH_PATH, METRICS_PATH, parse_listen
 from slurm_shockwave.service.store import MIGRATED, SCHEMA_VERSION
 from slurm_shockwave.slurm.slurm_conf import SLURM_USER
+
+
+def listen_check(listen: str) -> Check | None:
+    """A warning for ``service.listen`` on port 0 (any free port): each start of the
+    service takes another, and a running job keeps the URL its TaskProlog gave it, so
+    after a restart its reports, checkpoint acknowledgements among them, go nowhere (a
+    red-team: a job trained on past its checkpoint until its grace ran out, 5 epochs
+    lost). None when the port is fixed, or the setting cannot be read (serve says so)."""
+    try:
+        host, port = parse_listen(listen)
+    except ValueError:
+        return None
+    if port != 0:
+        return None
+    return Check("service.listen", Status.WARN,
+                 f"{listen}: port 0, another at each start of the service, while running "
+                 "jobs keep the URL they were given: after a restart their reports "
+                 "(checkpoint acknowledgements among them) go nowhere",
+                 f"service.listen: {f'[{host}]' if ':' in host else host}:7817, a port "
+                 "of its own")
 
 
 def munge_check() -> Check:
