@@ -21,6 +21,7 @@ from slurm_shockwave.model.bounds import (
     MAX_SEED,
 )
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.registry import POLICIES, make_policy
 from slurm_shockwave.sim.inputs import (
     DEMO_TRACE,
@@ -145,15 +146,19 @@ def run_settings(inputs: RunInputs, name: str) -> dict[str, Any]:
     throughput table (found by a red-team: a record could not say which seed or cut-off
     made it). The policy's settings are all of them, its defaults too (a docs audit: a
     record said only what the config file gave), as plain JSON values."""
-    ran = make_policy(name, policy_settings(inputs, name), source=inputs.settings.source,
-                      path=f"policies.{name}")
-    return {**simulate_kwargs(inputs), "policy": asdict(ran.config),
+    return {**simulate_kwargs(inputs), "policy": asdict(_policy(inputs, name).config),
             "config": inputs.settings.source or None, "throughputs": inputs.throughputs}
 
 
+def _policy(inputs: RunInputs, name: str) -> Policy[Any]:
+    """The policy ``name`` as a run makes it (``policy_settings``): the one the run plans
+    with and the one its record describes."""
+    return make_policy(name, policy_settings(inputs, name), source=inputs.settings.source,
+                       path=f"policies.{name}")
+
+
 def run_policy(inputs: RunInputs, name: str) -> SimResult:
-    config = policy_settings(inputs, name)
-    policy = make_policy(name, config, source=inputs.settings.source, path=f"policies.{name}")
+    policy = _policy(inputs, name)
     kwargs = simulate_kwargs(inputs)
     try:
         if not inputs.progress:
