@@ -57,8 +57,7 @@ def doctor(config_path: str | None, partition: str | None, slurm_conf: str | Non
                 backend=kind or s.backend)
     svc = settings.service
     want = Expected(partition=s.partition, round_s=s.round_s, heartbeat=svc.heartbeat,
-                    endpoint_file=svc.endpoint_file, store=store_path or svc.store,
-                    listen=svc.listen)
+                    endpoint_file=svc.endpoint_file, store=store_path or svc.store)
     try:
         made, choice = open_backend(s.backend, slurm_conf=s.slurm_conf)
         backend = Live(replace(settings, slurm=s), made).backend_in_use
@@ -72,7 +71,7 @@ def doctor(config_path: str | None, partition: str | None, slurm_conf: str | Non
     checks += found
     checks += [munge_check(), store_check(want.store),
                *service_checks(want, slurm_user=slurm_user)]
-    if (port_zero := listen_check(want.listen)) is not None:
+    if (port_zero := listen_check(svc.listen)) is not None:
         checks.append(port_zero)
     failed = [c for c in checks if c.status == Status.FAIL]
     if as_json:

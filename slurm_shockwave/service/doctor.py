@@ -66,8 +66,6 @@ class Expected:
     heartbeat: str
     endpoint_file: str
     store: str
-    listen: str = ""
-    """``service.listen`` (HOST:PORT); "" not checked."""
 
 
 def ok(name: str, detail: str) -> Check:
