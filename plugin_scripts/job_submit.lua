@@ -156,21 +156,22 @@ end
 -- for case (tests/test_hints.py): the count stamped here must be the one the service
 -- reads from Slurm at submit.
 local GPU_TYPE = "^[A-Za-z0-9_.%-]+$"
+-- Returns the item's GPUs and their type ("" untyped).
 local function gpu_item(item)
   local head, rest = string.sub(item, 1, 8), string.sub(item, 9)
-  if head ~= "gres:gpu" and head ~= "gres/gpu" then return 0 end
-  if rest == "" then return 1 end
+  if head ~= "gres:gpu" and head ~= "gres/gpu" then return 0, "" end
+  if rest == "" then return 1, "" end
   local one = string.match(rest, "^:([^:]*)$")
   if one then
-    if string.match(one, "^[0-9]+$") then return #one <= 7 and tonumber(one) or 0 end
-    return string.match(one, GPU_TYPE) and 1 or 0
+    if string.match(one, "^[0-9]+$") then return #one <= 7 and tonumber(one) or 0, "" end
+    return string.match(one, GPU_TYPE) and 1 or 0, one
   end
   local kind, count = string.match(rest, "^:([^:]*):([^:]*)$")
   if kind and string.match(kind, GPU_TYPE) and string.match(count, "^[0-9]+$")
       and #count <= 7 then
-    return tonumber(count)
+    return tonumber(count), kind
   end
-  return 0
+  return 0, ""
 end
 
 -- The first item of a TRES request that is not GPUs (gres:nvme:100, gres/mps:50; nil
@@ -195,15 +196,6 @@ function shockwave_gpus_in(spec)
   return total
 end
 
--- The type of one GPU item of a TRES request ("" untyped; nil when it is no GPU item).
-local function gpu_item_type(item)
-  if gpu_item(item) == 0 then return nil end
-  local kind = string.match(string.sub(item, 9), "^:([^:]*):[0-9]+$")
-    or string.match(string.sub(item, 9), "^:([^:]*)$")
-  if kind == nil or string.match(kind, "^[0-9]+$") then return "" end
-  return kind
-end
-
 -- Whether a job asks for its GPUs in a way Slurm counts by rules of its own: two GPU
 -- items in one request (--gres=gpu:1 with --gpus-per-node=2: Slurm gives 1 a node, the
 -- sum read 3), GPUs both per node and per job (--gres=gpu:1 --gpus=2: Slurm spreads the
@@ -215,8 +207,8 @@ function shockwave_gpu_mix(tres_per_node, tres_per_job, tres_per_task)
     local text = string.gsub(type(spec) == "string" and spec or "", "=", ":")
     local items = 0
     for item in string.gmatch(text, "[^,]+") do
-      local kind = gpu_item_type(item)
-      if kind ~= nil then
+      local count, kind = gpu_item(item)
+      if count > 0 then
         items = items + 1
         if kind ~= "" then types[kind] = true end
       end
