@@ -56,12 +56,8 @@ def _users(given: tuple[str, ...], me: bool) -> frozenset[str] | None:
     names += [_name_of(int(name)) for name in names if name.isascii() and name.isdigit()
               and len(name) <= 10]  # a uid, as squeue takes one
     if me:
-        names.append(_me())
+        names.append(_name_of(os.getuid()))
     return frozenset(names) if names else None
-
-
-def _me() -> str:
-    return _name_of(os.getuid())
 
 
 def _name_of(uid: int) -> str:
