@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Iterable
 
 import pytest
 
 from slurm_shockwave.slurm.cli_backend import detail_from_line
 from slurm_shockwave.slurm.hints import with_hold_mark
-from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError
+from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob
 from slurm_shockwave.slurm.pyslurm_backend import make_backend, pyslurm_problem
 from tests.live_cluster import answering
 
@@ -274,9 +275,14 @@ def test_a_missing_slurm_conf_is_one_line(monkeypatch, tmp_path) -> None:
 _JOB_FIELDS = ("job_id", "name", "user", "partition", "state", "held", "priority", "comment",
                "admin_comment", "gpus", "node_count", "nodes", "restart_count",
                "submit_time", "start_time", "eligible_time", "gpu_alloc", "time_limit_s",
-               "requeue", "gpu_type", "per_job")
+               "requeue", "gpu_type", "per_job", "asks_per_job")
 _NODE_FIELDS = ("name", "state", "gpus", "gpus_used", "gpus_used_idx", "partitions",
                 "gpu_type")
+
+
+def _fields(jobs: Iterable[SlurmJob]) -> dict[int, dict[str, object]]:
+    """What both backends must say alike of each job of a listing."""
+    return {j.job_id: {name: getattr(j, name) for name in _JOB_FIELDS} for j in jobs}
 
 
 @pytest.mark.slurm
@@ -284,7 +290,7 @@ _NODE_FIELDS = ("name", "state", "gpus", "gpus_used", "gpus_used_idx", "partitio
 def test_both_backends_give_the_same_answers(tmp_path) -> None:
     """On one cluster, the CLI and pyslurm backends list the same jobs (held and pending
     with --gres, --gpus or --gpus-per-task, running on one node and on two, one of them
-    ``--no-requeue``) and the same nodes."""
+    ``--no-requeue``, a suspended --gpus one) and the same nodes."""
     cli, py = _backend("cli"), _backend("pyslurm")
     script = tmp_path / "w.sh"
     script.write_text("#!/bin/sh\nsleep 600\n")
@@ -306,29 +312,37 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
     # waits while "one node" (the same user and name) runs
     mine.append(cli.submit(str(script), [*out, "-p", "other", "--gres=gpu:1",
                                          "-J", "one node", "--dependency=singleton"]))
+    # asked per job, then suspended: pyslurm read neither this nor its GPU type
+    mine.append(cli.submit(str(script), [*out, "-p", "other", "-N", "1", "--gpus=2"]))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            running = [j for j in cli.list_jobs("other") if j.job_id in mine[2:4]]
-            if len(running) == 2 and all(j.state == "RUNNING" and j.gpu_alloc
+            running = [j for j in cli.list_jobs("other")
+                       if j.job_id in (*mine[2:4], mine[8])]
+            if len(running) == 3 and all(j.state == "RUNNING" and j.gpu_alloc
                                          for j in running):
                 break
             time.sleep(0.5)
+        assert _fields(cli.list_jobs("other")) == _fields(py.list_jobs("other"))
+        assert {j.job_id: j for j in py.list_jobs("other")}[mine[8]].asks_per_job
+        cli.scontrol("suspend", str(mine[8]))
         by_cli = {j.job_id: j for j in cli.list_jobs() if j.job_id in mine}
         by_py = {j.job_id: j for j in py.list_jobs() if j.job_id in mine}
         assert sorted(by_cli) == sorted(by_py) == sorted(mine)
         for jid in mine:
             for name in _JOB_FIELDS:
                 assert getattr(by_py[jid], name) == getattr(by_cli[jid], name), (jid, name)
-        assert [by_cli[j].gpus for j in mine] == [1, 3, 2, 16, 4, 1, 2, 1]
+        assert [by_cli[j].gpus for j in mine] == [1, 3, 2, 16, 4, 1, 2, 1, 2]
         assert [by_cli[j].requeue for j in mine] == [
-            True, True, False, True, True, True, True, True]
+            True, True, False, True, True, True, True, True, True]
+        assert (by_cli[mine[8]].state, by_cli[mine[8]].asks_per_job) == ("SUSPENDED", True)
         # --gpus and --gpus-per-task are the job's to spread unless held to one node
         # (25.11 holds a --gpus job without -N to one, 22.05 does not: measured); --gres
         # is per node
         assert [by_cli[j].per_job for j in mine] == [
             False, by_cli[mine[1]].max_nodes != 1, False, False,
-            by_cli[mine[4]].max_nodes != 1, False, False, False]
+            by_cli[mine[4]].max_nodes != 1, False, False, False,
+            by_cli[mine[8]].max_nodes != 1]
         assert (by_cli[mine[6]].max_nodes, by_py[mine[6]].max_nodes) == (1, 1)
         # one dependency reads alike (of several, pyslurm's dict has its own order)
         assert by_cli[mine[5]].dependency == f"afterok:{mine[2]}(unfulfilled)"
@@ -339,6 +353,7 @@ def test_both_backends_give_the_same_answers(tmp_path) -> None:
         assert [j for j in mine if by_cli[j].dependency or by_py[j].dependency] == [
             mine[5], mine[7]]
         listed = {j.job_id: j for j in cli.list_jobs("other")}  # the round's listing
+        assert _fields(listed.values()) == _fields(py.list_jobs("other"))
         assert (listed[mine[2]].requeue, listed[mine[3]].requeue) == (False, True)
         assert listed[mine[5]].dependency == by_cli[mine[5]].dependency
         assert listed[mine[2]].dependency == ""

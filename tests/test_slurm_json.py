@@ -420,8 +420,10 @@ def test_whether_slurm_may_spread_a_jobs_gpus(node: str, job: str, task: str,
 def test_pyslurm_reads_the_type_of_a_per_job_gpu_request_from_squeue() -> None:
     """pyslurm reads no TresPerJob: a pending ``--gpus=a100:4`` job read as untyped was
     planned on any node's GPUs. Its count and type come from the CLI's one listing, and a
-    running one's type (its count is what it was given); a ``--gres`` job keeps what
-    pyslurm read."""
+    running, suspended or completing one's type (its count is what it was given), and
+    for each whether it asked GPUs for the job, as the CLI backend says (a red-team: a
+    suspended or completing one's type and a running one's ``asks_per_job`` were left
+    out); a ``--gres`` job keeps what pyslurm read."""
     from types import SimpleNamespace
 
     from slurm_shockwave.slurm.cli_backend import CliBackend
@@ -430,21 +432,37 @@ def test_pyslurm_reads_the_type_of_a_per_job_gpu_request_from_squeue() -> None:
     jobs = {i: SimpleNamespace(id=i, state=state, partition="shockwave", num_nodes=1,
                                gres_per_node=gres, priority=5)
             for i, state, gres in ((1, "PENDING", None), (2, "PENDING", {"gpu:v100": 2}),
-                                   (3, "RUNNING", None))}
+                                   (3, "RUNNING", None), (4, "SUSPENDED", None),
+                                   (5, "COMPLETING", None))}
     cli = object.__new__(CliBackend)
     asked: list[list[str]] = []
 
     def run(args: list[str]) -> str:
         asked.append(args)
-        return "1|1|gres:gpu:a100:4|N/A|1\n2|1|N/A|N/A|1\n3|1|gres:gpu:v100:2|N/A|1\n"
+        return ("1|1|gres:gpu:a100:4|N/A|1\n2|1|N/A|N/A|1\n3|1|gres:gpu:v100:2|N/A|1\n"
+                "4|1|gres:gpu:v100:3|N/A|1\n5|1|N/A|gres:gpu:a100:1|2\n")
 
     cli._run = run  # type: ignore[method-assign]
     backend = object.__new__(PyslurmBackend)
     backend._ps = SimpleNamespace(Jobs=SimpleNamespace(load=lambda: jobs))
     backend._cli = cli
-    listed = {j.job_id: (j.gpus, j.gpu_type) for j in backend.list_jobs("shockwave")}
-    assert listed == {1: (4, "a100"), 2: (2, "v100"), 3: (0, "v100")}
-    assert len(asked) == 1
+    listed = {j.job_id: (j.gpus, j.gpu_type, j.asks_per_job)
+              for j in backend.list_jobs("shockwave")}
+    assert listed == {1: (4, "a100", True), 2: (2, "v100", False), 3: (0, "v100", True),
+                      4: (0, "v100", True), 5: (0, "a100", False)}
+    assert len(asked) == 1 and asked[0][2:4] == ["-t", "PD,R,CG,S,SE,CF"]
+
+
+@pytest.mark.parametrize(("state", "reason", "held"), [
+    ("PENDING", "JobHeldUser", True), ("SUSPENDED", "None", False),
+    ("RUNNING", "JobHeldUser", False)])
+def test_jsons_hold_is_a_pending_jobs(state: str, reason: str, held: bool) -> None:
+    """JSON's ``hold`` is priority 0, which a suspended job and a running one its owner
+    held have too; squeue's text and pyslurm read neither as held (a red-team of the
+    backends: the full listing said held of a suspended job)."""
+    obj = {"job_id": 1, "job_state": state, "hold": True, "priority": 0,
+           "state_reason": reason}
+    assert jobs_from({"jobs": [obj]})[0].held is held
 
 
 def test_a_requeue_held_job_is_held() -> None:

@@ -405,7 +405,7 @@ class CliBackend:
             job_id=jid, name=r[c["Name"]].strip(), user=r[c["UserName"]].strip(),
             partition=partition, state=state, state_flags=tuple(flags), reason=reason,
             priority=priority, held=is_held(state, priority, reason),
-            comment=r[c["Comment"]].strip(),
+            comment=_unset(r[c["Comment"]]),  # "(null)": none, as JSON and pyslurm say
             admin_comment=detail.admin_comment if detail else "",
             gpus=job_gpus(r[c["tres-per-node"]], r[c["tres-per-job"]], nodes,
                           r[c["tres-per-task"]], _count(r[c["NumTasks"]])),
@@ -506,11 +506,11 @@ class CliBackend:
 
     def gpus_per_job(self, job_ids: Sequence[int]) -> dict[int, tuple[int, str, bool]]:
         """GPUs, the GPU type they name, and whether any were asked for the job, that
-        each pending or running job of ``job_ids`` asked for with ``--gpus`` (its
-        TresPerJob) or ``--gpus-per-task``, for the pyslurm backend, which reads neither.
-        One listing of those states: ``squeue -j`` fails whole when one of the ids has
-        gone."""
-        text = self._run(["squeue", "-h", "-t", "PD,R,CF", "-O",
+        each listed job of ``job_ids`` (pending, running, suspended or completing) asked
+        for with ``--gpus`` (its TresPerJob) or ``--gpus-per-task``, for the pyslurm
+        backend, which reads neither. One listing of those states: ``squeue -j`` fails
+        whole when one of the ids has gone."""
+        text = self._run(["squeue", "-h", "-t", "PD,R,CG,S,SE,CF", "-O",
                           "JobID:|,NumNodes:|,tres-per-job:|,tres-per-task:|,NumTasks:"])
         wanted = set(job_ids)
         rows = (line.split("|", 4) for line in text.splitlines())

@@ -303,7 +303,10 @@ def job_from(obj: Mapping[str, Any]) -> SlurmJob:
         # the planner's own hold), as scontrol and pyslurm show it: read as the planner's,
         # an admin's `scontrol requeuehold` was released (measured on 22.05)
         reason = desc
-    held = bool(obj.get("hold")) or is_held(state[0] if state else "", priority, reason)
+    # JSON's hold is priority 0, which a suspended or held running job has too: held is
+    # a pending job's, as squeue's and pyslurm's listings read it (a red-team)
+    first = state[0] if state else ""
+    held = (bool(obj.get("hold")) and first == "PENDING") or is_held(first, priority, reason)
     gres_detail = tuple(str(g) for g in obj.get("gres_detail") or ())
     alloc = (alloc_from(_alloc_nodes(obj), gres_detail)
              if state and holds_alloc(state[0], state[1:]) and gres_detail else ())

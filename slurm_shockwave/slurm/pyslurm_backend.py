@@ -203,7 +203,7 @@ class PyslurmBackend:
                 # a pending job's GPUs asked per job come from squeue (below)
                 max_nodes=max_nodes,
                 per_job=may_spread(per_node, given, max_nodes),
-                asks_per_job=False,  # a pending job's is read from squeue (below)
+                asks_per_job=False,  # read from squeue (below)
                 node_count=nodes,
                 nodes=str(_get(j, "allocated_nodes", default="") or "") if state_ok else "",
                 restart_count=int(_get(j, "requeue_count", default=0) or 0),
@@ -224,11 +224,12 @@ class PyslurmBackend:
         ``--gpus=N``: its TRES parser expects ``name=count``) or its per-task GPUs, and
         the job's requested TRES count GPUs only where slurmdbd tracks gres/gpu. So the
         pending and running jobs that ask no GPUs per node (``per_job_ids``) are asked of
-        squeue, all in one call: a pending one's count, and the GPU type they name
-        (``--gpus=a100:4`` read as untyped was placed on any node, and a running one
-        moved onto any)."""
+        squeue, all in one call: a pending one's count, whether GPUs were asked for the
+        job (as the CLI backend says of every listed job), and the GPU type they name
+        (``--gpus=a100:4`` read as untyped was placed on any node, and a running,
+        suspended or completing one moved onto any)."""
         unknown = [j.job_id for j in jobs if j.job_id in per_job_ids
-                   and j.state in ("PENDING", "RUNNING")]
+                   and j.state in LISTED_STATES]
         if not unknown:
             return jobs
         per_job = self._cli.gpus_per_job(unknown)
@@ -236,8 +237,9 @@ class PyslurmBackend:
         for j in jobs:
             gpus, kind, for_job = per_job.get(j.job_id, (0, "", False))
             if j.state == "PENDING" and not j.gpus and gpus:
-                j = replace(j, gpus=gpus, per_job=may_spread(0, gpus, j.max_nodes),
-                            asks_per_job=for_job)
+                j = replace(j, gpus=gpus, per_job=may_spread(0, gpus, j.max_nodes))
+            if for_job:
+                j = replace(j, asks_per_job=True)
             out.append(replace(j, gpu_type=kind) if kind and not j.gpu_type else j)
         return out
 
