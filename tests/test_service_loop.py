@@ -4,6 +4,7 @@ real daemons: tests/test_service_live.py)."""
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -205,14 +206,18 @@ def test_heartbeat_after_each_round(tmp_path: Path) -> None:
 
 
 class Flaky(FakeSlurm):
-    """Slurm down for a few calls."""
+    """Slurm down for a few calls, and again for ``later[n]`` calls after ``n`` answered."""
 
     down = 0
+    answered = 0
+    later: dict[int, int] | None = None
 
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
+        self.down += (self.later or {}).pop(self.answered, 0)
         if self.down > 0:
             self.down -= 1
             raise SlurmError("squeue: error: Unable to contact slurm controller")
+        self.answered += 1
         return super().list_jobs(partition)
 
 
@@ -220,7 +225,7 @@ def test_an_outage_is_one_log_line_and_the_loop_goes_on(tmp_path: Path,
                                                        caplog: pytest.LogCaptureFixture) -> None:
     fake = Flaky([SlurmNode("n1", ("IDLE",), 4, 0, ("shockwave",))])
     fake.add(job(1, 1))
-    fake.down = 3
+    fake.down, fake.later = 3, {1: 2}  # down at the start, and again after a round
     store, clock = Store(tmp_path / "s.db"), Clock()
     svc = service(fake, store, clock)
     svc.round_s = 0.01
@@ -228,10 +233,15 @@ def test_an_outage_is_one_log_line_and_the_loop_goes_on(tmp_path: Path,
     waits: list[float] = []
     stop.wait = lambda t=None: waits.append(t or 0.0) or False  # type: ignore[method-assign]
     with caplog.at_level(logging.INFO, logger="shockwave.service"):
-        assert svc.run(stop, max_rounds=2) == 2
+        assert svc.run(stop, max_rounds=3) == 3
     errors = [r for r in caplog.records if "unreachable" in r.getMessage()]
-    assert len(errors) == 1
-    assert any("reachable again" in r.getMessage() for r in caplog.records)
+    assert len(errors) == 2
+    # down since before the first round: how long is not known (a red-team: "again
+    # after" counted from the service's start)
+    back = [re.sub(r"\d+ s", "N s", r.getMessage()) for r in caplog.records
+            if "reachable " in r.getMessage()]
+    assert back == ["Slurm reachable N s after this service's first round tried it",
+                    "Slurm reachable again after N s"], back
     assert waits[:3] == [0.01, 0.01, 0.01]  # backoff capped at the round
     assert not fake.jobs[1].held
 

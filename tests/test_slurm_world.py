@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import pytest
@@ -507,10 +508,19 @@ def test_a_round_of_another_partition_on_the_same_store_keeps_the_checkpoint_in_
     assert log.load_intents() == {}
 
 
-def test_a_partition_an_admin_took_down_is_left_as_it_is() -> None:
+def test_a_partition_an_admin_took_down_is_left_as_it_is(
+        caplog: pytest.LogCaptureFixture) -> None:
     """Slurm starts nothing in a DOWN partition: preempting a running job for a waiting one
-    would only idle the GPUs. Nothing is signalled, released or requeued until it is UP."""
+    would only idle the GPUs. Nothing is signalled, released or requeued until it is UP.
+    The log says each change (a red-team: INACTIVE to DRAIN was said "DRAIN again")."""
     world, fake, _ = cluster(running(1, 4), held(2, 4))
+    fake.partition_states["shockwave"] = "INACTIVE"
+    with caplog.at_level(logging.WARNING):
+        world.observe()
+        fake.partition_states["shockwave"] = "DRAIN"
+        world.observe()
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "partition shockwave is INACTIVE", "partition shockwave is DRAIN, no longer INACTIVE"]
     fake.partition_states["shockwave"] = "DOWN"
     world.observe()
     result = world.apply([Action(ActionKind.PREEMPT, 1), Action(ActionKind.START, 2)])

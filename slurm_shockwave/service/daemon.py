@@ -275,8 +275,10 @@ class Service:
                 stop.wait(backoff)
                 continue
             if outage_since is not None:
-                log.warning("Slurm reachable again after %.0f s",
-                            self.timer() - outage_since)
+                # down since before the first round: how long it was down is not known
+                log.warning("Slurm reachable again after %.0f s" if done else
+                            "Slurm reachable %.0f s after this service's first round "
+                            "tried it", self.timer() - outage_since)
                 outage_since = None
             backoff = 0.0
             done += 1

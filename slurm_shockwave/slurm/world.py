@@ -849,7 +849,8 @@ class SlurmCluster:
                 log.warning("partition %s is %s: running jobs keep running; nothing is "
                             "started or preempted until it is UP", self.partition, state)
             elif self.partition_state in CLOSED:
-                log.warning("partition %s is %s again", self.partition, state or "gone")
+                log.warning("partition %s is %s, no longer %s", self.partition,
+                            state or "gone", self.partition_state)
         self.partition_state = state
 
     def _sync_intents(self, listed: Sequence[SlurmJob]) -> None:
