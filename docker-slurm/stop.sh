@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stop everything docker-slurm/start.sh started from DIR: first the cluster's jobs
 # (scancel of each of its job ids, through its own slurm.conf), then its daemons (by
-# their pid files), then any slurmstepd left of THIS cluster (the ones whose environment
+# their pid files, and any other slurmd or slurmctld whose environment or command line
+# names DIR/etc/slurm.conf), then any slurmstepd left of THIS cluster (the ones whose environment
 # says SLURM_CONF=DIR/etc/slurm.conf) with their processes, and munged if start.sh
 # started that too. Leaves every other Slurm or munge process, and other clusters'
 # jobs, alone.
@@ -13,7 +14,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --state-dir) STATE="$2"; shift 2 ;;
     --purge) PURGE=1; shift ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "stop.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -21,13 +22,18 @@ done
 STATE="$(cd "$STATE" && pwd)"
 CONF="$STATE/etc/slurm.conf"
 
-# This cluster's slurmstepd processes: their environment names this cluster's slurm.conf.
-cluster_stepds() {
+# This cluster's processes named $1: their environment or command line names this
+# cluster's slurm.conf.
+cluster_procs() {
   local pid
-  for pid in $(pgrep -x slurmstepd); do
-    tr '\0' '\n' 2>/dev/null < "/proc/$pid/environ" | grep -qxF "SLURM_CONF=$CONF" && echo "$pid"
+  for pid in $(pgrep -x "$1"); do
+    # grep reads it all (no -q): under pipefail a writer cut off by an early exit
+    # (SIGPIPE) failed the match
+    { tr '\0' '\n' < "/proc/$pid/environ"; tr '\0' '\n' < "/proc/$pid/cmdline"; } \
+      2>/dev/null | grep -xF -e "SLURM_CONF=$CONF" -e "$CONF" >/dev/null && echo "$pid"
   done
 }
+cluster_stepds() { cluster_procs slurmstepd; }
 descendants() {
   local child
   for child in $(pgrep -P "$1"); do echo "$child"; descendants "$child"; done
@@ -57,6 +63,12 @@ for f in "$STATE"/run/slurmd-*.pid "$STATE/run/slurmctld.pid"; do
   pid="$(cat "$f")"
   if kill -0 "$pid" 2>/dev/null; then kill "$pid" && pids+=("$pid"); fi
   rm -f "$f"
+done
+# ...and this cluster's daemons no pid file names (one restarted by hand, or whose pid
+# file another start overwrote: a red-team found a slurmd left running)
+for pid in $(cluster_procs slurmd) $(cluster_procs slurmctld); do
+  case " ${pids[*]} " in *" $pid "*) continue ;; esac
+  kill "$pid" 2>/dev/null && pids+=("$pid")
 done
 for _ in $(seq 1 50); do
   alive=0

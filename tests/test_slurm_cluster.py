@@ -467,7 +467,9 @@ def test_plan_command_is_a_dry_run_unless_applied(backend, jobs) -> None:
 def test_a_cluster_in_a_long_directory_still_launches_jobs(tmp_path: Path) -> None:
     """slurmstepd's socket lives in the spool directory and a Unix socket path has at most
     107 bytes: a cluster started in a deep directory (a test's tmp_path) failed every
-    launch ("launch failed requeued held"). start.sh moves such a spool to a short one."""
+    launch ("launch failed requeued held"). start.sh moves such a spool to a short one.
+    stop.sh stops a daemon of the cluster that no pid file names (a red-team found a
+    slurmd left running, restarted by hand)."""
     import subprocess
 
     from slurm_shockwave.live.cluster import LocalCluster
@@ -482,7 +484,12 @@ def test_a_cluster_in_a_long_directory_still_launches_jobs(tmp_path: Path) -> No
         subprocess.run(["sbatch", "-p", "other", "-o", str(out), "--wrap", "echo hi"],
                        env=env, check=True, capture_output=True, timeout=30)
         wait_for(lambda: out.exists() and "hi" in out.read_text(), 60, "the job ran")
+        pidfile = deep / "run" / "slurmd-sw-node1.pid"
+        slurmd = int(pidfile.read_text())
+        pidfile.unlink()
     assert not Path(root).exists()  # stopped and purged with the cluster
+    assert not Path(f"/proc/{slurmd}").exists() or \
+        "slurmd" not in Path(f"/proc/{slurmd}/comm").read_text()
 
 
 def test_jobs_asking_a_gpu_type_run_on_nodes_of_that_type(tmp_path: Path) -> None:
