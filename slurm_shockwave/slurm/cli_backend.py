@@ -234,27 +234,32 @@ def _own_lines(out: str, job_id: int) -> list[str]:
     return mine
 
 
-def _listing_rows(text: str) -> list[list[str]] | None:
-    """The rows of a partition's ``squeue -O`` listing, one job a line; None when a line
-    is no row (a newline in a job's name or comment, the last columns: the job's row is
-    cut there, and the rest reads as another; squeue prints every job id as a number) or
-    a job is listed twice. Split on ``\\n`` alone: ``str.splitlines`` also splits on
-    ``\\v``, ``\\f`` and others Slurm prints inside a field (a red-team)."""
+def _rows(text: str, width: int) -> tuple[list[list[str]], bool]:
+    """The rows of an ``squeue -O`` listing of ``width`` columns (``|`` between them, the
+    job id first), and whether every line was one, each job once. A line that is no row:
+    a newline in a job's name or comment, the last columns, cuts its row there and the
+    rest reads as another (squeue prints every job id as a number). Split on ``\\n``
+    alone: ``str.splitlines`` also splits on ``\\v``, ``\\f`` and others Slurm prints inside
+    a field (a red-team)."""
     rows: list[list[str]] = []
-    seen: set[str] = set()
+    whole, seen = True, set()
     for line in text.split("\n"):
         if not line:
             continue
-        row = line.split("|", len(_FIELDS) - 1)
-        if len(row) != len(_FIELDS):
-            return None
-        if not is_count(row[0]):  # squeue prints every job id as a number: a broken line
-            return None
-        if row[0] in seen:
-            return None
+        row = line.split("|", width - 1)
+        if len(row) != width or not is_count(row[0]) or row[0] in seen:
+            whole = False
+            continue
         seen.add(row[0])
         rows.append(row)
-    return rows
+    return rows, whole
+
+
+def _listing_rows(text: str) -> list[list[str]] | None:
+    """The rows of a partition's listing, one job a line; None when a line is no row or a
+    job is listed twice (``_rows``): the round reads the partition from JSON then."""
+    rows, whole = _rows(text, len(_FIELDS))
+    return rows if whole else None
 
 
 def _count(text: str, default: int = 0) -> int:
@@ -490,9 +495,7 @@ class CliBackend:
     def _alloc_of_all_jobs(self) -> dict[str, set[int]]:
         """GPU indices in use per node, from every partition's jobs holding nodes."""
         text = self._run(["squeue", "-h", "-t", "R,CG,S,CF", "-O", _ALLOC_FORMAT])
-        rows = [r for r in (line.split("|", len(_ALLOC_FIELDS) - 1)
-                            for line in text.splitlines() if line)
-                if len(r) == len(_ALLOC_FIELDS) and is_count(r[0])]
+        rows = _rows(text, len(_ALLOC_FIELDS))[0]  # no free text: every line is a row
         self._load_details(_Listed(int(r[0]), r[1].strip(), r[2].strip(), _epoch(r[3].strip()),
                                    _epoch(r[4].strip()), r[5].strip()) for r in rows)
         self._holding = {int(r[0]) for r in rows}
@@ -513,11 +516,10 @@ class CliBackend:
         text = self._run(["squeue", "-h", "-t", "PD,R,CG,S,SE,CF", "-O",
                           "JobID:|,NumNodes:|,tres-per-job:|,tres-per-task:|,NumTasks:"])
         wanted = set(job_ids)
-        rows = (line.split("|", 4) for line in text.splitlines())
         return {int(r[0]): (job_gpus("", r[2], _count(r[1], 1), r[3], _count(r[4])),
                             gpu_type_in(r[2].strip(), r[3].strip()),
                             asked_per_job("", r[2].strip()))
-                for r in rows if len(r) == 5 and is_count(r[0]) and int(r[0]) in wanted}
+                for r in _rows(text, 5)[0] if int(r[0]) in wanted}
 
     def list_nodes(self) -> list[SlurmNode]:
         nodes = nodes_from(self._json(["sinfo", "--json"]))
