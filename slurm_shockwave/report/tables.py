@@ -75,7 +75,10 @@ def compare_table(results: Sequence[SimResult], title: str) -> Table:
 def rows_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
     t = Table(title=Text(title))
     for c in columns:
-        t.add_column(c)
+        # folded, never cut: a cut value reads as another (a red-team: rho "1.…", where
+        # "sw-node3[0…", a reason "waiting_capacity(remain…" at 80 or 120 columns, and
+        # in piped output)
+        t.add_column(c, overflow="fold")
     for row in rows:
         t.add_row(*(str(v) for v in row))
     return t
