@@ -117,6 +117,52 @@ def test_queue_shows_the_users_asked_for_as_squeue_does(
     assert bad.count("\n") == 1 and "--user: expected user names" in bad, bad
 
 
+def test_jobs_left_out_of_the_plan_show_what_slurm_lists(
+        setup: tuple[FakeSlurm, Store, Clock, Cli]) -> None:
+    """Found by a red-team: a job the plan leaves out (running on a drained node,
+    suspended, held by its owner) read 0 GPUs, nowhere, no model and 0 epochs done in
+    queue, and so in explain's history, though Slurm lists all of it."""
+    from tests.test_service_loop import _epochs
+
+    fake, store, clock, run = setup
+    fake.add(job(1, 2, epochs=500))
+    fake.add(job(2, 2, epochs=500))
+    svc = service(fake, store, clock, policy="srtf")
+    svc.round_once()
+    fake.tick()
+    clock.t += 60
+    _epochs(store, 1, 7, clock.t)
+    _epochs(store, 2, 3, clock.t)
+    svc.round_once()
+    where = {jid: store.jobs_now()[jid].where for jid in (1, 2)}
+    assert all(where.values()), where
+
+    def shown() -> dict[int, dict[str, object]]:
+        rows = (json.loads(line) for line in run("queue", "--json").output.splitlines())
+        return {r["job_id"]: r for r in rows}
+
+    fake.jobs[1] = replace(fake.jobs[1], state="SUSPENDED")
+    fake.nodes[0] = replace(fake.nodes[0], state=("MIXED", "DRAIN"))
+    clock.t += 60
+    svc.round_once()
+    for jid, phase in ((1, "suspended"), (2, "running")):
+        row = shown()[jid]
+        assert (row["phase"], row["gpus"], row["where"], row["model"], row["epochs"]) == (
+            phase, 2, where[jid], "ResNet-18", 500), row
+        stored = store.jobs_now()[jid]
+        assert (stored.phase, stored.gpus, stored.where) == (phase, 2, where[jid])
+    # a running job's read forward from its last report (docs/progress.md)
+    assert shown()[1]["epochs_done"] == 7 and shown()[2]["epochs_done"] >= 3
+    assert "on_closed_node" in shown()[2]["reason"]
+    # held by its owner once requeued: its epochs done are not lost
+    fake.jobs[1] = replace(fake.jobs[1], state="PENDING", held=True, priority=0,
+                           reason="JobHeldUser", gpu_alloc=(), nodes="",
+                           comment="held=owner")
+    row = shown()[1]
+    assert (row["phase"], row["gpus"], row["where"], row["epochs_done"]) == (
+        "held", 2, "", 7), row
+
+
 def test_queue_without_the_configs_store_says_so(setup: tuple[FakeSlurm, Store, Clock, Cli]
                                                  ) -> None:
     """Found by a review: with no store where the config says (the service runs on
@@ -285,3 +331,35 @@ def test_queue_shows_a_job_in_its_requeue_delay_with_its_model_gpus_and_epochs(
     assert (row["phase"], row["gpus"], row["epochs"]) == ("pending", 4, 6), row
     assert row["model"] and row["reason"].startswith("not_eligible(until "), row
     assert row["action"] == "" and row["bs"] > 0, row
+
+
+def test_a_job_the_planner_requeues_is_not_said_to_end() -> None:
+    """Found by a red-team: a job the plan preempted or resized, COMPLETING while Slurm
+    requeues it, read ``ending(COMPLETING: its Epilog runs)``: to its owner, finished."""
+    from slurm_shockwave.service.records import unplanned_rows
+    from slurm_shockwave.slurm.world import LeftOut
+
+    rows = {r.job_id: r for r in unplanned_rows(LeftOut(
+        ending=frozenset({1, 2}), requeuing=frozenset({2}),
+        listed={jid: replace(job(jid, 2), state="COMPLETING") for jid in (1, 2)}))}
+    assert (rows[1].phase, rows[1].reason) == (
+        "ending", "ending(COMPLETING: Slurm ends its processes and runs its Epilog)")
+    assert (rows[2].phase, rows[2].reason) == (
+        "requeuing", "ending(COMPLETING: requeued, back after its requeue delay)")
+    assert (rows[2].user, rows[2].gpus, rows[2].model) == ("alice", 2, "ResNet-18")
+
+
+def test_a_narrow_terminal_folds_queues_cells_and_cuts_none() -> None:
+    """Found by a red-team: at 80 columns cells were cut with an ellipsis, a rho of 1.23
+    read "1.…" and a place "sw-node3[0…"."""
+    from rich.console import Console
+
+    from slurm_shockwave.cli import queue as queue_cli
+    from slurm_shockwave.report.tables import rows_table
+
+    cells = ("1234", "alice", "ResNet-18", "running", "4", "sw-node3[0,1,2,3]", "12/100",
+             "64", "1:02:03", "1.23", "11", "waiting_capacity(remaining~24s)")
+    out = Console(width=80, record=True)
+    out.print(rows_table("t", queue_cli._COLUMNS, [cells]))
+    text = out.export_text()
+    assert "…" not in text

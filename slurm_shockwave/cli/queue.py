@@ -94,13 +94,16 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
     world = env.world(intents, feed)
     view = world.observe()
     rows = [_row(j, planned.get(j.job_id)) for j in sorted(view.jobs, key=lambda j: j.job_id)]
-    # a job back in the queue in its requeue delay is out of the plan, but its model,
-    # GPUs and epochs are known (a researcher's walkthrough: it read "-" and 0 GPUs)
-    back = {j.job_id: j for j in view.returning}
+    # a job out of the plan (in its requeue delay, held, suspended, on a drained node...)
+    # still has its progress: its epochs done and time left (a researcher's walkthrough:
+    # one in its requeue delay read "-" and 0 GPUs; a red-team: a held one 0 epochs);
+    # its GPUs and where are Slurm's (``left_row``)
+    left = unplanned_rows(world.left_out)
+    back = world.left_views(row.job_id for row in left)
     rows += [row if (j := back.get(row.job_id)) is None else
              replace(_row(j, planned.get(j.job_id)), phase=row.phase, reason=row.reason,
-                     action="", outcome="", message="")
-             for row in unplanned_rows(world.left_out)]
+                     gpus=row.gpus, where=row.where, action="", outcome="", message="")
+             for row in left]
     everyone = len(rows)
     if shown_users is not None:  # the title's counts stay the partition's: the contention
         rows = [row for row in rows if row.user in shown_users]

@@ -12,8 +12,13 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
 from slurm_shockwave.service.store import JobRow, RoundRecord
 from slurm_shockwave.slurm.hints import Hint, parse_hint, split_hold_mark
-from slurm_shockwave.slurm.protocol import SlurmJob
-from slurm_shockwave.slurm.world import GIVE_BACK, OWNER_GIVES_BACK, LeftOut, hint_text
+from slurm_shockwave.slurm.world import (
+    GIVE_BACK,
+    OWNER_GIVES_BACK,
+    LeftOut,
+    hint_text,
+    job_slots,
+)
 
 
 def where(slots: tuple[str, ...]) -> str:
@@ -63,63 +68,66 @@ def unplanned_rows(left: LeftOut) -> list[JobRow]:
     an admin or their owner holds, running jobs on a node Slurm gives no new work
     (drained, not responding), left to finish there, running jobs without GPUs, running
     jobs Slurm will not requeue, and pending jobs Slurm holds back (a dependency, a
-    limit)."""
-    user = left.users.get
-    rows = [JobRow(job_id=jid, user=user(jid, ""), phase="not planned",
-                   reason=f"{ReasonCode.BAD_HINT.value}({msg})")
+    limit). Each with what Slurm lists for it (``left_row``)."""
+    def row(jid: int, phase: str, code: ReasonCode, detail: str) -> JobRow:
+        return left_row(left, jid, phase, f"{code.value}({detail})")
+
+    rows = [row(jid, "not planned", ReasonCode.BAD_HINT, msg)
             for jid, msg in sorted(left.bad_hints.items())]
-    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="pending",
-                    reason=f"{ReasonCode.NOT_ELIGIBLE.value}(until {clock_time(at)})")
+    rows += [row(jid, "pending", ReasonCode.NOT_ELIGIBLE, f"until {clock_time(at)}")
              for jid, at in sorted(left.not_eligible.items())]
-    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="running",
-                    reason=f"{ReasonCode.ON_CLOSED_NODE.value}({why}: left to Slurm, not "
-                           "moved or stopped)")
+    rows += [row(jid, "running", ReasonCode.ON_CLOSED_NODE,
+                 f"{why}: left to Slurm, not moved or stopped")
              for jid, why in sorted(left.on_closed_node.items())]
-    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="running",
-                    reason=f"{ReasonCode.WITHOUT_GPUS.value}(asked for no GPU: left to "
-                           "Slurm until it ends)")
+    rows += [row(jid, "running", ReasonCode.WITHOUT_GPUS,
+                 "asked for no GPU: left to Slurm until it ends")
              for jid in sorted(left.without_gpus)]
-    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="running",
-                    reason=f"{ReasonCode.NOT_REQUEUEABLE.value}(submitted --no-requeue: "
-                           "Slurm will not requeue it, so it is left to run to its end)")
+    rows += [row(jid, "running", ReasonCode.NOT_REQUEUEABLE,
+                 "submitted --no-requeue: Slurm will not requeue it, so it is left to run "
+                 "to its end")
              for jid in sorted(left.not_requeueable)]
-    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="pending",
-                    reason=f"{ReasonCode.HELD_BACK.value}({why}: left to Slurm, released, "
-                           "until it lets the job go)")
+    rows += [row(jid, "pending", ReasonCode.HELD_BACK,
+                 f"{why}: left to Slurm, released, until it lets the job go")
              for jid, why in sorted(left.held_back.items())]
-    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="ending",
-                    reason=f"{ReasonCode.ENDING.value}(COMPLETING: its Epilog runs)")
+    rows += [row(jid, "requeuing", ReasonCode.ENDING,
+                 "COMPLETING: requeued, back after its requeue delay")
+             if jid in left.requeuing else
+             row(jid, "ending", ReasonCode.ENDING,
+                 "COMPLETING: Slurm ends its processes and runs its Epilog")
              for jid in sorted(left.ending)]
-    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="ending",
-                    reason=f"{ReasonCode.ENDING.value}(killed by SIG{signal}, the checkpoint "
-                           "signal, before it could handle it: run again from its last "
-                           "checkpoint)")
+    rows += [row(jid, "ending", ReasonCode.ENDING,
+                 f"killed by SIG{signal}, the checkpoint signal, before it could handle "
+                 "it: run again from its last checkpoint")
              for jid, signal in sorted(left.killed.items())]
-    rows += [JobRow(job_id=jid, user=user(jid, ""), phase="suspended",
-                    reason=f"{ReasonCode.SUSPENDED.value}(by an admin: left to Slurm "
-                           "until resumed)")
+    rows += [row(jid, "suspended", ReasonCode.SUSPENDED, "by an admin: left to Slurm "
+                 "until resumed")
              for jid in sorted(left.suspended)]
     # an operator's hold carries a user's mark too (job_submit.lua cannot tell an
     # operator from a coordinator): there `uhold` would leave the job a user's hold,
     # while a release clears the mark
-    rows += [_held_row(job, ReasonCode.HELD_BY_ADMIN,
-                       OWNER_GIVES_BACK if split_hold_mark(job.comment)[1] else GIVE_BACK)
-             for _, job in sorted(left.admin_held.items())]
-    return rows + [_held_row(job, ReasonCode.HELD_BY_OWNER, OWNER_GIVES_BACK)
-                   for _, job in sorted(left.owner_held.items())]
+    rows += [row(jid, "held", ReasonCode.HELD_BY_ADMIN,
+                 (OWNER_GIVES_BACK if split_hold_mark(job.comment)[1] else GIVE_BACK)
+                 .format(job=jid))
+             for jid, job in sorted(left.admin_held.items())]
+    return rows + [row(jid, "held", ReasonCode.HELD_BY_OWNER, OWNER_GIVES_BACK.format(job=jid))
+                   for jid in sorted(left.owner_held)]
 
 
-def _held_row(job: SlurmJob, code: ReasonCode, give_back: str) -> JobRow:
-    """What queue and explain can say of a job an admin or its owner holds: who, its
-    GPUs and, when its hint reads, what it trains, and how it returns to the plan."""
+def left_row(left: LeftOut, job_id: int, phase: str, reason: str) -> JobRow:
+    """A job the plan leaves out as Slurm lists it: its owner, its GPUs and, while it
+    holds them, where, and when its hint reads, what it trains. Out of the plan is not
+    out of Slurm (a red-team: a job running on a drained node read 0 GPUs, nowhere)."""
+    job = left.listed.get(job_id)
+    if job is None:
+        return JobRow(job_id=job_id, user="", phase=phase, reason=reason)
     try:
         hint: Hint | None = parse_hint(hint_text(job))
     except InputError:
         hint = None
-    return JobRow(job_id=job.job_id, user=job.user, phase="held", gpus=job.gpus,
-                  model=hint.model if hint else "", epochs=hint.epochs if hint else 0,
-                  bs=hint.bs if hint else 0,
-                  reason=f"{code.value}({give_back.format(job=job.job_id)})")
+    return JobRow(job_id=job_id, user=job.user, phase=phase, gpus=job.gpus,
+                  where=where(job_slots(job)), model=hint.model if hint else "",
+                  epochs=hint.epochs if hint else 0, bs=hint.bs if hint else 0,
+                  reason=reason)
 
 
 def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
@@ -152,8 +160,7 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
     # jobs admission turned away (say, larger than every usable node together) are not
     # in the view but must not vanish from queue and explain
     left = left or LeftOut()
-    rows += [JobRow(job_id=jid, user=left.users.get(jid, ""), phase="not planned",
-                    reason=str(reason))
+    rows += [left_row(left, jid, "not planned", str(reason))
              for jid, reason in sorted(report.reasons.items()) if jid not in seen]
     return rows + unplanned_rows(left)
 

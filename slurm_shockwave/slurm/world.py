@@ -296,10 +296,13 @@ class LeftOut:
     the reports of a job id that comes back after a round without a row: a reused id)."""
     owner_held: Mapping[int, SlurmJob] = field(default_factory=dict)
     """Pending jobs their owner holds (``held_by_owner``): out of the view until released."""
-    users: Mapping[int, str] = field(default_factory=dict)
-    """Job -> its owner, for every job listed: its rows name the owner, whose reports
-    the progress API accepts only for a job the store shows as theirs (found by a
-    review: a job on a drained node got 403, an ending one's end report 404)."""
+    listed: Mapping[int, SlurmJob] = field(default_factory=dict)
+    """Every job listed, as Slurm lists it (a running one with its GPU indices): its
+    row names its owner, whose reports the progress API accepts only for a job the
+    store shows as theirs (found by a review: a job on a drained node got 403, an ending
+    one's end report 404), and shows the GPUs, nodes and hint Slurm has for it (a
+    red-team: a job running on a drained node, suspended or ending read 0 GPUs, nowhere,
+    no model)."""
     held_back: Mapping[int, str] = field(default_factory=dict)
     """Pending jobs Slurm will not start whatever the plan (``held_back``): job -> why."""
     killed: Mapping[int, str] = field(default_factory=dict)
@@ -314,6 +317,10 @@ class LeftOut:
     the planner cannot stop them, so they are left to Slurm until they end and their
     GPUs are given to no other job. Planned while pending, such a job was preempted
     round after round, each refused, while the plan counted its GPUs free."""
+    requeuing: frozenset[int] = frozenset()
+    """Of ``ending``, the jobs being requeued (a plan's preemption or resize, an admin's
+    requeue): back after their requeue delay, not ended (a red-team: rows said "its
+    Epilog runs")."""
 
 
 @dataclass(frozen=True)
@@ -574,7 +581,7 @@ class SlurmCluster:
         """Held-back jobs whose release failed, warned about once."""
         self._gone_pending: frozenset[int] = frozenset()
         self._suspended: frozenset[int] = frozenset()
-        self._users: dict[int, str] = {}
+        self._listed_jobs: dict[int, SlurmJob] = {}
         self.queued_ids: frozenset[int] = frozenset()
         """Every job of the partition the last observation listed, in any state: one
         being requeued (COMPLETING) is out of the view but not gone."""
@@ -617,9 +624,20 @@ class SlurmCluster:
     def left_out(self) -> LeftOut:
         return LeftOut(dict(self.bad_hints), dict(self.not_eligible), dict(self.admin_held),
                        dict(self.on_closed_node), self._without_gpus, self._ending,
-                       self._suspended, dict(self.owner_held), dict(self._users),
+                       self._suspended, dict(self.owner_held), dict(self._listed_jobs),
                        {jid: why for jid, (_j, why) in self.held_back.items()},
-                       dict(self._killed), self._not_requeueable)
+                       dict(self._killed), self._not_requeueable,
+                       self._ending & (self._requeuing | set(self._moving)))
+
+    def left_views(self, job_ids: Iterable[int]) -> dict[int, Job]:
+        """Those of ``job_ids`` the last observation listed whose hint reads, as the
+        policies would see them (their progress from the feed): queue's rows of the jobs
+        the plan leaves out show what they have done (a red-team: a held job 14 epochs in
+        read 0)."""
+        now = self.clock.now()
+        return {jid: self._job_view(job, parsed, now) for jid in job_ids
+                if (job := self._listed_jobs.get(jid)) is not None
+                and isinstance(parsed := self._parse(job), Hint)}
 
     # -- ClusterSource ----------------------------------------------------------------------
     def _listed(self) -> list[SlurmJob]:
@@ -666,7 +684,7 @@ class SlurmCluster:
         self.held_back = {}
         self.admin_held = {j.job_id: j for j in listed if held_by_admin(j)}
         self.owner_held = {j.job_id: j for j in listed if held_by_owner(j)}
-        self._users = {j.job_id: j.user for j in listed}
+        self._listed_jobs = {j.job_id: j for j in listed}
         self._ending = frozenset(j.job_id for j in listed
                                  if j.state == "COMPLETING" and managed(j))
         self._suspended = frozenset(j.job_id for j in listed
@@ -700,6 +718,7 @@ class SlurmCluster:
         listed_nodes = self.backend.list_nodes()
         jobs = with_found_alloc(jobs, listed_nodes, listed)
         self._jobs = {j.job_id: j for j in jobs}
+        self._listed_jobs.update(self._jobs)
         closed = {n.name: "+".join(n.state) for n in listed_nodes
                   if not n.usable and self.partition in n.partitions}
         # a node taken out of the partition (or out of slurm.conf) while a job of ours
@@ -876,7 +895,7 @@ class SlurmCluster:
                 if killed_by(job, ck):
                     if job.partition == self.partition:
                         self._killed[jid] = ck.signal
-                        self._users[jid] = job.user  # its row names its owner
+                        self._listed_jobs[jid] = job  # its row names its owner
                     continue  # another partition's: its service runs it again
             try:
                 self._forget(jid)
