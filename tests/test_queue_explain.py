@@ -107,7 +107,12 @@ def test_queue_shows_the_users_asked_for_as_squeue_does(
         in title, title
     assert users("--user", "alice,carol")[0] == users("-u", "alice", "-u", "carol")[0] == \
         {"alice", "carol"}
-    assert users("-u", "nobody-here")[0] == set()
+    # a name no user has here nor among the jobs: squeue's "Invalid user", not an empty
+    # table read as "no jobs of theirs" (a red-team); a user here without jobs: none
+    bad = run("queue", "-u", "bob,nobody-here", code=2).output
+    assert bad.strip().splitlines() == [
+        "error: --user: no user nobody-here on this host or among the partition's jobs"], bad
+    assert users("-u", "root")[0] == set()
     monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd(
         ("carol", "x", uid, 0, "", "/", "/bin/sh")))
     assert users("--me")[0] == {"carol"}

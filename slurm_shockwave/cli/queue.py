@@ -60,6 +60,14 @@ def _users(given: tuple[str, ...], me: bool) -> frozenset[str] | None:
     return frozenset(names) if names else None
 
 
+def _is_user(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
 def _name_of(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
@@ -105,6 +113,11 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
                      gpus=row.gpus, where=row.where, action="", outcome="", message="")
              for row in left]
     everyone = len(rows)
+    if unknown := sorted(name for name in shown_users or () if not name.isdigit()
+                         and name not in {row.user for row in rows} and not _is_user(name)):
+        # squeue: "Invalid user"; an empty table read as "no jobs of theirs" (a red-team)
+        raise InputError(f"no user {', '.join(unknown)} on this host or among the "
+                         "partition's jobs", field="--user")
     if shown_users is not None:  # the title's counts stay the partition's: the contention
         rows = [row for row in rows if row.user in shown_users]
     if as_json:
