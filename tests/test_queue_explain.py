@@ -23,7 +23,7 @@ from slurm_shockwave.service.store import JobRow, Store
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmNode
 from tests.builders import WallLikeClock as Clock
-from tests.test_service_loop import fake_cluster, job, service
+from tests.test_service_loop import PLAIN, fake_cluster, job, service
 
 T0 = 1_700_000_000.0
 
@@ -198,9 +198,22 @@ def test_explain_says_a_job_left_the_queue(setup: tuple[FakeSlurm, Store, Clock,
     clock.t += 60
     svc.round_once()
     shown = " ".join(run("explain", "1").output.split())
-    assert "now: not in the partition's queue at round 2, the last (ended, cancelled or " \
-           "moved out after round 1)" in shown, shown
+    # the round that first missed it (a red-team: "after round N" was the last change)
+    assert "now: not in the partition's queue since round 2 (ended, cancelled or moved " \
+           "out)" in shown, shown
     assert json.loads(run("explain", "1", "--json").output)["now"] is None
+    # the id given out again (Slurm's state lost): another user's job, its story apart
+    # (a red-team: the earlier job's rows read as this one's)
+    fake.add(replace(job(1, 2, epochs=5, hint=PLAIN), user="bob", submit_time=5000))
+    clock.t += 60
+    svc.round_once()
+    shown = " ".join(run("explain", "1").output.split())
+    earlier = "job 1, alice's ResNet-18, gone at round 2: an earlier job under this id"
+    now = "job 1, bob's ResNet-18: the job now under this id"
+    assert earlier in shown and now in shown and shown.index(earlier) < shown.index(now)
+    assert shown.count("its actions") == 2
+    assert shown.endswith("(as of round 3 at " + clock_time(clock.t) + "; `shockwave "
+                          "queue` asks Slurm)"), shown
 
 
 def test_a_fill_step_keeps_who_a_job_was_stopped_for_and_sends_no_second_signal(

@@ -25,7 +25,7 @@ from slurm_shockwave.model.plan import Outcome
 from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.records import clock_time, unplanned_rows, where
-from slurm_shockwave.service.store import JobRow
+from slurm_shockwave.service.store import GONE, JobRow
 from slurm_shockwave.slurm.world import MemoryIntents
 
 STALE_ROUNDS = 3
@@ -221,16 +221,34 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
                                "checkpoint": asdict(intent) if intent else None}))
         return
     out = console()
-    out.print(rows_table(f"job {job_id}: history (a row when something changed)",
-                         ("round", "at", "state", "GPUs", "where", "reason", "action",
-                          "outcome", "message"),
-                         [(h["round"], clock_time(h["at_s"]), h["phase"], h["gpus"],
-                           h["where"], h["reason"], h["action"], h["outcome"], h["message"])
-                          for h in history]))
-    out.print(rows_table(f"job {job_id}: actions",
-                         ("round", "at", "action", "outcome", "message"),
-                         [(a["round"], clock_time(a["at_s"]), a["kind"], a["outcome"],
-                           a["message"]) for a in actions]))
+    # a job id back after it left the queue is another job (Slurm gives ids out again;
+    # the store forgets the earlier one's reports): each job's rows apart, the earlier
+    # ones' first, each under its owner (a red-team: two users' jobs read as one story)
+    parts: list[list[dict[str, Any]]] = [[]]
+    for h in history:
+        parts[-1].append(h)
+        if h["phase"] == GONE:
+            parts.append([])
+    parts = [part for part in parts if part] or [[]]
+    after = -1  # the round the part before left in: its actions are up to it
+    for part in parts:
+        gone = part[-1]["round"] if part and part[-1]["phase"] == GONE else None
+        title = f"job {job_id}: history (a row when something changed)"
+        if len(parts) > 1:
+            who = f"job {job_id}, {part[0]['user'] or '?'}'s {part[0]['model'] or 'job'}"
+            title = (f"{who}: the job now under this id" if gone is None else
+                     f"{who}, gone at round {gone}: an earlier job under this id")
+        out.print(rows_table(title, ("round", "at", "state", "GPUs", "where", "reason",
+                                     "action", "outcome", "message"),
+                             [(h["round"], clock_time(h["at_s"]), h["phase"], h["gpus"],
+                               h["where"], h["reason"], h["action"], h["outcome"],
+                               h["message"]) for h in part]))
+        out.print(rows_table(
+            f"job {job_id}: actions" if len(parts) == 1 else "its actions",
+            ("round", "at", "action", "outcome", "message"),
+            [(a["round"], clock_time(a["at_s"]), a["kind"], a["outcome"], a["message"])
+             for a in actions if after < a["round"] and (gone is None or a["round"] <= gone)]))
+        after = gone if gone is not None else after
     if intent:
         out.print(f"checkpoint: SIG{intent.signal} sent; requeue after its ack or at "
                   f"{clock_time(intent.deadline_s, date=True)}")
@@ -242,6 +260,9 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
                    f"{clock_time(float(last['at_s']))}; `shockwave queue` asks Slurm)")
         out.print(f"now: {now.phase}, {now.reason}{seen_at}" + (
             "" if history else " (unchanged since before the retention: no history kept)"))
+    elif history and history[-1]["phase"] == GONE:  # the round that first missed it
+        out.print(f"now: not in the partition's queue since round {history[-1]['round']} "
+                  "(ended, cancelled or moved out)")
     elif last is not None:  # found by a red-team: an ended job read as still running
         seen = max((r["round"] for r in (*history, *actions)), default=None)
         out.print(f"now: not in the partition's queue at round {last['round_index']}, the "

@@ -85,6 +85,10 @@ CREATE TABLE IF NOT EXISTS runs (
 """
 
 
+GONE = "gone"
+"""A history row's phase in the round that first missed its job from the queue."""
+
+
 @dataclass(frozen=True)
 class JobRow:
     """One managed job as a round saw and decided it (what `queue` and `explain` show)."""
@@ -601,6 +605,14 @@ class Store:
                                 [(round_id, r.job_id, _row_json(r)) for r in changed])
             seen = {r.job_id for r in rows}
             gone = [(jid,) for jid in previous if jid not in seen]
+            # the round that first missed a job, in its history: explain tells an earlier
+            # job under a reused id from this one by it, and says when it left (a
+            # red-team: two users' jobs read as one story, "after round N" the last change)
+            self.db.executemany("INSERT INTO job_history VALUES (?, ?, ?)", [
+                (round_id, jid, _row_json(JobRow(
+                    job_id=jid, user=previous[jid].user, model=previous[jid].model,
+                    phase=GONE, reason="not in the partition's queue: ended, cancelled "
+                    "or moved out", action=""))) for (jid,) in gone])
             # a job id new to job_now is a new job, whatever reports that id has: the
             # progress API takes reports only for jobs in job_now, so those are an earlier
             # job's that had the id (Slurm gives ids out again once its state is lost or
