@@ -313,7 +313,8 @@ def test_read_only_commands_refuse_another_partitions_store_and_a_missing_one(
 def test_explain_shows_where_a_start_puts_a_job(setup: tuple[FakeSlurm, Store, Clock, Cli]
                                                 ) -> None:
     """A start's row said the job's request and no node: an elastic job started on more
-    GPUs than it asked read as its request, nowhere."""
+    GPUs than it asked read as its request, nowhere. It says they are the plan's, which
+    Slurm may give it elsewhere on a node (a red-team read the plan's GPUs as Slurm's)."""
     fake, store, clock, run = setup
     fake.add(job(1, 2, hint="shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=static "
                             "gpus=1-4 signal=USR1 grace=30"))
@@ -321,8 +322,17 @@ def test_explain_shows_where_a_start_puts_a_job(setup: tuple[FakeSlurm, Store, C
     row = json.loads(run("explain", "1", "--json").output)["history"][0]
     started = next(a for a in store.actions(1) if a["kind"] == "start")
     assert started["outcome"] == "applied"
-    assert row["action"] == "start" and row["where"].startswith("n1[")
+    assert row["action"] == "start" and row["where"].startswith("plan: n1[")
     assert row["gpus"] == len(row["where"].split("[", 1)[1].rstrip("]").split(","))
+
+
+def test_where_lists_nodes_and_gpus_in_order() -> None:
+    """A red-team: one job's GPUs read ``sw-node2[2,3] sw-node1[0,1]``, then the other
+    way round, as Slurm or the plan listed them."""
+    from slurm_shockwave.service.records import where
+
+    assert where(("n10:1", "n2:10", "n2:9", "n10:0")) == "n2[9,10] n10[0,1]"
+    assert where(()) == ""
 
 
 def test_queue_shows_epochs_as_people_read_them() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -22,12 +23,20 @@ from slurm_shockwave.slurm.world import (
 
 
 def where(slots: tuple[str, ...]) -> str:
-    """``n1:0,n1:1,n2:0`` -> ``n1[0-1] n2[0]``: nodes and device indices, short."""
+    """``n2:0,n1:1,n1:0`` -> ``n1[0,1] n2[0]``: nodes and device indices, in order (a
+    red-team: one job's GPUs read ``sw-node2[2,3] sw-node1[0,1]``, then the other way)."""
     by_node: dict[str, list[str]] = {}
     for slot in slots:
         node, idx = slot.rsplit(":", 1)
         by_node.setdefault(node, []).append(idx)
-    return " ".join(f"{node}[{','.join(idx)}]" for node, idx in by_node.items())
+    return " ".join(f"{node}[{','.join(sorted(by_node[node], key=_natural))}]"
+                    for node in sorted(by_node, key=_natural))
+
+
+def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """``n10`` after ``n9``, GPU 10 after GPU 9."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part)
+                 for part in re.split(r"(\d+)", text) if part)
 
 
 def clock_time(at_s: float, *, date: bool = False, now: float | None = None) -> str:
@@ -143,13 +152,16 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
         # a start's row says where the plan starts the job (found by a red-team: an
         # elastic job started on 8 GPUs over two nodes read as its request of 4, nowhere);
         # one Slurm refused or did not answer, the count it holds (a review)
-        slots = r.action.gpu_slots if r and r.action.kind == ActionKind.START \
-            and r.outcome == Outcome.APPLIED and r.action.gpu_slots \
-            and not job.is_running else job.gpu_slots
+        planned = r is not None and r.action.kind == ActionKind.START \
+            and r.outcome == Outcome.APPLIED and bool(r.action.gpu_slots) \
+            and not job.is_running
+        slots = r.action.gpu_slots if planned and r else job.gpu_slots
         rows.append(JobRow(
             job_id=jid, user=job.spec.user, model=job.spec.model, phase=job.phase.value,
             gpus=len(slots) or job.current_gpus,
-            where=where(slots), epochs_done=round(job.progress.epochs_done, 3),
+            # the plan's GPUs, which Slurm may give it elsewhere on a node (a red-team)
+            where=("plan: " if planned else "") + where(slots),
+            epochs_done=round(job.progress.epochs_done, 3),
             epochs=job.spec.num_epochs, bs=job.progress.bs or job.spec.init_bs,
             remaining_s=round(job.remaining_s_now, 1),
             rho=rho.get(str(jid)), planned_rounds=per_job.get(str(jid)),
