@@ -72,11 +72,15 @@ def test_queue_says_when_its_reasons_were_decided_and_when_they_are_stale(
     shown = run("queue").output
     assert f"reasons from round 0 at {clock_time(T0, date=True)} (0:00:30 ago)" in shown
     assert "stale" not in shown and "is the service running" not in shown
+    assert "none since" not in run("explain", "1").output
     monkeypatch.setattr(time, "time", lambda: T0 + 3 * 3600)
     shown = " ".join(run("queue").output.split())
     assert "(3:00:00 ago); none since for over 0:03:00" in shown, shown  # 3 x 60 s rounds
     assert "is it running? shockwave doctor" in shown
     assert STALE_ROUNDS == 3
+    # explain too (a red-team: a job of a service stopped for a while read as now)
+    shown = " ".join(run("explain", "1").output.split())
+    assert "none since for over 0:03:00" in shown, shown
     # with a heartbeat, its own limit, whatever rounds the service runs (serve --round-s)
     write_heartbeat(run.config.parent / "hb", T0, 4 * 3600)
     assert "none since" not in run("queue").output
@@ -212,8 +216,8 @@ def test_explain_says_a_job_left_the_queue(setup: tuple[FakeSlurm, Store, Clock,
     now = "job 1, bob's ResNet-18: the job now under this id"
     assert earlier in shown and now in shown and shown.index(earlier) < shown.index(now)
     assert shown.count("its actions") == 2
-    assert shown.endswith("(as of round 3 at " + clock_time(clock.t) + "; `shockwave "
-                          "queue` asks Slurm)"), shown
+    assert "now: held, scheduled (as of round 3 at " + clock_time(clock.t) + "; `shockwave " \
+           "queue` asks Slurm)" in shown, shown
 
 
 def test_a_fill_step_keeps_who_a_job_was_stopped_for_and_sends_no_second_signal(

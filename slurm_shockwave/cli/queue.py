@@ -11,7 +11,7 @@ import os
 import pwd
 import time
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +27,9 @@ from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.records import clock_time, unplanned_rows, where
 from slurm_shockwave.service.store import GONE, JobRow
 from slurm_shockwave.slurm.world import MemoryIntents
+
+if TYPE_CHECKING:
+    from slurm_shockwave.config import Settings
 
 STALE_ROUNDS = 3
 """Rounds without a new one after which ``queue`` says its reasons may be stale, where
@@ -137,14 +140,20 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
           _hms(r.remaining_s) if r.remaining_s > 0 else "-",
           "-" if r.rho is None else f"{r.rho:.2f}",
           "-" if r.planned_rounds is None else r.planned_rounds, _reason(r)) for r in rows]))
-    svc = env.settings.service
-    beat = read_heartbeat(svc.heartbeat) if svc.heartbeat else None
     if store is None:
-        out.print(f"no store at {svc.store}: no round of the service's here (it writes its "
-                  "store where it runs; --store names another)")
+        out.print(f"no store at {env.settings.service.store}: no round of the service's "
+                  "here (it writes its store where it runs; --store names another)")
     else:
-        out.print(_round_age(last_round, beat[1] if beat else
-                             STALE_ROUNDS * env.settings.slurm.round_s, time.time()))
+        out.print(_round_age(last_round, _stale_after_s(env.settings), time.time()))
+
+
+def _stale_after_s(settings: Settings) -> float:
+    """How old the last round may be before its reasons are stale: the heartbeat's own
+    limit, whatever rounds the service runs (``serve --round-s``); without one, three
+    rounds of the config's."""
+    svc = settings.service
+    beat = read_heartbeat(svc.heartbeat) if svc.heartbeat else None
+    return beat[1] if beat else STALE_ROUNDS * settings.slurm.round_s
 
 
 def _row(j: Job, last: JobRow | None) -> JobRow:
@@ -207,7 +216,8 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
     every action with Slurm's answer."""
     from slurm_shockwave.config import load_settings
 
-    store = service_store(load_settings(config_path), store_path, create=False)
+    settings = load_settings(config_path)
+    store = service_store(settings, store_path, create=False)
     history = store.history(job_id)
     actions = store.actions(job_id)
     now = store.jobs_now().get(job_id)
@@ -260,6 +270,9 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
                    f"{clock_time(float(last['at_s']))}; `shockwave queue` asks Slurm)")
         out.print(f"now: {now.phase}, {now.reason}{seen_at}" + (
             "" if history else " (unchanged since before the retention: no history kept)"))
+        if last is not None and time.time() - float(last["at_s"]) > _stale_after_s(settings):
+            # a red-team: a job of a service stopped for a while read as now
+            out.print(_round_age(last, _stale_after_s(settings), time.time()))
     elif history and history[-1]["phase"] == GONE:  # the round that first missed it
         out.print(f"now: not in the partition's queue since round {history[-1]['round']} "
                   "(ended, cancelled or moved out)")
