@@ -142,6 +142,25 @@ def _wait_state(b: SlurmBackend, jid: int, state: str) -> None:
 
 
 @pytest.mark.slurm
+def test_the_live_runs_poll_sees_a_job_end(tmp_path) -> None:
+    """``benchmarks.live``, ``shockwave demo`` and the live tests follow their jobs with
+    one ``squeue --json``: on 25.11 it left ended jobs out unless asked, so a run never
+    saw its jobs end and waited out its timeout (a live run with the pyslurm backend)."""
+    from slurm_shockwave.live.run import JobState, _poll
+
+    b = _backend("cli")
+    script = tmp_path / "w.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    jid = b.submit(str(script), ["-o", "/dev/null", "-p", "other", "--gres=gpu:1"])
+    jobs = {0: JobState(trace_id=0, slurm_id=jid, submit_wall=time.time())}
+    deadline = time.monotonic() + 60
+    while jobs[0].state != "COMPLETED" and time.monotonic() < deadline:
+        _poll(dict(os.environ), jobs)
+        time.sleep(0.5)
+    assert jobs[0].state == "COMPLETED" and jobs[0].end_wall > 0, jobs[0]
+
+
+@pytest.mark.slurm
 @pytest.mark.parametrize("kind", ["cli", "pyslurm"])
 def test_a_job_a_signal_killed_is_listed_and_requeued_only_when_asked(kind: str,
                                                                       tmp_path) -> None:

@@ -198,9 +198,11 @@ def free_port() -> int:
 
 def _poll(env: dict[str, str], jobs: dict[int, JobState]) -> None:
     """Each of our jobs' state, times and restarts from squeue (finished ones stay listed
-    for MinJobAge)."""
-    done = subprocess.run(["squeue", "--json"], capture_output=True, text=True, env=env,
-                          timeout=60, check=False)
+    for MinJobAge). ``--states=all``: 22.05's ``squeue --json`` lists every record it
+    keeps, 25.11's only the jobs not ended unless asked, so a run there never saw a job
+    end and waited out its timeout (a live run with the pyslurm backend on 25.11)."""
+    done = subprocess.run(["squeue", "--json", "--all", "--states=all"], capture_output=True,
+                          text=True, env=env, timeout=60, check=False)
     if done.returncode != 0:
         return
     try:
