@@ -41,7 +41,8 @@ descendants() {
 
 # 1. the cluster's jobs, cancelled one by one through its own controller
 cancelled=0
-if [ -f "$CONF" ] && [ -f "$STATE/run/slurmctld.pid" ] && kill -0 "$(cat "$STATE/run/slurmctld.pid")" 2>/dev/null; then
+if [ -f "$CONF" ] && { { [ -f "$STATE/run/slurmctld.pid" ] && kill -0 "$(cat "$STATE/run/slurmctld.pid")" 2>/dev/null; } \
+                       || [ -n "$(cluster_procs slurmctld)" ]; }; then
   ids="$(SLURM_CONF="$CONF" timeout 20 squeue -h -t all -o '%i %T' 2>/dev/null \
          | awk '$2 !~ /^(COMPLETED|CANCELLED|FAILED|TIMEOUT|NODE_FAIL|PREEMPTED|BOOT_FAIL|DEADLINE|OUT_OF_MEMORY)$/ {print $1}' \
          | sort -u)"

@@ -122,6 +122,8 @@ def test_queue_shows_the_users_asked_for_as_squeue_does(
     assert users("--me")[0] == {"carol"}
     assert users("--me", "-u", "bob")[0] == {"bob", "carol"}
     assert users("-u", "4242")[0] == {"carol"}  # a uid, as squeue takes one
+    # eleven digits is no uid squeue takes: a name no one has (a review)
+    assert "--user: no user 12345678901" in run("queue", "-u", "12345678901", code=2).output
     bad = run("queue", "-u", "alice,", code=2).output
     assert bad.count("\n") == 1 and "--user: expected user names" in bad, bad
 
@@ -208,16 +210,39 @@ def test_explain_says_a_job_left_the_queue(setup: tuple[FakeSlurm, Store, Clock,
     assert json.loads(run("explain", "1", "--json").output)["now"] is None
     # the id given out again (Slurm's state lost): another user's job, its story apart
     # (a red-team: the earlier job's rows read as this one's)
-    fake.add(replace(job(1, 2, epochs=5, hint=PLAIN), user="bob", submit_time=5000))
+    bob = replace(job(1, 2, epochs=5, hint=PLAIN), user="bob", submit_time=5000,
+                  admin_comment=PLAIN.format(e=5) + " submitted=5000")
+    fake.add(bob)
     clock.t += 60
     svc.round_once()
-    shown = " ".join(run("explain", "1").output.split())
+    story = run("explain", "1").output
+    shown = " ".join(story.split())
     earlier = "job 1, alice's ResNet-18, gone at round 2: an earlier job under this id"
     now = "job 1, bob's ResNet-18: the job now under this id"
     assert earlier in shown and now in shown and shown.index(earlier) < shown.index(now)
-    assert shown.count("its actions") == 2
     assert "now: held, scheduled (as of round 3 at " + clock_time(clock.t) + "; `shockwave " \
            "queue` asks Slurm)" in shown, shown
+
+    def actions(part: str) -> list[str]:
+        """The rounds of a part's actions table."""
+        table = part.split("its actions", 1)[1].split("job 1,", 1)[0]
+        return [line.split("│")[1].strip() for line in table.splitlines()
+                if line.startswith("│") and line.split("│")[1].strip()]
+
+    parts = story.split("job 1, ")[1:]
+    assert [actions(p) for p in parts] == [["0"], ["3"]], story
+    # given out again between two rounds, with no round in between to miss the earlier
+    # job (rounds failing while slurmctld restarted with its state lost): its first
+    # submission tells it (a review)
+    fake.jobs[1] = replace(bob, user="carol", submit_time=6000,
+                           admin_comment=PLAIN.format(e=5) + " submitted=6000")
+    clock.t += 60
+    svc.round_once()
+    parts = run("explain", "1").output.split("job 1, ")[1:]
+    assert [p.split(":", 1)[0] for p in parts] == [
+        "alice's ResNet-18, gone at round 2", "bob's ResNet-18, gone at round 4",
+        "carol's ResNet-18"], parts
+    assert [actions(p) for p in parts][:2] == [["0"], ["3"]]
 
 
 def test_a_fill_step_keeps_who_a_job_was_stopped_for_and_sends_no_second_signal(

@@ -1087,3 +1087,17 @@ def test_requeue_due_says_exactly_when_an_acknowledgement_asks_slurm() -> None:
     world.epochs_reported = lambda _job, _run: 0.0
     assert world.requeue_due(fresh) and world.complete_checkpoint(fresh)
     assert fake.requeues == 1 and fake.jobs[1].held
+
+
+def test_a_job_being_requeued_is_told_from_one_ending() -> None:
+    """A job seen running, then COMPLETING with its restart count grown, is being
+    requeued (back after its delay): ``LeftOut.requeuing``, which its row says (a
+    red-team: rows said "ending(COMPLETING: its Epilog runs)"); one COMPLETING with its
+    count unchanged is ending."""
+    world, fake, _ = cluster(running(1), running(2))
+    world.observe()
+    fake.jobs[1] = replace(fake.jobs[1], state="COMPLETING", restart_count=1)
+    fake.jobs[2] = replace(fake.jobs[2], state="COMPLETING")
+    world.observe()
+    left = world.left_out
+    assert (left.ending, left.requeuing) == ({1, 2}, {1})

@@ -56,11 +56,15 @@ def _users(given: tuple[str, ...], me: bool) -> frozenset[str] | None:
     if any(not name for name in names):
         raise InputError("expected user names separated by commas, got an empty one",
                          field="--user")
-    names += [_name_of(int(name)) for name in names if name.isascii() and name.isdigit()
-              and len(name) <= 10]  # a uid, as squeue takes one
+    names += [_name_of(int(name)) for name in names if _is_uid(name)]  # as squeue takes
     if me:
         names.append(_name_of(os.getuid()))
     return frozenset(names) if names else None
+
+
+def _is_uid(name: str) -> bool:
+    """A uid as squeue takes one in place of a name."""
+    return name.isascii() and name.isdigit() and len(name) <= 10
 
 
 def _is_user(name: str) -> bool:
@@ -116,7 +120,7 @@ def queue(config_path: str | None, partition: str | None, slurm_conf: str | None
                      gpus=row.gpus, where=row.where, action="", outcome="", message="")
              for row in left]
     everyone = len(rows)
-    if unknown := sorted(name for name in shown_users or () if not name.isdigit()
+    if unknown := sorted(name for name in shown_users or () if not _is_uid(name)
                          and name not in {row.user for row in rows} and not _is_user(name)):
         # squeue: "Invalid user"; an empty table read as "no jobs of theirs" (a red-team)
         raise InputError(f"no user {', '.join(unknown)} on this host or among the "
@@ -240,9 +244,10 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
         if h["phase"] == GONE:
             parts.append([])
     parts = [part for part in parts if part] or [[]]
-    after = -1  # the round the part before left in: its actions are up to it
+    since = -1  # the round (id) the part before left in: its actions are before it
     for part in parts:
-        gone = part[-1]["round"] if part and part[-1]["phase"] == GONE else None
+        ended = part[-1] if part and part[-1]["phase"] == GONE else None
+        gone = ended["round"] if ended else None
         title = f"job {job_id}: history (a row when something changed)"
         if len(parts) > 1:
             who = f"job {job_id}, {part[0]['user'] or '?'}'s {part[0]['model'] or 'job'}"
@@ -256,9 +261,11 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
         out.print(rows_table(
             f"job {job_id}: actions" if len(parts) == 1 else "its actions",
             ("round", "at", "action", "outcome", "message"),
+            # by round id: a fill step shares its round's index (a review)
             [(a["round"], clock_time(a["at_s"]), a["kind"], a["outcome"], a["message"])
-             for a in actions if after < a["round"] and (gone is None or a["round"] <= gone)]))
-        after = gone if gone is not None else after
+             for a in actions
+             if since <= a["round_id"] and (ended is None or a["round_id"] < ended["round_id"])]))
+        since = ended["round_id"] if ended else since
     if intent:
         out.print(f"checkpoint: SIG{intent.signal} sent; requeue after its ack or at "
                   f"{clock_time(intent.deadline_s, date=True)}")
@@ -270,9 +277,10 @@ def explain(job_id: int, config_path: str | None, store_path: str | None,
                    f"{clock_time(float(last['at_s']))}; `shockwave queue` asks Slurm)")
         out.print(f"now: {now.phase}, {now.reason}{seen_at}" + (
             "" if history else " (unchanged since before the retention: no history kept)"))
-        if last is not None and time.time() - float(last["at_s"]) > _stale_after_s(settings):
+        stale_s = _stale_after_s(settings)
+        if last is not None and time.time() - float(last["at_s"]) > stale_s:
             # a red-team: a job of a service stopped for a while read as now
-            out.print(_round_age(last, _stale_after_s(settings), time.time()))
+            out.print(_round_age(last, stale_s, time.time()))
     elif history and history[-1]["phase"] == GONE:  # the round that first missed it
         out.print(f"now: not in the partition's queue since round {history[-1]['round']} "
                   "(ended, cancelled or moved out)")

@@ -255,12 +255,15 @@ class Service:
         backoff = 0.0
         outage_since: float | None = None
         boundary = self.timer()
+        tried, down_from_start = 0, False
         while not stop.is_set() and (max_rounds is None or done < max_rounds):
+            tried += 1
             try:
                 result = self.round_once()
             except SlurmError as exc:
                 if outage_since is None:
                     outage_since = self.timer()
+                    down_from_start = tried == 1
                     log.error("Slurm unreachable: %s; retrying with backoff", exc)
                 self._tell("round_failed", SLURM)
                 backoff = min(max(2 * backoff, 1.0), self.round_s)
@@ -276,9 +279,9 @@ class Service:
                 continue
             if outage_since is not None:
                 # down since before the first round: how long it was down is not known
-                log.warning("Slurm reachable again after %.0f s" if done else
-                            "Slurm reachable %.0f s after this service's first round "
-                            "tried it", self.timer() - outage_since)
+                log.warning("Slurm reachable %.0f s after this service's first round "
+                            "tried it" if down_from_start else
+                            "Slurm reachable again after %.0f s", self.timer() - outage_since)
                 outage_since = None
             backoff = 0.0
             done += 1

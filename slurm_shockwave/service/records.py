@@ -13,10 +13,12 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
 from slurm_shockwave.service.store import JobRow, RoundRecord
 from slurm_shockwave.slurm.hints import Hint, parse_hint, split_hold_mark
+from slurm_shockwave.slurm.json_shapes import holds_alloc
 from slurm_shockwave.slurm.world import (
     GIVE_BACK,
     OWNER_GIVES_BACK,
     LeftOut,
+    first_submitted,
     hint_text,
     job_slots,
 )
@@ -133,8 +135,11 @@ def left_row(left: LeftOut, job_id: int, phase: str, reason: str) -> JobRow:
         hint: Hint | None = parse_hint(hint_text(job))
     except InputError:
         hint = None
+    # where only while Slurm lists it holding them (a review: a job the checkpoint
+    # signal killed, FAILED, read where it had run)
+    held = where(job_slots(job)) if holds_alloc(job.state, job.state_flags) else ""
     return JobRow(job_id=job_id, user=job.user, phase=phase, gpus=job.gpus,
-                  where=where(job_slots(job)), model=hint.model if hint else "",
+                  where=held, model=hint.model if hint else "",
                   epochs=hint.epochs if hint else 0, bs=hint.bs if hint else 0,
                   reason=reason)
 
@@ -174,7 +179,10 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
     left = left or LeftOut()
     rows += [left_row(left, jid, "not planned", str(reason))
              for jid, reason in sorted(report.reasons.items()) if jid not in seen]
-    return rows + unplanned_rows(left)
+    # each row with its job's first submission: the store tells a reused id's job by it
+    return [replace(row, submitted=first_submitted(listed) or 0)
+            if (listed := left.listed.get(row.job_id)) is not None else row
+            for row in rows + unplanned_rows(left)]
 
 
 def kept_details(rows: list[JobRow], before: Mapping[int, JobRow]) -> list[JobRow]:

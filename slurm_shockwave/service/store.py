@@ -109,6 +109,9 @@ class JobRow:
     action: str = "wait"
     outcome: str = ""
     message: str = ""
+    submitted: int = 0
+    """The job's first submission (job_submit.lua's ``submitted=`` stamp; 0: not known):
+    a row of another stamp under the id is another job (Slurm gave the id out again)."""
 
     def change_key(self) -> tuple[Any, ...]:
         """What makes a history row: details such as rho drift every round and do not."""
@@ -406,7 +409,8 @@ class Store:
         with self._decoding("job_history"):
             for round_id, at_s, round_index, row in self.db.execute(
                     "SELECT h.round_id, r.at_s, r.round_index, h.row FROM job_history h "
-                    "JOIN rounds r ON r.id = h.round_id WHERE h.job_id = ? ORDER BY h.round_id",
+                    "JOIN rounds r ON r.id = h.round_id WHERE h.job_id = ? "
+                    "ORDER BY h.round_id, h.rowid",  # a gone row before its successor's
                     (job_id,)):
                 # through JobRow, as job_now's rows: a key this build lacks takes its
                 # default (a red-team's damaged row was a KeyError in `explain`)
@@ -415,11 +419,12 @@ class Store:
         return out
 
     def actions(self, job_id: int) -> list[dict[str, Any]]:
-        return [{"round": ri, "at_s": at, "kind": k, "outcome": o, "message": m}
-                for ri, at, k, o, m in self.db.execute(
-                    "SELECT r.round_index, r.at_s, a.kind, a.outcome, a.message FROM actions a "
-                    "JOIN rounds r ON r.id = a.round_id WHERE a.job_id = ? ORDER BY a.round_id",
-                    (job_id,))]
+        return [{"round": ri, "at_s": at, "round_id": rid, "kind": k, "outcome": o,
+                 "message": m}
+                for ri, at, rid, k, o, m in self.db.execute(
+                    "SELECT r.round_index, r.at_s, a.round_id, a.kind, a.outcome, a.message "
+                    "FROM actions a JOIN rounds r ON r.id = a.round_id WHERE a.job_id = ? "
+                    "ORDER BY a.round_id", (job_id,))]
 
     def size_bytes(self) -> int:
         page = self.db.execute("PRAGMA page_count").fetchone()[0]
@@ -599,12 +604,13 @@ class Store:
             round_id = int(cur.lastrowid or 0)
             self.db.executemany("INSERT INTO actions VALUES (?, ?, ?, ?, ?)",
                                 [(round_id, *a) for a in actions])
-            changed = [r for r in rows if (old := previous.get(r.job_id)) is None
-                       or old.change_key() != r.change_key()]
-            self.db.executemany("INSERT INTO job_history VALUES (?, ?, ?)",
-                                [(round_id, r.job_id, _row_json(r)) for r in changed])
             seen = {r.job_id for r in rows}
             gone = [(jid,) for jid in previous if jid not in seen]
+            # an id whose job has another first submission is another job, Slurm's ids
+            # given out again between two rounds (rounds failing while slurmctld restarted
+            # with its state lost: a review)
+            replaced = {r.job_id for r in rows if (old := previous.get(r.job_id)) is not None
+                        and old.submitted and r.submitted and old.submitted != r.submitted}
             # the round that first missed a job, in its history: explain tells an earlier
             # job under a reused id from this one by it, and says when it left (a
             # red-team: two users' jobs read as one story, "after round N" the last change)
@@ -612,7 +618,12 @@ class Store:
                 (round_id, jid, _row_json(JobRow(
                     job_id=jid, user=previous[jid].user, model=previous[jid].model,
                     phase=GONE, reason="not in the partition's queue: ended, cancelled "
-                    "or moved out", action=""))) for (jid,) in gone])
+                    "or moved out", action="", submitted=previous[jid].submitted)))
+                for jid in sorted({jid for (jid,) in gone} | replaced)])
+            changed = [r for r in rows if (old := previous.get(r.job_id)) is None
+                       or r.job_id in replaced or old.change_key() != r.change_key()]
+            self.db.executemany("INSERT INTO job_history VALUES (?, ?, ?)",
+                                [(round_id, r.job_id, _row_json(r)) for r in changed])
             # a job id new to job_now is a new job, whatever reports that id has: the
             # progress API takes reports only for jobs in job_now, so those are an earlier
             # job's that had the id (Slurm gives ids out again once its state is lost or
