@@ -3,7 +3,7 @@
 # (scancel of each of its job ids, through its own slurm.conf), then its daemons (by
 # their pid files, and any other slurmd or slurmctld whose environment or command line
 # names DIR/etc/slurm.conf), then any slurmstepd left of THIS cluster (the ones whose environment
-# says SLURM_CONF=DIR/etc/slurm.conf) with their processes, and munged if start.sh
+# says SLURM_CONF=DIR/etc/slurm.conf, or that run in DIR) with their processes, and munged if start.sh
 # started that too. Leaves every other Slurm or munge process, and other clusters'
 # jobs, alone.
 #   docker-slurm/stop.sh [--state-dir DIR] [--purge]
@@ -23,10 +23,14 @@ STATE="$(cd "$STATE" && pwd)"
 CONF="$STATE/etc/slurm.conf"
 
 # This cluster's processes named $1: their environment or command line names this
-# cluster's slurm.conf.
+# cluster's slurm.conf, or they run in its state folder (25.11's slurmstepd keeps no
+# SLURM_CONF in its environment; it runs where its slurmd does, the folder's log/: a
+# job step outlived a CI run's 25.11 cluster).
 cluster_procs() {
-  local pid
+  local pid cwd
   for pid in $(pgrep -x "$1"); do
+    cwd="$(readlink "/proc/$pid/cwd" 2>/dev/null)"
+    case "$cwd/" in "$STATE"/*) echo "$pid"; continue ;; esac
     # grep reads it all (no -q): under pipefail a writer cut off by an early exit
     # (SIGPIPE) failed the match
     { tr '\0' '\n' < "/proc/$pid/environ"; tr '\0' '\n' < "/proc/$pid/cmdline"; } \

@@ -160,3 +160,34 @@ def test_a_second_interrupt_does_not_cut_the_stop_short(
     assert "stopping the local cluster" in capsys.readouterr().err
     # out of the terminal's reach: its ^C goes to the whole foreground process group
     assert int((tmp_path / "sid").read_text()) != os.getsid(0)
+
+
+def test_stop_kills_a_job_step_of_its_cluster_whatever_its_environment(
+        tmp_path: Path) -> None:
+    """Found in a CI run: a 25.11 job step (its environment without SLURM_CONF) outlived
+    its cluster. stop.sh knows this cluster's steps by the folder they run in too, and
+    leaves another folder's alone."""
+    import shutil
+    import time
+
+    stepd = tmp_path / "bin" / "slurmstepd"
+    stepd.parent.mkdir()
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", stepd)
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for state in (ours, theirs):
+        (state / "run").mkdir(parents=True)
+        (state / "log").mkdir()
+    procs = [subprocess.Popen([str(stepd), "300"], cwd=state / "log", env={})
+             for state in (ours, theirs)]
+    try:
+        stop = Path(__file__).resolve().parent.parent / "docker-slurm" / "stop.sh"
+        done = subprocess.run(["bash", str(stop), "--state-dir", str(ours)],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert "killed 1 leftover slurmstepd(s)" in done.stderr, done.stderr
+        procs[0].wait(timeout=10)
+        time.sleep(0.2)
+        assert procs[1].poll() is None  # another cluster's
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
