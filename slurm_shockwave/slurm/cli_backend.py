@@ -52,6 +52,10 @@ _FIELDS = ("JobID", "State", "Reason", "PriorityLong", "UserName", "NumNodes", "
            "Name", "Comment")
 _FORMAT = ",".join(f"{f}:|" for f in _FIELDS[:-1]) + f",{_FIELDS[-1]}:"
 _COL = {name: i for i, name in enumerate(_FIELDS)}
+# the states of a partition's listing (protocol.LISTED_STATES, SPECIAL_EXIT and
+# CONFIGURING too: squeue's -t compares the whole state, flags and all), asked of squeue
+# by the listing and by the per-job GPUs that must cover the same jobs
+_LISTED = "PD,R,CG,S,SE,CF"
 # jobs of every partition holding nodes, for the GPU indices a node listing lacks
 _ALLOC_FIELDS = ("JobID", "State", "RestartCnt", "StartTime", "SubmitTime", "Partition",
                  "NodeList")
@@ -356,8 +360,7 @@ class CliBackend:
         # (finished ones included): on a busy cluster that is most of the round. A
         # filtered text listing asks for only what the planner needs.
         try:
-            text = self._run(["squeue", "-h", "-p", partition, "-t", "PD,R,CG,S,SE,CF",
-                              "-O", _FORMAT])
+            text = self._run(["squeue", "-h", "-p", partition, "-t", _LISTED, "-O", _FORMAT])
         except SlurmUnanswered:
             raise  # the JSON listing would wait as long again: no answer is the round's
         except SlurmError:
@@ -513,7 +516,7 @@ class CliBackend:
         for with ``--gpus`` (its TresPerJob) or ``--gpus-per-task``, for the pyslurm
         backend, which reads neither. One listing of those states: ``squeue -j`` fails
         whole when one of the ids has gone."""
-        text = self._run(["squeue", "-h", "-t", "PD,R,CG,S,SE,CF", "-O",
+        text = self._run(["squeue", "-h", "-t", _LISTED, "-O",
                           "JobID:|,NumNodes:|,tres-per-job:|,tres-per-task:|,NumTasks:"])
         wanted = set(job_ids)
         return {int(r[0]): (job_gpus("", r[2], _count(r[1], 1), r[3], _count(r[4])),
