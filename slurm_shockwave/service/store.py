@@ -605,7 +605,7 @@ class Store:
             self.db.executemany("INSERT INTO actions VALUES (?, ?, ?, ?, ?)",
                                 [(round_id, *a) for a in actions])
             seen = {r.job_id for r in rows}
-            gone = [(jid,) for jid in previous if jid not in seen]
+            gone = {jid for jid in previous if jid not in seen}
             # an id whose job has another first submission is another job, Slurm's ids
             # given out again between two rounds (rounds failing while slurmctld restarted
             # with its state lost: a review)
@@ -619,7 +619,7 @@ class Store:
                     job_id=jid, user=previous[jid].user, model=previous[jid].model,
                     phase=GONE, reason="not in the partition's queue: ended, cancelled "
                     "or moved out", action="", submitted=previous[jid].submitted)))
-                for jid in sorted({jid for (jid,) in gone} | replaced)])
+                for jid in sorted(gone | replaced)])
             changed = [r for r in rows if (old := previous.get(r.job_id)) is None
                        or r.job_id in replaced or old.change_key() != r.change_key()]
             self.db.executemany("INSERT INTO job_history VALUES (?, ?, ?)",
@@ -630,7 +630,7 @@ class Store:
             # MaxJobId wraps), and would read as this one's progress
             self.db.executemany("DELETE FROM reports WHERE job_id = ?",
                                 [(jid,) for jid in seen if jid not in previous])
-            self.db.executemany("DELETE FROM job_now WHERE job_id = ?", gone)
+            self.db.executemany("DELETE FROM job_now WHERE job_id = ?", [(j,) for j in gone])
             self.db.executemany("INSERT OR REPLACE INTO job_now VALUES (?, ?, ?)",
                                 [(r.job_id, round_id, _row_json(r)) for r in rows
                                  if previous.get(r.job_id) != r])
