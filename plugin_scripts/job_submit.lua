@@ -434,9 +434,9 @@ local function admit(job_desc, comment, job_id, job_rec)
   -- the grammar reads a tab or a line break in a hint as a space, but Slurm's one-line
   -- listings break at a line break: the comment keeps a space in its place (a review: a
   -- comment holding one sent every round's listing down its slow path)
-  if type(comment) == "string" and string.find(comment, "[\t\n\v\f\r]") then
-    comment = (string.gsub(comment, "[\t\n\v\f\r]", " "))
-    job_desc.comment = comment
+  if type(comment) == "string" then
+    local spaced, replaced = string.gsub(comment, "[\t\n\v\f\r]", " ")
+    if replaced > 0 then comment, job_desc.comment = spaced, spaced end
   end
   local normalised, field, problem = shockwave_parse_hint(comment)
   if not normalised and string.find(comment or "", "%S") == nil then
