@@ -243,6 +243,12 @@ def test_explain_says_a_job_left_the_queue(setup: tuple[FakeSlurm, Store, Clock,
         "alice's ResNet-18, gone at round 2", "bob's ResNet-18, gone at round 4",
         "carol's ResNet-18"], parts
     assert [actions(p) for p in parts][:2] == [["0"], ["3"]]
+    # --json keeps every row in order, a gone row after each earlier job's, and each
+    # action's round id (docs/service.md)
+    story = json.loads(run("explain", "1", "--json").output)
+    assert [h["user"] for h in story["history"] if h["phase"] == "gone"] == ["alice", "bob"]
+    assert [h["phase"] for h in story["history"]][-1] != "gone"
+    assert all(isinstance(a["round_id"], int) for a in story["actions"])
 
 
 def test_a_fill_step_keeps_who_a_job_was_stopped_for_and_sends_no_second_signal(
