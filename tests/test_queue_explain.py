@@ -174,6 +174,33 @@ def test_jobs_left_out_of_the_plan_show_what_slurm_lists(
         "held", 2, "", 7), row
 
 
+def test_a_running_job_someone_holds_says_it_stays_held_if_stopped(
+        setup: tuple[FakeSlurm, Store, Clock, Cli]) -> None:
+    """Found by a red-team: ``scontrol hold`` on a running job (squeue: JobHeldUser,
+    priority 0) read plain ``kept_running``, though Slurm keeps the hold through a
+    requeue: stopped by the plan, the job waits held until released."""
+    fake, store, clock, run = setup
+    fake.add(job(1, 1, epochs=500))
+    fake.add(job(2, 1, epochs=500))
+    fake.add(job(3, 1, epochs=500))
+    svc = service(fake, store, clock, policy="srtf")
+    svc.round_once()
+    fake.tick()
+    fake.jobs[1] = replace(fake.jobs[1], reason="JobHeldUser", priority=0,
+                           comment=f"{fake.jobs[1].comment} held=owner".strip())
+    fake.jobs[2] = replace(fake.jobs[2], reason="JobHeldAdmin", priority=0)
+    clock.t += 60
+    svc.round_once()
+    rows = {r["job_id"]: r for r in map(json.loads, run("queue", "--json").output.splitlines())}
+    assert rows[1]["phase"] == "running" and rows[1]["reason"].endswith(
+        "; held by its owner: if stopped, it stays held (scontrol release 1 returns it to "
+        "the plan)"), rows[1]
+    assert rows[2]["reason"].endswith(
+        "; held by an admin: if stopped, it stays held (scontrol uhold 2 returns it to the "
+        "plan)"), rows[2]
+    assert "held" not in rows[3]["reason"], rows[3]
+
+
 def test_queue_without_the_configs_store_says_so(setup: tuple[FakeSlurm, Store, Clock, Cli]
                                                  ) -> None:
     """Found by a review: with no store where the config says (the service runs on

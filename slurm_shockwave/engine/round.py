@@ -64,7 +64,11 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
 
     The policy's reason is kept only where it agrees with the outcome (a job placed to
     start may read "backfilled"; one that keeps running never reads "preempted"; one that
-    waits never reads "scheduled" or "backfilled"); its detail survives either way.
+    waits never reads "scheduled" or "backfilled"); its detail survives either way, marked
+    as the plan's where the outcome differs (``waiting_capacity(planned backfilled:
+    remaining~24s)``: a red-team read the job's own remaining time as its wait), and a job
+    placed on fewer GPUs than the plan's count says so (an elastic job fragmentation
+    kept at a smaller count read ``gpus=4`` on 2).
     """
     out = dict(rejected)
     rank = {jid: i for i, jid in enumerate(plan.order)}
@@ -76,28 +80,54 @@ def _reasons(view: ClusterView, plan: Plan, placement: Placement,
     for job in view.jobs:
         jid = job.job_id
         given = plan.reasons.get(jid)
-        detail = given.detail if given else ""
         if jid in placement.slots:
+            got = len(placement.slots[jid])
+            want = plan.gpus_of(job, keep_running=view.exact_slots)
             if placement.moves(job):  # a node cleared for a wide job, or a resize
                 why = MOVED + (f" for {placement.moved_for[jid]}"
-                                                  if jid in placement.moved_for else "")
-                out[jid] = Reason(ReasonCode.KEPT_RUNNING, f"{why}; {detail}" if detail else why)
+                               if jid in placement.moved_for else "")
+                detail = _outcome(ReasonCode.KEPT_RUNNING, given).detail
+                reason = Reason(ReasonCode.KEPT_RUNNING, f"{why}; {detail}" if detail else why)
             elif job.is_running:
-                out[jid] = Reason(ReasonCode.KEPT_RUNNING, detail)
+                reason = _outcome(ReasonCode.KEPT_RUNNING, given)
             else:
-                out[jid] = given if given and given.code in _STARTED else \
-                    Reason(ReasonCode.SCHEDULED, detail)
+                reason = given if given and given.code in _STARTED else \
+                    _outcome(ReasonCode.SCHEDULED, given)
+            out[jid] = _narrower(reason, got, want)
         elif jid in placement.fragmented:
             out[jid] = Reason(ReasonCode.WAITING_FRAGMENTATION, f"gpus={job.gpus}")
         elif job.is_running:
             reason = (given if given and given.code.value.startswith("preempted")
-                      else Reason(ReasonCode.PREEMPTED_PRIORITY, detail))
+                      else _outcome(ReasonCode.PREEMPTED_PRIORITY, given))
             out[jid] = _naming(reason, [t for t in taking
                                         if rank.get(t, unranked) < rank.get(jid, unranked)])
         else:
             out[jid] = given if given and given.code in _WAITING else \
-                Reason(ReasonCode.WAITING_CAPACITY, detail)
+                _outcome(ReasonCode.WAITING_CAPACITY, given)
     return out
+
+
+def _kind(code: ReasonCode) -> str:
+    """What a reason says happens: the job waits, stops, or runs (starts or keeps)."""
+    return ("waits" if code in _WAITING else
+            "stops" if code.value.startswith("preempted") else "runs")
+
+
+def _outcome(code: ReasonCode, given: Reason | None) -> Reason:
+    """The outcome's code with the policy's detail, marked as the plan's when the plan
+    said otherwise (``planned scheduled: rounds=2/20 rho~1.66`` on a job that waits)."""
+    if given is None or not given.detail or _kind(given.code) == _kind(code):
+        return Reason(code, given.detail if given else "")
+    return Reason(code, f"planned {given.code.value}: {given.detail}")
+
+
+def _narrower(reason: Reason, got: int, want: int) -> Reason:
+    """A job placed on fewer GPUs than the plan's count (an elastic job at the widest of
+    its smaller counts that fits) says on how many, and why."""
+    if got >= want:
+        return reason
+    note = f"on {got} GPUs: the plan's {want} do not fit"
+    return replace(reason, detail=f"{reason.detail}; {note}" if reason.detail else note)
 
 
 def _naming(reason: Reason, ahead: list[JobId], shown: int = 3) -> Reason:

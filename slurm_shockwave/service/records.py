@@ -14,7 +14,9 @@ from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
 from slurm_shockwave.service.store import JobRow, RoundRecord
 from slurm_shockwave.slurm.hints import Hint, parse_hint, split_hold_mark
 from slurm_shockwave.slurm.json_shapes import holds_alloc
+from slurm_shockwave.slurm.protocol import SlurmJob
 from slurm_shockwave.slurm.world import (
+    ADMIN_HOLD,
     GIVE_BACK,
     OWNER_GIVES_BACK,
     LeftOut,
@@ -150,6 +152,7 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
     rho = plan.get("rho", {}) if isinstance(plan, Mapping) else {}
     per_job = plan.get("per_job", {}) if isinstance(plan, Mapping) else {}
     acted = {r.action.job_id: r for r in report.result.results}
+    left = left or LeftOut()
     rows = []
     for job in report.view.jobs if report.view else ():
         jid = job.job_id
@@ -170,19 +173,30 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
             epochs=job.spec.num_epochs, bs=job.progress.bs or job.spec.init_bs,
             remaining_s=round(job.remaining_s_now, 1),
             rho=rho.get(str(jid)), planned_rounds=per_job.get(str(jid)),
-            reason=str(report.reasons.get(jid, "")),
+            reason=str(report.reasons.get(jid, "")) + _held_running(left.listed.get(jid)),
             action=r.action.kind.value if r else "wait",
             outcome=r.outcome.value if r else "", message=r.message if r else ""))
     seen = {r.job_id for r in rows}
     # jobs admission turned away (say, larger than every usable node together) are not
     # in the view but must not vanish from queue and explain
-    left = left or LeftOut()
     rows += [left_row(left, jid, "not planned", str(reason))
              for jid, reason in sorted(report.reasons.items()) if jid not in seen]
     # each row with its job's first submission: the store tells a reused id's job by it
     return [replace(row, submitted=first_submitted(listed) or 0)
             if (listed := left.listed.get(row.job_id)) is not None else row
             for row in rows + unplanned_rows(left)]
+
+
+def _held_running(job: SlurmJob | None) -> str:
+    """A running job someone holds keeps running, but Slurm keeps the hold through a
+    requeue: if the plan stops it, it waits held, out of the plan, until released (a
+    red-team: such a job read plain ``kept_running``). Said on its row, with how."""
+    if job is None or job.state != "RUNNING" or not job.reason.startswith("JobHeld"):
+        return ""
+    if job.reason == ADMIN_HOLD:
+        return f"; held by an admin: if stopped, it stays held ({GIVE_BACK.format(job=job.job_id)})"
+    return (f"; held by its owner: if stopped, it stays held "
+            f"({OWNER_GIVES_BACK.format(job=job.job_id)})")
 
 
 def kept_details(rows: list[JobRow], before: Mapping[int, JobRow]) -> list[JobRow]:
