@@ -53,9 +53,9 @@ def fake_cluster(nodes: int = 2, gpus: int = 8) -> FakeSlurm:
 
 
 def service(fake: FakeSlurm, store: Store, clock: Clock, policy: str = "fifo",
-            **kw: object) -> Service:
+            config: dict[str, object] | None = None, **kw: object) -> Service:
     world = SlurmCluster(fake, clock, round_s=60.0, intents=store)
-    return Service(world, make_policy(policy, None), policy, store, round_s=60.0,
+    return Service(world, make_policy(policy, config), policy, store, round_s=60.0,
                    **kw)  # type: ignore[arg-type]
 
 
@@ -662,7 +662,10 @@ def test_a_job_a_fill_step_started_keeps_its_lease_in_the_round_it_calls(
     for j in (job(1, 1, epochs=500), job(2, 1, epochs=500)):
         fake.add(j)
     store, clock = Store(tmp_path / "s.db"), Clock()
-    svc = service(fake, store, clock, policy="shockwave", fill_freed=True, fill_poll_s=2.0)
+    # the market's order, which leaves 4 waiting: the lookahead's (docs/planner.md, step
+    # 9) starts it at once, shortest first, and no fill step would
+    svc = service(fake, store, clock, policy="shockwave", config={"lookahead": False},
+                  fill_freed=True, fill_poll_s=2.0)
     for _ in range(11):  # 1 and 2 run past their lease (10 rounds of 60 s)
         svc.round_once()
         fake.tick()

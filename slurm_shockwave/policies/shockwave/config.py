@@ -36,6 +36,13 @@ class ShockwaveConfig:
     """Jobs whose most remaining time (at the slowest batch size still ahead), run from
     now without a break, reaches this fraction of the makespan's lower bound run first
     and are packed first (the critical path); 0 turns it off."""
+    lookahead: bool = True
+    """Each round, run the order whose projection over the jobs present has the least
+    average JCT among those within ``lookahead_tol`` of the least worst stretch: the
+    market's, shortest remaining first, or earliest stretch-deadline first
+    (policies/shockwave/lookahead.py); false: always the market's."""
+    lookahead_tol: float = 0.02
+    """How much worse than the least projected worst stretch a chosen order may be."""
     solver: str = "highs"
     """highs | gurobi (refused when gurobipy or its licence is missing; a model too large
     for a size-limited licence is solved by HiGHS) | auto (Gurobi when it solves, else
@@ -63,6 +70,7 @@ class ShockwaveConfig:
             ("rescue_rho", self.rescue_rho > 0, "must be > 0"),
             ("lease_overhead", 0 <= self.lease_overhead < 1, "must be in [0, 1)"),
             ("critical_frac", 0 <= self.critical_frac <= 1, "must be in [0, 1]"),
+            ("lookahead_tol", 0 <= self.lookahead_tol <= 10, "must be from 0 to 10"),
             ("solver", self.solver in BACKEND_NAMES, f"must be one of {', '.join(BACKEND_NAMES)}"),
             ("max_nodes", self.max_nodes >= 1, "must be >= 1"),
             ("time_limit_s", self.time_limit_s is None or 0 < self.time_limit_s <= 86400,

@@ -21,7 +21,7 @@ from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
 from slurm_shockwave.policies.base import Policy
-from slurm_shockwave.policies.shockwave import elastic, fairness
+from slurm_shockwave.policies.shockwave import elastic, fairness, lookahead
 from slurm_shockwave.policies.shockwave.commitments import (
     critical_path,
     finishing,
@@ -33,6 +33,7 @@ from slurm_shockwave.policies.shockwave.commitments import (
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
 from slurm_shockwave.policies.shockwave.estimates import Estimate, estimate
 from slurm_shockwave.policies.shockwave.schedule import pack, window_order
+from slurm_shockwave.policies.stretch_edf import Active, least_stretch
 from slurm_shockwave.solver.milp import relative_gap
 from slurm_shockwave.solver.plan_window import WindowSolution, solve_window
 from slurm_shockwave.solver.window import WindowInputs, evaluate
@@ -139,8 +140,48 @@ class Shockwave(Policy[ShockwaveConfig]):
         new_memory = {"fair": fair_states, "jobset": ids, "plan": cached,
                       "solves": memory.get("solves", 0) + (age == 0), "run_start": starts,
                       "run_places": run_places(jobs, starts)}
-        return Planned(self._order(jobs, est, scheduled, cached, keep, crit, set(ending),
-                                   lease), new_memory)
+        plan = self._order(jobs, est, scheduled, cached, keep, crit, set(ending), lease)
+        if cfg.lookahead:
+            plan = self._look_ahead(view, jobs, est, plan, scheduled, cached, keep,
+                                    fair_scale or {})
+        return Planned(plan, new_memory)
+
+    def _look_ahead(self, view: ClusterView, jobs: list[Job], est: Mapping[JobId, Estimate],
+                    plan: Plan, scheduled: list[JobId], cached: Mapping[str, Any],
+                    keep: list[JobId], fair_scale: Mapping[JobId, float]) -> Plan:
+        """The round's order chosen among candidates by projecting each (lookahead.py);
+        the market's plan as it is when it wins, else its order replaced and each
+        uncommitted job's reason saying which order placed it."""
+        size = {j.job_id: (est[j.job_id].done_work_s + est[j.job_id].remaining_s)
+                * fair_scale.get(j.job_id, 1.0) for j in jobs}
+        present = lookahead.Jobs(
+            gpus={j.job_id: j.gpus for j in jobs},
+            remaining_s={j.job_id: est[j.job_id].remaining_s for j in jobs},
+            size_s=size, arrival_s={j.job_id: j.spec.arrival_s for j in jobs},
+            running=frozenset(j.job_id for j in jobs if j.is_running))
+        committed = set(keep)
+        # the market's later rounds: its window order (the packing's)
+        then = (*keep, *(j for j in plan.order if j not in committed and j in scheduled),
+                *cached.get("order", ()), *plan.order)
+        market = lookahead.Candidate("market", plan.order,
+                                     tuple(j for j in dict.fromkeys(then) if j in size))
+        least = least_stretch([Active(j.spec.arrival_s, size[j.job_id],
+                                      est[j.job_id].remaining_s
+                                      * fair_scale.get(j.job_id, 1.0), j.gpus)
+                               for j in jobs], view.now_s, view.total_gpus)
+        tried = lookahead.candidates(market, keep, present, least)
+        chosen = tried[lookahead.choose(
+            [lookahead.project(c, present, now_s=view.now_s, capacity=view.total_gpus,
+                               round_s=view.round_s, restore_s=view.restart_cost_s,
+                               critical_frac=self.config.critical_frac) for c in tried],
+            self.config.lookahead_tol)]
+        if chosen is market:
+            return plan
+        reasons = {**plan.reasons, **{
+            jid: Reason(ReasonCode.SCHEDULED,
+                        f"{chosen.name}: remaining~{est[jid].remaining_s:.0f}s")
+            for jid in chosen.now if jid not in committed}}
+        return replace(plan, order=chosen.now, reasons=reasons)
 
     def _solve(self, view: ClusterView, jobs: list[Job], est: Mapping[JobId, Estimate],
                fair: Mapping[JobId, float], share: float,
@@ -195,6 +236,7 @@ class Shockwave(Policy[ShockwaveConfig]):
             "rho": {str(jobs[i].job_id): round(float(projected[i]), 3)
                     for i in range(len(jobs))},
             "relaxed": relaxed,
+            "order": ids,  # the window's order: the lookahead projects the market by it
             "solve": {"status": solution.status, "wall_s": solution.wall_s,
                       "build_s": solution.build_s,
                       "backend": solution.backend, "message": solution.message,
