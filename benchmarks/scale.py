@@ -48,11 +48,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmarks import traces
-from benchmarks.args import Parser, names, policy_config, round_limit
+from benchmarks.args import Parser, floats, names, policy_config, round_limit
 from benchmarks.reference_runs import machine
 from slurm_shockwave.cli.errors import writable_dir
 from slurm_shockwave.config import Settings, load_settings
 from slurm_shockwave.metrics.summary import contention
+from slurm_shockwave.model.bounds import MAX_SEED
 from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.plan import Memory, Planned
@@ -250,12 +251,21 @@ def main() -> None:
     ap.add_argument("--critical-path-baselines", default="", metavar="NAMES",
                     help="also run these baselines with Shockwave's critical path first "
                          "(<name>+critical_path; never counted as baselines)")
+    ap.add_argument("--seeds", default="", metavar="N,N",
+                    help="our shapes drawn with these seeds instead (held out: no default "
+                         "was chosen on them), named shape@seed; the paper's traces have none")
     ap.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = ap.parse_args()
     if not 1.0 <= args.slot_s <= 3600.0:
         ap.error(f"--slot-s: must be from 1 to 3600 seconds, not {args.slot_s}")
     # everything named now, not after the first traces' minutes of simulation
     wanted = names(ap, "--traces", args.traces, traces.ALL)
+    if args.seeds:
+        seeds = floats(ap, "--seeds", args.seeds, lo=0, hi=MAX_SEED, integer=True)
+        paper = [t for t in wanted if t not in traces.GENERATED]
+        if paper and args.traces != ap.get_default("traces"):
+            ap.error(f"--seeds: the paper's traces have no seed ({', '.join(paper)})")
+        wanted = [f"{t}@{int(n)}" for t in wanted if t in traces.GENERATED for n in seeds]
     policies = names(ap, "--policies", args.policies, POLICIES)
     if args.critical_path_baselines:
         policies += [f"{b}{CRITICAL}" for b in names(
