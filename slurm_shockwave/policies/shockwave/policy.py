@@ -6,7 +6,8 @@ arrival, completion and every ``reopt_rounds`` rounds, otherwise follow the cach
 window; when the fairness constraints cannot all hold, drop them and weight each job's
 log progress by ``rho^lambda`` so the furthest-behind jobs move first; pack the rounds
 per job into a schedule; run the current round's jobs and backfill idle GPUs with the longest
-predicted remaining work.
+predicted remaining work. Last, a lookahead (lookahead.py) projects that order and a few
+others over the jobs present, and the round runs whichever projects best.
 """
 
 from __future__ import annotations
