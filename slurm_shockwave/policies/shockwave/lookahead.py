@@ -23,6 +23,7 @@ arithmetic, no solver and no clock: a simulation replays exactly.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -89,25 +90,45 @@ def project(c: Candidate, jobs: Jobs, *, now_s: float, capacity: int, round_s: f
             heapq.heappush(ends, (finish[jid], gpus[jid], jid))
     waiting = [j for j in c.then if j not in finish and gpus[j] <= capacity]
     waiting_work = sum(gpus[j] * rem[j] for j in waiting)
-    while waiting and ends:
+    # Read from the front, skipping started jobs, so that a step costs the jobs it looks
+    # at, not every job waiting (a round of 2,000 jobs): the longest first, for the
+    # critical path, and the candidate's order, up to where no GPU is left.
+    longest_first = sorted(waiting, key=lambda j: (-rem[j], j))
+    front = head = 0
+    left = len(waiting)
+    can_idle = min((gpus[j] for j in waiting), default=1) > 0
+
+    def start(jid: JobId, t: float) -> None:
+        nonlocal free, waiting_work, left
+        free -= gpus[jid]
+        finish[jid] = t + rem[jid] + restore_s
+        heapq.heappush(ends, (finish[jid], gpus[jid], jid))
+        waiting_work -= gpus[jid] * rem[jid]
+        left -= 1
+
+    while left and ends:
         # freed GPUs are used from the round boundary after the finish
         t = now_s + math.ceil((ends[0][0] - now_s) / round_s - 1e-9) * round_s
         while ends and ends[0][0] <= t + 1e-9:
             free += heapq.heappop(ends)[1]
-        first: list[JobId] = []
+        while longest_first[front] in finish:
+            front += 1
+        while waiting[head] in finish:
+            head += 1
         if critical_frac > 0:
             running_work = sum(g * (f - t) for f, g, _ in ends)
-            longest = max([f - t for f, _, _ in ends] + [rem[j] for j in waiting])
+            longest = max([f - t for f, _, _ in ends] + [rem[longest_first[front]]])
             bound = max(longest, (running_work + waiting_work) / capacity)
-            first = sorted((j for j in waiting if rem[j] >= critical_frac * bound),
-                           key=lambda j: (-rem[j], j))
-        for jid in (*first, *waiting):
+            for jid in itertools.islice(longest_first, front, None):
+                if rem[jid] < critical_frac * bound:
+                    break
+                if jid not in finish and gpus[jid] <= free:
+                    start(jid, t)
+        for jid in itertools.islice(waiting, head, None):
+            if free <= 0 and can_idle:
+                break
             if jid not in finish and gpus[jid] <= free:
-                free -= gpus[jid]
-                finish[jid] = t + rem[jid] + restore_s
-                heapq.heappush(ends, (finish[jid], gpus[jid], jid))
-                waiting_work -= gpus[jid] * rem[jid]
-        waiting = [j for j in waiting if j not in finish]
+                start(jid, t)
     jct = {j: f - jobs.arrival_s[j] for j, f in finish.items()}
     return Projection(max((v / max(jobs.size_s[j], 1.0) for j, v in jct.items()), default=0.0),
                       sum(jct.values()))
