@@ -92,40 +92,39 @@ def test_a_tolerance_out_of_range_names_its_field(tol: float) -> None:
 
 def _naive(c: Candidate, jobs: Jobs, *, now_s: float, capacity: int, round_s: float,
            restore_s: float, critical_frac: float) -> Projection:
-    """The projection as the module's docstring says it, written plainly: every step
-    looks at every job waiting (the module reads from the fronts of its lists)."""
-    import heapq
+    """The projection as the module's docstring says it, written plainly: no heap and
+    no running totals; every step looks at every job (the module reads its lists from
+    the front)."""
     import math
     gpus, rem = jobs.gpus, jobs.remaining_s
-    free = capacity
-    ends: list[tuple[float, int, int]] = []
-    finish: dict[int, float] = {}
+    ends: dict[int, float] = {}
+
+    def busy(at: float) -> int:  # GPUs held after ``at``
+        return sum(gpus[j] for j, f in ends.items() if f > at + 1e-9)
+
     for jid in c.now:
-        if gpus[jid] <= free:
-            free -= gpus[jid]
-            finish[jid] = now_s + rem[jid] + (0.0 if jid in jobs.running else restore_s)
-            heapq.heappush(ends, (finish[jid], gpus[jid], jid))
-    waiting = [j for j in c.then if j not in finish and gpus[j] <= capacity]
-    while waiting and ends:
-        t = now_s + math.ceil((ends[0][0] - now_s) / round_s - 1e-9) * round_s
-        while ends and ends[0][0] <= t + 1e-9:
-            free += heapq.heappop(ends)[1]
-        first: list[int] = []
+        if busy(-math.inf) + gpus[jid] <= capacity:
+            ends[jid] = now_s + rem[jid] + (restore_s if jid not in jobs.running else 0.0)
+    waiting = [j for j in c.then if j not in ends and gpus[j] <= capacity]
+    t = -math.inf
+    while waiting and any(f > t + 1e-9 for f in ends.values()):
+        soonest = min(f for f in ends.values() if f > t + 1e-9)
+        t = now_s + math.ceil((soonest - now_s) / round_s - 1e-9) * round_s
+        order = list(waiting)
         if critical_frac > 0:
-            work = sum(g * (f - t) for f, g, _ in ends) + sum(gpus[j] * rem[j] for j in waiting)
-            longest = max([f - t for f, _, _ in ends] + [rem[j] for j in waiting])
-            bound = max(longest, work / capacity)
-            first = sorted((j for j in waiting if rem[j] >= critical_frac * bound),
-                           key=lambda j: (-rem[j], j))
-        for jid in (*first, *waiting):
-            if jid not in finish and gpus[jid] <= free:
-                free -= gpus[jid]
-                finish[jid] = t + rem[jid] + restore_s
-                heapq.heappush(ends, (finish[jid], gpus[jid], jid))
-        waiting = [j for j in waiting if j not in finish]
-    jct = {j: f - jobs.arrival_s[j] for j, f in finish.items()}
-    return Projection(max((v / max(jobs.size_s[j], 1.0) for j, v in jct.items()), default=0.0),
-                      sum(jct.values()))
+            after = {j: f - t for j, f in ends.items() if f > t + 1e-9}
+            work = sum(gpus[j] * d for j, d in after.items()) + sum(
+                gpus[j] * rem[j] for j in waiting)
+            bound = max(max([*after.values(), *(rem[j] for j in waiting)]), work / capacity)
+            order = sorted((j for j in waiting if rem[j] >= critical_frac * bound),
+                           key=lambda j: (-rem[j], j)) + order
+        for jid in order:
+            if jid not in ends and busy(t) + gpus[jid] <= capacity:
+                ends[jid] = t + rem[jid] + restore_s
+        waiting = [j for j in waiting if j not in ends]
+    stretch = [(f - jobs.arrival_s[j]) / max(jobs.size_s[j], 1.0) for j, f in ends.items()]
+    return Projection(max(stretch, default=0.0),
+                      sum(f - jobs.arrival_s[j] for j, f in ends.items()))
 
 
 @pytest.mark.parametrize("seed", range(30))
