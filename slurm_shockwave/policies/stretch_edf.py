@@ -37,12 +37,12 @@ from dataclasses import dataclass, replace
 
 from slurm_shockwave.model.bounds import MAX_SEED
 from slurm_shockwave.model.cluster import ClusterView
-from slurm_shockwave.model.job import JobId
+from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
 from slurm_shockwave.policies.base import Policy
 from slurm_shockwave.policies.gpu_counts import base_counts, grow, remaining_at
 from slurm_shockwave.policies.shockwave.commitments import critical_path
-from slurm_shockwave.policies.shockwave.estimates import estimate
+from slurm_shockwave.policies.shockwave.estimates import Estimate, estimate
 from slurm_shockwave.solver.search import narrow
 
 AUTO = "auto"
@@ -131,6 +131,24 @@ def least_stretch(jobs: Sequence[Active], now_s: float, total_gpus: int,
     return narrow(ok, 0.0, hi, rel_tol=rel_tol)[1]
 
 
+def request_sizes(jobs: Sequence[Job], est: Mapping[JobId, Estimate],
+                  scale: Mapping[JobId, float]) -> dict[JobId, float]:
+    """Each job's predicted exclusive runtime at its request, the size its deadline is
+    stretched from: done and remaining work, times ``scale`` (an elastic job's estimates
+    are at the count it runs on; 1 where absent)."""
+    return {j.job_id: (est[j.job_id].done_work_s + est[j.job_id].remaining_s)
+            * scale.get(j.job_id, 1.0) for j in jobs}
+
+
+def jobs_least_stretch(jobs: Sequence[Job], est: Mapping[JobId, Estimate],
+                       scale: Mapping[JobId, float], size: Mapping[JobId, float],
+                       now_s: float, total_gpus: int) -> float:
+    """``least_stretch`` of these jobs, their sizes and remaining times at their request."""
+    return least_stretch([Active(j.spec.arrival_s, size[j.job_id],
+                                 est[j.job_id].remaining_s * scale.get(j.job_id, 1.0), j.gpus)
+                          for j in jobs], now_s, total_gpus)
+
+
 class StretchEdf(Policy[StretchEdfConfig]):
     name = "stretch_edf"
     summary = ("earliest deadline first, deadline = arrival + stretch x predicted runtime, "
@@ -144,12 +162,9 @@ class StretchEdf(Policy[StretchEdfConfig]):
         # at each job's request: an elastic job's estimates are at the count it runs on
         at_request = {j.job_id: (remaining_at(j, j.gpus, 1.0) if j.current_gpus != j.gpus
                                  else 1.0) for j in view.jobs}
-        size = {jid: (e.done_work_s + e.remaining_s) * at_request[jid]
-                for jid, e in est.items()}
-        stretch = (cfg.stretch if not isinstance(cfg.stretch, str) else least_stretch(
-            [Active(j.spec.arrival_s, size[j.job_id],
-                    est[j.job_id].remaining_s * at_request[j.job_id], j.gpus)
-             for j in view.jobs], view.now_s, view.total_gpus))
+        size = request_sizes(view.jobs, est, at_request)
+        stretch = (cfg.stretch if not isinstance(cfg.stretch, str) else jobs_least_stretch(
+            view.jobs, est, at_request, size, view.now_s, view.total_gpus))
         deadline = {j.job_id: j.spec.arrival_s + stretch * size[j.job_id] for j in view.jobs}
         remaining = {jid: e.remaining_s for jid, e in est.items()}
         crit = critical_path(remaining, {j.job_id: j.gpus for j in view.jobs},

@@ -34,7 +34,7 @@ from slurm_shockwave.policies.shockwave.commitments import (
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
 from slurm_shockwave.policies.shockwave.estimates import Estimate, estimate
 from slurm_shockwave.policies.shockwave.schedule import pack, window_order
-from slurm_shockwave.policies.stretch_edf import Active, least_stretch
+from slurm_shockwave.policies.stretch_edf import jobs_least_stretch, request_sizes
 from slurm_shockwave.solver.milp import relative_gap
 from slurm_shockwave.solver.plan_window import WindowSolution, solve_window
 from slurm_shockwave.solver.window import WindowInputs, evaluate
@@ -153,8 +153,7 @@ class Shockwave(Policy[ShockwaveConfig]):
         """The round's order chosen among candidates by projecting each (lookahead.py);
         the market's plan as it is when it wins, else its order replaced and each
         uncommitted job's reason saying which order placed it."""
-        size = {j.job_id: (est[j.job_id].done_work_s + est[j.job_id].remaining_s)
-                * fair_scale.get(j.job_id, 1.0) for j in jobs}
+        size = request_sizes(jobs, est, fair_scale)
         present = lookahead.Jobs(
             gpus={j.job_id: j.gpus for j in jobs},
             remaining_s={j.job_id: est[j.job_id].remaining_s for j in jobs},
@@ -166,10 +165,7 @@ class Shockwave(Policy[ShockwaveConfig]):
                 *cached.get("order", ()), *plan.order)
         market = lookahead.Candidate("market", plan.order,
                                      tuple(j for j in dict.fromkeys(then) if j in size))
-        least = least_stretch([Active(j.spec.arrival_s, size[j.job_id],
-                                      est[j.job_id].remaining_s
-                                      * fair_scale.get(j.job_id, 1.0), j.gpus)
-                               for j in jobs], view.now_s, view.total_gpus)
+        least = jobs_least_stretch(jobs, est, fair_scale, size, view.now_s, view.total_gpus)
         tried = lookahead.candidates(market, keep, present, least)
         chosen = tried[lookahead.choose(
             [lookahead.project(c, present, now_s=view.now_s, capacity=view.total_gpus,
