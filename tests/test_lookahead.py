@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_shockwave.policies.registry import make_policy
+from slurm_shockwave.policies.shockwave.commitments import critical_path
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
 from slurm_shockwave.policies.shockwave.lookahead import (
     STRETCHES,
@@ -110,14 +111,12 @@ def _naive(c: Candidate, jobs: Jobs, *, now_s: float, capacity: int, round_s: fl
     while waiting and any(f > t + 1e-9 for f in ends.values()):
         soonest = min(f for f in ends.values() if f > t + 1e-9)
         t = now_s + math.ceil((soonest - now_s) / round_s - 1e-9) * round_s
-        order = list(waiting)
-        if critical_frac > 0:
-            after = {j: f - t for j, f in ends.items() if f > t + 1e-9}
-            work = sum(gpus[j] * d for j, d in after.items()) + sum(
-                gpus[j] * rem[j] for j in waiting)
-            bound = max(max([*after.values(), *(rem[j] for j in waiting)]), work / capacity)
-            order = sorted((j for j in waiting if rem[j] >= critical_frac * bound),
-                           key=lambda j: (-rem[j], j)) + order
+        # the policy's own critical path over the jobs running after t and waiting; only
+        # waiting ones can start
+        after = {j: f - t for j, f in ends.items() if f > t + 1e-9}
+        order = [j for j in critical_path({**after, **{j: rem[j] for j in waiting}}, gpus,
+                                          capacity, critical_frac)
+                 if j not in after] + waiting
         for jid in order:
             if jid not in ends and busy(t) + gpus[jid] <= capacity:
                 ends[jid] = t + rem[jid] + restore_s

@@ -39,6 +39,7 @@ class Jobs:
     """What the projection needs of the jobs present (seconds; sizes exclusive)."""
 
     gpus: Mapping[JobId, int]
+    """Each at least 1: admission turns away a job that asks for none."""
     remaining_s: Mapping[JobId, float]
     size_s: Mapping[JobId, float]
     """Exclusive runtime (done + remaining; an elastic job's at its request)."""
@@ -96,7 +97,6 @@ def project(c: Candidate, jobs: Jobs, *, now_s: float, capacity: int, round_s: f
     longest_first = sorted(waiting, key=lambda j: (-rem[j], j))
     front = head = 0
     left = len(waiting)
-    can_idle = min((gpus[j] for j in waiting), default=1) > 0
 
     def start(jid: JobId, t: float) -> None:
         nonlocal free, waiting_work, left
@@ -115,7 +115,7 @@ def project(c: Candidate, jobs: Jobs, *, now_s: float, capacity: int, round_s: f
             front += 1
         while waiting[head] in finish:
             head += 1
-        if critical_frac > 0:
+        if critical_frac > 0:  # commitments.critical_path's rule, over running and waiting
             running_work = sum(g * (f - t) for f, g, _ in ends)
             longest = max([f - t for f, _, _ in ends] + [rem[longest_first[front]]])
             bound = max(longest, (running_work + waiting_work) / capacity)
@@ -125,7 +125,7 @@ def project(c: Candidate, jobs: Jobs, *, now_s: float, capacity: int, round_s: f
                 if jid not in finish and gpus[jid] <= free:
                     start(jid, t)
         for jid in itertools.islice(waiting, head, None):
-            if free <= 0 and can_idle:
+            if free <= 0:
                 break
             if jid not in finish and gpus[jid] <= free:
                 start(jid, t)
