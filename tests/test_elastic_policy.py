@@ -78,6 +78,40 @@ def test_the_longest_job_is_not_shrunk_past_the_longest_request() -> None:
     assert base_counts(view, {0: 9000.0, 1: 1000.0})[0] == 4
 
 
+def test_a_long_job_needs_a_larger_gain_per_gpu_to_shrink_than_a_short_one() -> None:
+    """SHRINK_SLOPE: the same 1.2x gain per GPU at 2 GPUs shrinks a job with a tenth of
+    the longest job's time left (asks 1.045x), not one with half of it (asks 1.225x),
+    though shrunk it would still end before the longest (so not the longest-job rule)."""
+    curve = {2: 0.6, 4: 1.0}  # per GPU 0.30 at 2 against 0.25 at 4: 1.2x
+    short = _elastic(a_job(0, gpus=4), 2, 4, curve)
+    half = _elastic(a_job(1, gpus=4), 2, 4, curve)
+    view = a_view(short, half, a_job(2, gpus=1), gpus=16)
+    counts = base_counts(view, {0: 200.0, 1: 1000.0, 2: 2000.0})
+    assert counts == {0: 2, 1: 4, 2: 1}
+
+
+def test_shockwave_gives_spare_gpus_to_the_job_that_would_finish_last() -> None:
+    """Shockwave's growth is longest first (elastic.py), where the greedy marginal gain
+    (elastic_greedy's, stretch_edf's) gives the GPU to the larger saving per GPU: here
+    the short near-linear job's 50 s against the long poor-scaling job's 20 s."""
+    from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
+    from slurm_shockwave.policies.shockwave.elastic import choose_counts
+
+    short = _elastic(a_job(0, gpus=1, epochs=1), 1, 2, {1: 1.0, 2: 2.0})
+    long = _elastic(a_job(1, gpus=1, epochs=10), 1, 2, {1: 1.0, 2: 1.02})
+    view = a_view(short, long, gpus=3)
+    remaining = {0: 100.0, 1: 1000.0}  # the jobs' own: 1 and 10 epochs of 100 s
+    by_gain = {0: 1, 1: 1}
+    grow(by_gain, [short, long], view, 1, remaining, horizon_s=2400, cost_s=20)
+    assert by_gain == {0: 2, 1: 1}
+    first = {0: 1, 1: 1}
+    grow(first, [short, long], view, 1, remaining, horizon_s=2400, cost_s=20,
+         longest_first=True)
+    assert first == {0: 1, 1: 2}
+    chosen = choose_counts(view, ShockwaveConfig())
+    assert chosen[long.job_id] == 2 and chosen[short.job_id] == 1, chosen
+
+
 def test_spare_gpus_go_to_the_largest_saving_per_gpu_and_resizes_must_pay() -> None:
     waiting = _elastic(a_job(0, gpus=1), 1, 4, {1: 1.0, 2: 2.0, 4: 4.0})
     running = _elastic(a_job(1, gpus=1, running=True), 1, 2, {1: 1.0, 2: 1.02})
@@ -162,12 +196,12 @@ def test_elastic_shockwave_finishes_a_small_elastic_trace_sooner() -> None:
     assert b.summary.makespan_s < a.summary.makespan_s
 
 
-DOCUMENTED_CHECKS = {  # docs/evaluation.md, "At a glance": 10 of 15, misses included
+DOCUMENTED_CHECKS = {  # docs/evaluation.md, "At a glance": 11 of 15, misses included
     "120": {"jct_ok": False, "makespan_ok": True, "worst_rho_ok": True,
             "beats_baseline_worst_rho": True, "beats_baseline_makespan": True},
     "220": {"jct_ok": False, "makespan_ok": False, "worst_rho_ok": True,
             "beats_baseline_worst_rho": True, "beats_baseline_makespan": True},
-    "900": {"jct_ok": False, "makespan_ok": False, "worst_rho_ok": True,
+    "900": {"jct_ok": False, "makespan_ok": True, "worst_rho_ok": True,
             "beats_baseline_worst_rho": True, "beats_baseline_makespan": True},
 }
 
@@ -191,7 +225,7 @@ def test_on_the_paper_traces_elastic_shockwave_passes_the_documented_checks(size
     got = checks(records)
     assert {k: got[k] for k in DOCUMENTED_CHECKS[size]} == DOCUMENTED_CHECKS[size], got
     assert float(str(got["makespan_ratio"])) < 1 and float(str(got["jct_ratio"])) < 1, got
-    assert sum(sum(c.values()) for c in DOCUMENTED_CHECKS.values()) == 10
+    assert sum(sum(c.values()) for c in DOCUMENTED_CHECKS.values()) == 11
 
 
 @pytest.mark.reference

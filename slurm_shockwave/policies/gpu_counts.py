@@ -17,10 +17,13 @@ from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.workloads.scaling import relative_rates
 
-SHRINK_GAIN = 1.15
+SHRINK_SLOPE = 0.45
 """A waiting job is started below its request only where that raises its throughput per
-GPU by at least this factor: a near-linear job gains the cluster nothing by shrinking,
-and only runs longer against a finish-time target set at its request."""
+GPU by at least 1 + SHRINK_SLOPE x (its remaining time at its request / the longest
+job's): a near-linear job gains the cluster nothing by shrinking, and only runs longer
+against a finish-time target set at its request; a short job shrunk frees GPUs soon, a
+long one holds its slower count to near the end (the threshold was 1.15 for every job
+until 2026-12-07: docs/evaluation.md, "Elastic jobs")."""
 RESIZE_MARGIN = 2.0
 """A running job is resized only when the time it saves over the horizon is at least
 this many times the resize's cost: estimates are noisy, and a resize is not undone."""
@@ -70,8 +73,9 @@ def base_counts(view: ClusterView, remaining_s: Mapping[JobId, float],
                 critical: float = 1.0, *, shrink: bool = True) -> dict[JobId, int]:
     """Every job's count before any growth: a running job keeps the count it runs on (a
     shrink would cost it a restart to benefit others); a waiting elastic job takes its
-    usable count with the most throughput per GPU where that beats its request's by
-    SHRINK_GAIN, so a busy cluster runs the most work, unless at that count it would
+    usable count with the most throughput per GPU where that beats its request's by the
+    gain SHRINK_SLOPE asks of its length, so a busy cluster runs the most work, unless
+    at that count it would
     need longer than ``critical`` x the longest remaining time of any job at its
     request: shrinking the longest jobs lengthens the makespan. A fixed job its request.
     ``shrink=False``: a waiting elastic job takes its request (growth only)."""
@@ -85,9 +89,11 @@ def base_counts(view: ClusterView, remaining_s: Mapping[JobId, float],
         r = rates(job)
         usable = usable_counts(job, view)
         request = job.gpus if job.gpus in usable else max(usable, key=lambda c: (r[c] / c, -c))
+        at_request = remaining_at(job, request, remaining_s[job.job_id])
+        gain = 1.0 + SHRINK_SLOPE * (at_request / longest if longest > 0 else 0.0)
         ok = [c for c in usable if c == request or (
             shrink and
-            r[c] / c >= SHRINK_GAIN * r[request] / request
+            r[c] / c >= gain * r[request] / request
             and remaining_at(job, c, remaining_s[job.job_id]) <= critical * longest)]
         out[job.job_id] = max(ok, key=lambda c: (r[c] / c, -c))
     return out
@@ -109,13 +115,15 @@ def worth_resizing(job: Job, count: int, remaining_now_s: float, horizon_s: floa
 
 
 def grow(counts: dict[JobId, int], jobs: Sequence[Job], view: ClusterView, spare: int,
-         remaining_s: Mapping[JobId, float], horizon_s: float, cost_s: float) -> int:
+         remaining_s: Mapping[JobId, float], horizon_s: float, cost_s: float, *,
+         longest_first: bool = False) -> int:
     """Give ``spare`` GPUs to the jobs in ``jobs``, one step up at a time, each time to the
-    step that saves the most remaining time per extra GPU (greedy marginal gain); a
-    running job only where the resize is worth its cost. Updates ``counts``; returns the
-    GPUs left over."""
+    step that saves the most remaining time per extra GPU (greedy marginal gain), or with
+    ``longest_first`` to the job with the most remaining time at its count (the one that
+    would finish last: a makespan's order); a running job only where the resize is worth
+    its cost. Updates ``counts``; returns the GPUs left over."""
     while spare > 0:
-        best: tuple[float, JobId, int] | None = None
+        best: tuple[tuple[float, float, int], JobId, int] | None = None
         for job in jobs:
             jid = job.job_id
             now = counts[jid]
@@ -128,8 +136,9 @@ def grow(counts: dict[JobId, int], jobs: Sequence[Job], view: ClusterView, spare
             gain = at_now * (1.0 - r[now] / r[nxt]) / (nxt - now)
             if gain <= 0 or not worth_resizing(job, nxt, remaining_s[jid], horizon_s, cost_s):
                 continue
-            if best is None or (gain, -jid) > (best[0], -best[1]):
-                best = (gain, jid, nxt)
+            key = (at_now if longest_first else 0.0, gain, -jid)
+            if best is None or key > best[0]:
+                best = (key, jid, nxt)
         if best is None:
             break
         _, jid, nxt = best

@@ -2,10 +2,11 @@
 
 Before the market runs, every elastic job gets a count (``policies/gpu_counts.py``):
 a waiting job the count with the most throughput per GPU where that is clearly better
-than its request's and does not make it the longest job left (shrinking the longest
-jobs lengthens the makespan); a running job the count it runs on; when those counts
-leave GPUs idle even if every job ran, the idle GPUs go by greedy marginal gain (most
-predicted remaining time saved per extra GPU), to a running job only when the time
+than its request's (the longer the job, the larger the gain asked: ``SHRINK_SLOPE``)
+and does not make it the longest job left (shrinking the longest jobs lengthens the
+makespan); a running job the count it runs on; when those counts leave GPUs idle even
+if every job ran, the idle GPUs go one step at a time to the job with the most predicted
+remaining time (the one that would finish last), to a running job only when the time
 saved over the window is worth a checkpoint and restart (the world's
 ``restart_cost_s``, as for leases). The market
 (the window program, packing and order) then plans the jobs as fixed-count jobs at
@@ -42,8 +43,8 @@ def choose_counts(view: ClusterView, cfg: ShockwaveConfig) -> dict[JobId, int]:
     spare = view.total_gpus - sum(counts.values())
     elastic = [j for j in view.jobs if j.spec.is_elastic]
     if spare > 0:
-        grow(counts, elastic, view, spare, remaining,
-             horizon_s=cfg.window_rounds * view.round_s, cost_s=view.restart_cost_s)
+        grow(counts, elastic, view, spare, remaining, horizon_s=cfg.window_rounds * view.round_s,
+             cost_s=view.restart_cost_s, longest_first=True)
     return counts
 
 
