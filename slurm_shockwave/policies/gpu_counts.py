@@ -75,9 +75,9 @@ def base_counts(view: ClusterView, remaining_s: Mapping[JobId, float],
     shrink would cost it a restart to benefit others); a waiting elastic job takes its
     usable count with the most throughput per GPU where that beats its request's by the
     gain SHRINK_SLOPE asks of its length, so a busy cluster runs the most work, unless
-    at that count it would
-    need longer than ``critical`` x the longest remaining time of any job at its
-    request: shrinking the longest jobs lengthens the makespan. A fixed job its request.
+    at that count it would need longer than ``critical`` x the longest remaining time of
+    any job at its request: shrinking the longest jobs lengthens the makespan. A fixed
+    job its request.
     ``shrink=False``: a waiting elastic job takes its request (growth only)."""
     longest = max((remaining_at(j, j.gpus, remaining_s[j.job_id]) for j in view.jobs),
                   default=0.0)
