@@ -622,14 +622,18 @@ def test_table_epoch_times_are_wall_time_under_a_time_scale() -> None:
 ELASTIC = "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=static gpus=1-4 signal=USR1 grace=30"
 
 
-def test_a_pending_elastic_job_gets_its_gres_before_its_release() -> None:
+def test_a_pending_elastic_job_gets_its_gres_before_its_release(
+        caplog: pytest.LogCaptureFixture) -> None:
     world, fake, _ = cluster(replace(held(1, gpus=2), admin_comment=ELASTIC))
     view = world.observe()
     assert view.jobs[0].spec.gpus_range == (1, 4)
     assert dict(view.jobs[0].progress.rate_by_gpus)[2] == 1.0
-    result = world.apply([Action(ActionKind.START, 1, ("n1:0", "n1:1", "n1:2", "n1:3"))])
+    with caplog.at_level(logging.INFO, logger="slurm_shockwave"):
+        result = world.apply([Action(ActionKind.START, 1, ("n1:0", "n1:1", "n1:2", "n1:3"))])
     assert result.count(Outcome.APPLIED) == 1
     assert fake.jobs[1].gpus == 4 and not fake.jobs[1].held
+    # the service's log says so (a live run: GRES updates seen only in slurmctld.log)
+    assert "job 1: resized from 2 to 4 GPUs (its range 1-4)" in caplog.text
     fake.tick()
     assert len(fake.jobs[1].gpu_alloc[0][1]) == 4
 
@@ -676,15 +680,17 @@ def test_a_running_elastic_job_is_resized_by_checkpoint_requeue_and_gres() -> No
     assert fake.signals == [(1, "USR1")]
 
 
-def test_a_multi_node_resize_updates_the_node_count() -> None:
+def test_a_multi_node_resize_updates_the_node_count(caplog: pytest.LogCaptureFixture) -> None:
     fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave",)) for i in (1, 2)])
     fake.add(replace(held(1, gpus=4), admin_comment=ELASTIC.replace("1-4", "2-8"),
                      node_count=1))
     world = SlurmCluster(fake, Clock())
     world.observe()
     slots = tuple(f"n{i}:{k}" for i in (1, 2) for k in range(4))
-    world.apply([Action(ActionKind.START, 1, slots)])
+    with caplog.at_level(logging.INFO, logger="slurm_shockwave"):
+        world.apply([Action(ActionKind.START, 1, slots)])
     assert fake.jobs[1].gpus == 8 and fake.jobs[1].node_count == 2
+    assert "job 1: resized from 4 to 8 GPUs on 2 nodes (its range 2-8)" in caplog.text
 
 
 def test_an_uneven_multi_node_start_is_refused_before_slurm_is_asked() -> None:
