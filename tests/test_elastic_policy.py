@@ -8,7 +8,13 @@ from dataclasses import replace
 import pytest
 
 from slurm_shockwave.model.job import Job
-from slurm_shockwave.policies.gpu_counts import base_counts, grow, rates, worth_resizing
+from slurm_shockwave.policies.gpu_counts import (
+    base_counts,
+    count_note,
+    grow,
+    rates,
+    worth_resizing,
+)
 from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.sim.inputs import build_workload
 from slurm_shockwave.sim.run import simulate
@@ -108,7 +114,7 @@ def test_shockwave_gives_spare_gpus_to_the_job_that_would_finish_last() -> None:
     grow(first, [short, long], view, 1, remaining, horizon_s=2400, cost_s=20,
          longest_first=True)
     assert first == {0: 1, 1: 2}
-    chosen = choose_counts(view, ShockwaveConfig())
+    chosen, _ = choose_counts(view, ShockwaveConfig())
     assert chosen[long.job_id] == 2 and chosen[short.job_id] == 1, chosen
 
 
@@ -133,7 +139,27 @@ def test_shockwave_leaves_fixed_jobs_alone_and_counts_every_elastic_job() -> Non
                   a_job(1, gpus=1), gpus=8)
     plan = make_policy("shockwave").plan(lone, {}).plan
     assert plan.gpus == {0: 4}  # an idle cluster: the elastic job grows to its maximum
-    assert plan.reasons[0].detail.endswith("gpus=4") and "gpus" not in plan.reasons[1].detail
+    assert plan.reasons[0].detail.endswith("gpus=4 (asked 2: grown into GPUs that would idle)")
+    assert "gpus" not in plan.reasons[1].detail
+
+
+def test_an_elastic_jobs_reason_says_why_it_runs_on_another_count_than_it_asked() -> None:
+    """What a user reads in queue, plan and explain: the count, and why where it is not
+    the request (a shrink's gain per GPU, a growth, the count it runs on, a request no
+    node holds); at its request, the count alone."""
+    poor = _elastic(a_job(0, gpus=4), 2, 8, {2: 0.9, 4: 1.0, 8: 1.1})  # LM-like
+    linear = _elastic(a_job(1, gpus=4, epochs=20), 2, 8, {2: 0.5, 4: 1.0, 8: 2.0})
+    crowd = a_view(poor, linear, a_job(2, gpus=4, epochs=20), gpus=8)
+    plan = make_policy("shockwave").plan(crowd, {}).plan
+    assert plan.gpus == {0: 2, 1: 4}
+    # 0.9 / 2 per GPU against 1.0 / 4
+    assert plan.reasons[0].detail.endswith("gpus=2 (asked 4: 1.80x the throughput per GPU)")
+    assert plan.reasons[1].detail.endswith(" gpus=4")
+    ran = _elastic(a_job(3, gpus=4, running=True, slots=("pool:0", "pool:1")), 2, 8)
+    assert count_note(ran, 2, 2, a_view(ran, gpus=8)) == "gpus=2 (asked 4: the count it runs on)"
+    wide = _elastic(a_job(4, gpus=12), 8, 16)
+    nodes = a_view(wide, gpus=16, gpus_per_node=8)
+    assert count_note(wide, 8, 8, nodes) == "gpus=8 (asked 12: 12 fits no node layout here)"
 
 
 def test_stretch_edf_grows_elastic_jobs_into_idle_gpus_and_never_shrinks_them() -> None:
@@ -142,7 +168,8 @@ def test_stretch_edf_grows_elastic_jobs_into_idle_gpus_and_never_shrinks_them() 
                   a_job(1, gpus=1), gpus=8)
     plan = make_policy("stretch_edf").plan(lone, {}).plan
     assert plan.gpus == {0: 4}
-    assert plan.reasons[0].detail.endswith("gpus=4") and "gpus" not in plan.reasons[1].detail
+    assert plan.reasons[0].detail.endswith("gpus=4 (asked 2: grown into GPUs that would idle)")
+    assert "gpus" not in plan.reasons[1].detail
     # the LM-like job that Shockwave starts on 2 GPUs (above) starts on its request here
     poor = _elastic(a_job(0, gpus=4), 2, 8, {2: 0.9, 4: 1.0, 8: 1.1})
     linear = _elastic(a_job(1, gpus=4, epochs=20), 2, 8, {2: 0.5, 4: 1.0, 8: 2.0})
@@ -162,7 +189,8 @@ def test_stretch_edf_takes_a_grown_jobs_deadline_at_its_request() -> None:
     details = [str(make_policy("stretch_edf", {"stretch": 2.0, "critical_frac": 0}).plan(
         a_view(j, gpus=8), {}).plan.reasons[0]) for j in (at2, grown)]
     # 900 s of work in all (the builder's job has one of its ten epochs done)
-    assert details[0] == details[1] == "scheduled(deadline 1800s gpus=8)"
+    assert details == ["scheduled(deadline 1800s gpus=8 (asked 2: grown into GPUs that would "
+                       "idle))", "scheduled(deadline 1800s gpus=8 (asked 2: the count it runs on))"]
 
 
 def test_elastic_greedy_admits_in_arrival_order_at_the_smallest_count() -> None:

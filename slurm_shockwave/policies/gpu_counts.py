@@ -99,6 +99,24 @@ def base_counts(view: ClusterView, remaining_s: Mapping[JobId, float],
     return out
 
 
+def count_note(job: Job, count: int, base: int, view: ClusterView) -> str:
+    """An elastic job's count as its plan reason says it (queue, plan, explain): ``gpus=N``,
+    and where N is not what the job asked, why; ``base`` is its count before growth."""
+    asked = job.gpus
+    if count == asked:
+        return f"gpus={count}"
+    if count > base:
+        why = "grown into GPUs that would idle"
+    elif job.is_running and count == job.current_gpus:
+        why = "the count it runs on"
+    elif asked not in usable_counts(job, view):
+        why = f"{asked} fits no node layout here"
+    else:
+        r = rates(job)
+        why = f"{(r[count] / count) / (r[asked] / asked):.2f}x the throughput per GPU"
+    return f"gpus={count} (asked {asked}: {why})"
+
+
 def worth_resizing(job: Job, count: int, remaining_now_s: float, horizon_s: float,
                    cost_s: float) -> bool:
     """A waiting job: always (its start pays the restore anyway). A running one: when

@@ -26,7 +26,13 @@ from dataclasses import replace
 from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.job import JobId
 from slurm_shockwave.model.plan import Memory, Planned
-from slurm_shockwave.policies.gpu_counts import at_count, base_counts, grow, rates
+from slurm_shockwave.policies.gpu_counts import (
+    at_count,
+    base_counts,
+    count_note,
+    grow,
+    rates,
+)
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
 from slurm_shockwave.policies.shockwave.estimates import estimate
 
@@ -35,30 +41,34 @@ PlanFn = Callable[[ClusterView, Memory, Mapping[JobId, float]], Planned]
 request's for the fair finish time."""
 
 
-def choose_counts(view: ClusterView, cfg: ShockwaveConfig) -> dict[JobId, int]:
-    """Each job's count this round (module docstring)."""
+def choose_counts(view: ClusterView, cfg: ShockwaveConfig
+                  ) -> tuple[dict[JobId, int], dict[JobId, int]]:
+    """Each job's count this round (module docstring), and its count before growth."""
     remaining = {j.job_id: estimate(j, noise=cfg.prediction_noise, seed=cfg.seed).remaining_s
                  for j in view.jobs}
-    counts = base_counts(view, remaining)
+    base = base_counts(view, remaining)
+    counts = dict(base)
     spare = view.total_gpus - sum(counts.values())
     elastic = [j for j in view.jobs if j.spec.is_elastic]
     if spare > 0:
         grow(counts, elastic, view, spare, remaining, horizon_s=cfg.window_rounds * view.round_s,
              cost_s=view.restart_cost_s, longest_first=True)
-    return counts
+    return counts, base
 
 
 def plan_elastic(plan_fixed: PlanFn, view: ClusterView, memory: Memory,
                  cfg: ShockwaveConfig) -> Planned:
     """Choose counts, plan the jobs as fixed at them, and put the counts in the plan."""
-    counts = choose_counts(view, cfg)
+    counts, base = choose_counts(view, cfg)
     fixed_view = replace(view, jobs=tuple(at_count(j, counts[j.job_id]) if j.spec.is_elastic
                                           else j for j in view.jobs))
     # finish-time fairness stays measured at each job's request (the metric's reference)
     fair_scale = {j.job_id: rates(j)[counts[j.job_id]] for j in view.jobs if j.spec.is_elastic}
     planned = plan_fixed(fixed_view, memory, fair_scale)
     gpus = {j.job_id: counts[j.job_id] for j in view.jobs if j.spec.is_elastic}
-    # the count shows in each elastic job's reason (queue, explain)
-    reasons = {jid: replace(r, detail=f"{r.detail} gpus={gpus[jid]}".strip())
-               if jid in gpus else r for jid, r in planned.plan.reasons.items()}
+    # the count, and why where it is not the request, in each elastic job's reason
+    notes = {j.job_id: count_note(j, counts[j.job_id], base[j.job_id], view)
+             for j in view.jobs if j.spec.is_elastic}
+    reasons = {jid: replace(r, detail=f"{r.detail} {notes[jid]}".strip())
+               if jid in notes else r for jid, r in planned.plan.reasons.items()}
     return Planned(replace(planned.plan, gpus=gpus, reasons=reasons), planned.memory)
