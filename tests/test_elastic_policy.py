@@ -13,6 +13,7 @@ from slurm_shockwave.policies.gpu_counts import (
     count_note,
     grow,
     rates,
+    shrink_running,
     worth_resizing,
 )
 from slurm_shockwave.policies.registry import make_policy
@@ -76,6 +77,37 @@ def test_a_waiting_job_shrinks_only_where_it_gains_throughput_per_gpu() -> None:
     counts = base_counts(view, {0: 500.0, 1: 1000.0})
     assert counts == {0: 2, 1: 4}
     assert base_counts(view, {0: 500.0, 1: 1000.0}, shrink=False) == {0: 4, 1: 4}
+
+
+def test_a_running_job_shrinks_only_while_waiting_jobs_want_more_gpus_than_are_free() -> None:
+    """A running LM-like job on 4 GPUs (0.9 / 2 per GPU against 1.0 / 4: 1.8x) shorter
+    than the waiting job: on a crowded cluster it goes to 2 and frees 2; with GPUs free,
+    or where the restart costs more than the shrink saves, it keeps its 4."""
+    ran = _elastic(a_job(0, gpus=4, running=True), 2, 8, {2: 0.9, 4: 1.0, 8: 1.1})
+    wait = a_job(1, gpus=4, epochs=20)
+    remaining = {0: 1000.0, 1: 2000.0}
+    crowded = a_view(ran, wait, gpus=4)
+    counts = base_counts(crowded, remaining)
+    assert counts == {0: 4, 1: 4}  # base_counts keeps a running job's count
+    shrink_running(counts, crowded, remaining)
+    assert counts == {0: 2, 1: 4}
+    # 1.8x is under 1 + 0.9 x 1 = 1.9 when it is the longest job
+    alone_long = {0: 2000.0, 1: 1000.0}
+    counts = base_counts(crowded, alone_long)
+    shrink_running(counts, crowded, alone_long)
+    assert counts[0] == 4
+    roomy = a_view(ran, wait, gpus=8)
+    counts = base_counts(roomy, remaining)
+    shrink_running(counts, roomy, remaining)
+    assert counts[0] == 4
+    # it saves 4 x 1000 - 2 x 1111 = 1778 GPU-s; a 120 s restart asks 4 x 4 x 120 = 1920
+    costly = replace(crowded, restart_cost_s=120.0)
+    counts = base_counts(costly, remaining)
+    shrink_running(counts, costly, remaining)
+    assert counts[0] == 4
+    plan = make_policy("shockwave").plan(crowded, {}).plan
+    assert plan.gpus == {0: 2}
+    assert plan.reasons[0].detail.endswith("gpus=2 (asked 4: 1.80x the throughput per GPU)")
 
 
 def test_the_longest_job_is_not_shrunk_past_the_longest_request() -> None:

@@ -27,6 +27,15 @@ until 2026-12-07: docs/evaluation.md, "Elastic jobs")."""
 RESIZE_MARGIN = 2.0
 """A running job is resized only when the time it saves over the horizon is at least
 this many times the resize's cost: estimates are noisy, and a resize is not undone."""
+RUNNING_SHRINK_SLOPE = 0.9
+"""While the waiting jobs' counts exceed the GPUs no running job holds, a running elastic
+job shrinks to its most efficient smaller count where that raises its throughput per GPU
+by at least 1 + RUNNING_SHRINK_SLOPE x (its remaining time at its request / the longest
+job's): twice a waiting job's slope, since the shrink costs it a restart
+(``shrink_running``; docs/evaluation.md, "Elastic jobs")."""
+RUNNING_SHRINK_MARGIN = 4.0
+"""... and where the GPU-seconds the shrink saves over the job's remaining run are at
+least this many times its GPUs x the restart cost: it holds the job slower to its end."""
 
 
 def usable_counts(job: Job, view: ClusterView) -> tuple[int, ...]:
@@ -97,6 +106,36 @@ def base_counts(view: ClusterView, remaining_s: Mapping[JobId, float],
             and remaining_at(job, c, remaining_s[job.job_id]) <= critical * longest)]
         out[job.job_id] = max(ok, key=lambda c: (r[c] / c, -c))
     return out
+
+
+def shrink_running(counts: dict[JobId, int], view: ClusterView,
+                   remaining_s: Mapping[JobId, float]) -> None:
+    """While the waiting jobs' counts in ``counts`` exceed the GPUs no running job holds,
+    shrink each running elastic job to its most efficient smaller count where that gains
+    the throughput per GPU RUNNING_SHRINK_SLOPE asks of its length, saves
+    RUNNING_SHRINK_MARGIN x its GPUs x the restart cost in GPU-seconds, and does not make
+    it longer than the longest job at its request (``base_counts``' rule): the GPUs go to
+    waiting jobs at the cluster's best work per GPU. Updates ``counts``."""
+    free = view.total_gpus - sum(j.current_gpus for j in view.jobs if j.is_running)
+    if sum(counts[j.job_id] for j in view.jobs if not j.is_running) <= free:
+        return
+    longest = max((remaining_at(j, j.gpus, remaining_s[j.job_id]) for j in view.jobs),
+                  default=0.0)
+    if longest <= 0:
+        return
+    for job in view.jobs:
+        rem, now = remaining_s[job.job_id], job.current_gpus
+        if not (job.is_running and job.spec.is_elastic) or rem <= 0:
+            continue
+        r = rates(job)
+        gain = 1.0 + RUNNING_SHRINK_SLOPE * remaining_at(job, job.gpus, rem) / longest
+        floor = RUNNING_SHRINK_MARGIN * now * view.restart_cost_s
+        ok = [c for c in usable_counts(job, view) if c < now
+              and r[c] / c >= gain * r[now] / now
+              and remaining_at(job, c, rem) <= longest
+              and now * rem - c * remaining_at(job, c, rem) >= floor]
+        if ok:
+            counts[job.job_id] = max(ok, key=lambda c: (r[c] / c, -c))
 
 
 def count_note(job: Job, count: int, base: int, view: ClusterView) -> str:

@@ -4,10 +4,12 @@ Before the market runs, every elastic job gets a count (``policies/gpu_counts.py
 a waiting job the count with the most throughput per GPU where that is clearly better
 than its request's (the longer the job, the larger the gain asked: ``SHRINK_SLOPE``)
 and does not make it the longest job left (shrinking the longest jobs lengthens the
-makespan); a running job the count it runs on; when those counts leave GPUs idle even
-if every job ran, the idle GPUs go one step at a time to the job with the most predicted
-remaining time (the one that would finish last), to a running job only when the time
-saved over the window is worth a checkpoint and restart (the world's
+makespan); a running job the count it runs on, unless waiting jobs want more GPUs than
+are free and its most efficient smaller count gains twice a waiting job's threshold and
+saves several restarts' worth of GPU-time (``shrink_running``); when those counts
+leave GPUs idle even if every job ran, the idle GPUs go one step at a time to the job
+with the most predicted remaining time (the one that would finish last), to a running
+job only when the time saved over the window is worth a checkpoint and restart (the world's
 ``restart_cost_s``, as for leases). The market
 (the window program, packing and order) then plans the jobs as fixed-count jobs at
 those counts, so it decides who runs and how often at the width each job will really
@@ -32,6 +34,7 @@ from slurm_shockwave.policies.gpu_counts import (
     count_note,
     grow,
     rates,
+    shrink_running,
 )
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
 from slurm_shockwave.policies.shockwave.estimates import estimate
@@ -47,6 +50,7 @@ def choose_counts(view: ClusterView, cfg: ShockwaveConfig
     remaining = {j.job_id: estimate(j, noise=cfg.prediction_noise, seed=cfg.seed).remaining_s
                  for j in view.jobs}
     base = base_counts(view, remaining)
+    shrink_running(base, view, remaining)
     counts = dict(base)
     spare = view.total_gpus - sum(counts.values())
     elastic = [j for j in view.jobs if j.spec.is_elastic]
