@@ -160,6 +160,11 @@ def test_an_elastic_job_left_out_at_its_planned_count_takes_a_smaller_one() -> N
     wide = a_job(3, gpus=2)
     placed = place(a_view(*fixed, wide, gpus=8, gpus_per_node=4), Plan((1, 2, 3)))
     assert 3 not in placed.slots and placed.fragmented == {3}
+    # a policy that chooses no counts (a fixed baseline; FIFO models Slurm alone) leaves an
+    # elastic job at its request, as Slurm would
+    asked2 = replace(wide, spec=replace(wide.spec, gpus_range=(1, 4)))
+    placed = place(a_view(*fixed, asked2, gpus=8, gpus_per_node=4), Plan((1, 2, 3)))
+    assert 3 not in placed.slots and placed.fragmented == {3}
 
 
 def test_idle_gpus_let_a_left_out_job_move_jobs_ranked_above_it() -> None:

@@ -380,13 +380,16 @@ def place(view: ClusterView, plan: Plan) -> Placement:
         out, free = _defragment(view, selected, want, out, free, moves_for=plan.moves_for)
     # Backfill what fragmentation left, in plan order; a running job stays where it runs
     # if it still can (best fit alone may swap two running jobs: a needless migration).
-    # An elastic job left out takes the widest of its smaller counts that fits.
+    # An elastic job left out takes the widest of its smaller counts that fits, where the
+    # policy chose its count: a fixed baseline's (FIFO's: Slurm alone's model) waits at its
+    # request, as Slurm would (a live run's simulation of Slurm alone narrowed one)
     if out.fragmented:
         for job in order:
             if free.total == 0:
                 break
             if job.job_id in out.fragmented:
-                got = _narrower(job, want[job.job_id], free)
+                got = (_narrower(job, want[job.job_id], free) if job.job_id in plan.gpus
+                       else None)
                 if got is not None:
                     out.slots[job.job_id] = got
                     out.fragmented.discard(job.job_id)
