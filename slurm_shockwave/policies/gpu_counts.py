@@ -78,6 +78,14 @@ def at_count(job: Job, count: int) -> Job:
     return replace(job, spec=replace(job.spec, gpus=count), progress=progress)
 
 
+def longest_at_request(view: ClusterView, remaining_s: Mapping[JobId, float]) -> float:
+    """The longest remaining time of any job at its request: the bound no shrink may
+    push a job past (shrinking the longest jobs lengthens the makespan), and the length
+    the shrink slopes measure each job against."""
+    return max((remaining_at(j, j.gpus, remaining_s[j.job_id]) for j in view.jobs),
+               default=0.0)
+
+
 def base_counts(view: ClusterView, remaining_s: Mapping[JobId, float],
                 critical: float = 1.0, *, shrink: bool = True) -> dict[JobId, int]:
     """Every job's count before any growth: a running job keeps the count it runs on (a
@@ -88,8 +96,7 @@ def base_counts(view: ClusterView, remaining_s: Mapping[JobId, float],
     any job at its request: shrinking the longest jobs lengthens the makespan. A fixed
     job its request.
     ``shrink=False``: a waiting elastic job takes its request (growth only)."""
-    longest = max((remaining_at(j, j.gpus, remaining_s[j.job_id]) for j in view.jobs),
-                  default=0.0)
+    longest = longest_at_request(view, remaining_s)
     out: dict[JobId, int] = {}
     for job in view.jobs:
         if job.is_running or not job.spec.is_elastic:
@@ -119,8 +126,7 @@ def shrink_running(counts: dict[JobId, int], view: ClusterView,
     free = view.total_gpus - sum(j.current_gpus for j in view.jobs if j.is_running)
     if sum(counts[j.job_id] for j in view.jobs if not j.is_running) <= free:
         return
-    longest = max((remaining_at(j, j.gpus, remaining_s[j.job_id]) for j in view.jobs),
-                  default=0.0)
+    longest = longest_at_request(view, remaining_s)
     if longest <= 0:
         return
     for job in view.jobs:
@@ -130,10 +136,9 @@ def shrink_running(counts: dict[JobId, int], view: ClusterView,
         r = rates(job)
         gain = 1.0 + RUNNING_SHRINK_SLOPE * remaining_at(job, job.gpus, rem) / longest
         floor = RUNNING_SHRINK_MARGIN * now * view.restart_cost_s
-        ok = [c for c in usable_counts(job, view) if c < now
-              and r[c] / c >= gain * r[now] / now
-              and remaining_at(job, c, rem) <= longest
-              and now * rem - c * remaining_at(job, c, rem) >= floor]
+        at = {c: remaining_at(job, c, rem) for c in usable_counts(job, view) if c < now}
+        ok = [c for c, t in at.items() if r[c] / c >= gain * r[now] / now
+              and t <= longest and now * rem - c * t >= floor]
         if ok:
             counts[job.job_id] = max(ok, key=lambda c: (r[c] / c, -c))
 
