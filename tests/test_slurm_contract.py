@@ -142,6 +142,32 @@ def _wait_state(b: SlurmBackend, jid: int, state: str) -> None:
 
 
 @pytest.mark.slurm
+@pytest.mark.parametrize("kind", ["cli", "pyslurm"])
+def test_a_requeued_job_lists_its_last_runs_node_count_after_a_resize(kind: str,
+                                                                      tmp_path) -> None:
+    """Why the service remembers its own resizes (world.py, ``_assumed``): a job that ran
+    on one node, requeued and given GPUs on two, is listed by squeue with its last run's
+    node count until it runs again (22.05 and 25.11), so the listing reads it as half its
+    GPUs (seen live: its GRES was set a second time after its release); pyslurm 25.11
+    lists the new count."""
+    b = _backend(kind)
+    script = tmp_path / "w.sh"
+    script.write_text("#!/bin/sh\nsleep 600\n")
+    jid = b.submit(str(script), ["-o", "/dev/null", "-p", "other", "--gres=gpu:1"])
+    try:
+        _wait_state(b, jid, "RUNNING")
+        b.hold([jid])  # kept through the requeue: it stays pending
+        b.requeue([jid])
+        _wait_state(b, jid, "PENDING")
+        b.update_gpus(jid, 1, nodes=2)
+        listed = next(j for j in b.list_jobs() if j.job_id == jid)
+        wanted = (1, 1, 1) if kind == "cli" else (2, 2, 1)
+        assert (listed.gpus, listed.node_count, listed.restart_count) == wanted, listed
+    finally:
+        b.cancel(jid)
+
+
+@pytest.mark.slurm
 def test_the_live_runs_poll_sees_a_job_end(tmp_path) -> None:
     """``benchmarks.live``, ``shockwave demo`` and the live tests follow their jobs with
     one ``squeue --json``: on 25.11 it left ended jobs out unless asked, so a run never

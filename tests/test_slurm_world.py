@@ -693,6 +693,48 @@ def test_a_multi_node_resize_updates_the_node_count(caplog: pytest.LogCaptureFix
     assert "job 1: resized from 4 to 8 GPUs on 2 nodes (its range 2-8)" in caplog.text
 
 
+def test_a_requeued_job_resized_onto_two_nodes_is_read_at_its_new_count_until_it_runs(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """squeue lists a requeued job with its last run's node count until it runs again
+    (tests/test_slurm_contract.py): a job run on 1 node and given 4 GPUs on each of 2
+    read as 4 on 1, so a fill step's start set its GRES a second time and logged a
+    resize from 4 (seen live), and the view took it as 4 GPUs where Slurm starts it on 8."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave",)) for i in (1, 2)])
+    fake.add(replace(running(1, 4), admin_comment=ELASTIC.replace("1-4", "2-8")))
+    clock = Clock()
+    fake.now = int(clock.t)
+    world = SlurmCluster(fake, clock)
+    world.observe()
+    eight = tuple(f"n{i}:{k}" for i in (1, 2) for k in range(4))
+    move = [Action(ActionKind.PREEMPT, 1, tuple(f"n1:{k}" for k in range(4))),
+            Action(ActionKind.START, 1, eight)]
+    world.apply(move)  # the checkpoint signal
+    clock.t += 31
+    fake.now = int(clock.t)
+    world.observe()
+    world.apply(move)  # requeue-hold
+    world.observe()
+    calls: list[tuple[int, int]] = []
+    update = fake.update_gpus
+
+    def counted(job_id: int, gpus: int, **kw: object) -> None:
+        calls.append((job_id, gpus))
+        update(job_id, gpus, **kw)  # type: ignore[arg-type]
+
+    fake.update_gpus = counted  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="slurm_shockwave"):
+        world.apply([Action(ActionKind.START, 1, eight)])  # GRES, release
+        assert [(j.gpus, j.node_count) for j in fake.list_jobs()] == [(4, 1)]  # as squeue
+        view = world.observe()  # a fill step, before Slurm starts it
+        assert [j.current_gpus for j in view.jobs] == [8]
+        world.apply([Action(ActionKind.START, 1, eight)])
+    assert calls == [(1, 4)]  # 4 per node, once
+    assert caplog.text.count("resized from") == 1
+    assert "job 1: resized from 4 to 8 GPUs on 2 nodes" in caplog.text
+    fake.tick(fake.cred_expire_s + 1)  # its requeue delay
+    assert [(n, len(i)) for n, i in fake.jobs[1].gpu_alloc] == [("n1", 4), ("n2", 4)]
+
+
 def test_an_uneven_multi_node_start_is_refused_before_slurm_is_asked() -> None:
     """Slurm gives every node of a job the same count; placement splits evenly, and a
     start that does not (8 as 3 + 4 + 1) is refused here, as Slurm could not run it so,

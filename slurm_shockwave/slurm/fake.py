@@ -57,6 +57,9 @@ class FakeSlurm:
         self._next_id = 1
         self.partition_states: dict[str, str] = {}
         """A partition's state (UP when not named here)."""
+        self._last_nodes: dict[int, int] = {}
+        """A requeued job's last run's node count, which squeue lists until it runs again
+        (tests/test_slurm_contract.py, measured on 22.05 and 25.11)."""
 
     # -- helpers for tests -------------------------------------------------------------
     def add(self, job: SlurmJob) -> SlurmJob:
@@ -86,6 +89,7 @@ class FakeSlurm:
                 self.jobs[j.job_id] = replace(j, reason="Resources")
                 continue
             names = [n for n, _ in alloc] or [self._candidates(j, bool(j.nodes))[0].name]
+            self._last_nodes.pop(j.job_id, None)
             self.jobs[j.job_id] = replace(j, state="RUNNING", reason="None",
                                           start_time=self.now, gpu_alloc=alloc,
                                           nodes=",".join(names))
@@ -192,9 +196,18 @@ class FakeSlurm:
 
     # -- SlurmBackend ------------------------------------------------------------------
     def list_jobs(self, partition: str | None = None) -> list[SlurmJob]:
-        return [j for j in self.jobs.values() if partition is None or (
+        return [self._as_listed(j) for j in self.jobs.values() if partition is None or (
             j.partition == partition
             and j.state in LISTED_STATES)]
+
+    def _as_listed(self, job: SlurmJob) -> SlurmJob:
+        """As squeue lists it: a requeued job, pending, with its last run's node count
+        (its GPUs per node times that, for a request per node)."""
+        last = self._last_nodes.get(job.job_id)
+        if last is None or job.state != "PENDING" or last == max(job.node_count, 1):
+            return job
+        return replace(job, node_count=last, gpus=job.gpus if job.asks_per_job
+                       else job.gpus // max(job.node_count, 1) * last)
 
     def partition_state(self, partition: str) -> str:
         return self.partition_states.get(partition, "UP")
@@ -268,6 +281,7 @@ class FakeSlurm:
         the requeue (measured on 22.05)."""
         j = self._get(jid)
         kept = j.priority == 0 and j.reason.startswith("JobHeld")
+        self._last_nodes[jid] = max(len(j.gpu_alloc), 1)
         self.jobs[jid] = replace(
             j, state="PENDING", held=kept, reason=j.reason if kept else "BeginTime",
             restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",
