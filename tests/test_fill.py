@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from slurm_shockwave.engine.dry_run import DryRunActuator
+from slurm_shockwave.engine.fill import fill_only, fill_plan
+from slurm_shockwave.engine.placement import place
 from slurm_shockwave.engine.round import run_round
+from slurm_shockwave.model.cluster import ClusterView, GpuNode
+from slurm_shockwave.model.job import Job
 from slurm_shockwave.model.lifecycle import Phase
-from slurm_shockwave.model.plan import ActionKind, ReasonCode
+from slurm_shockwave.model.plan import ActionKind, Plan, ReasonCode
 from tests.builders import a_job, a_view
 from tests.test_round_reasons import Fixed, Says
 
@@ -110,3 +114,64 @@ def test_a_resized_job_is_started_by_a_fill_step_at_the_count_the_round_planned(
                      fill=True)
     assert [(a.kind.value, a.job_id, len(a.gpu_slots)) for a in fill.actions] == [
         ("start", 1, 8)]
+
+
+def _live(*jobs: Job, nodes: int, per_node: int, reserved: set[int]) -> ClusterView:
+    """A live-like view: nodes ``n0..``, exact slots, ``reserved`` started this round."""
+    return ClusterView(now_s=0.0, round_index=13, round_s=10.0,
+                       nodes=tuple(GpuNode(f"n{i}", per_node, tuple(range(per_node)))
+                                   for i in range(nodes)),
+                       jobs=jobs, reserved=frozenset(reserved), exact_slots=True)
+
+
+def _given_beyond_released(view: ClusterView, plan: Plan) -> tuple[set[int], int]:
+    """The fill step's starts, and the GPUs it gives out beyond the free ones that the
+    released reserved jobs (pending, not held: Slurm starts them wherever they fit)
+    take: at most 0 where every start it releases fits."""
+    placement = fill_only(view, place(view, fill_plan(view, plan)))
+    waiting = {j.job_id: j for j in view.jobs if not j.is_running}
+    free = view.total_gpus - sum(len(j.gpu_slots) for j in view.jobs if j.is_running)
+    released = {jid for jid, j in waiting.items()
+                if jid in view.reserved and j.phase == Phase.PENDING}
+    given = sum(len(s) for jid, s in placement.slots.items()
+                if jid in waiting and jid not in released)
+    return ({jid for jid in placement.slots if jid in waiting},
+            given + sum(waiting[jid].current_gpus for jid in released) - free)
+
+
+def test_a_fill_step_gives_no_gpu_a_released_job_will_take() -> None:
+    """Live (32 jobs / 24 GPUs, fill step id 70 of round 13): job 14 (4 GPUs, started by
+    the round) and 30, 5 and 23 (started by the fill step before) were released and
+    waited for the 10 free GPUs; job 11, a move back from its requeue delay (held),
+    ranked first in the re-plan. Ranked after 11, job 14 was cut by the GPU count, and
+    30, 5, 23, 11 and the held 1-GPU jobs 12, 16 and 3 were placed; the count of GPUs
+    kept for 14 (free less its 4) missed the 6 the released ones were placed on, so
+    12, 16 and 3 were released too. Slurm started 14 and 30 on the one free node and
+    three jobs waited a round. The released jobs come first, and no GPU they take is
+    given out again."""
+    view = _live(
+        a_job(17, gpus=7, running=True, slots=("n1:0", *(f"n1:{i}" for i in range(2, 8)))),
+        a_job(29, gpus=7, running=True, slots=(*(f"n2:{i}" for i in range(6)), "n2:7")),
+        a_job(14, gpus=4), a_job(30, gpus=4), a_job(5), a_job(23),
+        *(replace(a_job(j), phase=Phase.HELD) for j in (11, 12, 16, 3)),
+        nodes=3, per_node=8, reserved={14, 30, 5, 23, 11})
+    starts, over = _given_beyond_released(view, Plan((11, 30, 5, 23, 12, 16, 3, 14)))
+    assert starts == {14, 30, 5, 23}
+    assert over <= 0
+
+
+def test_a_fill_step_counts_the_gpus_a_placed_released_job_takes() -> None:
+    """Job 3 (``--gres=gpu:3``, released) fits on no node yet; job 4 (released) is placed
+    on one of the 4 free GPUs and job 5 (held; or reserved too, a move back from its
+    requeue delay) backfilled on another: 3 + 1 + 1 on 4. The GPUs kept for job 3 must
+    not be the ones job 4 takes."""
+    three = a_job(3, gpus=3)
+    for reserved in ({3, 4}, {3, 4, 5}):
+        view = _live(a_job(1, gpus=2, running=True, slots=("n0:0", "n0:1")),
+                     a_job(2, gpus=2, running=True, slots=("n1:0", "n1:1")),
+                     replace(three, spec=replace(three.spec, spreads=False)),
+                     a_job(4), replace(a_job(5), phase=Phase.HELD),
+                     nodes=2, per_node=4, reserved=reserved)
+        starts, over = _given_beyond_released(view, Plan((3, 4, 5)))
+        assert starts == {4}, reserved
+        assert over <= 0, reserved

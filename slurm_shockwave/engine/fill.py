@@ -51,15 +51,20 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
     on the count it was released at, then the rest in the plan's order. Re-planned with
     a new arrival, a fill step gave
     their GPUs to other jobs (seen live on 40 jobs / 16 GPUs: six of a round's seven
-    starts displaced, held again by the next round, started two rounds late). The
-    simulator starts jobs at once: nothing is reserved there and the order is the
-    plan's."""
+    starts displaced, held again by the next round, started two rounds late). Of them,
+    the released ones (``Phase.PENDING``: Slurm starts them wherever they fit, whatever
+    this step decides) come before those still held (a move back from its requeue
+    delay): ranked after a held one, a released job was cut by the GPU count and its
+    GPUs given out again (live, 32 jobs / 24 GPUs). The simulator starts jobs at once:
+    nothing is reserved there and the order is the plan's."""
     holding = [j.job_id for j in view.jobs if j.is_running]
     held = set(holding)
     in_view = {j.job_id for j in view.jobs}
     reserved = [jid for jid in plan.order if jid in view.reserved and jid not in held]
     reserved += sorted(jid for jid in view.reserved
                        if jid in in_view and jid not in held and jid not in reserved)
+    released = _released(view)
+    reserved.sort(key=lambda jid: jid not in released)  # stable: else the plan's order
     first = held.union(reserved)
     # a fill step starts jobs on free GPUs only: it moves no running job
     return replace(plan, order=(*holding, *reserved,
@@ -77,25 +82,42 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
                    moves_for=frozenset(), avoid_idle=False)
 
 
+def _released(view: ClusterView) -> frozenset[JobId]:
+    """Reserved jobs already released (live: pending, not held): Slurm starts each
+    wherever its own selection fits it, whatever a fill step decides."""
+    return frozenset(j.job_id for j in view.jobs
+                     if j.job_id in view.reserved and j.phase == Phase.PENDING)
+
+
 def fill_only(view: ClusterView, placement: Placement) -> Placement:
     """``placement`` cut to a fill step: running jobs where they run, and the waiting jobs
     it places on GPU slots no job holds. While a reserved job is not placed (the GPUs it
     waits for are not all free yet), the free GPUs it needs are kept for it: other jobs
-    start only on GPUs beyond that count."""
+    start only on GPUs beyond that count. A released job (``_released``) is kept
+    whatever the count, and the GPUs it is placed on count too: the placement's slots
+    for it are a prediction, and a job released now (a held reserved one too) starts
+    only on GPUs beyond every released job's (live, 32 jobs / 24 GPUs: the GPUs three
+    released jobs were placed on were counted as spare too, three held 1-GPU jobs were
+    released on them, and an unplaced released 4-GPU job took their node: they waited a
+    round). The count kept for a held reserved job binds the jobs the round did not
+    start, as before, not another held one it started."""
     held = {s for j in view.jobs if j.is_running for s in j.gpu_slots}
     slots = {j.job_id: j.gpu_slots for j in view.jobs if j.phase == Phase.RUNNING}
     waiting = [j for j in view.jobs if not j.is_running]
-    spare = (sum(n.gpus for n in view.nodes) - len(held)
-             - sum(j.current_gpus for j in waiting if j.job_id in view.reserved
-                   and placement.slots.get(j.job_id) is None))
-    for job in sorted(waiting, key=lambda j: j.job_id not in view.reserved):
+    released = _released(view)
+    unplaced = [j for j in waiting if j.job_id in view.reserved
+                and placement.slots.get(j.job_id) is None]
+    spare = sum(n.gpus for n in view.nodes) - len(held) - sum(j.current_gpus for j in unplaced)
+    kept_held = sum(j.current_gpus for j in unplaced if j.job_id not in released)
+    for job in sorted(waiting, key=lambda j: (j.job_id not in released,
+                                              j.job_id not in view.reserved)):
         placed = placement.slots.get(job.job_id)
         if placed is None or held.intersection(placed):
             continue
-        if job.job_id not in view.reserved:
-            if len(placed) > spare:
-                continue
-            spare -= len(placed)
+        room = spare + (kept_held if job.job_id in view.reserved else 0)
+        if job.job_id not in released and len(placed) > room:
+            continue
+        spare -= len(placed)
         held.update(placed)
         slots[job.job_id] = placed
     return Placement(slots, set(placement.fragmented))
