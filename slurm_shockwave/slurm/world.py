@@ -598,10 +598,10 @@ class SlurmCluster:
         """The next apply is a fill step's (the service sets it): its starts are still
         starting (``ClusterView.starting``) when the round it calls observes them."""
         self._fill_started: dict[int, int] = {}
+        """Job -> the round index of the fill step that released it."""
         self._resized: dict[int, tuple[int, int, int]] = {}
         """Job -> (restart count, GPUs, nodes) this service set while it was pending: what
         the listing reads it as until it runs (``_assumed``)."""
-        """Job -> the round index of the fill step that released it."""
         self._node_gpus: dict[str, int] = {}
         """Node -> the GPUs the plan may use there, at the last observation."""
         self._refused_gpus: dict[int, set[int]] = {}
