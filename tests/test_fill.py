@@ -175,3 +175,16 @@ def test_a_fill_step_counts_the_gpus_a_placed_released_job_takes() -> None:
         starts, over = _given_beyond_released(view, Plan((3, 4, 5)))
         assert starts == {4}, reserved
         assert over <= 0, reserved
+
+
+def test_a_fill_step_keeps_free_gpus_for_a_move_at_the_count_the_round_planned() -> None:
+    """A move back from its requeue delay (held, reserved), grown by the round from 2 to
+    4 GPUs, does not fit the 3 free yet: the GPUs kept for it are its planned 4, as it
+    would be placed at (``fill_plan``), not the 2 it last ran on, which left one for a
+    1-GPU job it would then wait behind."""
+    grown = replace(a_job(2, gpus=2), phase=Phase.HELD)
+    grown = replace(grown, spec=replace(grown.spec, gpus_range=(1, 8)))
+    view = replace(_live(a_job(1, running=True, slots=("n0:0",)), grown, a_job(3),
+                         nodes=1, per_node=4, reserved={2}), moving_to=((2, 4),))
+    placement = fill_only(view, place(view, fill_plan(view, Plan((2, 3)))))
+    assert set(placement.slots) == {1}

@@ -74,12 +74,17 @@ def fill_plan(view: ClusterView, plan: Plan) -> Plan:
                    # on GPUs it holds and were dropped
                    gpus={**{jid: n for jid, n in plan.gpus.items() if jid not in held},
                          **{j.job_id: len(j.gpu_slots) for j in view.jobs if j.is_running},
-                         # released at a count (live: its GRES), which Slurm starts it on,
-                         # or moved: the count the round planned (its GRES updated first)
-                         **{j.job_id: j.current_gpus for j in view.jobs
-                            if j.job_id in view.reserved and not j.is_running},
-                         **{jid: n for jid, n in view.moving_to if jid in view.reserved}},
+                         **_reserved_counts(view)},
                    moves_for=frozenset(), avoid_idle=False)
+
+
+def _reserved_counts(view: ClusterView) -> dict[JobId, int]:
+    """Each waiting reserved job's count: the one it was released at (live: its GRES),
+    which Slurm starts it on, or for a move the count the round planned (its GRES is
+    updated first). Placed at that count, and kept free at it while it is not placed."""
+    moving = dict(view.moving_to)
+    return {j.job_id: moving.get(j.job_id, j.current_gpus) for j in view.jobs
+            if j.job_id in view.reserved and not j.is_running}
 
 
 def _released(view: ClusterView) -> frozenset[JobId]:
@@ -105,10 +110,10 @@ def fill_only(view: ClusterView, placement: Placement) -> Placement:
     slots = {j.job_id: j.gpu_slots for j in view.jobs if j.phase == Phase.RUNNING}
     waiting = [j for j in view.jobs if not j.is_running]
     released = _released(view)
-    unplaced = [j for j in waiting if j.job_id in view.reserved
-                and placement.slots.get(j.job_id) is None]
-    spare = sum(n.gpus for n in view.nodes) - len(held) - sum(j.current_gpus for j in unplaced)
-    kept_held = sum(j.current_gpus for j in unplaced if j.job_id not in released)
+    count = _reserved_counts(view)
+    unplaced = [jid for jid in count if placement.slots.get(jid) is None]
+    spare = sum(n.gpus for n in view.nodes) - len(held) - sum(count[j] for j in unplaced)
+    kept_held = sum(count[j] for j in unplaced if j not in released)
     for job in sorted(waiting, key=lambda j: (j.job_id not in released,
                                               j.job_id not in view.reserved)):
         placed = placement.slots.get(job.job_id)
