@@ -188,3 +188,19 @@ def test_a_fill_step_keeps_free_gpus_for_a_move_at_the_count_the_round_planned()
                          nodes=1, per_node=4, reserved={2}), moving_to=((2, 4),))
     placement = fill_only(view, place(view, fill_plan(view, Plan((2, 3)))))
     assert set(placement.slots) == {1}
+
+
+def test_a_fill_step_keeps_free_gpus_for_a_move_whose_epilog_runs() -> None:
+    """Live (32 jobs / 24 GPUs, fill step id 69): two moves the round had started, their
+    jobs requeued and still COMPLETING (out of the view, in ``returning``), had their
+    GPUs given to other starts, so the moves waited for the next round. Their planned
+    counts are kept free."""
+    moved = a_job(2, gpus=2)
+    view = replace(_live(a_job(1, running=True, slots=("n0:0",)), a_job(3),
+                         nodes=1, per_node=4, reserved=set()),
+                   returning=(moved,), moving_to=((2, 3),))
+    placement = fill_only(view, place(view, fill_plan(view, Plan((3,)))))
+    assert set(placement.slots) == {1}
+    # a job the round only preempted (no move) keeps nothing
+    view = replace(view, moving_to=())
+    assert set(fill_only(view, place(view, fill_plan(view, Plan((3,))))).slots) == {1, 3}

@@ -735,6 +735,27 @@ def test_a_requeued_job_resized_onto_two_nodes_is_read_at_its_new_count_until_it
     assert [(n, len(i)) for n, i in fake.jobs[1].gpu_alloc] == [("n1", 4), ("n2", 4)]
 
 
+def test_a_move_whose_epilog_runs_has_its_planned_count_in_the_view() -> None:
+    """A job the round grew from 2 to 4 GPUs, requeued and COMPLETING (its Epilog runs):
+    out of the view's jobs, in ``returning``, and its planned 4 in ``moving_to``, which a
+    fill step keeps free (engine/fill.py)."""
+    world, fake, clock = cluster(replace(running(1, 2), admin_comment=ELASTIC))
+    fake.now = int(clock.t)
+    world.observe()
+    four = ("n1:0", "n1:1", "n1:2", "n1:3")
+    resize = [Action(ActionKind.PREEMPT, 1, ("n1:0", "n1:1")), Action(ActionKind.START, 1, four)]
+    world.apply(resize)  # the checkpoint signal
+    clock.t += 31
+    fake.now = int(clock.t)
+    world.observe()
+    world.apply(resize)  # requeue-hold
+    fake.jobs[1] = replace(fake.jobs[1], state="COMPLETING", gpu_alloc=(("n1", (0, 1)),),
+                           nodes="n1")
+    view = world.observe()
+    assert [j.job_id for j in view.returning] == [1] and not view.jobs
+    assert view.moving_to == ((1, 4),)
+
+
 def test_an_uneven_multi_node_start_is_refused_before_slurm_is_asked() -> None:
     """Slurm gives every node of a job the same count; placement splits evenly, and a
     start that does not (8 as 3 + 4 + 1) is refused here, as Slurm could not run it so,

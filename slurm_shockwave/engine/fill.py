@@ -105,14 +105,19 @@ def fill_only(view: ClusterView, placement: Placement) -> Placement:
     released jobs were placed on were counted as spare too, three held 1-GPU jobs were
     released on them, and an unplaced released 4-GPU job took their node: they waited a
     round). The count kept for a held reserved job binds the jobs the round did not
-    start, as before, not another held one it started."""
+    start, as before, not another held one it started. A move still out of the view
+    (``returning``: live, its Epilog runs) has its planned count kept too
+    (``ClusterView.moving_to``)."""
     held = {s for j in view.jobs if j.is_running for s in j.gpu_slots}
     slots = {j.job_id: j.gpu_slots for j in view.jobs if j.phase == Phase.RUNNING}
     waiting = [j for j in view.jobs if not j.is_running]
     released = _released(view)
     count = _reserved_counts(view)
     unplaced = [jid for jid in count if placement.slots.get(jid) is None]
-    spare = sum(n.gpus for n in view.nodes) - len(held) - sum(count[j] for j in unplaced)
+    back = {j.job_id for j in view.returning}
+    coming = sum(n for jid, n in view.moving_to if jid in back)  # a move's Epilog runs
+    spare = (sum(n.gpus for n in view.nodes) - len(held) - sum(count[j] for j in unplaced)
+             - coming)
     kept_held = sum(count[j] for j in unplaced if j not in released)
     for job in sorted(waiting, key=lambda j: (j.job_id not in released,
                                               j.job_id not in view.reserved)):

@@ -59,7 +59,10 @@ class ClusterView:
     """The count the round planned for each job of ``reserved`` it moves or resizes
     (live: checkpointed and requeued, its GRES not yet updated), which a fill step
     starts it on: at the count it holds, a fill step undid every resize of a running
-    elastic job (a red-team). Empty in the simulator."""
+    elastic job (a red-team). Also for such a job still in ``returning`` (live:
+    COMPLETING, out of ``jobs``), for which a fill step keeps that many GPUs free: given
+    out, the move waited for the next round (live, 32 jobs / 24 GPUs). Empty in the
+    simulator."""
     starting: frozenset[JobId] = frozenset()
     """Waiting jobs a fill step of the last round started (live: released, Slurm not yet
     done starting them when this round observed them): a round a fill step calls at once

@@ -802,8 +802,10 @@ class SlurmCluster:
         # a fill step of the round places them first (engine.fill)
         reserved = frozenset(v.job_id for v in views if not v.is_running and (
             self._started_in.get(v.job_id) == self.round_index or v.job_id in self._moving))
+        # and moves still COMPLETING: a fill step keeps their GPUs (engine.fill)
+        back = {v.job_id for v in returning}
         moving_to = tuple((jid, m.gpus) for jid, m in self._moving.items()
-                          if jid in reserved and m.gpus is not None)
+                          if (jid in reserved or jid in back) and m.gpus is not None)
         # released by the last round's fill step, and Slurm has not started them yet
         starting = frozenset(v.job_id for v in views if v.phase == Phase.PENDING
                              and self._fill_started.get(v.job_id) == self.round_index - 1)
