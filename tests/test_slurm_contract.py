@@ -161,8 +161,9 @@ def test_a_requeued_job_lists_its_last_runs_node_count_after_a_resize(kind: str,
         _wait_state(b, jid, "PENDING")
         b.update_gpus(jid, 1, nodes=2)
         listed = next(j for j in b.list_jobs() if j.job_id == jid)
-        wanted = (1, 1, 1) if kind == "cli" else (2, 2, 1)
-        assert (listed.gpus, listed.node_count, listed.restart_count) == wanted, listed
+        wanted = (1, 1, 0, 1) if kind == "cli" else (2, 2, 2, 1)
+        assert (listed.gpus, listed.node_count, listed.max_nodes,
+                listed.restart_count) == wanted, listed
     finally:
         b.cancel(jid)
 

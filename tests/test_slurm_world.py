@@ -754,6 +754,55 @@ def test_a_move_whose_epilog_runs_has_its_planned_count_in_the_view() -> None:
     view = world.observe()
     assert [j.job_id for j in view.returning] == [1] and not view.jobs
     assert view.moving_to == ((1, 4),)
+    # the next round planned without it: its fill steps keep nothing for it (a hung
+    # Epilog kept those GPUs from every fill step for ever; a review)
+    world.round_index += 1
+    assert world.observe().moving_to == ()
+
+
+def test_a_requeued_job_another_process_resized_gets_its_node_count_with_its_gres() -> None:
+    """Found by a review: the service resized requeued jobs and restarted before they
+    ran. Listed at their last run's node count (4 GPUs on 1 node for 8 on 2), a plan of
+    8 on one node sent the GRES alone and Slurm held 16 GPUs on 2 nodes; a plan of 4 on
+    one node, read as no change, sent nothing and it ran 8 on 2. A requeued job whose
+    last run this process did not see gets its node count with its GRES."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",)) for i in (1, 2)])
+    for jid in (1, 2):
+        fake.add(replace(held(jid, gpus=8), admin_comment=ELASTIC.replace("1-4", "2-8"),
+                         node_count=2, restart_count=1))
+        fake._last_nodes[jid] = 1  # as the requeue of its run on one node left it
+    world = SlurmCluster(fake, Clock())
+    view = world.observe()
+    assert [j.current_gpus for j in view.jobs] == [4, 4]  # as squeue lists them
+    world.apply([Action(ActionKind.START, 1, tuple(f"n2:{k}" for k in range(8))),
+                 Action(ActionKind.START, 2, tuple(f"n1:{k}" for k in range(4)))])
+    assert [(fake.jobs[j].gpus, fake.jobs[j].node_count) for j in (1, 2)] == [(8, 1), (4, 1)]
+
+
+def test_the_fake_lists_a_job_run_again_at_its_last_runs_node_count() -> None:
+    """As squeue: an ended job requeued (``requeue_ended``) is listed with the node count
+    of the run that ended, not 1 (a review: the fake took it after freeing the GPUs)."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave",)) for i in (1, 2)])
+    fake.add(replace(running(1, 8), nodes="", node_count=2))
+    fake.finish(1, "FAILED", signal=10)
+    fake.requeue_ended(1)
+    assert [(j.gpus, j.node_count) for j in fake.list_jobs()] == [(8, 2)]
+
+
+def test_a_requeued_job_this_process_saw_run_is_not_resized_again() -> None:
+    """The other side: one it saw run, released at the count it ran on, is not updated
+    (its listing is its own)."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",)) for i in (1, 2)])
+    fake.add(replace(running(1, 4), admin_comment=ELASTIC.replace("1-4", "2-8")))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    fake.hold([1])
+    fake.requeue([1])
+    world.observe()
+    calls: list[int] = []
+    fake.update_gpus = lambda job_id, gpus, **kw: calls.append(job_id)  # type: ignore[method-assign]
+    world.apply([Action(ActionKind.START, 1, tuple(f"n1:{k}" for k in range(4)))])
+    assert calls == []
 
 
 def test_an_uneven_multi_node_start_is_refused_before_slurm_is_asked() -> None:

@@ -115,8 +115,10 @@ class FakeSlurm:
     def finish(self, job_id: int, state: str = "COMPLETED", *, signal: int = 0) -> None:
         """The job ends by itself (COMPLETED, FAILED, TIMEOUT; killed by ``signal``): its
         GPUs are freed."""
-        self.jobs[job_id] = replace(self._get(job_id), state=state, gpu_alloc=(),
-                                    exit_signal=signal)
+        j = self._get(job_id)
+        if j.gpu_alloc:  # its run's node count, listed if it is run again
+            self._last_nodes[job_id] = len(j.gpu_alloc)
+        self.jobs[job_id] = replace(j, state=state, gpu_alloc=(), exit_signal=signal)
 
     # -- GPU bookkeeping -----------------------------------------------------------------
     def _used(self) -> dict[str, set[int]]:
@@ -202,11 +204,11 @@ class FakeSlurm:
 
     def _as_listed(self, job: SlurmJob) -> SlurmJob:
         """As squeue lists it: a requeued job, pending, with its last run's node count
-        (its GPUs per node times that, for a request per node)."""
+        (its GPUs per node times that, for a request per node) and no node range."""
         last = self._last_nodes.get(job.job_id)
         if last is None or job.state != "PENDING" or last == max(job.node_count, 1):
             return job
-        return replace(job, node_count=last, gpus=job.gpus if job.asks_per_job
+        return replace(job, node_count=last, max_nodes=0, gpus=job.gpus if job.asks_per_job
                        else job.gpus // max(job.node_count, 1) * last)
 
     def partition_state(self, partition: str) -> str:
@@ -281,7 +283,8 @@ class FakeSlurm:
         the requeue (measured on 22.05)."""
         j = self._get(jid)
         kept = j.priority == 0 and j.reason.startswith("JobHeld")
-        self._last_nodes[jid] = max(len(j.gpu_alloc), 1)
+        if j.gpu_alloc:  # an ended job's (requeue_ended) was recorded at its end
+            self._last_nodes[jid] = len(j.gpu_alloc)
         self.jobs[jid] = replace(
             j, state="PENDING", held=kept, reason=j.reason if kept else "BeginTime",
             restart_count=j.restart_count + 1, gpu_alloc=(), nodes="",

@@ -332,6 +332,10 @@ class _Move:
     gpus: int | None = None
     """Its count in the last round's plan that started it (``ClusterView.moving_to``);
     None until a round has (a fill step's move)."""
+    round_index: int = -1
+    """The round whose plan set ``gpus``: only that round's fill steps keep GPUs for it
+    while its job is out of the view (COMPLETING), where a later round planned without
+    it (and a hung Epilog would keep them for ever)."""
 
 
 @dataclass
@@ -601,7 +605,11 @@ class SlurmCluster:
         """Job -> the round index of the fill step that released it."""
         self._resized: dict[int, tuple[int, int, int]] = {}
         """Job -> (restart count, GPUs, nodes) this service set while it was pending: what
-        the listing reads it as until it runs (``_assumed``)."""
+        the service reads it as until it runs, where the listing may say its last run's
+        node count (``_assumed``)."""
+        self._ran_at: dict[int, int] = {}
+        """Job -> the restart count of the last run of it this process saw: a requeued job
+        it saw run, and did not resize since, is listed at its own node count."""
         self._node_gpus: dict[str, int] = {}
         """Node -> the GPUs the plan may use there, at the last observation."""
         self._refused_gpus: dict[int, set[int]] = {}
@@ -651,14 +659,26 @@ class SlurmCluster:
         self._resized = {jid: r for jid, r in self._resized.items()
                          if (j := by_id.get(jid)) is not None and j.state == "PENDING"
                          and j.restart_count == r[0]}
+        self._ran_at = {**{jid: r for jid, r in self._ran_at.items() if jid in by_id},
+                        **{j.job_id: j.restart_count for j in jobs if j.state == "RUNNING"}}
         return [self._assumed(j) for j in jobs]
+
+    def _shape_known(self, job: SlurmJob) -> bool:
+        """Whether the listing's node count of a pending job is the one Slurm will start
+        it on: a job never run, one this service resized (``_assumed``), or one whose
+        last run this process saw; not a requeued job another process of the service may
+        have resized (a restart between the resize and its start: listed at its last
+        run's nodes, a plan on as many nodes sent its GRES alone, and Slurm held 16 GPUs
+        on 2 nodes for a job planned on 8 on one; found by a review)."""
+        return (job.restart_count == 0 or job.job_id in self._resized
+                or self._ran_at.get(job.job_id) == job.restart_count - 1)
 
     def _assumed(self, job: SlurmJob) -> SlurmJob:
         """A pending job this service resized, at the GPUs and nodes it was given: squeue
         lists a requeued one with its last run's node count until it runs (8 GPUs on 2
         nodes read as 4 on 1: its GRES was set again after its release, and the view
-        took it as 4; tests/test_slurm_contract.py). Unless its GPUs per node are no
-        longer those set (someone else changed them: ``shockwave handback``)."""
+        took it as 4; tests/test_slurm_contract.py). Unless its GPUs per node (a count
+        per job: its GPUs) are no longer those set: someone else changed them."""
         set_ = self._resized.get(job.job_id)
         if set_ is None:
             return job
@@ -805,7 +825,8 @@ class SlurmCluster:
         # and moves still COMPLETING: a fill step keeps their GPUs (engine.fill)
         back = {v.job_id for v in returning}
         moving_to = tuple((jid, m.gpus) for jid, m in self._moving.items()
-                          if (jid in reserved or jid in back) and m.gpus is not None)
+                          if m.gpus is not None and (jid in reserved or (
+                              jid in back and m.round_index == self.round_index)))
         # released by the last round's fill step, and Slurm has not started them yet
         starting = frozenset(v.job_id for v in views if v.phase == Phase.PENDING
                              and self._fill_started.get(v.job_id) == self.round_index - 1)
@@ -1063,7 +1084,8 @@ class SlurmCluster:
             started = {a.job_id: len(a.gpu_slots) for a in actions
                        if a.kind == ActionKind.START}
             self._moving = {
-                jid: replace(m, gpus=started[jid]) if jid in started else m
+                jid: replace(m, gpus=started[jid], round_index=self.round_index)
+                if jid in started else m
                 for jid, m in self._moving.items() if jid in started
                 or (job := self._jobs.get(jid)) is None or job.state != "PENDING"}
 
@@ -1316,7 +1338,9 @@ class SlurmCluster:
             count = len(a.gpu_slots)
             shares = Counter(slot_node(s) for s in a.gpu_slots)
             nodes = len(shares)
-            if count == job.gpus and nodes == max(job.node_count, 1):
+            listed = (job.gpus, max(job.node_count, 1))
+            known = self._shape_known(job)
+            if known and (count, nodes) == listed:
                 continue
             try:
                 if not job.asks_per_job and (count % nodes or any(
@@ -1328,12 +1352,14 @@ class SlurmCluster:
                     raise SlurmError(f"{count} GPUs cannot be split evenly over the {nodes} "
                                      f"nodes placed ({'+'.join(map(str, shares.values()))}):"
                                      " Slurm gives every node of a job the same count")
-                set_gpus(self.backend, job, count, nodes)
+                # its node count always where the listing's may be stale
+                set_gpus(self.backend, job, count, nodes, max_nodes=None if known else nodes)
                 self._resized[a.job_id] = (job.restart_count, count, nodes)
                 # an admin reads a resize here, not only in slurmctld.log (a live run of
                 # an elastic trace: 31 GRES updates, none in serve.log)
-                log.info("job %d: resized from %d to %d GPUs%s (its range %d-%d)", a.job_id,
-                         job.gpus, count, f" on {nodes} nodes" if nodes > 1 else "",
+                log.info("job %d: %s %d GPUs%s (its range %d-%d)", a.job_id,
+                         f"resized from {job.gpus} to" if (count, nodes) != listed
+                         else "set again to", count, f" on {nodes} nodes" if nodes > 1 else "",
                          *hint.gpus_range)
             except SlurmError as exc:  # not released: never at a size the plan did not give
                 if not isinstance(exc, SlurmUnanswered):  # refused: not asked again
