@@ -215,3 +215,21 @@ def test_an_elastic_job_gets_back_its_node_range_and_one_never_resized_is_left()
     assert (fake.jobs[5].gpus, fake.jobs[5].node_count, fake.jobs[5].max_nodes) == (2, 1, 1)
     again = hand_back(fake, "shockwave", "/nonexistent/heartbeat")
     assert again.restored == ()  # handed back, as it asked
+
+
+def test_a_requeued_elastic_job_is_given_its_request_whatever_its_listing_says() -> None:
+    """Found by a review: a job run on one node, requeued, and widened by the service to
+    8 GPUs on each of 2 nodes is listed by squeue with its last run's node count, 8 on 1,
+    its request as stamped: read as unchanged, it was left at 16."""
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 8, 0, ("shockwave",)) for i in (1, 2)])
+    fake.add(SlurmJob(9, "j9", "alice", "shockwave", "PENDING", held=True, priority=0,
+                      reason="JobHeldUser", submit_time=900, gpus=16, node_count=2,
+                      restart_count=1,
+                      admin_comment=ELASTIC.replace("asked_gpus=2 asked_nodes=1",
+                                                    "asked_gpus=8 asked_nodes=1")))
+    fake._last_nodes[9] = 1  # as the requeue of its run on one node left it
+    # as squeue and scontrol list it (tests/test_slurm_contract.py): no node range
+    assert [(j.gpus, j.node_count, j.max_nodes) for j in fake.list_jobs()] == [(8, 1, 0)]
+    done = hand_back(fake, "shockwave", "/nonexistent/heartbeat")
+    assert done.restored == (9,) and not done.errors
+    assert (fake.jobs[9].gpus, fake.jobs[9].node_count) == (8, 1)
