@@ -204,3 +204,13 @@ def test_a_fill_step_keeps_free_gpus_for_a_move_whose_epilog_runs() -> None:
     # a job the round only preempted (no move) keeps nothing
     view = replace(view, moving_to=())
     assert set(fill_only(view, place(view, fill_plan(view, Plan((3,))))).slots) == {1, 3}
+
+
+def test_released_jobs_are_kept_whatever_the_gpus_kept_for_another() -> None:
+    """Three released jobs want 2 + 2 + 4 of 4 free GPUs: the two placed are kept (Slurm
+    starts them whatever this step says, and the store must say so), though the GPUs
+    kept for the unplaced one leave no room by count."""
+    view = _live(a_job(1, gpus=2), a_job(2, gpus=2), a_job(3, gpus=4),
+                 nodes=1, per_node=4, reserved={1, 2, 3})
+    placement = fill_only(view, place(view, fill_plan(view, Plan((1, 2, 3)))))
+    assert set(placement.slots) == {1, 2}
