@@ -683,8 +683,7 @@ class SlurmCluster:
         if set_ is None:
             return job
         _, count, nodes = set_
-        listed = job.gpus if job.asks_per_job else job.gpus // max(job.node_count, 1)
-        if listed != (count if job.asks_per_job else count // nodes):
+        if gres_count(job, job.gpus, max(job.node_count, 1)) != gres_count(job, count, nodes):
             return job
         return replace(job, gpus=count, node_count=nodes)
 
@@ -1622,6 +1621,12 @@ def not_done(action: Action, exc: SlurmError) -> ActionResult:
     return ActionResult(action, Outcome.REJECTED, str(exc))
 
 
+def gres_count(job: SlurmJob, count: int, nodes: int) -> int:
+    """The GRES count Slurm holds for ``count`` GPUs on ``nodes`` nodes: per job (``--gpus``)
+    the count, else per node."""
+    return count if job.asks_per_job else count // nodes
+
+
 def set_gpus(backend: SlurmBackend, job: SlurmJob, count: int, nodes: int, *,
              max_nodes: int | None = None) -> None:
     """Give a pending job ``count`` GPUs on ``nodes`` nodes (the node count only where it
@@ -1632,7 +1637,7 @@ def set_gpus(backend: SlurmBackend, job: SlurmJob, count: int, nodes: int, *,
     which the caller has made whole. The service's resizes and the hand-back's return to
     a job's request."""
     same = max_nodes is None and nodes == max(job.node_count, 1)
-    backend.update_gpus(job.job_id, count if job.asks_per_job else count // nodes,
+    backend.update_gpus(job.job_id, gres_count(job, count, nodes),
                         nodes=None if same else nodes, max_nodes=max_nodes,
                         gpu_type=job.gpu_type, per_job=job.asks_per_job)
 
