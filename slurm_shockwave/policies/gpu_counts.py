@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.job import Job, JobId
+from slurm_shockwave.model.plan import Reason
 from slurm_shockwave.workloads.scaling import relative_rates
 
 SHRINK_SLOPE = 0.45
@@ -159,6 +160,18 @@ def count_note(job: Job, count: int, base: int, view: ClusterView) -> str:
         r = rates(job)
         why = f"{(r[count] / count) / (r[asked] / asked):.2f}x the throughput per GPU"
     return f"gpus={count} (asked {asked}: {why})"
+
+
+def with_count_notes(reasons: Mapping[JobId, Reason], view: ClusterView,
+                     counts: Mapping[JobId, int], base: Mapping[JobId, int]
+                     ) -> dict[JobId, Reason]:
+    """``reasons`` with each elastic job's ``count_note`` at the end of its detail, as
+    queue, plan and explain show it; ``base``: each one's count before growth."""
+    jobs = view.by_id()
+    return {jid: replace(r, detail=f"{r.detail} "
+                         f"{count_note(jobs[jid], counts[jid], base[jid], view)}".strip())
+            if jid in jobs and jobs[jid].spec.is_elastic else r
+            for jid, r in reasons.items()}
 
 
 def worth_resizing(job: Job, count: int, remaining_now_s: float, horizon_s: float,

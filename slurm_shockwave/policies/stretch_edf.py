@@ -33,14 +33,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from slurm_shockwave.model.bounds import MAX_SEED
 from slurm_shockwave.model.cluster import ClusterView
 from slurm_shockwave.model.job import Job, JobId
 from slurm_shockwave.model.plan import Memory, Plan, Planned, Reason, ReasonCode
 from slurm_shockwave.policies.base import Policy
-from slurm_shockwave.policies.gpu_counts import base_counts, count_note, grow, remaining_at
+from slurm_shockwave.policies.gpu_counts import (
+    base_counts,
+    grow,
+    remaining_at,
+    with_count_notes,
+)
 from slurm_shockwave.policies.shockwave.commitments import critical_path
 from slurm_shockwave.policies.shockwave.estimates import Estimate, estimate
 from slurm_shockwave.solver.search import narrow
@@ -174,25 +179,23 @@ class StretchEdf(Policy[StretchEdfConfig]):
         reasons = {jid: Reason(ReasonCode.SCHEDULED, "critical path") for jid in crit}
         reasons.update({jid: Reason(ReasonCode.SCHEDULED, f"deadline {deadline[jid]:.0f}s")
                         for jid in rest})
-        notes = self._elastic_counts(view, remaining)
-        reasons = {jid: replace(r, detail=f"{r.detail} {notes[jid][1]}")
-                   if jid in notes else r for jid, r in reasons.items()}
-        return Planned(Plan(tuple(crit + rest), reasons,
-                            gpus={jid: n for jid, (n, _) in notes.items()}), memory)
+        counts, base = self._elastic_counts(view, remaining)
+        return Planned(Plan(tuple(crit + rest), with_count_notes(reasons, view, counts, base),
+                            gpus=counts), memory)
 
     def _elastic_counts(self, view: ClusterView, remaining_s: Mapping[JobId, float]
-                        ) -> dict[JobId, tuple[int, str]]:
-        """Each elastic job's count and its reason's note: its request (or the one it runs
-        on), grown into GPUs that would idle even if every job ran (module docstring)."""
+                        ) -> tuple[dict[JobId, int], dict[JobId, int]]:
+        """Each elastic job's count: its request (or the one it runs on), grown into GPUs
+        that would idle even if every job ran (module docstring); and its count before
+        growth."""
         elastic = [j for j in view.jobs if j.spec.is_elastic]
         if not elastic:
-            return {}
+            return {}, {}
         base = base_counts(view, remaining_s, shrink=False)
         counts = dict(base)
         spare = view.total_gpus - sum(counts.values())
         if spare > 0:
             grow(counts, elastic, view, spare, remaining_s, horizon_s=self.config.horizon_s,
                  cost_s=view.restart_cost_s)
-        return {j.job_id: (counts[j.job_id],
-                           count_note(j, counts[j.job_id], base[j.job_id], view))
-                for j in elastic}
+        return ({j.job_id: counts[j.job_id] for j in elastic},
+                {j.job_id: base[j.job_id] for j in elastic})

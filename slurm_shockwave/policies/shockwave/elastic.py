@@ -31,10 +31,10 @@ from slurm_shockwave.model.plan import Memory, Planned
 from slurm_shockwave.policies.gpu_counts import (
     at_count,
     base_counts,
-    count_note,
     grow,
     rates,
     shrink_running,
+    with_count_notes,
 )
 from slurm_shockwave.policies.shockwave.config import ShockwaveConfig
 from slurm_shockwave.policies.shockwave.estimates import estimate
@@ -71,8 +71,5 @@ def plan_elastic(plan_fixed: PlanFn, view: ClusterView, memory: Memory,
     planned = plan_fixed(fixed_view, memory, fair_scale)
     gpus = {j.job_id: counts[j.job_id] for j in view.jobs if j.spec.is_elastic}
     # the count, and why where it is not the request, in each elastic job's reason
-    notes = {j.job_id: count_note(j, counts[j.job_id], base[j.job_id], view)
-             for j in view.jobs if j.spec.is_elastic}
-    reasons = {jid: replace(r, detail=f"{r.detail} {notes[jid]}".strip())
-               if jid in notes else r for jid, r in planned.plan.reasons.items()}
+    reasons = with_count_notes(planned.plan.reasons, view, counts, base)
     return Planned(replace(planned.plan, gpus=gpus, reasons=reasons), planned.memory)
