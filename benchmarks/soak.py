@@ -47,7 +47,8 @@ from slurm_shockwave.service.report_budget import MAX_REPORTS_PER_JOB
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.protocol import LISTED_STATES, SlurmJob, SlurmNode
-from slurm_shockwave.slurm.world import SlurmCluster, table_progress
+from slurm_shockwave.slurm.table_progress import table_progress
+from slurm_shockwave.slurm.world import SlurmCluster
 from slurm_shockwave.workloads.bundled import bundled_table
 
 ROUND_S = 60.0

@@ -25,7 +25,7 @@ from slurm_shockwave.client import reporter
 from slurm_shockwave.service import munge
 from slurm_shockwave.service.progress_api import ProgressAPI
 from slurm_shockwave.service.store import JobRow, RoundRecord, Store
-from slurm_shockwave.slurm.world import CheckpointIntent
+from slurm_shockwave.slurm.intents import CheckpointIntent
 from tests.job_env import in_job, job_env
 from tests.test_progress_api import munged_running
 

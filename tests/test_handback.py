@@ -7,8 +7,8 @@ from pathlib import Path
 
 from slurm_shockwave.service.handback import hand_back
 from slurm_shockwave.slurm.fake import FakeSlurm
+from slurm_shockwave.slurm.listing import TOP_PRIORITY
 from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
-from slurm_shockwave.slurm.world import TOP_PRIORITY
 
 HINT = "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=static submitted=900"
 
@@ -125,7 +125,7 @@ def test_a_job_the_checkpoint_signal_killed_is_run_again(tmp_path: Path) -> None
     """Found by a red-team: stopped right after a round signalled it, the service left a
     job its signal killed before it could handle it (FAILED, SIGUSR1); its next round
     would have run it again, the hand-back did not, and the job was lost."""
-    from slurm_shockwave.slurm.world import CheckpointIntent
+    from slurm_shockwave.slurm.intents import CheckpointIntent
 
     fake = cluster(SlurmJob(6, "j6", "alice", "shockwave", "FAILED", gpus=1,
                             admin_comment=HINT, submit_time=900, start_time=990,
@@ -158,7 +158,7 @@ def test_the_jobs_the_service_requeued_are_read_from_its_store() -> None:
     from slurm_shockwave.engine.round import MOVED
     from slurm_shockwave.service.handback import requeued_by_service
     from slurm_shockwave.service.store import JobRow
-    from slurm_shockwave.slurm.world import CheckpointIntent
+    from slurm_shockwave.slurm.intents import CheckpointIntent
 
     rows = {1: JobRow(1, reason="preempted_priority(for 4)", action="preempt"),
             2: JobRow(2, reason=f"kept_running({MOVED} for 9)", action="start"),

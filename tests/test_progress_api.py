@@ -36,7 +36,7 @@ from slurm_shockwave.service.progress_server import (
     READ_DEADLINE_S,
 )
 from slurm_shockwave.service.store import JobRow, RoundRecord, Store
-from slurm_shockwave.slurm.world import CheckpointIntent
+from slurm_shockwave.slurm.intents import CheckpointIntent
 from tests.test_progress_limits import request
 
 

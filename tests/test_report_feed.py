@@ -16,7 +16,7 @@ from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.hints import parse_hint
 from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode
-from slurm_shockwave.slurm.world import table_progress
+from slurm_shockwave.slurm.table_progress import table_progress
 from slurm_shockwave.workloads.bundled import bundled_table
 
 HINT = parse_hint("shockwave: model=my-gpt bs=16 epochs=100 gpus=1-8")  # not in the table

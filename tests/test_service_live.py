@@ -30,8 +30,8 @@ from slurm_shockwave.emulate.submit import (
 from slurm_shockwave.model.job import AdaptationMode, JobSpec
 from slurm_shockwave.service.heartbeat import write_heartbeat
 from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.listing import PINNED_BAND, TOP_PRIORITY
 from slurm_shockwave.slurm.protocol import SlurmJob
-from slurm_shockwave.slurm.world import PINNED_BAND, TOP_PRIORITY
 from tests.live_cluster import Submitter, heartbeat_path, job, slurmctld_stopped, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,14 +23,10 @@ from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.records import unplanned_rows
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.fake import FakeSlurm
+from slurm_shockwave.slurm.listing import PINNED_BAND, TOP_PRIORITY
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode
-from slurm_shockwave.slurm.world import (
-    PINNED_BAND,
-    TOP_PRIORITY,
-    WAITING_BAND,
-    SlurmCluster,
-    table_progress,
-)
+from slurm_shockwave.slurm.table_progress import table_progress
+from slurm_shockwave.slurm.world import WAITING_BAND, SlurmCluster
 from slurm_shockwave.workloads.bundled import bundled_table
 from tests.builders import WallLikeClock as Clock
 
@@ -1419,7 +1415,7 @@ def test_a_pinned_job_moved_out_before_it_starts_gets_its_priority_back() -> Non
     to another partition before it started kept that priority there, ahead of every job
     of that partition. The service's next apply gives back the priority Slurm
     computes."""
-    from slurm_shockwave.slurm.world import TOP_PRIORITY
+    from slurm_shockwave.slurm.listing import TOP_PRIORITY
 
     fake = fake_cluster(nodes=1)
     fake.add(with_state(job(1, 8), held=False, reason="Resources", priority=TOP_PRIORITY - 1))

@@ -22,7 +22,7 @@ from slurm_shockwave.service.store import (
     StoreGone,
     unwritable,
 )
-from slurm_shockwave.slurm.world import CheckpointIntent
+from slurm_shockwave.slurm.intents import CheckpointIntent
 
 
 def record(index: int, at_s: float = 1000.0) -> RoundRecord:
@@ -123,7 +123,7 @@ def test_a_schema_1_store_is_read_as_it_is_and_migrated_in_place(tmp_path: Path)
     from slurm_shockwave.service.feed import ReportFeed
     from slurm_shockwave.slurm.hints import parse_hint
     from slurm_shockwave.slurm.protocol import SlurmJob
-    from slurm_shockwave.slurm.world import table_progress
+    from slurm_shockwave.slurm.table_progress import table_progress
     from slurm_shockwave.workloads.bundled import bundled_table
 
     path = tmp_path / "s.db"
@@ -556,7 +556,7 @@ def test_reports_over_the_budget_for_all_jobs_cost_the_jobs_with_the_most(
     import slurm_shockwave.service.store as store_module
     from slurm_shockwave.model.report import ProgressReport, ReportKind
     from slurm_shockwave.service.feed import ReportFeed
-    from slurm_shockwave.slurm.world import table_progress
+    from slurm_shockwave.slurm.table_progress import table_progress
     from slurm_shockwave.workloads.bundled import bundled_table
 
     for module in (store_module, feed):

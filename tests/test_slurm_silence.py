@@ -17,9 +17,10 @@ from slurm_shockwave.policies.registry import make_policy
 from slurm_shockwave.service.daemon import Service
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.fake import FakeSlurm
+from slurm_shockwave.slurm.listing import TOP_PRIORITY
 from slurm_shockwave.slurm.protocol import SlurmJob, SlurmNode, SlurmUnanswered
 from slurm_shockwave.slurm.until_silent import asking_anyway, until_silent
-from slurm_shockwave.slurm.world import TOP_PRIORITY, SlurmCluster
+from slurm_shockwave.slurm.world import SlurmCluster
 from tests.builders import WallLikeClock as Clock
 from tests.test_service_loop import SIGNAL, job, service
 

@@ -12,14 +12,11 @@ from slurm_shockwave.model.plan import Action, ActionKind, Outcome
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.slurm.fake import FakeSlurm
 from slurm_shockwave.slurm.hints import parse_hint
+from slurm_shockwave.slurm.intents import CheckpointIntent, MemoryIntents
+from slurm_shockwave.slurm.listing import managed
 from slurm_shockwave.slurm.protocol import SlurmError, SlurmJob, SlurmNode, SlurmUnanswered
-from slurm_shockwave.slurm.world import (
-    CheckpointIntent,
-    MemoryIntents,
-    SlurmCluster,
-    managed,
-    table_progress,
-)
+from slurm_shockwave.slurm.table_progress import table_progress
+from slurm_shockwave.slurm.world import SlurmCluster
 from slurm_shockwave.workloads.bundled import bundled_table
 from tests.builders import WallLikeClock as Clock
 from tests.test_slurm_silence import Silent
@@ -960,7 +957,7 @@ def test_a_store_that_cannot_be_written_defers_the_preemption_not_the_round() ->
     of apply before any release: round after round nothing started, free GPUs idle."""
     import sqlite3
 
-    from slurm_shockwave.slurm.world import MemoryIntents
+    from slurm_shockwave.slurm.intents import MemoryIntents
 
     class Full(MemoryIntents):
         def record_intent(self, intent):  # type: ignore[no-untyped-def]

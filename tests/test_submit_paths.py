@@ -176,7 +176,8 @@ def test_a_job_moved_out_of_the_managed_partition_leaves_the_planners_hold(
     lists its own partition only, never released it. The service's next apply gives it
     back (on the real slurmctld), and the priority Slurm computes to a job released at the
     planner's pinned priority; the owner's own hold and an admin's stay."""
-    from slurm_shockwave.slurm.world import PINNED_BAND, TOP_PRIORITY, SlurmCluster
+    from slurm_shockwave.slurm.listing import PINNED_BAND, TOP_PRIORITY
+    from slurm_shockwave.slurm.world import SlurmCluster
     from tests.builders import WallLikeClock
 
     heartbeat.fresh()

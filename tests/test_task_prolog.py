@@ -121,10 +121,10 @@ def test_the_signal_of_a_job_planned_from_its_raw_comment_is_exported(tmp_path: 
     """Found by a red-team: a job submitted while job_submit.lua was not loaded has no
     admin comment; the service plans it from its raw comment and sends it the signal
     named there, but the TaskProlog read only the admin comment, so the job got no
-    handler and died of the signal. Read as the service reads it (``world.hint_text``);
+    handler and died of the signal. Read as the service reads it (``listing.hint_text``);
     a job whose admin comment names no signal gets none from its comment."""
     from slurm_shockwave.slurm.hints import parse_hint
-    from slurm_shockwave.slurm.world import read_hint
+    from slurm_shockwave.slurm.listing import read_hint
 
     bin_dir = _no_endpoint(tmp_path)
     cases = [("Comment=model=resnet18 bs=32 epochs=9 signal=usr1 grace=10 StdErr=/x", "USR1"),

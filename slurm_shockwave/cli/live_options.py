@@ -27,17 +27,13 @@ from slurm_shockwave.service.lock import heartbeat_identity
 from slurm_shockwave.service.store import Store
 from slurm_shockwave.slurm.backend_choice import BACKENDS, BackendChoice
 from slurm_shockwave.slurm.cli_backend import CliBackend
+from slurm_shockwave.slurm.intents import IntentLog, MemoryIntents
 from slurm_shockwave.slurm.plugin_files import ScriptSettings, installed_lua
 from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError
 from slurm_shockwave.slurm.pyslurm_backend import open_backend
 from slurm_shockwave.slurm.slurm_conf import SlurmSettings
-from slurm_shockwave.slurm.world import (
-    IntentLog,
-    MemoryIntents,
-    ProgressFn,
-    SlurmCluster,
-    table_progress,
-)
+from slurm_shockwave.slurm.table_progress import ProgressFn, table_progress
+from slurm_shockwave.slurm.world import SlurmCluster
 from slurm_shockwave.workloads.bundled import bundled_table, load_table
 
 

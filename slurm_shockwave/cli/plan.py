@@ -29,7 +29,7 @@ from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.service.daemon import FailedAfterApply
 from slurm_shockwave.service.lock import ServiceLock
 from slurm_shockwave.service.records import job_rows
-from slurm_shockwave.slurm.world import MemoryIntents
+from slurm_shockwave.slurm.intents import MemoryIntents
 
 
 @click.command()

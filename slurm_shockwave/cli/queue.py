@@ -26,7 +26,7 @@ from slurm_shockwave.report.tables import console, rows_table
 from slurm_shockwave.service.heartbeat import read_heartbeat
 from slurm_shockwave.service.records import clock_time, unplanned_rows, where
 from slurm_shockwave.service.store import GONE, JobRow
-from slurm_shockwave.slurm.world import MemoryIntents
+from slurm_shockwave.slurm.intents import MemoryIntents
 
 if TYPE_CHECKING:
     from slurm_shockwave.config import Settings

@@ -30,8 +30,8 @@ from slurm_shockwave.service.handback import hand_back, requeued_by_service
 from slurm_shockwave.service.lock import AlreadyRunning, ServiceLock
 from slurm_shockwave.service.metrics import ServiceMetrics
 from slurm_shockwave.service.progress_api import ProgressAPI
+from slurm_shockwave.slurm.intents import CheckpointIntent
 from slurm_shockwave.slurm.protocol import SlurmError
-from slurm_shockwave.slurm.world import CheckpointIntent
 
 log = logging.getLogger("shockwave.service")
 

@@ -18,8 +18,10 @@ from slurm_shockwave.prediction.observed import (
 from slurm_shockwave.service.report_budget import MAX_REPORTS, MAX_REPORTS_PER_JOB, level
 from slurm_shockwave.service.store import Run
 from slurm_shockwave.slurm.hints import Hint
+from slurm_shockwave.slurm.intents import CLOCK_SKEW_S
+from slurm_shockwave.slurm.listing import first_submitted
 from slurm_shockwave.slurm.protocol import SlurmJob
-from slurm_shockwave.slurm.world import CLOCK_SKEW_S, ProgressFn, first_submitted
+from slurm_shockwave.slurm.table_progress import ProgressFn
 
 log = logging.getLogger(__name__)
 

@@ -21,20 +21,19 @@ from slurm_shockwave.engine.round import MOVED
 from slurm_shockwave.service.heartbeat import remove_heartbeat
 from slurm_shockwave.service.store import JobRow
 from slurm_shockwave.slurm.hints import Hint, asked_gpus, asked_max_nodes, asked_min_nodes
-from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob
-from slurm_shockwave.slurm.world import (
-    CheckpointIntent,
-    each_job,
+from slurm_shockwave.slurm.intents import CheckpointIntent, killed_by
+from slurm_shockwave.slurm.job_gpus import set_gpus
+from slurm_shockwave.slurm.listing import (
     held_by_admin,
     held_by_owner,
     hint_text,
-    killed_by,
     managed,
     pinned,
     read_hint,
     requeue_held,
-    set_gpus,
 )
+from slurm_shockwave.slurm.protocol import SlurmBackend, SlurmError, SlurmJob
+from slurm_shockwave.slurm.world import each_job
 
 
 @dataclass(frozen=True)

@@ -13,17 +13,17 @@ from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
 from slurm_shockwave.service.store import JobRow, RoundRecord
 from slurm_shockwave.slurm.hints import Hint, parse_hint, split_hold_mark
+from slurm_shockwave.slurm.job_gpus import job_slots
 from slurm_shockwave.slurm.json_shapes import holds_alloc
-from slurm_shockwave.slurm.protocol import SlurmJob
-from slurm_shockwave.slurm.world import (
+from slurm_shockwave.slurm.listing import (
     ADMIN_HOLD,
     GIVE_BACK,
     OWNER_GIVES_BACK,
-    LeftOut,
     first_submitted,
     hint_text,
-    job_slots,
 )
+from slurm_shockwave.slurm.protocol import SlurmJob
+from slurm_shockwave.slurm.world import LeftOut
 
 
 def where(slots: tuple[str, ...]) -> str:

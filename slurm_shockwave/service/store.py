@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 from slurm_shockwave.model.errors import InputError
 from slurm_shockwave.model.report import ProgressReport, ReportKind
 from slurm_shockwave.service.report_budget import MAX_REPORTS, level
-from slurm_shockwave.slurm.world import CheckpointIntent
+from slurm_shockwave.slurm.intents import CheckpointIntent
 
 log = logging.getLogger(__name__)
 

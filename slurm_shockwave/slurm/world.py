@@ -40,234 +40,78 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from slurm_shockwave.clock import Clock
 from slurm_shockwave.model.cluster import ClusterView, GpuNode, slot_node
-from slurm_shockwave.model.errors import InputError
-from slurm_shockwave.model.job import Job, JobProgress, JobSpec, gpu_counts
+from slurm_shockwave.model.job import Job, JobSpec
 from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Action, ActionKind, ActionResult, ApplyResult, Outcome
 from slurm_shockwave.model.report import ProgressReport
-from slurm_shockwave.model.throughputs import ThroughputTable
 from slurm_shockwave.prediction.observed import acknowledged
 from slurm_shockwave.slurm.hints import (
     PREFIX,
     Hint,
-    asked_gpus,
-    asked_min_nodes,
-    parse_hint,
-    split_admin_comment,
     split_hold_mark,
     with_hold_mark,
 )
-from slurm_shockwave.slurm.hostlist import expand_hostlist
-from slurm_shockwave.slurm.json_shapes import REQUEUED_HELD
+from slurm_shockwave.slurm.intents import (
+    CheckpointIntent,
+    IntentLog,
+    MemoryIntents,
+    killed_by,
+    signalled_run,
+)
+from slurm_shockwave.slurm.job_gpus import (
+    asked_nodes,
+    fewest_nodes,
+    gres_count,
+    job_slots,
+    request_gpus,
+    set_gpus,
+    usable_gpus,
+    with_found_alloc,
+)
+from slurm_shockwave.slurm.listing import (
+    ADMIN_HOLD,
+    TOP_PRIORITY,
+    first_submitted,
+    held_back,
+    held_by_admin,
+    held_by_owner,
+    held_by_someone,
+    hint_text,
+    managed,
+    pinned,
+    read_hint,
+    requeue_held,
+)
 from slurm_shockwave.slurm.protocol import (
     SlurmBackend,
     SlurmError,
     SlurmJob,
-    SlurmNode,
     SlurmNotAsked,
     SlurmUnanswered,
 )
+from slurm_shockwave.slurm.table_progress import ProgressFn, table_progress
 from slurm_shockwave.slurm.until_silent import NOT_ASKED, asking_anyway, until_silent
 from slurm_shockwave.workloads.bundled import bundled_table
-from slurm_shockwave.workloads.catalog import MODELS
-from slurm_shockwave.workloads.scaling import fill_rates, relative_rates, table_rates
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[SlurmJob, Hint], JobProgress]
-"""What is known of a job's progress (the throughput table; later the job's reports)."""
 
 CLOSED = ("DOWN", "INACTIVE")
 """Partition states in which Slurm allocates nothing (DRAIN still runs what is queued)."""
-CLOCK_SKEW_S = 300.0
-"""How far slurmctld's clock (a job's start time) and the service's may differ: MUNGE
-refuses credentials past its 300 s TTL of skew, so a cluster whose commands answer the
-service is within it (60 s first: a review showed a job signalled every round with
-slurmctld's clock 120 s ahead)."""
 STALE_CHECKPOINT_S = 300.0
 """The least time no step looked at a checkpoint in flight after which it is asked for
 again (``SlurmCluster._stale_after_s``)."""
-ADMIN_HOLD = "JobHeldAdmin"
-"""The reason Slurm gives a job an admin held (``scontrol hold`` as root or operator)."""
-GIVE_BACK = "scontrol uhold {job} returns it to the plan"
-"""How an admin gives a job it holds back to the planner: ``uhold`` makes an admin hold the
-planner's user hold with no moment unheld (a release would let Slurm start it before the
-planner holds it; measured on 22.05)."""
-OWNER_GIVES_BACK = "scontrol release {job} returns it to the plan"
-"""How the owner of a job they hold gives it back: job_submit.lua clears the mark and, while
-the service is alive, leaves the planner's hold (a requeue-held job is released: its
-reason stays through any hold, so only a release ends it)."""
-TOP_PRIORITY = 1_000_000
-"""Priorities the planner pins are TOP_PRIORITY - rank; hand-back unpins them."""
-PINNED_BAND = 100_000
-"""Priorities in (TOP_PRIORITY - PINNED_BAND, TOP_PRIORITY] are the planner's (``pinned``)."""
 WAITING_BAND = 50_000
 """A start whose GPUs a running job still holds (its checkpoint under way) ranks this far
 below every start that can run now: Slurm's main scheduler stops at the first job of a
 partition that cannot start and leaves the rest to the backfill pass (``bf_interval``,
 30 s by default), so a waiting job ranked first would hold back every start after it."""
-
-PRIOR_EPOCH_S = 600.0
-
-
-def table_progress(table: ThroughputTable, prior_epoch_s: float = PRIOR_EPOCH_S,
-                   time_scale: float = 1.0) -> ProgressFn:
-    """Before a job reports anything: no epochs done, epoch times from the throughput
-    table for its model and GPU count (what the simulator knows too), divided by
-    ``time_scale`` (the jobs train that many times faster than the table: emulated jobs
-    at ``--time-scale X``; 1 on a real cluster). Every time in the planner's view is wall
-    time: the round, now, arrivals, and the epoch times jobs report; a table time left
-    unscaled would make a job that has not reported yet look X times longer than one
-    that has.
-
-    A batch size the table lacks takes the nearest one's epoch time (never 0, which would
-    make a 5,000-epoch job look instant). A GPU count it lacks (3, 16: an elastic job's
-    range, or a request) takes the nearest measured count's throughput scaled by the
-    prior, as the simulator's elastic jobs do (``fill_rates``): before, such a job was
-    planned from the prior alone, 600 s an epoch, and a job grown from 8 to 16 GPUs read
-    71 times longer (found by a review). A model the table does not know is planned from
-    a prior: its time limit spread over its epochs, else ``prior_epoch_s`` per epoch.
-    """
-
-    def progress(job: SlurmJob, hint: Hint) -> JobProgress:
-        gpus = max(job.gpus, 1)
-        request = request_gpus(job, hint)
-        known: dict[int, float] = {}
-        info = MODELS.get(hint.model)
-        if info is not None:
-            known = {bs: info.samples_per_epoch / bs / rate / time_scale
-                     for bs in {hint.bs, *info.batch_sizes, info.max_bs}
-                     if (rate := _steps_per_s(table, hint.model, bs, gpus)) is not None}
-        if not known:
-            limit = job.time_limit_s
-            prior = limit / hint.epochs if limit > 0 else prior_epoch_s
-            return JobProgress(bs=hint.bs, epoch_s=prior, epoch_s_by_bs=((hint.bs, prior),),
-                               gpus=gpus, rate_by_gpus=elastic_rates(
-                                   table, hint, gpus, hint.bs, request)
-                               if hint.gpus_range else (), epoch_s_is_prior=True)
-        nearest = min(known, key=lambda b: (abs(math.log(b / hint.bs)), b))
-        if hint.bs not in known:
-            known[hint.bs] = known[nearest]
-        rates = elastic_rates(table, hint, gpus, nearest, request) if hint.gpus_range else ()
-        return JobProgress(bs=hint.bs, epoch_s=known[hint.bs],
-                           epoch_s_by_bs=tuple(sorted(known.items())), gpus=gpus,
-                           rate_by_gpus=rates)
-
-    return progress
-
-
-def _steps_per_s(table: ThroughputTable, model: str, bs: int, gpus: int) -> float | None:
-    """The table's throughput at ``gpus``, or the prior's from its nearest measured count;
-    None when the table has none at ``bs``."""
-    measured = table_rates(table, model, bs, [gpus])
-    return fill_rates(measured, [gpus])[gpus] if measured else None
-
-
-def elastic_rates(table: ThroughputTable, hint: Hint, gpus: int, bs: int,
-                  request: int | None = None) -> tuple[tuple[int, float], ...]:
-    """An elastic job's throughput at each of its counts (those of its ``request``, and
-    ``gpus``, the count Slurm holds for it now) relative to its request (to ``gpus``
-    without one): the table's entries at batch size ``bs``, else the prior."""
-    base = request or gpus
-    counts = {*gpu_counts(base, hint.gpus_range), gpus}
-    known = table_rates(table, hint.model, bs, counts)
-    return tuple(sorted(relative_rates(known or {gpus: 1.0}, counts, base).items()))
-
-
-def asked_nodes(job: SlurmJob) -> int:
-    """The nodes Slurm spreads the job's GPUs over, evenly (``-N 2 --gres=gpu:4``: 4 on
-    each of 2), for placement to do the same; 0 on one node, or for GPUs asked per job,
-    which Slurm does not split evenly (``JobSpec.min_nodes``)."""
-    nodes = job.node_count
-    return nodes if (nodes > 1 and not job.per_job and job.gpus > 0
-                     and job.gpus % nodes == 0) else 0
-
-
-def fewest_nodes(job: SlurmJob) -> int:
-    """The fewest nodes a job may run on (``JobSpec.min_nodes``): the listing's count, no
-    more than job_submit.lua's ``asked_nodes=`` stamp. The listing alone says a
-    requeued job's last run's count (a ``--gpus=8`` that ran 7 + 1 lists 2, then runs on
-    one), the stamp alone is the submission's (an owner's ``scontrol update
-    NumNodes=1-2`` lowers the listing, not the stamp; a review)."""
-    stamp = asked_min_nodes(job.admin_comment)
-    listed = max(job.node_count, 1)
-    return listed if stamp is None else min(stamp, listed)
-
-
-def request_gpus(job: SlurmJob, hint: Hint) -> int:
-    """The count the planner takes for the job's request: for an elastic job the GPUs it
-    was submitted with (job_submit.lua's ``asked_gpus`` stamp), since the service
-    changes its GRES as it resizes it and a requeue by Slurm (a node failure, an admin's)
-    keeps the changed count, which read as the request moved its fair finish time and
-    its counts; else (a fixed job, or one submitted before the stamp) the count Slurm
-    holds for it: the GPUs a running job was given where its request reads fewer (a
-    request the listing cannot count: read as 1 GPU on 2, it was moved every other
-    round; found by a review)."""
-    asked = asked_gpus(job.admin_comment) if hint.gpus_range else None
-    given = len(job_slots(job)) if job.state == "RUNNING" else 0
-    return asked or max(job.gpus, given, 1)
-
-
-@dataclass(frozen=True)
-class CheckpointIntent:
-    """A checkpoint signal sent at ``sent_s``; requeue after the ack or at ``deadline_s``."""
-
-    job_id: int
-    signal: str
-    sent_s: float
-    deadline_s: float
-    restart_count: int
-    """The job's restart count when signalled: a higher one means it has been requeued."""
-
-
-def signalled_run(job: SlurmJob, ck: CheckpointIntent) -> bool:
-    """Whether ``job`` is in the run ``ck`` signalled: one that started later, at the
-    same restart count, is another job given the id again (Slurm's state reset while the
-    service was down), never signalled, not to be requeued for it."""
-    return job.restart_count == ck.restart_count and job.start_time <= ck.sent_s + CLOCK_SKEW_S
-
-
-def killed_by(job: SlurmJob, ck: CheckpointIntent) -> bool:
-    """Whether the checkpoint signal of ``ck`` killed ``job`` before it could handle it:
-    its signalled run ended FAILED of that signal (Slurm says FAILED of a batch script a
-    signal killed; a job cancelled or past its time limit has the signal's status too,
-    signal=TERM, and ended)."""
-    return (signalled_run(job, ck) and job.state == "FAILED"
-            and job.exit_signal == signal.Signals.__members__.get(f"SIG{ck.signal}"))
-
-
-class IntentLog(Protocol):
-    """Where intents that span rounds live (the service's store; memory for one-shots)."""
-
-    def load_intents(self) -> dict[int, CheckpointIntent]: ...
-    def record_intent(self, intent: CheckpointIntent) -> None:
-        """Durable before it returns: the signal is sent only after this."""
-        ...
-    def forget_intent(self, job_id: int) -> None: ...
-
-
-class MemoryIntents:
-    """Intents kept in this process only (one-shot and dry-run rounds; tests)."""
-
-    def __init__(self, initial: dict[int, CheckpointIntent] | None = None) -> None:
-        self._intents: dict[int, CheckpointIntent] = dict(initial or {})
-
-    def load_intents(self) -> dict[int, CheckpointIntent]:
-        return dict(self._intents)
-
-    def record_intent(self, intent: CheckpointIntent) -> None:
-        self._intents[intent.job_id] = intent
-
-    def forget_intent(self, job_id: int) -> None:
-        self._intents.pop(job_id, None)
 
 
 @dataclass(frozen=True)
@@ -348,164 +192,6 @@ class _Served:
     run: tuple[int, int] | None = None
     run_s: float = 0.0
     gpus: int = 1
-
-
-def hint_text(job: SlurmJob) -> str:
-    """The job's hint as job_submit.lua normalised it (else its raw comment, without the
-    hold mark the comment may end with)."""
-    return split_admin_comment(job.admin_comment)[0] or split_hold_mark(job.comment)[0]
-
-
-def first_submitted(job: SlurmJob) -> int | None:
-    """When the job was first submitted (job_submit.lua's ``submitted=`` stamp, which a
-    requeue does not move): with its id, what tells it from an earlier job Slurm gave
-    the id (the service's store keeps reports and runs by id). None for a job submitted
-    before the plugin stamped it."""
-    return split_admin_comment(job.admin_comment)[1]
-
-
-def read_hint(text: str) -> Hint | str:
-    """A hint's text read: the hint, or why it does not read. A job whose hint reads is
-    one the service plans (and so one a hand-back gives back)."""
-    try:
-        return parse_hint(text)
-    except InputError as exc:
-        return str(exc)
-
-
-def managed(job: SlurmJob) -> bool:
-    """A job the service plans, by the world's own rule: its hint reads (the admin
-    comment job_submit.lua wrote, else the raw comment of a job submitted while the
-    plugin was not loaded)."""
-    return not isinstance(read_hint(hint_text(job)), str)
-
-
-def held_by_admin(job: SlurmJob) -> bool:
-    """A pending job an admin holds (``scontrol hold`` as root or an operator): the
-    planner's own holds are plain user holds, so this one is the admin's, kept out of the
-    plan (and out of a hand-back) until the admin gives it back (GIVE_BACK)."""
-    return job.state == "PENDING" and job.held and job.reason == ADMIN_HOLD
-
-
-def requeue_held(job: SlurmJob) -> bool:
-    """A pending job ``scontrol requeuehold`` put back held (whose reason the backends
-    read from its state description "job requeued in held state"; a RequeueExitHold
-    exit's likewise). Slurm records no requester, and its owner may release it (a user
-    hold), so it is its owner's: the planner never makes one (it requeues, then holds).
-    Slurm's own hold after a failed launch is not one: the planner releases it."""
-    return job.state == "PENDING" and job.held and job.reason in REQUEUED_HELD
-
-
-def held_by_owner(job: SlurmJob) -> bool:
-    """A pending job its owner holds, kept out of the plan (and out of a hand-back) until
-    they release it (OWNER_GIVES_BACK): a user hold its comment marks (``held=owner``,
-    job_submit.lua's record of a user's ``scontrol hold``: the owner's, or their account
-    coordinator's, which Slurm lets the owner release too; ``held=requeue``), or a
-    requeue-hold. An admin's hold of it comes first (``held_by_admin``)."""
-    return job.state == "PENDING" and job.held and not held_by_admin(job) and (
-        requeue_held(job) or split_hold_mark(job.comment)[1] is not None)
-
-
-def held_by_someone(job: SlurmJob) -> bool:
-    """Held by an admin or by its owner: never the planner's to release."""
-    return held_by_admin(job) or held_by_owner(job)
-
-
-def pinned(job: SlurmJob) -> bool:
-    """Queued, not held, at a priority the planner set (``TOP_PRIORITY - rank``)."""
-    return (job.state in ("PENDING", "RUNNING") and not job.held
-            and TOP_PRIORITY - PINNED_BAND < job.priority <= TOP_PRIORITY)
-
-
-HELD_BACK_REASONS = ("Dependency", "QOS", "Assoc", "Licenses", "Reservation",
-                     "ReqNodeNotAvail", "PartitionTimeLimit", "PartitionNodeLimit",
-                     "InvalidQOS", "InvalidAccount", "AccountNotAllowed", "BadConstraints",
-                     "MaxMemPer")
-"""Reasons Slurm gives a released job it will not start for what the plan cannot see or
-change: a dependency, a QOS or association limit (``QOSMaxGRESPerUser``), licences, a
-reservation, nodes it asked for that are unavailable, a limit of the partition, a bad
-account or constraint."""
-
-
-def held_back(job: SlurmJob) -> str | None:
-    """Why Slurm will not start a pending job whatever the plan says, or None. Found by a
-    red-team: such a job was planned, its GPUs kept idle round after round (a job waiting
-    for another that the plan held behind it never ran at all), and a held job's
-    dependency is never tested, so it is read from the listing. Such a job is left out
-    of the plan and to Slurm, released, until Slurm lets it go: then it is planned as
-    any other."""
-    if job.state != "PENDING":
-        return None
-    if job.dependency:
-        return f"waits for its dependency {job.dependency}"
-    if not job.held and job.reason.startswith(HELD_BACK_REASONS):
-        return f"Slurm holds it back: {job.reason}"
-    return None
-
-
-def job_slots(job: SlurmJob) -> tuple[str, ...]:
-    """The GPUs a running job holds, as ``node:index``. Without Slurm's per-node detail,
-    the job's GPUs are spread over its nodes from index 0 (stable from round to round)."""
-    if job.gpu_alloc:
-        return tuple(f"{node}:{i}" for node, idx in job.gpu_alloc for i in idx)
-    if not job.nodes or job.gpus <= 0:
-        return ()
-    try:
-        names = expand_hostlist(job.nodes)
-    except ValueError:
-        return ()
-    per = max(job.gpus // max(len(names), 1), 1)
-    return tuple(f"{node}:{i}" for node in names for i in range(per))[:job.gpus]
-
-
-def with_found_alloc(jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNode],
-                     listed: Sequence[SlurmJob]) -> list[SlurmJob]:
-    """``jobs`` (of ``listed``, every job the listing has) with each running job the
-    listing gave no GPU indices (its detail could not be read this round: a timeout,
-    pyslurm's layout of an odd host list) given indices its nodes use that no listed job
-    holds, else free ones, never a listed job's: ``job_slots`` counted from 0 took another
-    job's GPUs, and the plan moved or stopped one of them (found by a red-team)."""
-    held: dict[str, set[int]] = {}
-    for j in listed:
-        for node, idx in j.gpu_alloc:
-            held.setdefault(node, set()).update(idx)
-    by_name = {n.name: n for n in nodes}
-    out = []
-    for j in jobs:
-        guessed = job_slots(j) if j.state == "RUNNING" and not j.gpu_alloc else ()
-        if not guessed:
-            out.append(j)
-            continue
-        alloc = []
-        for node, count in Counter(slot_node(s) for s in guessed).items():
-            n = by_name.get(node)
-            taken = held.setdefault(node, set())
-            used = [i for i in (n.gpus_used_idx if n else ()) if i not in taken]
-            spare = [i for i in range(n.gpus if n else count) if i not in taken and i not in used]
-            idx = tuple(sorted((used + spare)[:count]))
-            taken.update(idx)
-            alloc.append((node, idx))
-        out.append(replace(j, gpu_alloc=tuple(alloc)))
-    return out
-
-
-def usable_gpus(node: SlurmNode, planned: set[int]) -> tuple[int, ...]:
-    """The node's GPU indices the planner may count: all but those held by jobs it does not
-    plan (other partitions sharing the node, or this partition's unplanned jobs). On a node
-    Slurm lists ALLOCATED (every CPU taken) where a job the planner does not plan holds
-    GPUs, or no planned job runs, only the planned jobs' GPUs: Slurm starts nothing on
-    its free ones, and stopping the planned jobs would not free them (found by a
-    red-team: a job planned there waited while its GPUs idled). Where planned jobs alone
-    hold it, all count as before: stopping one frees its CPUs (a review found the
-    planner's own whole-node jobs never stopped for a job that would fit)."""
-    if node.gpus_used_idx or not node.gpus_used:
-        others = set(node.gpus_used_idx) - planned
-    else:  # a count without indices: the others hold that many, outside our own
-        free = [i for i in reversed(range(node.gpus)) if i not in planned]
-        others = set(free[:max(node.gpus_used - len(planned), 0)])
-    if node.state[:1] == ("ALLOCATED",) and (others or not planned):
-        return tuple(i for i in range(node.gpus) if i in planned)
-    return tuple(i for i in range(node.gpus) if i not in others)
 
 
 class SlurmCluster:
@@ -1619,27 +1305,6 @@ def not_done(action: Action, exc: SlurmError) -> ActionResult:
     if isinstance(exc, SlurmUnanswered):
         return ActionResult(action, Outcome.DEFERRED, f"{exc} (perhaps done)")
     return ActionResult(action, Outcome.REJECTED, str(exc))
-
-
-def gres_count(job: SlurmJob, count: int, nodes: int) -> int:
-    """The GRES count Slurm holds for ``count`` GPUs on ``nodes`` nodes: per job (``--gpus``)
-    the count, else per node."""
-    return count if job.asks_per_job else count // nodes
-
-
-def set_gpus(backend: SlurmBackend, job: SlurmJob, count: int, nodes: int, *,
-             max_nodes: int | None = None) -> None:
-    """Give a pending job ``count`` GPUs on ``nodes`` nodes (the node count only where it
-    changes; with ``max_nodes``, the range ``nodes``-``max_nodes`` always), as it asked
-    them: per job (``--gpus=N``) a count per job, which Slurm splits over nodes itself
-    (12 on two free nodes of 8: 8 + 4, measured on 22.05), for Slurm refuses such a job a
-    GRES per node (before, every resize of it was); else ``count`` / ``nodes`` on each,
-    which the caller has made whole. The service's resizes and the hand-back's return to
-    a job's request."""
-    same = max_nodes is None and nodes == max(job.node_count, 1)
-    backend.update_gpus(job.job_id, gres_count(job, count, nodes),
-                        nodes=None if same else nodes, max_nodes=max_nodes,
-                        gpu_type=job.gpu_type, per_job=job.asks_per_job)
 
 
 def each_job(job_ids: list[int], call: Callable[[list[int]], None]
