@@ -61,11 +61,21 @@ def load(name: str) -> tuple[Workload, int]:
 
 
 def fluid_jobs(workload: Workload, gpus: int) -> FluidJobs:
-    """The trace's jobs for the fluid relaxation: arrival, exclusive runtime, GPUs."""
+    """The trace's jobs for the fluid relaxation: arrival, exclusive runtime, GPUs; and,
+    where a job is elastic, its speed at each of its counts up to ``gpus``: the best any
+    of its epochs gets there, (epoch time at the request) / (epoch time at the count),
+    so the fastest it gets through its exclusive runtime (``solver/fluid.py``)."""
     jobs = workload.jobs
+    speeds: list[dict[int, float]] = []
+    for job in jobs:
+        profile = workload.profiles[job.spec.job_id]
+        speeds.append({c: max(profile.epoch_s_at(bs, job.spec.gpus) / profile.epoch_s_at(bs, c)
+                              for bs, _ in profile.segments())
+                       for c in job.spec.gpu_counts() if c <= gpus} or {job.spec.gpus: 1.0})
     return FluidJobs(np.array([j.spec.arrival_s for j in jobs], dtype=float),
                      np.array([workload.profiles[j.spec.job_id].exclusive_s for j in jobs]),
-                     np.array([j.spec.gpus for j in jobs]), gpus)
+                     np.array([j.spec.gpus for j in jobs]), gpus,
+                     tuple(speeds) if any(j.spec.is_elastic for j in jobs) else None)
 
 
 def lower_bound_s(workload: Workload, gpus: int) -> float:

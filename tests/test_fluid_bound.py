@@ -1,5 +1,6 @@
 """The fluid relaxation (solver/fluid.py): exact on instances solved by hand, and never on
-the wrong side of what a real schedule does, for every policy, in the simulator."""
+the wrong side of what a real schedule does, for every policy, in the simulator; for fixed
+jobs and for elastic ones."""
 
 import math
 
@@ -19,12 +20,16 @@ CROWDED = TraceShape(num_jobs=24, mean_gap_s=30, min_h=0.1, max_h=1.0,
                      gpu_mix=(0.5, 0.3, 0.15, 0.05))
 """24 jobs arriving over about 12 minutes, run on 16 GPUs: restarts, gangs and node
 placement all matter."""
+SPARSE = TraceShape(num_jobs=12, mean_gap_s=900, min_h=0.2, max_h=1.0,
+                    gpu_mix=(0.5, 0.3, 0.2, 0.0))
+"""12 jobs arriving over about 3 hours on 16 GPUs: an elastic job mostly runs alone, on
+its widest count where a policy widens it."""
 
 
-def _jobs(arrival: list[float], work: list[float], gpus: list[int],
-          capacity: int) -> fluid.FluidJobs:
+def _jobs(arrival: list[float], work: list[float], gpus: list[int], capacity: int,
+          speeds: tuple[dict[int, float], ...] | None = None) -> fluid.FluidJobs:
     return fluid.FluidJobs(np.array(arrival, dtype=float), np.array(work, dtype=float),
-                           np.array(gpus), capacity)
+                           np.array(gpus), capacity, speeds)
 
 
 def test_one_job_finishes_at_arrival_plus_work() -> None:
@@ -72,6 +77,12 @@ def test_bad_jobs_are_refused() -> None:
         _jobs([-1.0], [10.0], [1], 4)
     with pytest.raises(ValueError, match="slot_s"):
         fluid.feasible(_jobs([0.0], [10.0], [1], 4), np.array([20.0]), 0.0)
+    with pytest.raises(ValueError, match="speeds"):
+        _jobs([0.0], [10.0], [1], 4, ({1: 1.0, 8: 2.0},))
+    with pytest.raises(ValueError, match="speeds"):
+        _jobs([0.0], [10.0], [1], 4, ({1: 1.0, 2: 0.0},))
+    with pytest.raises(ValueError, match="speeds"):
+        _jobs([0.0, 0.0], [10.0, 10.0], [1, 1], 4, ({1: 1.0}, {}))
 
 
 def test_no_policy_beats_the_bounds_in_the_simulator() -> None:
@@ -127,3 +138,123 @@ def test_no_policy_resizing_jobs_beats_the_elastic_bound() -> None:
         s = simulate(elastic, make_policy(name), gpus=gpus, gpus_per_node=8,
                      restore_s=20.0).summary
         assert s.makespan_s >= bound, name
+
+
+ELASTIC_1_2 = {1: 1.0, 2: 1.8}
+"""A 1-GPU job that runs 1.8 x as fast on 2."""
+
+
+def test_an_elastic_job_alone_runs_on_its_fastest_count() -> None:
+    # 360 s of work at 1 GPU, 1.8 x as fast on 2 of a 2-GPU cluster: 200 s at 2 GPUs
+    jobs = _jobs([0.0], [360.0], [1], 2, (ELASTIC_1_2,))
+    assert fluid.min_makespan_s(jobs, 120.0) == pytest.approx(200.0, abs=1.0)
+    assert fluid.min_worst_rho(jobs, 1.0, 120.0) == pytest.approx(200.0 / 360.0, rel=2e-3)
+    # each slot's progress at its earliest instant loses at most slot/2, whatever the slot
+    for slot in (120.0, 60.0, 10.0):
+        bound = fluid.min_avg_jct_s(jobs, fluid.deadlines(jobs), slot)
+        assert 200.0 - slot / 2 - 1e-6 <= bound <= 200.0 + 1e-6, slot
+    # its work at its best speed is 200 s: a deadline before arrival + 200 is out of reach
+    assert math.isinf(fluid.min_avg_jct_s(jobs, np.array([199.0]), 10.0))
+    assert not fluid.feasible(jobs, np.array([190.0]), 10.0)
+
+
+def test_two_elastic_jobs_take_the_cluster_in_turn() -> None:
+    # two such jobs of 180 s and 360 s on 2 GPUs: the shorter on both GPUs first (100 s),
+    # then the longer (200 s more) gives (100 + 300) / 2 = 200, the least (both on one
+    # GPU each first only puts A's end later); the relaxation is below it
+    jobs = _jobs([0.0, 0.0], [180.0, 360.0], [1, 1], 2, (ELASTIC_1_2, ELASTIC_1_2))
+    bound = fluid.min_avg_jct_s(jobs, fluid.deadlines(jobs), 10.0)
+    assert 190.0 <= bound <= 200.0 + 1e-6
+    # the longer by 200 can only run on both GPUs from 0, the shorter after it: 250
+    forced = fluid.min_avg_jct_s(jobs, np.array([1000.0, 200.0]), 10.0)
+    assert 250.0 - 5.0 - 1e-6 <= forced <= 250.0 + 1e-6
+    assert math.isinf(fluid.min_avg_jct_s(jobs, np.array([1000.0, 199.0]), 10.0))
+    # the least makespan: both on one GPU each (the efficient count) for 180 s, then the
+    # longer on both for 100 s: 280 (a slot's straddling lets the relaxation go below)
+    assert 270.0 - 1.0 <= fluid.min_makespan_s(jobs, 10.0) <= 280.0
+
+
+def test_a_fixed_job_is_an_elastic_job_of_one_count() -> None:
+    """Fixed jobs given as one count at speed 1 give the fixed bounds to the last digit;
+    a job of one count c at speed s is a fixed job on c of work / s (its rho apart)."""
+    for arrival, work, gpus, cap in (([50.0], [300.0], [2], 4),
+                                     ([0.0, 0.0], [100.0, 100.0], [2, 2], 2),
+                                     ([0.0, 0.0], [100.0, 300.0], [1, 1], 1),
+                                     ([0.0, 30.0, 60.0], [400.0, 200.0, 90.0], [1, 2, 4], 4)):
+        fixed = _jobs(arrival, work, gpus, cap)
+        same = _jobs(arrival, work, gpus, cap, tuple({g: 1.0} for g in gpus))
+        for slot in (60.0, 10.0):
+            assert fluid.min_avg_jct_s(same, fluid.deadlines(same), slot) == \
+                fluid.min_avg_jct_s(fixed, fluid.deadlines(fixed), slot)
+            assert fluid.min_makespan_s(same, slot) == fluid.min_makespan_s(fixed, slot)
+            assert fluid.min_worst_rho(same, 1.5, slot) == fluid.min_worst_rho(fixed, 1.5, slot)
+    # 360 s of work at 1.8 x on 2 GPUs is 200 s on 2 GPUs, beside a fixed 2-GPU job
+    one_count = _jobs([0.0, 40.0], [360.0, 150.0], [1, 2], 2, ({2: 1.8}, {2: 1.0}))
+    as_fixed = _jobs([0.0, 40.0], [200.0, 150.0], [2, 2], 2)
+    for slot in (60.0, 10.0):
+        assert fluid.min_avg_jct_s(one_count, fluid.deadlines(one_count), slot) == \
+            pytest.approx(fluid.min_avg_jct_s(as_fixed, fluid.deadlines(as_fixed), slot),
+                          rel=1e-9)
+        assert fluid.min_makespan_s(one_count, slot) == pytest.approx(
+            fluid.min_makespan_s(as_fixed, slot), abs=1.0)
+
+
+def test_a_fixed_trace_gives_the_fixed_jobs_bounds() -> None:
+    """benchmarks/traces.py gives a trace without elastic jobs no speeds, and one made
+    elastic the speed of the best epoch at each count (1 at the request)."""
+    table = load_throughputs(None)
+    trace = generate(CROWDED, table, seed=3)
+    fixed = traces.fluid_jobs(build_workload(trace, table, source="t"), 16)
+    assert fixed.speeds is None
+    elastic_trace = [make_elastic(j, 0.5, 2.0) for j in trace]
+    workload = build_workload(elastic_trace, table, source="e")
+    elastic = traces.fluid_jobs(workload, 16)
+    assert elastic.speeds is not None
+    for job, by in zip(elastic_trace, elastic.speeds, strict=True):
+        profile = workload.profiles[job.spec.job_id]
+        assert sorted(by) == list(job.spec.gpu_counts()) and by[job.spec.gpus] == 1.0
+        for c, v in by.items():
+            assert v == max(profile.epoch_s_at(bs, job.spec.gpus) / profile.epoch_s_at(bs, c)
+                            for bs, _ in profile.segments())
+    assert fluid.min_avg_jct_s(elastic, fluid.deadlines(elastic), 120.0) < \
+        fluid.min_avg_jct_s(fixed, fluid.deadlines(fixed), 120.0)
+
+
+LAG = 0.01
+"""The simulator applies a batch-size change at a round's end (``benchmarks/traces.py::
+lower_bound_s``), so a job whose batch size changes may run up to about 1% faster than
+its work at the relaxation's speeds: on SPARSE, Shockwave's last job (4 batch sizes)
+ends 0.4% sooner than its work at its best speed, its makespan 2.6 s below the bound."""
+
+
+def test_no_policy_beats_the_elastic_bounds_in_the_simulator() -> None:
+    """Every registered policy on two traces made elastic (0.5x-2x), restarts and node
+    placement included: its makespan, worst rho and average JCT are never below the
+    relaxation's, nor its average JCT below the least within its own makespan and worst
+    rho (what benchmarks/elastic.py's bound within issue 11's limits is). The makespan,
+    one job's finish, within ``LAG`` of that job's time; the rest as they are. On
+    CROWDED restarts and gangs keep every policy far above the bounds; on SPARSE the
+    policies that widen jobs reach the makespan bound (within ``LAG``) and come within
+    14% of the average-JCT bound, which a bound that took the speeds or the rate term
+    too low would be above."""
+    table = load_throughputs(None)
+    gpus = 16
+    for label, shape in (("crowded", CROWDED), ("sparse", SPARSE)):
+        trace = [make_elastic(j, 0.5, 2.0) for j in generate(shape, table, seed=3)]
+        workload = build_workload(trace, table, source="e")
+        jobs = traces.fluid_jobs(workload, gpus)
+        c = contention(len(workload.jobs), gpus)
+        makespan = fluid.min_makespan_s(jobs, 120.0)
+        rho = fluid.min_worst_rho(jobs, c, 120.0)
+        jct = fluid.min_avg_jct_s(jobs, fluid.deadlines(jobs), 120.0)
+        lag_s = LAG * float(np.max(jobs.work_s / jobs.options.top_speed))
+        for name in POLICIES:
+            s = simulate(workload, make_policy(name), gpus=gpus, gpus_per_node=8,
+                         restore_s=20.0).summary
+            assert s.makespan_s >= makespan - lag_s, (label, name)
+            assert s.worst_rho >= rho, (label, name)
+            assert s.avg_jct_s >= jct - 1e-6, (label, name)
+            within = fluid.deadlines(jobs, worst_rho=s.worst_rho, contention=c,
+                                     makespan_s=s.makespan_s + lag_s)
+            assert s.avg_jct_s >= fluid.min_avg_jct_s(jobs, within, 120.0) - 1e-6, \
+                (label, name)
