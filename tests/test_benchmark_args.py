@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
     ("elastic", ["--range", "nan,2"], "--range: must be a finite number"),
     ("elastic", ["--range", "2,1"], "--range: expected 0 < LO <= 1 <= HI"),
     ("elastic", ["--sizes", "bogus"], "--sizes: unknown 'bogus'"),
+    ("elastic", ["--bounds", "--slot-s", "0"], "--slot-s: must be from 1 to 3600 seconds"),
     ("noise", ["--errors", "0,2"], "--errors: must be from 0 to 1, got '2'"),
     ("noise", ["--size", "120,220"], "--size: invalid choice"),
     ("noise", ["--seed", "-1"], "--seed: shockwave.seed: must be from 0"),
