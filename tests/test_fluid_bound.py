@@ -174,6 +174,52 @@ def test_two_elastic_jobs_take_the_cluster_in_turn() -> None:
     assert 270.0 - 1.0 <= fluid.min_makespan_s(jobs, 10.0) <= 280.0
 
 
+def test_a_job_kept_at_its_slow_count_is_not_credited_its_best_speed() -> None:
+    """A job that can only run at its slow count finishes later than its mean busy time
+    plus its work over twice its best speed: the rate term f(T) of its seconds at each
+    count, not p / (2 r_max). On 2 GPUs, B (1 GPU, 720 s) must run from 0 to 720, so A
+    (720 s at 1 GPU, 1.5x on 2) has one GPU until 720 and ends at 720 at the soonest:
+    the least average JCT is 720. In 10 s slots each job's least mean busy time is 355
+    (10 s of progress at the start of each slot), so the rate term p / (2 r_max) would
+    give (355 + 720 / 3 + 355 + 720 / 2) / 2 = 655."""
+    jobs = _jobs([0.0, 0.0], [720.0, 720.0], [1, 1], 2, ({1: 1.0, 2: 1.5}, {1: 1.0}))
+    exact, loose = 720.0, (355.0 + 720.0 / 3 + 355.0 + 720.0 / 2) / 2
+    # A held to 720 as well runs at 1 GPU throughout (2 GPUs beside B make 0.75 of a
+    # GPU-second's work): f is p / 2 there, 715 = the exact 720 less the slots' 5
+    held = fluid.min_avg_jct_s(jobs, np.array([720.0, 720.0]), 10.0)
+    assert held == pytest.approx(715.0, abs=1e-6)
+    # free, A trades M for f: the relaxation lets it run on 2 GPUs for half of each second
+    # beside B (gangs share a slot's GPU-seconds). In continuous time, with the last U of
+    # its GPU-seconds before 720 spent on 2 GPUs and U / 6 s on 2 GPUs after 720 (T =
+    # (p - U, 2U / 3)), M + f = (p^2 - p U / 3 + 15 U^2 / 48) / p, least at U = 384:
+    # 41/45 x 720 = 656, so (656 + 720) / 2 = 688; slots take at most a slot off each
+    # job's mean busy time
+    free = fluid.min_avg_jct_s(jobs, np.array([math.inf, 720.0]), 10.0)
+    assert loose + 20 < 688.0 - 10.0 <= free <= 688.0 + 1e-6 < held < exact
+    assert fluid.min_avg_jct_s(jobs, np.array([math.inf, 720.0]), 1.0) == pytest.approx(
+        688.0, abs=1.0)
+
+
+def test_jobs_of_one_count_keep_one_lp_and_their_rate_term() -> None:
+    """Where every job has one count the average-JCT program has no rate-term columns, its
+    rate term p / (2 x the count's speed) in the offset, and min_avg_jct_s solves one LP:
+    the crowded trace's fixed bound is the figure from before f (df116e6), and one count
+    at speed 1.8 is p / 3.6."""
+    table = load_throughputs(None)
+    jobs = traces.fluid_jobs(build_workload(generate(CROWDED, table, seed=3), table,
+                                            source="t"), 16)
+    deadline = np.minimum(fluid.deadlines(jobs), fluid.jct_horizon_s(jobs, 120.0))
+    program = fluid._program(jobs, deadline, 120.0, jct_objective=True)
+    rows = fluid._program(jobs, deadline, 120.0, jct_objective=False)
+    assert program is not None and rows is not None and program.shape == rows.shape
+    assert program.offset == -float(np.mean(jobs.work_s / 2 - jobs.arrival_s))
+    assert fluid.min_avg_jct_s(jobs, fluid.deadlines(jobs), 120.0) == \
+        pytest.approx(855.4261486040958, rel=1e-9) == fluid._solve(program)[1]
+    one = _jobs([0.0], [360.0], [2], 2, ({2: 1.8},))
+    program = fluid._program(one, np.array([400.0]), 10.0, jct_objective=True)
+    assert program is not None and program.offset == -360.0 / 3.6
+
+
 def test_a_fixed_job_is_an_elastic_job_of_one_count() -> None:
     """Fixed jobs given as one count at speed 1 give the fixed bounds to the last digit;
     a job of one count c at speed s is a fixed job on c of work / s (its rho apart)."""

@@ -18,14 +18,38 @@ every row. A schedule that meets finish deadlines therefore makes this program f
 several), so an infeasible program proves that no schedule meets them: that is what
 turns "the targets were not met" into "they cannot be".
 
-The average-JCT bound uses a job's mean busy time M = (1/p) x integral of t r(t) dt, over
-its progress rate r(t) <= r_max (its best speed, 1 for a fixed job) that adds up to its
-work p. A job finishing at C has C >= M + p / (2 r_max): with C given, M is largest with
-the progress as late as it can be, at r_max through [C - p / r_max, C], where M is
-C - p / (2 r_max). The program takes each slot's progress at the earliest instant the job
-may run in the slot (which loses at most ``slot_s / 2`` per job), and a schedule's seconds
-scaled as above are one of its solutions, so its least mean of (M + p / (2 r_max) -
-arrival) is below every schedule's average JCT.
+The average-JCT bound uses a job's mean busy time M = (1/p) x integral of t r(t) dt over
+its progress rate r(t), which adds up to its work p. Say the job runs T_c seconds at
+count c, each making at most s_c of its work, and finishes at C. Then M is largest with
+the progress as late as it can be: the pieces back to back ending at C, the fastest last
+(a faster piece later moves more progress later). There C - M = (1/p) x integral of
+(C - t) r(t) dt = (1/p) sum_c s_c (T_c^2 / 2 + T_c x the seconds of faster pieces), so
+
+    C >= M + f(T),   f(T) = T^T Q T / (2p),   Q_ab = min(s_a, s_b).
+
+For a job of one count at speed s, T = p / s and f = p / (2s): p / 2 for a fixed job, a
+constant in the objective. For a job with several counts f is convex (Q is positive
+semidefinite: min(a, b) = integral over u > 0 of [u < a][u < b]), so it is at least each
+of its tangents, z >= f(T0) + grad f(T0) . (T - T0). The program gives each such job its
+seconds at each count (T, columns summing its slots' columns) and a column z bounded by
+tangents: at each count alone and at ``EDGE_TANGENTS`` - 1 splits of the work between
+each two, then, for up to ``CUT_ROUNDS`` LPs, at the last LP's T of each job where f > z
+there. Each LP relaxes the program with z = f, so each LP's value is a bound and the last
+is the best. The LP's solution with z raised to f is a solution of the program with
+z = f, whose least value is therefore at most mean(f - z) above the LP's: the rounds stop
+once that, or a round's gain, is below ``CUT_GAP_S``. On the progress row, f's tangent
+at "all at the best speed r_max" is p / (2 r_max), the term the bound took for every job
+before f.
+
+Why the program's least mean of (M + f(T) - arrival) is below every schedule's average
+JCT: for a schedule finishing a job at C, take the latest stretch [C - L, C] in which the
+job, running at the counts the schedule runs it at and making s_c a second, would make
+its work p. The schedule's seconds in it, per slot and count, meet every row: they are
+at most its seconds and make p at the speeds. Their M, at slot starts, is at most (1/p)
+x integral over the stretch of t s(t) dt. Their f(T) is at most (1/p) x integral of
+(C - t) s(t) dt, the fastest-last order being the least. The two add up to at most C.
+(Taking each slot's progress at the earliest instant the job may run in it loses at most
+``slot_s / 2`` per job.)
 
 Finish-time fairness is the metric's own: rho = JCT / (exclusive runtime x contention),
 with the trace's contention max(1, N / G) (``metrics.summary``), so a worst rho r is a
@@ -37,7 +61,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -47,6 +71,15 @@ from scipy.sparse.csgraph import maximum_flow
 from slurm_shockwave.solver.backends import solve
 from slurm_shockwave.solver.milp import Milp, SolveOptions, Status
 from slurm_shockwave.solver.search import narrow
+
+EDGE_TANGENTS = 16
+"""The average-JCT program's first tangents of a job's rate term: at each of its counts
+alone and at this many - 1 progress splits between each two."""
+CUT_ROUNDS = 3
+"""At most this many LPs per ``min_avg_jct_s``, each adding tangents at the last one's
+solution (about 18 s each for the 900-job trace without limits)."""
+CUT_GAP_S = 0.1
+"""Seconds of average JCT below which more tangents are not worth an LP."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +193,11 @@ def _program(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float,
              jct_objective: bool) -> Milp | None:
     """The slotted program for these deadlines as an LP; None as ``_slots``. One column
     per job, slot and count; rows: each job's progress (= its work), each slot's
-    GPU-seconds, and, for a job with several counts, its seconds in each slot."""
+    GPU-seconds, and, for a job with several counts, its seconds in each slot. With the
+    JCT objective, per job with several counts also a column for its seconds at each
+    count (T, a row each: the sum of its slots' columns there) and one for its rate term
+    (z, bounded below by f's first tangents, ``_first_tangents``), after the others
+    (``_Rates``)."""
     cells = _slots(jobs, deadline_s, slot_s)
     if cells is None:
         return None
@@ -187,22 +224,106 @@ def _program(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float,
     row_lo = np.concatenate([p, np.zeros(cells.count + rooms)])
     row_hi = np.concatenate([p, np.full(cells.count, float(jobs.capacity) * slot_s),
                              cells.room_s[shared]])
-    # maximise -(mean over jobs of: mean busy time + work / (2 x best speed) - arrival),
-    # in seconds
+    # minimise the mean over jobs of: mean busy time + rate term - arrival, in seconds
+    # (maximise its negative); a job of one count's rate term is p / (2 x its speed)
+    rates = _Rates.of(jobs, cols)
     c = -(speed * cells.start_s[cell] / p[job]) / n if jct_objective else np.zeros(cols)
-    offset = (-float(np.mean(p / (2 * o.top_speed) - jobs.arrival_s)) if jct_objective
-              else 0.0)
-    return Milp(c=c, a=rows, row_lo=row_lo, row_hi=row_hi, col_lo=np.zeros(cols),
-                col_hi=cells.room_s[cell], integer=np.zeros(cols, dtype=bool), offset=offset)
+    flat = np.where(rates.several, 0.0, p / (2 * o.top_speed))
+    program = Milp(c=c, a=rows, row_lo=row_lo, row_hi=row_hi, col_lo=np.zeros(cols),
+                   col_hi=cells.room_s[cell], integer=np.zeros(cols, dtype=bool),
+                   offset=-float(np.mean(flat - jobs.arrival_s)) if jct_objective else 0.0)
+    if not jct_objective or not rates.several.any():
+        return program
+    # a row per T column: the seconds of its job's columns at its count, less itself (= 0)
+    extra = rates.columns - cols
+    t_count = extra - int(rates.several.sum())
+    counted = rates.several[job]
+    t_rows = sp.csr_matrix(
+        (np.ones(int(counted.sum())),
+         ((rates.t_col[job] - cols + option - o.first[job])[counted], np.flatnonzero(counted))),
+        shape=(t_count, cols))
+    zeros = np.zeros(t_count)
+    program = Milp(c=np.concatenate([c, zeros, np.full(extra - t_count, -1 / n)]),
+                   a=sp.bmat([[rows, sp.csr_matrix((rows.shape[0], extra))],
+                              [t_rows, -sp.eye(t_count, extra)]]).tocsc(),
+                   row_lo=np.concatenate([row_lo, zeros]),
+                   row_hi=np.concatenate([row_hi, zeros]), col_lo=np.zeros(rates.columns),
+                   col_hi=np.concatenate([cells.room_s[cell], np.full(extra, np.inf)]),
+                   integer=np.zeros(rates.columns, dtype=bool), offset=program.offset)
+    return _with_tangents(program, jobs, rates, _first_tangents(jobs))
 
 
-def _solve(program: Milp) -> tuple[bool, float]:
+@dataclass(frozen=True)
+class _Rates:
+    """Where the average-JCT program keeps, after the slots' columns, the seconds at each
+    count (T, a column per count) and the rate term (z) of each job with several counts:
+    job j's T from column ``t_col[j]``, its z at ``z_col[j]`` (where ``several[j]``)."""
+    several: np.ndarray
+    t_col: np.ndarray
+    z_col: np.ndarray
+    columns: int
+
+    @staticmethod
+    def of(jobs: FluidJobs, slot_columns: int) -> _Rates:
+        sizes = np.diff(jobs.options.first)
+        several = sizes > 1
+        t_sizes = np.where(several, sizes, 0)
+        z_from = slot_columns + int(t_sizes.sum())
+        return _Rates(several, slot_columns + np.cumsum(t_sizes) - t_sizes,
+                      z_from + np.cumsum(several) - several, z_from + int(several.sum()))
+
+    def seconds(self, jobs: FluidJobs, x: np.ndarray, j: int) -> np.ndarray:
+        return x[self.t_col[j]:self.t_col[j] + jobs.options.first[j + 1]
+                 - jobs.options.first[j]]
+
+
+def _rate_term(jobs: FluidJobs, j: int, seconds: np.ndarray) -> tuple[float, np.ndarray]:
+    """Job j's f at these seconds at each of its counts, and its gradient there:
+    f(T) = T Q T / (2 p), Q_ab = min(s_a, s_b)."""
+    o = jobs.options
+    s = o.speed[o.first[j]:o.first[j + 1]]
+    grad = np.minimum.outer(s, s) @ seconds / jobs.work_s[j]
+    return float(grad @ seconds) / 2, grad
+
+
+def _first_tangents(jobs: FluidJobs) -> list[tuple[int, np.ndarray]]:
+    """Each job with several counts at each count alone, and at ``EDGE_TANGENTS`` - 1
+    splits of its work between each two counts."""
+    o, points = jobs.options, []
+    for j in np.flatnonzero(np.diff(o.first) > 1):
+        alone = np.diag(jobs.work_s[j] / o.speed[o.first[j]:o.first[j + 1]])
+        points += [(int(j), alone[a]) for a in range(len(alone))]
+        points += [(int(j), (1 - k / EDGE_TANGENTS) * alone[a] + k / EDGE_TANGENTS * alone[b])
+                   for a in range(len(alone)) for b in range(a + 1, len(alone))
+                   for k in range(1, EDGE_TANGENTS)]
+    return points
+
+
+def _with_tangents(program: Milp, jobs: FluidJobs, rates: _Rates,
+                   points: list[tuple[int, np.ndarray]]) -> Milp:
+    """The program with a row per (job, seconds at each count) point: z >= f's tangent
+    there, z - grad . T >= f(T0) - grad . T0 = -f(T0) (f is quadratic)."""
+    rows, cols, values, lo = [], [], [], []
+    for row, (j, at) in enumerate(points):
+        f, grad = _rate_term(jobs, j, at)
+        rows += [row] * (len(grad) + 1)
+        cols += [int(rates.z_col[j]), *range(rates.t_col[j], rates.t_col[j] + len(grad))]
+        values += [1.0, *(-grad)]
+        lo.append(-f)
+    cuts = sp.csr_matrix((values, (rows, cols)), shape=(len(points), rates.columns))
+    return replace(program, a=sp.vstack([program.a, cuts]).tocsc(),
+                   row_lo=np.concatenate([program.row_lo, lo]),
+                   row_hi=np.concatenate([program.row_hi, np.full(len(points), np.inf)]))
+
+
+def _solve(program: Milp) -> tuple[bool, float, np.ndarray]:
+    """Whether the program has a solution, its least value and a solution where it has."""
     result = solve(program, SolveOptions(), "highs")
     if result.status == Status.INFEASIBLE:
-        return False, math.inf
-    if result.status != Status.OPTIMAL:
+        return False, math.inf, np.empty(0)
+    if result.status != Status.OPTIMAL or result.x is None:
         raise RuntimeError(f"fluid bound: the LP ended {result.status.value} ({result.message})")
-    return True, -result.objective
+    return True, -result.objective, result.x
 
 
 def deadlines(jobs: FluidJobs, *, worst_rho: float = math.inf, contention: float = 1.0,
@@ -255,10 +376,31 @@ def feasible(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float) -> bool:
 
 def min_avg_jct_s(jobs: FluidJobs, deadline_s: np.ndarray, slot_s: float) -> float:
     """A lower bound on the average JCT of any schedule meeting the deadlines (inf: none
-    can)."""
+    can): the last of up to ``CUT_ROUNDS`` LPs, each with f's tangents at the last one's
+    solution added, stopping once they could add less than ``CUT_GAP_S`` (the module's
+    docstring). One LP where every job has one count."""
     capped = np.minimum(deadline_s, jct_horizon_s(jobs, slot_s))
     program = _program(jobs, capped, slot_s, jct_objective=True)
-    return math.inf if program is None else _solve(program)[1]
+    if program is None:
+        return math.inf
+    rates = _Rates.of(jobs, program.shape[1] - _Rates.of(jobs, 0).columns)
+    value = -math.inf
+    for _ in range(CUT_ROUNDS):
+        ok, least, x = _solve(program)
+        if not ok:
+            return math.inf
+        gain, value = least - value, least
+        points, short = [], 0.0
+        for j in np.flatnonzero(rates.several):
+            at = np.maximum(rates.seconds(jobs, x, int(j)), 0.0)
+            over = _rate_term(jobs, int(j), at)[0] - x[rates.z_col[j]]
+            if over > 0:
+                short += over
+                points.append((int(j), at))
+        if short / len(jobs.work_s) < CUT_GAP_S or gain < CUT_GAP_S:
+            break
+        program = _with_tangents(program, jobs, rates, points)
+    return value
 
 
 def min_makespan_s(jobs: FluidJobs, slot_s: float, *, worst_rho: float = math.inf,
