@@ -57,12 +57,14 @@ def elastic_workload(size: str, low: float, high: float) -> tuple[Workload, Work
     return fixed, build_workload(jobs, table, source=f"{fixed.source} (elastic)"), gpus
 
 
+def num(record: dict[str, object], key: str) -> float:
+    """A figure of a run's record (``summary_record``: JSON values)."""
+    return float(record[key])  # type: ignore[arg-type]
+
+
 def checks(rec: dict[str, dict[str, object]], policy: str = "shockwave") -> dict[str, object]:
     """Issue 11's checks of ``policy`` elastic against ``policy`` fixed and elastic_greedy."""
     fixed, el, base = rec[f"{policy}_fixed"], rec[f"{policy}_elastic"], rec["elastic_greedy"]
-
-    def num(r: dict[str, object], key: str) -> float:
-        return float(r[key])  # type: ignore[arg-type]
 
     jct = num(el, "avg_jct_s") / num(fixed, "avg_jct_s")
     mk = num(el, "makespan_s") / num(fixed, "makespan_s")
@@ -90,9 +92,9 @@ def fluid_bounds(fixed: Workload, elastic: Workload, gpus: int,
     started = time.perf_counter()
     ref = records["shockwave_fixed"]
     jobs = traces.fluid_jobs(elastic, gpus)
-    mk_limit = MAKESPAN_TARGET * float(str(ref["makespan_s"])) + 5e-4
-    rho_limit = float(str(ref["worst_rho"])) + 5e-6
-    target = JCT_TARGET * float(str(ref["avg_jct_s"]))
+    mk_limit = MAKESPAN_TARGET * num(ref, "makespan_s") + 5e-4
+    rho_limit = num(ref, "worst_rho") + 5e-6
+    target = JCT_TARGET * num(ref, "avg_jct_s")
     within = fluid.deadlines(jobs, worst_rho=rho_limit,
                              contention=contention(len(elastic.jobs), gpus),
                              makespan_s=mk_limit)
