@@ -47,9 +47,12 @@ job, running at the counts the schedule runs it at and making s_c a second, woul
 its work p. The schedule's seconds in it, per slot and count, meet every row: they are
 at most its seconds and make p at the speeds. Their M, at slot starts, is at most (1/p)
 x integral over the stretch of t s(t) dt. Their f(T) is at most (1/p) x integral of
-(C - t) s(t) dt, the fastest-last order being the least. The two add up to at most C.
-(Taking each slot's progress at the earliest instant the job may run in it loses at most
-``slot_s / 2`` per job.)
+(C - t) s(t) dt, the fastest-last order with no gap being the least (a gap only moves
+progress further from C). The two add up to at most C. (Taking each slot's progress at
+the earliest instant the job may run in it loses at most ``slot_s / 2`` per job of
+timing; gangs sharing a slot's GPU-seconds may put the bound further below, whatever
+the slot: a review checked the argument and about 90 small instances against exact
+schedules.)
 
 Finish-time fairness is the metric's own: rho = JCT / (exclusive runtime x contention),
 with the trace's contention max(1, N / G) (``metrics.summary``), so a worst rho r is a
