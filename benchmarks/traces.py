@@ -16,6 +16,7 @@ import numpy as np
 from benchmarks.reference_runs import SETTINGS, reference_workload
 from slurm_shockwave.sim.generate import TraceShape, generate
 from slurm_shockwave.sim.inputs import Workload, build_workload
+from slurm_shockwave.sim.trace import TraceJob
 from slurm_shockwave.solver.fluid import FluidJobs
 from slurm_shockwave.workloads.bundled import bundled_table
 
@@ -66,16 +67,21 @@ def fluid_jobs(workload: Workload, gpus: int) -> FluidJobs:
     of its epochs gets there, (epoch time at the request) / (epoch time at the count),
     so the fastest it gets through its exclusive runtime (``solver/fluid.py``)."""
     jobs = workload.jobs
-    speeds: list[dict[int, float]] = []
-    for job in jobs:
-        profile = workload.profiles[job.spec.job_id]
-        speeds.append({c: max(profile.epoch_s_at(bs, job.spec.gpus) / profile.epoch_s_at(bs, c)
-                              for bs, _ in profile.segments())
-                       for c in job.spec.gpu_counts() if c <= gpus} or {job.spec.gpus: 1.0})
+    speeds = None
+    if any(j.spec.is_elastic for j in jobs):
+        speeds = tuple({c: max(profile.epoch_s_at(bs, j.spec.gpus) / profile.epoch_s_at(bs, c)
+                               for bs, _ in profile.segments())
+                        for c in _usable_counts(j, gpus)}
+                       for j in jobs for profile in (workload.profiles[j.spec.job_id],))
     return FluidJobs(np.array([j.spec.arrival_s for j in jobs], dtype=float),
                      np.array([workload.profiles[j.spec.job_id].exclusive_s for j in jobs]),
-                     np.array([j.spec.gpus for j in jobs]), gpus,
-                     tuple(speeds) if any(j.spec.is_elastic for j in jobs) else None)
+                     np.array([j.spec.gpus for j in jobs]), gpus, speeds)
+
+
+def _usable_counts(job: TraceJob, gpus: int) -> list[int]:
+    """The job's counts a cluster of ``gpus`` GPUs has room for (its request where none
+    fits)."""
+    return [c for c in job.spec.gpu_counts() if c <= gpus] or [job.spec.gpus]
 
 
 def lower_bound_s(workload: Workload, gpus: int) -> float:
@@ -97,7 +103,7 @@ def elastic_lower_bound_s(workload: Workload, gpus: int) -> float:
     work, last = 0.0, 0.0
     for job in workload.jobs:
         profile = workload.profiles[job.spec.job_id]
-        counts = [c for c in job.spec.gpu_counts() if c <= gpus] or [job.spec.gpus]
+        counts = _usable_counts(job, gpus)
         work += sum(epochs * min(c * profile.epoch_s_at(bs, c) for c in counts)
                     for bs, epochs in profile.segments())
         last = max(last, job.spec.arrival_s + profile.fastest_s(counts))
