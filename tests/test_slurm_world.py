@@ -1216,3 +1216,33 @@ def test_a_job_being_requeued_is_told_from_one_ending() -> None:
     world.observe()
     left = world.left_out
     assert (left.ending, left.requeuing) == ({1, 2}, {1})
+
+
+PLAIN_GNS = "shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=gns"
+
+
+@pytest.mark.parametrize("seen_running", [True, False])
+def test_a_requeued_job_completing_never_gives_out_another_partitions_gpus(
+        seen_running: bool) -> None:
+    """Found by a red-team (live, two partitions on one node): Slurm 22.05 lists a job
+    being requeued COMPLETING with no GPU indices, and the view guessed them from 0, which
+    were another partition's: a fill step released a job there, and it waited in Slurm
+    (PENDING Resources) for as long as the requeued job took to end, up to KillWait.
+    Seen running, it claims the GPUs it held then; not seen (a service restarted since),
+    none: the node offers what no other job holds either way."""
+    fake = FakeSlurm([SlurmNode("n1", ("MIXED",), 4, 0, ("shockwave", "other"))])
+    fake.add(SlurmJob(1, "o1", "bob", "other", "RUNNING", gpus=2, nodes="n1"))
+    fake.add(SlurmJob(2, "a", "alice", "shockwave", "RUNNING", gpus=2, nodes="n1",
+                      admin_comment=PLAIN_GNS, submit_time=900))
+    assert fake.jobs[1].gpu_alloc == (("n1", (0, 1)),)
+    assert fake.jobs[2].gpu_alloc == (("n1", (2, 3)),)
+    world = SlurmCluster(fake, Clock())
+    if seen_running:
+        view = world.observe()
+        assert [(n.name, n.indices) for n in view.nodes] == [("n1", (2, 3))]
+    # requeued: COMPLETING, its restart count grown, and as 22.05 lists it, no indices
+    fake.jobs[2] = replace(fake.jobs[2], state="COMPLETING", restart_count=1, gpu_alloc=())
+    view = world.observe()
+    assert [(n.name, n.indices) for n in view.nodes] == [("n1", (2, 3))]
+    listed = world.left_out.listed[2]
+    assert listed.gpu_alloc == ((("n1", (2, 3)),) if seen_running else ())

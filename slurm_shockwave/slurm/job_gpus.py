@@ -49,10 +49,13 @@ def request_gpus(job: SlurmJob, hint: Hint) -> int:
 
 def job_slots(job: SlurmJob) -> tuple[str, ...]:
     """The GPUs a running job holds, as ``node:index``. Without Slurm's per-node detail,
-    the job's GPUs are spread over its nodes from index 0 (stable from round to round)."""
+    the job's GPUs are spread over its nodes from index 0 (stable from round to round);
+    never a COMPLETING job's (``SlurmCluster._with_last_alloc``): 22.05 lists no indices
+    for a requeued one, and guessed from 0 they named another partition's GPUs, which
+    the plan then gave out (found by a red-team)."""
     if job.gpu_alloc:
         return tuple(f"{node}:{i}" for node, idx in job.gpu_alloc for i in idx)
-    if not job.nodes or job.gpus <= 0:
+    if not job.nodes or job.gpus <= 0 or job.state == "COMPLETING":
         return ()
     try:
         names = expand_hostlist(job.nodes)

@@ -392,8 +392,27 @@ class SlurmCluster:
                         if (j := by_id.get(jid)) is not None
                         and not (j.state == "RUNNING" and j.restart_count > m.restart_count)}
 
+    def _with_last_alloc(self, listed: Sequence[SlurmJob]) -> list[SlurmJob]:
+        """``listed`` with each COMPLETING job the listing gives no GPU indices those the
+        last observation saw it hold: Slurm 22.05 lists none for a job being requeued (its
+        Epilog runs, its processes end, up to KillWait), and pyslurm none for any
+        completing job, while it still holds them. Not seen holding any (a job that ran
+        between two looks, or a service restarted since), it claims none: its GPUs read
+        as Slurm's count of the node's used ones says."""
+        out = []
+        for j in listed:
+            last = self._listed_jobs.get(j.job_id)
+            # the run it ends is the one last seen (requeued since, or ended)
+            if (j.state == "COMPLETING" and not j.gpu_alloc and last is not None
+                    and j.restart_count - last.restart_count
+                    in ((0, 1) if last.state == "RUNNING" else (0,) if
+                        last.state == "COMPLETING" else ())):
+                j = replace(j, gpu_alloc=last.gpu_alloc)
+            out.append(j)
+        return out
+
     def observe(self) -> ClusterView:
-        listed = self._listed()
+        listed = self._with_last_alloc(self._listed())
         self._read_partition_state()
         # jobs the planner held or pinned gone since the last observation: cancelled, or
         # moved to another partition (``_give_back_moved_out``); not the other released
