@@ -1344,6 +1344,24 @@ def test_a_job_moved_out_after_the_round_that_preempted_it_gets_its_hold_back(
     assert not fake.jobs[1].held
 
 
+def test_a_job_moved_out_while_its_requeue_ends_gets_its_hold_back(tmp_path: Path) -> None:
+    """Found by a live red-team: a job the planner requeued and held, moved out by its
+    owner while Slurm still lists it COMPLETING (the step its own Epilog wakes sees it
+    so), was looked for once, not PENDING then, and kept the planner's hold (priority 0)
+    in its new partition for ever. It is looked for again until it is pending."""
+    fake, _store, clock, svc = srtf_preempting_job_1(tmp_path, PLAIN)
+    assert fake.jobs[1].held and fake.jobs[1].restart_count == 1
+    pending = with_state(fake.jobs[1], partition="other")
+    fake.jobs[1] = with_state(pending, state="COMPLETING")  # as 22.05 lists it then
+    clock.t += 5
+    svc.round_once()
+    assert fake.jobs[1].held
+    fake.jobs[1] = pending  # its Epilog done: pending, held, in partition other
+    clock.t += 60
+    svc.round_once()
+    assert not fake.jobs[1].held
+
+
 def test_a_store_is_one_partitions(tmp_path: Path) -> None:
     """Found by a red-team: with the service stopped, one round of another partition
     over its store (``plan --apply --partition other``) replaced every job row: the
