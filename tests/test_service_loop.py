@@ -836,6 +836,33 @@ def test_a_job_preempted_in_a_round_wakes_the_poll_when_eligible_without_its_epi
     assert svc.world.arrived()
 
 
+def test_a_pinned_job_requeued_by_someone_else_is_held_within_its_requeue_delay(
+        tmp_path: Path) -> None:
+    """Found by a live red-team: a running job at the planner's pinned priority that an
+    admin requeued (or a node failure) waited out its requeue delay unheld at that
+    priority, and no step ran within it (the fill step its Epilog woke saw it COMPLETING):
+    Slurm started it when the delay ended, ahead of the plan, and the service's hold
+    landed 60 ms later on the running job. The poll sees it and a fill step holds it."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    fake.add(with_state(job(1, 4), state="RUNNING", held=False, priority=TOP_PRIORITY))
+    fake.add(job(2, 8))
+    svc = service(fake, store, clock, fill_freed=True, fill_poll_s=1.0)
+    svc.round_once()
+    assert fake.jobs[1].state == "RUNNING" and fake.jobs[2].held
+    assert not svc.world.arrived()
+    fake.jobs[1] = with_state(fake.jobs[1], state="PENDING", gpu_alloc=(), nodes="",
+                              restart_count=1, eligible_time=int(clock.t) + 6)
+    assert svc.world.arrived()  # pinned in its delay: a fill step now
+    ticks = iter(float(t) for t in range(100))
+    svc.timer = lambda: next(ticks)
+    svc._wait(threading.Event(), boundary=3.0)
+    assert fake.jobs[1].held and not svc.world.arrived()
+    clock.t += 6
+    fake.tick()
+    assert fake.jobs[1].state == "PENDING"  # not started ahead of the plan
+
+
 def test_a_store_of_an_earlier_build_has_its_admin_holds_taken_over_once(
         tmp_path: Path) -> None:
     """Earlier builds held with admin holds, which this one leaves to the admin: the first

@@ -586,7 +586,11 @@ class SlurmCluster:
         (``requeued``) a requeued one whose eligible time has come (one squeue): the
         service's poll for a fill step between rounds. A job the last observation saw
         running counts once it is pending and eligible (preempted in that round, its
-        Epilog's report, which wakes a fill step too, may not come)."""
+        Epilog's report, which wakes a fill step too, may not come). Also a job at the
+        planner's pinned priority, unheld, that someone else requeued (an admin, a node
+        failure) and that waits out its requeue delay, not seen so: the step holds it
+        (``_pinned_waiting``), or Slurm starts it at the top of the queue when its delay
+        ends, ahead of the plan (found by a red-team: no step ran within the delay)."""
         now = self.clock.now()
 
         def new(j: SlurmJob) -> bool:
@@ -594,8 +598,12 @@ class SlurmCluster:
             return seen is None or (requeued and seen.state != "PENDING"
                                     and j.eligible_time <= now)
 
-        return any(j.state == "PENDING" and self._plannable(j, now) and new(j)
-                   for j in self._listed())
+        def left_pinned(j: SlurmJob) -> bool:
+            return (j.state == "PENDING" and pinned(j) and j.eligible_time > now
+                    and j.job_id not in self._pinned_waiting)
+
+        return any((j.state == "PENDING" and self._plannable(j, now) and new(j))
+                   or left_pinned(j) for j in self._listed())
 
     def take_over_admin_holds(self) -> list[int]:
         """Earlier builds held jobs with admin holds and requeue-holds: once, over a store
