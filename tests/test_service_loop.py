@@ -818,6 +818,27 @@ def test_a_requeued_job_joins_the_plan_when_slurm_may_start_it(tmp_path: Path) -
     assert not fake.jobs[1].held
 
 
+def test_a_stored_row_of_a_job_in_its_requeue_delay_keeps_its_progress(
+        tmp_path: Path) -> None:
+    """Found by a live red-team: the rows a round stores for a job the plan leaves out (in
+    its requeue delay here) said 0 epochs done and 0 s left, so ``explain`` read so,
+    while ``queue``, which reads the progress afresh, showed them."""
+    fake = fake_cluster(nodes=1, gpus=8)
+    store, clock = Store(tmp_path / "s.db"), Clock()
+    fake.add(with_state(job(1, 4, epochs=50), state="RUNNING", held=False))
+    svc = _service_with_feed(fake, store, clock)
+    svc.round_once()
+    store.add_report(ProgressReport(1, ReportKind.PROGRESS, clock.t, epoch=3.0,
+                                    batch_size=32, samples_per_s=90.0, uid=0))
+    fake.jobs[1] = with_state(fake.jobs[1], state="PENDING", gpu_alloc=(), nodes="",
+                              restart_count=1, eligible_time=int(clock.t) + 60)
+    clock.t += 10
+    svc.round_once()
+    row = store.jobs_now()[1]
+    assert row.reason.startswith("not_eligible(until ")
+    assert row.epochs_done == 3.0 and row.epochs == 50 and row.remaining_s > 0
+
+
 def test_a_job_preempted_in_a_round_wakes_the_poll_when_eligible_without_its_epilog(
         tmp_path: Path) -> None:
     """The round saw it running; requeued, it is pending and out of the view until its

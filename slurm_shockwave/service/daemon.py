@@ -188,7 +188,7 @@ class Service:
         record = round_record(report, policy=self.policy_name, dry_run=self.dry_run,
                               phase_s=phase_s, origin_s=self.world.origin_s)
         memory = self.memory if fill else report.memory  # a fill step keeps the round's
-        rows = job_rows(report, self.world.left_out)
+        rows = job_rows(report, self.world.left_out, self.world.left_views)
         if fill:
             rows = kept_details(rows, self.store.jobs_now())
         round_id = self.store.save_round(record, rows, action_rows(report), memory,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from slurm_shockwave.engine.round import RoundReport
 from slurm_shockwave.model.errors import InputError
+from slurm_shockwave.model.job import Job
 from slurm_shockwave.model.plan import ActionKind, Outcome, ReasonCode
 from slurm_shockwave.service.store import JobRow, RoundRecord
 from slurm_shockwave.slurm.hints import Hint, parse_hint, split_hold_mark
@@ -146,8 +147,14 @@ def left_row(left: LeftOut, job_id: int, phase: str, reason: str) -> JobRow:
                   reason=reason)
 
 
-def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
-    """One row per managed job the round saw, with what was decided and what Slurm said."""
+def job_rows(report: RoundReport, left: LeftOut | None = None,
+             progress: Callable[[Iterable[int]], Mapping[int, Job]] | None = None
+             ) -> list[JobRow]:
+    """One row per managed job the round saw, with what was decided and what Slurm said;
+    ``progress`` (``SlurmCluster.left_views``): the jobs the plan leaves out as the
+    policies would see them, whose rows then say their epochs done and time left (a
+    red-team: stored, a job in its requeue delay read 0 and 0 in ``explain``, where
+    ``queue`` showed its progress)."""
     plan = report.memory.get("plan")
     rho = plan.get("rho", {}) if isinstance(plan, Mapping) else {}
     per_job = plan.get("per_job", {}) if isinstance(plan, Mapping) else {}
@@ -182,9 +189,15 @@ def job_rows(report: RoundReport, left: LeftOut | None = None) -> list[JobRow]:
     rows += [left_row(left, jid, "not planned", str(reason))
              for jid, reason in sorted(report.reasons.items()) if jid not in seen]
     # each row with its job's first submission: the store tells a reused id's job by it
+    out = unplanned_rows(left)
+    back = progress(row.job_id for row in out) if progress is not None else {}
+    out = [row if (j := back.get(row.job_id)) is None else replace(
+        row, epochs_done=round(j.progress.epochs_done, 3), epochs=j.spec.num_epochs,
+        bs=j.progress.bs or j.spec.init_bs, remaining_s=round(j.remaining_s_now, 1))
+        for row in out]
     return [replace(row, submitted=first_submitted(listed) or 0)
             if (listed := left.listed.get(row.job_id)) is not None else row
-            for row in rows + unplanned_rows(left)]
+            for row in rows + out]
 
 
 def _held_running(job: SlurmJob | None) -> str:
