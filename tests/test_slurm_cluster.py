@@ -645,3 +645,41 @@ def test_an_admins_hold_of_a_running_job_survives_the_planners_preemption(
     assert listed.held and listed.reason == "JobHeldAdmin", listed
     world.observe()
     assert a in world.left_out.admin_held
+
+
+STUBBORN = """#!/bin/sh
+trap '' TERM
+while true; do sleep 1; done
+"""
+
+
+def test_a_requeued_job_completing_never_offers_another_partitions_gpus(
+        backend: CliBackend, submitter: Callable[..., Submitter], tmp_path: Path,
+        fresh_heartbeat: Path) -> None:
+    """Found by a live red-team: while a job of ours is being requeued (COMPLETING: it
+    ignores SIGTERM up to KillWait), Slurm 22.05 lists it with no GPU indices; taken from
+    index 0, they were another partition's job's on the same node, and a fill step gave
+    them out. The view offers the GPUs it saw the job hold, never the other job's."""
+    from slurm_shockwave.clock import WallClock
+    from slurm_shockwave.slurm.world import SlurmCluster
+
+    node = backend.list_nodes()[0]
+    wait_for(lambda: next(n for n in backend.list_nodes() if n.name == node.name)
+             .gpus_used == 0, 60, f"{node.name} idle (the last test's jobs ending)")
+    other = submitter(STUBBORN, "-o", "/dev/null", "-w", node.name)("-p", "other",
+                                                                     "--gres=gpu:2")
+    wait_for(lambda: job(backend, other).state == "RUNNING", 60, "the other job runs")
+    ours = submitter(STUBBORN, "-o", "/dev/null", "-w", node.name, "--requeue")(
+        "--gres=gpu:2", f"--comment={HINT}")
+    backend.release([ours])
+    wait_for(lambda: job(backend, ours).state == "RUNNING", 60, "our job runs")
+    held = {j.job_id: {i for _n, idx in j.gpu_alloc for i in idx}
+            for j in backend.list_jobs() if j.job_id in (other, ours)}
+    assert held[other] and held[ours] and not held[other] & held[ours]
+    world = SlurmCluster(backend, WallClock())
+    assert ours in {j.job_id for j in world.observe().jobs}
+    backend.requeue([ours])
+    assert job(backend, ours).state == "COMPLETING"  # for KillWait (10 s) at most
+    offered = {i for n in world.observe().nodes if n.name == node.name for i in n.indices}
+    assert job(backend, ours).state == "COMPLETING"
+    assert held[ours] <= offered and not offered & held[other]
