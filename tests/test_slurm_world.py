@@ -1246,3 +1246,30 @@ def test_a_requeued_job_completing_never_gives_out_another_partitions_gpus(
     assert [(n.name, n.indices) for n in view.nodes] == [("n1", (2, 3))]
     listed = world.left_out.listed[2]
     assert listed.gpu_alloc == ((("n1", (2, 3)),) if seen_running else ())
+
+
+def test_an_elastic_job_moved_out_gets_its_request_back_with_its_hold() -> None:
+    """Found by a live red-team: an elastic job the service resized (8 GPUs on two nodes,
+    asked 2) and held, moved out by its owner, had the planner's hold given back but kept
+    the resize, waiting for (and billed for) 8 GPUs in a partition nobody resizes. It is
+    given its request first, as ``shockwave handback`` gives it; a fixed job keeps its
+    count."""
+    elastic = ("shockwave:v1 model=ResNet-18 bs=32 epochs=9 mode=static gpus=1-8 "
+               "submitted=900 asked_gpus=2 asked_nodes=1")
+    fake = FakeSlurm([SlurmNode(f"n{i}", ("IDLE",), 4, 0, ("shockwave", "other"))
+                      for i in (1, 2)])
+    fake.add(SlurmJob(2, "j2", "alice", "shockwave", "PENDING", held=True, priority=0,
+                      gpus=8, node_count=2, reason="JobHeldUser", admin_comment=elastic,
+                      submit_time=901))
+    fake.add(SlurmJob(3, "j3", "alice", "shockwave", "PENDING", held=True, priority=0,
+                      gpus=4, reason="JobHeldUser", admin_comment=PLAIN_GNS, submit_time=902))
+    world = SlurmCluster(fake, Clock())
+    world.observe()
+    world.apply([])
+    fake.jobs[2] = replace(fake.jobs[2], partition="other")
+    fake.jobs[3] = replace(fake.jobs[3], partition="other")
+    world.observe()
+    world.apply([])
+    assert not fake.jobs[2].held and not fake.jobs[3].held
+    assert (fake.jobs[2].gpus, fake.jobs[2].node_count) == (2, 1)
+    assert fake.jobs[3].gpus == 4

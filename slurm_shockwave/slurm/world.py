@@ -51,6 +51,7 @@ from slurm_shockwave.model.lifecycle import Phase
 from slurm_shockwave.model.plan import Action, ActionKind, ActionResult, ApplyResult, Outcome
 from slurm_shockwave.model.report import ProgressReport
 from slurm_shockwave.prediction.observed import acknowledged
+from slurm_shockwave.slurm.asked import asked_request, restore_request
 from slurm_shockwave.slurm.hints import (
     PREFIX,
     Hint,
@@ -992,13 +993,44 @@ class SlurmCluster:
                 and j.partition != self.partition and (pinned(j) or (
                     j.held and j.reason == "JobHeldUser"
                     and split_hold_mark(j.comment)[1] is None))]
+        restored = self._restore_moved_out([j for j in everyone if j.job_id in ours])
         for jid, err in each_job(ours, self.backend.release).items():
             if err:
                 log.warning("job %d: moved out of %s, the planner's hold or priority "
                             "could not be given back: %s", jid, self.partition, err)
             else:
                 log.info("job %d: moved out of %s; the planner's hold or priority given "
-                         "back", jid, self.partition)
+                         "back%s", jid, self.partition,
+                         ", and the GPUs it asked for" if jid in restored else "")
+
+    def _restore_moved_out(self, jobs: Sequence[SlurmJob]) -> set[int]:
+        """Give each elastic job of ``jobs`` (moved out, about to be released) the GPUs and
+        nodes it was submitted with where the service's resizes left others, before its
+        release, as ``shockwave handback`` does: in a partition nobody resizes it waited
+        for, and would be billed for, the count the plan last gave it (a live red-team: a
+        2-GPU job left at 8 on two nodes). A refusal is logged, and the job released all
+        the same. Returns the jobs given their request."""
+        asked = {j.job_id: a for j in jobs if (a := asked_request(j)) is not None}
+        if not asked:
+            return set()
+        try:
+            nodes = self.backend.list_nodes()
+        except SlurmError as exc:
+            log.warning("jobs %s moved out: the GPUs they asked for not given back (%s)",
+                        sorted(asked)[:5], exc)
+            return set()
+        done = set()
+        for j in jobs:
+            if j.job_id not in asked:
+                continue
+            try:
+                if restore_request(self.backend, j, asked[j.job_id],
+                                   sum(j.partition in n.partitions for n in nodes)):
+                    done.add(j.job_id)
+            except SlurmError as exc:
+                log.warning("job %d: moved out of %s, the GPUs it asked for could not be "
+                            "given back: %s", j.job_id, self.partition, exc)
+        return done
 
     def _mark_requeue_holds(self) -> None:
         """Mark each requeue-held job of the last observation ``held=requeue`` in its
