@@ -188,13 +188,13 @@ def job_rows(report: RoundReport, left: LeftOut | None = None,
     # in the view but must not vanish from queue and explain
     rows += [left_row(left, jid, "not planned", str(reason))
              for jid, reason in sorted(report.reasons.items()) if jid not in seen]
-    # each row with its job's first submission: the store tells a reused id's job by it
     out = unplanned_rows(left)
     back = progress(row.job_id for row in out) if progress is not None else {}
     out = [row if (j := back.get(row.job_id)) is None else replace(
         row, epochs_done=round(j.progress.epochs_done, 3), epochs=j.spec.num_epochs,
         bs=j.progress.bs or j.spec.init_bs, remaining_s=round(j.remaining_s_now, 1))
         for row in out]
+    # each row with its job's first submission: the store tells a reused id's job by it
     return [replace(row, submitted=first_submitted(listed) or 0)
             if (listed := left.listed.get(row.job_id)) is not None else row
             for row in rows + out]

@@ -73,11 +73,11 @@ def asked_request(job: SlurmJob) -> Asked | None:
     if not isinstance(hint, Hint) or hint.gpus_range is None or gpus is None:
         return None
     return Asked(gpus, asked_min_nodes(job.admin_comment) or 1,
-                  asked_max_nodes(job.admin_comment))
+                 asked_max_nodes(job.admin_comment))
 
 
 def restore_request(backend: SlurmBackend, job: SlurmJob, asked: Asked,
-                     nodes_in_partition: int) -> bool:
+                    nodes_in_partition: int) -> bool:
     """Give a pending elastic job the GPUs and node range it asked for, where the
     service's resizes left others (a red-team: handed back, a 2-GPU job waited for, and
     was billed for, the 8 on two nodes the plan last gave it). A range with no most is

@@ -403,11 +403,12 @@ class SlurmCluster:
         out = []
         for j in listed:
             last = self._listed_jobs.get(j.job_id)
-            # the run it ends is the one last seen (requeued since, or ended)
+            # the run it ends is the one last seen: running then (ended or requeued
+            # since), or completing then with the same restart count
+            same_run = {"RUNNING": (0, 1), "COMPLETING": (0,)}.get(
+                last.state, ()) if last is not None else ()
             if (j.state == "COMPLETING" and not j.gpu_alloc and last is not None
-                    and j.restart_count - last.restart_count
-                    in ((0, 1) if last.state == "RUNNING" else (0,) if
-                        last.state == "COMPLETING" else ())):
+                    and j.restart_count - last.restart_count in same_run):
                 j = replace(j, gpu_alloc=last.gpu_alloc)
             out.append(j)
         return out
