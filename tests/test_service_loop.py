@@ -821,8 +821,9 @@ def test_a_requeued_job_joins_the_plan_when_slurm_may_start_it(tmp_path: Path) -
 def test_a_stored_row_of_a_job_in_its_requeue_delay_keeps_its_progress(
         tmp_path: Path) -> None:
     """Found by a live red-team: the rows a round stores for a job the plan leaves out (in
-    its requeue delay here) said 0 epochs done and 0 s left, so ``explain`` read so,
-    while ``queue``, which reads the progress afresh, showed them."""
+    its requeue delay, then waiting for GPUs another partition holds) said 0 epochs done
+    and 0 s left, so ``explain`` read so, while ``queue``, which reads the progress
+    afresh, showed them."""
     fake = fake_cluster(nodes=1, gpus=8)
     store, clock = Store(tmp_path / "s.db"), Clock()
     fake.add(with_state(job(1, 4, epochs=50), state="RUNNING", held=False))
@@ -837,6 +838,16 @@ def test_a_stored_row_of_a_job_in_its_requeue_delay_keeps_its_progress(
     row = store.jobs_now()[1]
     assert row.reason.startswith("not_eligible(until ")
     assert row.epochs_done == 3.0 and row.epochs == 50 and row.remaining_s > 0
+    # eligible, while another partition holds half the node: admission leaves it waiting
+    fake.add(job(9, 6, partition="other"))
+    fake.release([9])
+    fake.tick()
+    fake.jobs[1] = with_state(fake.jobs[1], eligible_time=int(clock.t))
+    clock.t += 60
+    svc.round_once()
+    row = store.jobs_now()[1]
+    assert row.reason.startswith("waiting_capacity(")
+    assert row.epochs_done == 3.0 and row.remaining_s > 0
 
 
 def test_a_job_preempted_in_a_round_wakes_the_poll_when_eligible_without_its_epilog(

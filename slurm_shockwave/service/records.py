@@ -151,10 +151,11 @@ def job_rows(report: RoundReport, left: LeftOut | None = None,
              progress: Callable[[Iterable[int]], Mapping[int, Job]] | None = None
              ) -> list[JobRow]:
     """One row per managed job the round saw, with what was decided and what Slurm said;
-    ``progress`` (``SlurmCluster.left_views``): the jobs the plan leaves out as the
-    policies would see them, whose rows then say their epochs done and time left (a
-    red-team: stored, a job in its requeue delay read 0 and 0 in ``explain``, where
-    ``queue`` showed its progress)."""
+    ``progress`` (``SlurmCluster.left_views``): the jobs the plan leaves out, or
+    admission turned away, as the policies would see them, whose rows then say their
+    epochs done and time left (a red-team: stored, a job in its requeue delay, then one
+    waiting for capacity, read 0 and 0 in ``explain``, where ``queue`` showed its
+    progress)."""
     plan = report.memory.get("plan")
     rho = plan.get("rho", {}) if isinstance(plan, Mapping) else {}
     per_job = plan.get("per_job", {}) if isinstance(plan, Mapping) else {}
@@ -186,9 +187,9 @@ def job_rows(report: RoundReport, left: LeftOut | None = None,
     seen = {r.job_id for r in rows}
     # jobs admission turned away (say, larger than every usable node together) are not
     # in the view but must not vanish from queue and explain
-    rows += [left_row(left, jid, "not planned", str(reason))
-             for jid, reason in sorted(report.reasons.items()) if jid not in seen]
-    out = unplanned_rows(left)
+    out = [left_row(left, jid, "not planned", str(reason))
+           for jid, reason in sorted(report.reasons.items()) if jid not in seen]
+    out += unplanned_rows(left)
     back = progress(row.job_id for row in out) if progress is not None else {}
     out = [row if (j := back.get(row.job_id)) is None else replace(
         row, epochs_done=round(j.progress.epochs_done, 3), epochs=j.spec.num_epochs,
