@@ -66,8 +66,8 @@ def main() -> None:
                     help=f"wall seconds, 1 to {MAX_RUN_S:.0f} (default 1800)")
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--ports", default="21817,21900", metavar="CTLD,NODE",
-                    help="its cluster's slurmctld port and first slurmd port (a node "
-                         "each from there), so two runs can share a machine "
+                    help="its cluster's slurmctld port and its slurmd ports' base "
+                         "(node n listens on NODE + n), so two runs can share a machine "
                          "(default 21817,21900)")
     ap.add_argument("--against", default=None, metavar="FILE",
                     help="the JSON this command printed for --policy slurm on the same "
@@ -120,12 +120,15 @@ def main() -> None:
 
 
 def _ports(ap: Parser, text: str, *, nodes: int) -> tuple[int, int]:
-    """``--ports CTLD,NODE``: unprivileged, the nodes' run (NODE to NODE + nodes - 1) in
-    range and clear of slurmctld's, checked before the cluster starts."""
+    """``--ports CTLD,NODE``: unprivileged, the nodes' run (NODE + 1 to NODE + nodes: node n
+    listens on NODE + n, docker-slurm/start.sh's ``--node-port-base``) in range and clear
+    of slurmctld's, checked before the cluster starts (a helper's live run: the help said
+    NODE was the first node's, so ``27817,27818`` put the nodes on 27819-27821, and the
+    check let a node take slurmctld's port)."""
     ctld, node = (int(v) for v in floats(ap, "--ports", text, count=2, lo=1024, hi=65535,
                                          integer=True))
-    if node + nodes - 1 > 65535 or node <= ctld < node + nodes:
-        ap.error(f"--ports: the {nodes} nodes' ports {node}-{node + nodes - 1} must be "
+    if node + nodes > 65535 or node < ctld <= node + nodes:
+        ap.error(f"--ports: the {nodes} nodes' ports {node + 1}-{node + nodes} must be "
                  f"up to 65535 and not include slurmctld's {ctld}")
     return ctld, node
 

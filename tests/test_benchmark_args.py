@@ -119,9 +119,11 @@ def test_the_live_benchmarks_time_scale_is_checked_before_the_cluster_starts(
     (["--ports", "21817"], "--ports: expected 2 comma-separated numbers"),
     (["--ports", "80,21900"], "--ports: must be from 1024 to 65535, got '80'"),
     (["--ports", "21817.5,21900"], "--ports: expected an integer, got '21817.5'"),
-    (["--ports", "21901,21900"], "--ports: the 2 nodes' ports 21900-21901 must be up to "
+    (["--ports", "21902,21900"], "--ports: the 2 nodes' ports 21901-21902 must be up to "
+                                 "65535 and not include slurmctld's 21902"),
+    (["--ports", "21901,21900"], "--ports: the 2 nodes' ports 21901-21902 must be up to "
                                  "65535 and not include slurmctld's 21901"),
-    (["--ports", "21817,65535"], "--ports: the 2 nodes' ports 65535-65536"),
+    (["--ports", "21817,65534"], "--ports: the 2 nodes' ports 65535-65536"),
     (["--work-dir", "FILE"], "--work-dir: cannot make the folder FILE (File exists)"),
     (["--work-dir", "FILE/run"], "--work-dir: cannot make the folder FILE/run (Not a direct"),
 ])
