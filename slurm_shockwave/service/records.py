@@ -172,18 +172,15 @@ def job_rows(report: RoundReport, left: LeftOut | None = None,
             and r.outcome == Outcome.APPLIED and bool(r.action.gpu_slots) \
             and not job.is_running
         slots = r.action.gpu_slots if planned and r else job.gpu_slots
-        rows.append(JobRow(
+        rows.append(_with_progress(JobRow(
             job_id=jid, user=job.spec.user, model=job.spec.model, phase=job.phase.value,
             gpus=len(slots) or job.current_gpus,
             # the plan's GPUs, which Slurm may give it elsewhere on a node (a red-team)
             where=("plan: " if planned else "") + where(slots),
-            epochs_done=round(job.progress.epochs_done, 3),
-            epochs=job.spec.num_epochs, bs=job.progress.bs or job.spec.init_bs,
-            remaining_s=round(job.remaining_s_now, 1),
             rho=rho.get(str(jid)), planned_rounds=per_job.get(str(jid)),
             reason=str(report.reasons.get(jid, "")) + _held_running(left.listed.get(jid)),
             action=r.action.kind.value if r else "wait",
-            outcome=r.outcome.value if r else "", message=r.message if r else ""))
+            outcome=r.outcome.value if r else "", message=r.message if r else ""), job))
     seen = {r.job_id for r in rows}
     # jobs admission turned away (say, larger than every usable node together) are not
     # in the view but must not vanish from queue and explain
@@ -191,14 +188,20 @@ def job_rows(report: RoundReport, left: LeftOut | None = None,
            for jid, reason in sorted(report.reasons.items()) if jid not in seen]
     out += unplanned_rows(left)
     back = progress(row.job_id for row in out) if progress is not None else {}
-    out = [row if (j := back.get(row.job_id)) is None else replace(
-        row, epochs_done=round(j.progress.epochs_done, 3), epochs=j.spec.num_epochs,
-        bs=j.progress.bs or j.spec.init_bs, remaining_s=round(j.remaining_s_now, 1))
-        for row in out]
+    out = [row if (j := back.get(row.job_id)) is None else _with_progress(row, j)
+           for row in out]
     # each row with its job's first submission: the store tells a reused id's job by it
     return [replace(row, submitted=first_submitted(listed) or 0)
             if (listed := left.listed.get(row.job_id)) is not None else row
             for row in rows + out]
+
+
+def _with_progress(row: JobRow, job: Job) -> JobRow:
+    """``row`` with the job's progress: epochs done, of how many, at which batch size, and
+    the time left (a planned job's row and a left-out one's alike)."""
+    return replace(row, epochs_done=round(job.progress.epochs_done, 3),
+                   epochs=job.spec.num_epochs, bs=job.progress.bs or job.spec.init_bs,
+                   remaining_s=round(job.remaining_s_now, 1))
 
 
 def _held_running(job: SlurmJob | None) -> str:
